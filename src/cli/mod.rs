@@ -1,0 +1,159 @@
+//! Command-line surface (clap). Parsing and dispatch only; each command's
+//! driver lives in its own module.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::exit;
+
+mod doctor;
+mod policy;
+mod run;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vetto",
+    version,
+    about = "Run builds, tests and coding agents in a kernel sandbox",
+    propagate_version = true,
+    infer_subcommands = false
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Sandbox COMMAND and stream its output (local and agent use)
+    Run(RunArgs),
+    /// What this host can enforce: tier, Landlock ABI, user namespaces, seccomp
+    Doctor(DoctorArgs),
+    /// Check and explain policies
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate policy files; errors name file:line:col
+    Check {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print the resolved policy and, for each PATH or HOST, the rule that decides it
+    Explain(ExplainArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// Paths or host names to decide
+    #[arg(value_name = "PATH|HOST")]
+    pub queries: Vec<String>,
+}
+
+/// Options that shape the policy (shared by `run`, `ci`, `policy explain`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// TOML policy (default: vetto.toml at the project root, else the built-in default)
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Project root (default: the git top-level of the working directory)
+    #[arg(long, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// Add a readable path
+    #[arg(long = "allow-read", value_name = "PATH")]
+    pub allow_read: Vec<String>,
+    /// Add a writable path
+    #[arg(long = "allow-write", value_name = "PATH")]
+    pub allow_write: Vec<String>,
+    /// Make a path unreadable and unwritable, even under an allowed root
+    #[arg(long, value_name = "PATH")]
+    pub deny: Vec<String>,
+    /// Network: `off` (default) or `host` (unrestricted)
+    #[arg(long, value_name = "off|host", value_parser = ["off", "host"])]
+    pub net: Option<String>,
+    /// Filtered egress: allow only these hosts (`*.example.com` wildcards)
+    #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
+    pub allow_domain: Vec<String>,
+    /// Pin a host name to an address for the proxy
+    #[arg(long, value_name = "HOST:IP")]
+    pub resolve: Vec<String>,
+    /// Kill the whole process tree after this long (e.g. 90s, 10m)
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Process/thread limit for the sandbox
+    #[arg(long = "max-procs", value_name = "N")]
+    pub max_procs: Option<u32>,
+    /// Memory limit for the process tree (e.g. 2GiB)
+    #[arg(long = "max-memory", value_name = "SIZE")]
+    pub max_memory: Option<String>,
+    /// Pass an environment variable that scrubbing withholds
+    #[arg(long = "env-pass", value_name = "NAME")]
+    pub env_pass: Vec<String>,
+    /// Add a built-in preset (same as `extends`)
+    #[arg(long, value_name = "NAME")]
+    pub preset: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// auto (default): the strongest tier the host offers; a named tier runs exactly that tier or refuses
+    #[arg(long, value_name = "auto|full|fs-only|seccomp", default_value = "auto")]
+    pub tier: crate::plan::TierRequest,
+    /// Accept a tier that cannot enforce every rule of the policy
+    #[arg(long = "allow-degraded")]
+    pub allow_degraded: bool,
+    /// Where reports are written (`run` writes them only when given)
+    #[arg(long = "report-dir", value_name = "DIR")]
+    pub report_dir: Option<PathBuf>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// Parse `std::env::args_os`, run, and turn the result into an exit status.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
+                    ExitCode::SUCCESS
+                }
+                _ => ExitCode::from(exit::REFUSED),
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Doctor(args) => doctor::doctor(args),
+        Command::Policy(PolicyCommand::Check { files }) => policy::check(&files),
+        Command::Policy(PolicyCommand::Explain(args)) => policy::explain(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("vetto: error: {e:#}");
+            ExitCode::from(exit::REFUSED)
+        }
+    }
+}

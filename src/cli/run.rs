@@ -1,0 +1,129 @@
+//! `vetto run`: policy → plan → sandbox → supervisor → exit status.
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::{PolicyArgs, RunArgs};
+use crate::plan::{self, BuildOptions};
+use crate::policy::{self, LoadRequest, Overrides};
+use crate::{exit, host, sandbox, supervisor};
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let session_tmp = SessionTmp::create()?;
+    let request = args
+        .policy
+        .load_request(session_tmp.path(), args.report_dir.as_deref())?;
+    let policy = match policy::load(&request) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    };
+    let caps = host::probe();
+    let options = BuildOptions {
+        allow_degraded: args.allow_degraded,
+        env: request.env.clone(),
+    };
+    let plan = match plan::build(&policy, &caps, args.tier, &options) {
+        Ok(plan) => plan,
+        Err(refusal) => {
+            eprintln!("vetto: {refusal}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    };
+    if !plan.env.withheld.is_empty() {
+        eprintln!(
+            "vetto: withheld {} credential-like variable(s) from the job: {} (pass one with --env-pass NAME)",
+            plan.env.withheld.len(),
+            plan.env.withheld.join(", ")
+        );
+    }
+    for d in &plan.degraded {
+        eprintln!("vetto: warning: degraded: {d}");
+    }
+    let child = match sandbox::spawn(&plan, &args.command) {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("vetto: cannot set up the sandbox: {e}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    };
+    let outcome = supervisor::run(child, &plan);
+    drop(session_tmp);
+    Ok(outcome.exit_code())
+}
+
+impl PolicyArgs {
+    /// The policy request for this invocation, from the process environment.
+    pub fn load_request(
+        &self,
+        session_tmp: &Path,
+        report_dir: Option<&Path>,
+    ) -> anyhow::Result<LoadRequest> {
+        let cwd = std::env::current_dir().context("cannot determine the working directory")?;
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .context("HOME is not set")?;
+        let env = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+            .collect();
+        Ok(LoadRequest {
+            cwd,
+            project: self.project.clone(),
+            policy_file: self.policy.clone(),
+            home,
+            session_tmp: session_tmp.to_path_buf(),
+            report_dir: report_dir.map(Path::to_path_buf),
+            env,
+            overrides: Overrides {
+                allow_read: self.allow_read.clone(),
+                allow_write: self.allow_write.clone(),
+                deny: self.deny.clone(),
+                net: self.net.clone(),
+                allow_domain: self.allow_domain.clone(),
+                resolve: self.resolve.clone(),
+                timeout: self.timeout.clone(),
+                max_procs: self.max_procs,
+                max_memory: self.max_memory.clone(),
+                env_pass: self.env_pass.clone(),
+                presets: self.preset.clone(),
+            },
+        })
+    }
+}
+
+/// The per-session temporary directory, removed when the session ends.
+pub struct SessionTmp(PathBuf);
+
+impl SessionTmp {
+    pub fn create() -> anyhow::Result<Self> {
+        let base = std::env::var_os("TMPDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let path = base.join(format!("vetto-{}-{}", std::process::id(), nonce()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .with_context(|| format!("cannot create the session directory {}", path.display()))?;
+        Ok(SessionTmp(path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for SessionTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn nonce() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}

@@ -1,0 +1,26 @@
+//! vetto: a kernel sandbox for CI jobs and AI coding agents.
+//!
+//! Data flows one way; each stage is a module with a small typed interface:
+//!
+//! ```text
+//! argv ─► cli ─► policy::load ─► Policy ─────────────┐
+//!                host::probe ──► HostCaps ───────────┤
+//!                                                    ▼
+//!        plan::build(&Policy, &HostCaps, TierRequest) ─► Result<Plan, Refusal>   (pure)
+//!                                                    ▼
+//!        sandbox::spawn(&Plan, cmd) ── re-exec `vetto __stage` ──► setup::apply → execve
+//!                                                    ▼
+//!        supervisor::run (wait, signals, limits, seccomp notifications) ─► Outcome
+//!                                                    ▼
+//!        exit::Outcome ─► the contract's exit status
+//! ```
+//!
+//! All operating-system specific and `unsafe` code lives under [`sandbox`].
+
+pub mod cli;
+pub mod exit;
+pub mod host;
+pub mod plan;
+pub mod policy;
+pub mod sandbox;
+pub mod supervisor;

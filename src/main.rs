@@ -1,0 +1,12 @@
+//! `vetto`: parse the command line, run, map the outcome to an exit status.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    // The hidden stage entry must run before anything starts a thread: it
+    // restricts this very process and then execs the job.
+    if let Some(code) = vetto::sandbox::stage_entry() {
+        return code;
+    }
+    vetto::cli::main()
+}

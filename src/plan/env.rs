@@ -1,0 +1,98 @@
+//! Which environment variables reach the job. Values travel to the child in
+//! the plan but are never printed or logged; only names are.
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::EnvPolicy;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvPlan {
+    /// The job's complete environment.
+    pub vars: Vec<(String, String)>,
+    /// Names withheld because they look like credentials (reported to the user).
+    pub withheld: Vec<String>,
+}
+
+/// `*` matches any run of characters; everything else is literal.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n) = (pattern.as_bytes(), name.as_bytes());
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if pi < p.len() && p[pi] == n[ni] {
+            pi += 1;
+            ni += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// Scrub `env` by the policy, then add the session's own variables.
+pub fn plan(policy: &EnvPolicy, env: &[(String, String)], session: &[(String, String)]) -> EnvPlan {
+    let mut out = EnvPlan::default();
+    for (name, value) in env {
+        let withheld = policy.withhold.iter().any(|p| glob_match(p, name));
+        let forced = policy.pass_exact.iter().any(|p| p == name);
+        if withheld && !forced {
+            out.withheld.push(name.clone());
+            continue;
+        }
+        if forced || policy.pass.iter().any(|p| glob_match(p, name)) {
+            out.vars.push((name.clone(), value.clone()));
+        }
+    }
+    for (name, value) in policy.set.iter().chain(session) {
+        out.vars.retain(|(n, _)| n != name);
+        out.vars.push((name.clone(), value.clone()));
+    }
+    out.withheld.sort();
+    out.withheld.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_matches_credential_shapes() {
+        assert!(glob_match("*TOKEN*", "GITHUB_TOKEN"));
+        assert!(glob_match("*TOKEN*", "TOKEN"));
+        assert!(glob_match("AWS_*", "AWS_SECRET_ACCESS_KEY"));
+        assert!(glob_match("*_KEY", "OPENAI_API_KEY"));
+        assert!(!glob_match("*_KEY", "KEYBOARD"));
+        assert!(!glob_match("AWS_*", "XAWS_"));
+        assert!(glob_match("PATH", "PATH"));
+        assert!(!glob_match("PATH", "PATHX"));
+    }
+
+    #[test]
+    fn credential_withheld_unless_passed_by_name() {
+        let policy = EnvPolicy {
+            pass: vec!["PATH".into(), "GITHUB_*".into()],
+            withhold: vec!["*TOKEN*".into()],
+            pass_exact: vec!["NPM_TOKEN".into()],
+            set: vec![],
+        };
+        let env = vec![
+            ("PATH".into(), "/bin".into()),
+            ("GITHUB_TOKEN".into(), "ghs_x".into()),
+            ("NPM_TOKEN".into(), "npm_x".into()),
+            ("RANDOM_THING".into(), "x".into()),
+        ];
+        let plan = plan(&policy, &env, &[("TMPDIR".into(), "/t".into())]);
+        let names: Vec<_> = plan.vars.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["PATH", "NPM_TOKEN", "TMPDIR"]);
+        assert_eq!(plan.withheld, ["GITHUB_TOKEN"]);
+    }
+}

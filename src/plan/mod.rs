@@ -1,0 +1,46 @@
+//! `Policy × HostCaps × TierRequest → Plan | Refusal`. Pure: no syscalls
+//! except the read-only directory listings that carving needs (behind
+//! [`fs::FsView`], so tests can fake them).
+//!
+//! The plan is inert data that the child-side setup interprets without
+//! making any decision of its own; `vetto doctor` and `vetto policy explain`
+//! print the same plan the child applies.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::policy::{Limits, NetPolicy};
+
+pub mod env;
+pub mod fs;
+pub mod refusal;
+pub mod syscalls;
+pub mod tier;
+
+mod build;
+
+pub use build::{BuildOptions, build};
+pub use refusal::{KernelFeature, Refusal};
+pub use tier::{Tier, TierRequest};
+
+/// Everything the child applies and the supervisor enforces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub tier: Tier,
+    /// Landlock rules; `None` at the SECCOMP tier.
+    pub landlock: Option<fs::LandlockPlan>,
+    /// The seccomp filter as data.
+    pub seccomp: syscalls::SeccompPlan,
+    /// What the supervisor decides through seccomp user notification.
+    pub notify: fs::NotifyPlan,
+    /// Directories created before the job starts (so Landlock can grant them).
+    pub prepare_dirs: Vec<PathBuf>,
+    pub env: env::EnvPlan,
+    pub net: NetPolicy,
+    pub limits: Limits,
+    /// Working directory of the job.
+    pub cwd: PathBuf,
+    /// Rules this tier does not enforce; non-empty only with `--allow-degraded`.
+    pub degraded: Vec<String>,
+}

@@ -1,0 +1,73 @@
+//! The tier ladder. `Ord` is strength: `Seccomp < FsOnly < Full`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    /// seccomp only: no filesystem isolation.
+    Seccomp,
+    /// Landlock + seccomp, no namespaces.
+    FsOnly,
+    /// Landlock + user/mount/net/pid namespaces + seccomp.
+    Full,
+}
+
+impl Tier {
+    pub const ALL: [Tier; 3] = [Tier::Full, Tier::FsOnly, Tier::Seccomp];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Seccomp => "seccomp",
+            Tier::FsOnly => "fs-only",
+            Tier::Full => "full",
+        }
+    }
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Tier {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(Tier::Full),
+            "fs-only" => Ok(Tier::FsOnly),
+            "seccomp" => Ok(Tier::Seccomp),
+            other => Err(format!(
+                "unknown tier `{other}`; expected one of: full, fs-only, seccomp"
+            )),
+        }
+    }
+}
+
+/// What the user asked for with `--tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TierRequest {
+    /// The strongest tier the host offers that enforces the whole policy.
+    #[default]
+    Auto,
+    /// Exactly this tier, or a refusal.
+    Exactly(Tier),
+}
+
+impl FromStr for TierRequest {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s == "auto" {
+            Ok(TierRequest::Auto)
+        } else {
+            s.parse().map(TierRequest::Exactly).map_err(|_| {
+                format!("unknown tier `{s}`; expected one of: auto, full, fs-only, seccomp")
+            })
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! The resolved, validated policy: what the rest of vetto consumes.
+//!
+//! Everything here is absolute and concrete: variables are expanded, globs
+//! are matched against the filesystem, presets are merged. Each rule keeps
+//! its [`Origin`] so `vetto policy explain` can say which line decided.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::tier::Tier;
+
+/// Where a rule came from: a policy file or preset line, or a CLI option.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// `policies/default.toml` for a preset, the file path for a policy
+    /// file, `--allow-read` for a command-line option.
+    pub source: String,
+    /// 1-based line and column; 0 when the origin is not a file.
+    pub line: u32,
+    pub col: u32,
+    /// The rule as written, before expansion (e.g. `~/.ssh`, `${PROJECT}/.env.*`).
+    pub written: String,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{} {}", self.source, self.written)
+        } else {
+            write!(f, "{}:{}:{} {:?}", self.source, self.line, self.col, self.written)
+        }
+    }
+}
+
+/// What a filesystem rule grants. `Ord` is the tie-break when two rules name
+/// the same path: the stronger restriction wins (`Deny` > `Protect` > `Write` > `Read`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read, list and execute.
+    Read,
+    /// Everything `Read` gives, plus create, modify, delete.
+    Write,
+    /// Readable but never writable, even beneath a writable root.
+    Protect,
+    /// Masked: neither readable nor writable.
+    Deny,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::Protect => "protect",
+            Access::Deny => "deny",
+        }
+    }
+}
+
+/// One concrete path rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsRule {
+    /// Absolute, lexically normalised (no `.`/`..`), symlinks not resolved.
+    pub path: PathBuf,
+    pub access: Access,
+    pub origin: Origin,
+}
+
+/// Network policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "mode")]
+pub enum NetPolicy {
+    /// No network at all (the default).
+    Off,
+    /// Unrestricted, said explicitly.
+    Host,
+    /// Only these hosts, through vetto's egress proxy.
+    Allow {
+        hosts: Vec<HostPattern>,
+        resolve: Vec<PinnedHost>,
+    },
+}
+
+/// `example.com`, `*.example.com`, optionally with `:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostPattern {
+    /// Lower-case host; a leading `*.` matches any subdomain (not the apex).
+    pub host: String,
+    pub port: Option<u16>,
+    pub origin: Origin,
+}
+
+/// `--resolve HOST:IP`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedHost {
+    pub host: String,
+    pub addr: std::net::IpAddr,
+    pub origin: Origin,
+}
+
+/// Resource bounds; `None` means unbounded.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    #[serde(with = "opt_duration_ms")]
+    pub timeout: Option<Duration>,
+    pub max_procs: Option<u32>,
+    /// Bytes.
+    pub max_memory: Option<u64>,
+}
+
+/// Environment scrubbing: names matching `withhold` are not passed unless
+/// they match `pass_exact` (from `--env-pass` or a policy's `pass_secret`).
+/// Names matching neither `pass` nor `withhold` are not passed either:
+/// the pass-list is the allow-list.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvPolicy {
+    /// Glob patterns (`*` only) of ordinary variables passed to the job.
+    pub pass: Vec<String>,
+    /// Glob patterns of credential-like names that are withheld.
+    pub withhold: Vec<String>,
+    /// Exact names passed even though they match `withhold`.
+    pub pass_exact: Vec<String>,
+    /// Variables set for the job (after scrubbing), e.g. `CI=true`.
+    pub set: Vec<(String, String)>,
+}
+
+/// A source that contributed to the policy, for the session log and explain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceInfo {
+    /// `preset:default`, a file path, or `command line`.
+    pub name: String,
+    /// Hex SHA-256 of the source text (empty for the command line).
+    pub digest: String,
+}
+
+/// The resolved policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Policy {
+    /// The project root (absolute, canonical).
+    pub project: PathBuf,
+    /// The per-session temporary directory exported as `TMPDIR`.
+    pub session_tmp: PathBuf,
+    /// The policy file in use, if any (it is protected from the job).
+    pub policy_file: Option<PathBuf>,
+    pub sources: Vec<SourceInfo>,
+    /// Concrete rules; several may name the same path (the strongest wins).
+    pub fs: Vec<FsRule>,
+    /// Directory names at the project root that are created before the job
+    /// starts if missing (`target`, `node_modules`, …), so the job can write
+    /// into them (see docs/tiers.md: carving and new top-level entries).
+    pub outputs: Vec<String>,
+    pub net: NetPolicy,
+    pub limits: Limits,
+    pub env: EnvPolicy,
+    /// The weakest tier this policy accepts (`auto` never goes below it).
+    pub min_tier: Option<Tier>,
+}
+
+mod opt_duration_ms {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_millis))
+    }
+}
