@@ -30,7 +30,11 @@ impl fmt::Display for Origin {
         if self.line == 0 {
             write!(f, "{} {}", self.source, self.written)
         } else {
-            write!(f, "{}:{}:{} {:?}", self.source, self.line, self.col, self.written)
+            write!(
+                f,
+                "{}:{}:{} {:?}",
+                self.source, self.line, self.col, self.written
+            )
         }
     }
 }
