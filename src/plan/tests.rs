@@ -42,7 +42,6 @@ impl FsView for FakeFs {
 }
 
 const FILE: EntryKind = EntryKind::File { nlink: 1 };
-const DIR: EntryKind = EntryKind::Dir;
 
 fn rule(path: &str, access: Access) -> FsRule {
     FsRule {
