@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Plan;
 
 mod landlock;
+mod namespaces;
 mod proc;
 pub mod process;
 mod seccomp;
