@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use crate::plan::Plan;
 
+pub mod caps;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
