@@ -190,7 +190,7 @@ pub fn effective_uid() -> u32 {
 pub enum ChildTestError {
     #[error("cannot fork a test child: {0}")]
     Fork(Errno),
-    #[error("{step} failed: {errno} ({})", errno.desc())]
+    #[error("{step} failed: {errno}")]
     Step { step: &'static str, errno: Errno },
     #[error("the test child ended abnormally: {0}")]
     Abnormal(String),
