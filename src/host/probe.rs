@@ -51,6 +51,7 @@ pub fn probe() -> HostCaps {
 
     let userns = userns_verdict(&UsernsFacts {
         root,
+        proc_sys_readable: Path::new("/proc/sys/kernel").is_dir(),
         max_user_namespaces: read_number("/proc/sys/user/max_user_namespaces"),
         unprivileged_userns_clone: read_number("/proc/sys/kernel/unprivileged_userns_clone"),
         apparmor_restrict: read_number("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"),
@@ -248,6 +249,8 @@ fn notify_verdict(
 /// What decides whether an unprivileged process may create a user namespace.
 struct UsernsFacts<'a> {
     root: bool,
+    /// Without /proc the sysctls below read as absent.
+    proc_sys_readable: bool,
     /// `/proc/sys/user/max_user_namespaces`; absent without CONFIG_USER_NS.
     max_user_namespaces: Option<u64>,
     /// `/proc/sys/kernel/unprivileged_userns_clone` (Debian's patch).
@@ -262,6 +265,13 @@ struct UsernsFacts<'a> {
 
 fn userns_verdict(facts: &UsernsFacts<'_>) -> Availability {
     let missing = |s: String| Availability::Missing(s);
+    if !facts.proc_sys_readable {
+        return missing(
+            "/proc/sys is not readable (is /proc mounted?): the user namespace sysctls \
+             cannot be checked; fix: mount /proc"
+                .into(),
+        );
+    }
     if facts.max_user_namespaces.is_none() && facts.unprivileged_userns_clone.is_none() {
         return missing(
             "the kernel was built without user namespaces (CONFIG_USER_NS); \
@@ -383,6 +393,7 @@ mod tests {
     ) -> UsernsFacts<'a> {
         UsernsFacts {
             root: false,
+            proc_sys_readable: true,
             max_user_namespaces: Some(15000),
             unprivileged_userns_clone: None,
             apparmor_restrict: None,
@@ -467,6 +478,16 @@ mod tests {
             why.contains("seccomp filter around vetto answers EPERM"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn missing_proc_is_not_mistaken_for_a_kernel_without_userns() {
+        let f = UsernsFacts {
+            proc_sys_readable: false,
+            max_user_namespaces: None,
+            ..facts(&unconfined, &unfiltered)
+        };
+        assert!(reason(userns_verdict(&f)).contains("is /proc mounted?"));
     }
 
     #[test]

@@ -14,7 +14,8 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, caps, spawn_plan};
+pub use imp::caps;
+pub use imp::{SetupError, Spawned, spawn_plan};
 
 /// Start `command` inside the sandbox described by `plan`.
 pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
