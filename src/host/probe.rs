@@ -312,7 +312,7 @@ fn userns_verdict(facts: &UsernsFacts<'_>) -> Availability {
     match (facts.filter)() {
         Ok(()) => Availability::Available,
         Err(e) => missing(format!(
-            "a seccomp filter around vetto answers {e} to unshare(CLONE_NEWUSER) \
+            "a seccomp filter around vetto blocks unshare(CLONE_NEWUSER) with {e:?} \
              (a container runtime's profile?); fix: allow it in that profile, or use --tier fs-only"
         )),
     }
@@ -475,7 +475,7 @@ mod tests {
         let docker = || Err(Errno::EPERM);
         let why = reason(userns_verdict(&facts(&unconfined, &docker)));
         assert!(
-            why.contains("seccomp filter around vetto answers EPERM"),
+            why.contains("seccomp filter around vetto blocks unshare(CLONE_NEWUSER) with EPERM"),
             "{why}"
         );
     }
