@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
+pub mod caps;
 mod landlock;
 mod namespaces;
 mod proc;
