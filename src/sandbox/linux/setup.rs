@@ -131,8 +131,10 @@ fn apply(
         serde_json::from_slice(&buf).map_err(|e| format!("cannot decode the plan: {e}"))?;
     let plan = &request.plan;
 
-    // 2. Die with vetto. PDEATHSIG was set before exec (it survives exec);
-    //    if vetto already died in between, our parent changed: leave now.
+    // 2. Die with vetto. If vetto died before PDEATHSIG was set, our
+    //    parent has already changed: leave now.
+    nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL)
+        .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
     if getppid().as_raw() != request.supervisor {
         return Err(Failure::Setup(
             "vetto exited before the sandbox started".into(),
