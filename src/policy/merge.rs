@@ -49,6 +49,7 @@ pub const BUILT_IN: &str = "built-in";
 /// A parsed preset, in merge order.
 pub struct PresetSource {
     pub name: &'static str,
+    pub text: &'static str,
     pub raw: RawPolicy,
 }
 
@@ -58,16 +59,18 @@ pub enum Asker<'a> {
     Option,
 }
 
-/// Adds `name` (after its own `extends`) to `order`, once.
+/// Adds `name` (after its own `extends`) to `order`, once; presets come
+/// from `catalog` (`presets::PRESETS` outside tests).
 pub fn add_preset(
+    catalog: &[(&'static str, &'static str)],
     name: &str,
     asker: Asker<'_>,
     stack: &mut Vec<&'static str>,
     order: &mut Vec<PresetSource>,
     diags: &mut Diags,
 ) {
-    let known = presets::names();
-    let Some((pname, text)) = presets::PRESETS.iter().find(|(n, _)| *n == name) else {
+    let known: Vec<&str> = catalog.iter().map(|(n, _)| *n).collect();
+    let Some((pname, text)) = catalog.iter().find(|(n, _)| *n == name) else {
         let msg = format!("unknown preset `{name}`; expected one of {}", list(&known));
         let help = did_you_mean(name, &known).map(|s| format!("did you mean `{s}`?"));
         match asker {
@@ -100,6 +103,7 @@ pub fn add_preset(
     stack.push(pname);
     for ext in &raw.extends {
         add_preset(
+            catalog,
             &ext.value,
             Asker::Source(src, ext.span.clone()),
             stack,
@@ -108,7 +112,11 @@ pub fn add_preset(
         );
     }
     stack.pop();
-    order.push(PresetSource { name: pname, raw });
+    order.push(PresetSource {
+        name: pname,
+        text,
+        raw,
+    });
 }
 
 /// The command-line options as the last, highest-precedence source.

@@ -163,6 +163,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         let raw = raw::parse(src, &mut diags);
         for e in &raw.extends {
             merge::add_preset(
+                presets::PRESETS,
                 &e.value,
                 Asker::Source(src, e.span.clone()),
                 &mut stack,
@@ -173,10 +174,24 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         raw
     });
     if file_raw.is_none() {
-        merge::add_preset("default", Asker::Option, &mut stack, &mut order, &mut diags);
+        merge::add_preset(
+            presets::PRESETS,
+            "default",
+            Asker::Option,
+            &mut stack,
+            &mut order,
+            &mut diags,
+        );
     }
     for name in &req.overrides.presets {
-        merge::add_preset(name, Asker::Option, &mut stack, &mut order, &mut diags);
+        merge::add_preset(
+            presets::PRESETS,
+            name,
+            Asker::Option,
+            &mut stack,
+            &mut order,
+            &mut diags,
+        );
     }
 
     // `**` never enters output directories, so collect them first.
@@ -185,7 +200,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         let name = presets::source_name(p.name);
         let src = SourceRef {
             name: &name,
-            text: presets::get(p.name).unwrap_or_default(),
+            text: p.text,
         };
         outputs_per_source.push(validate::outputs(&p.raw, src, &mut diags));
     }
@@ -208,7 +223,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
     let mut layers = Vec::new();
     for (p, outputs) in order.iter().zip(outputs_per_source) {
         let name = presets::source_name(p.name);
-        let text = presets::get(p.name).unwrap_or_default();
+        let text = p.text;
         let src = SourceRef { name: &name, text };
         let info = SourceInfo {
             name: format!("preset:{}", p.name),
@@ -276,3 +291,49 @@ pub fn check_file(path: &Path) -> Result<(), PolicyError> {
     };
     load(&req).map(drop)
 }
+
+/// Parse and validate `text` as a policy file with fixed variables and a
+/// tiny glob budget, rendering any diagnostics: the entry point of the
+/// fuzz target and of the random-input test (it must never panic).
+pub fn check_text(text: &str) -> Result<(), PolicyError> {
+    let mut diags = Diags::default();
+    let src = SourceRef {
+        name: "fuzz.toml",
+        text,
+    };
+    let raw = raw::parse(src, &mut diags);
+    let mut order = Vec::new();
+    for e in &raw.extends {
+        merge::add_preset(
+            presets::PRESETS,
+            &e.value,
+            Asker::Source(src, e.span.clone()),
+            &mut Vec::new(),
+            &mut order,
+            &mut diags,
+        );
+    }
+    let outputs = validate::outputs(&raw, src, &mut diags);
+    let mut ctx = PathCtx {
+        vars: Vars {
+            home: Path::new("/nonexistent/home"),
+            project: Path::new("/nonexistent/project"),
+            tmpdir: Path::new("/nonexistent/tmp"),
+        },
+        walker: GlobWalker::with_cap(outputs, 64),
+    };
+    let info = SourceInfo {
+        name: src.name.into(),
+        digest: digest(text),
+    };
+    let layer = validate::validate(&raw, src, info, &mut ctx, &mut diags);
+    if diags.is_empty() {
+        let _ = merge::fold(vec![layer], PathBuf::from("/p"), PathBuf::from("/t"));
+        Ok(())
+    } else {
+        Err(PolicyError::from_diags(diags))
+    }
+}
+
+#[cfg(test)]
+mod tests;

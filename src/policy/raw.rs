@@ -97,7 +97,9 @@ fn home_of(key: &str) -> Option<&'static str> {
 pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
     let (doc, errors) = DeTable::parse_recoverable(src.text);
     let had_syntax_errors = !errors.is_empty();
-    for e in errors {
+    // Only the first: the parser's recovery turns one missing `]` into a
+    // cascade of follow-on errors that would bury the real one.
+    for e in errors.into_iter().take(1) {
         let span = e.span().unwrap_or(0..0);
         diags.at(
             src,
