@@ -10,9 +10,10 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
 
 /// The most directory entries one policy load may visit while expanding
 /// globs. Beyond it loading fails: a silently truncated walk could miss a
@@ -83,14 +84,20 @@ enum Seg {
     Any,
 }
 
-/// Expands globs for one policy load; the entry budget is shared by all
-/// patterns of the load.
+/// (name, path, is a real directory) for each entry of a directory.
+type Entries = Rc<Vec<(String, PathBuf, bool)>>;
+
+/// Expands globs for one policy load. Directory listings are cached, so
+/// several patterns over the same tree (the default preset has a dozen
+/// `${PROJECT}/**/…`) cost one walk, and the entry budget counts each
+/// directory entry once for the whole load.
 #[derive(Debug)]
 pub struct GlobWalker {
     visited: usize,
     cap: usize,
     /// Directory names a `**` never enters.
     skip: Vec<String>,
+    listings: HashMap<PathBuf, Entries>,
 }
 
 impl GlobWalker {
@@ -104,6 +111,7 @@ impl GlobWalker {
             visited: 0,
             cap,
             skip,
+            listings: HashMap::new(),
         }
     }
 
@@ -169,7 +177,6 @@ impl GlobWalker {
         };
         match first {
             Seg::Lit(name) => {
-                self.count(root)?;
                 let p = dir.join(name);
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if rest.is_empty() || m.is_dir() => self.walk(&p, rest, out, root),
@@ -178,18 +185,18 @@ impl GlobWalker {
                 }
             }
             Seg::Pat(pat) => {
-                for (name, path, is_dir) in self.entries(dir, root)? {
-                    if glob_component(pat, &name) && (rest.is_empty() || is_dir) {
-                        self.walk(&path, rest, out, root)?;
+                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
+                    if glob_component(pat, name) && (rest.is_empty() || *is_dir) {
+                        self.walk(path, rest, out, root)?;
                     }
                 }
                 Ok(())
             }
             Seg::Any => {
                 self.walk(dir, rest, out, root)?;
-                for (name, path, is_dir) in self.entries(dir, root)? {
-                    if is_dir && !self.skip.contains(&name) {
-                        self.walk(&path, segs, out, root)?;
+                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
+                    if *is_dir && !self.skip.contains(name) {
+                        self.walk(path, segs, out, root)?;
                     }
                 }
                 Ok(())
@@ -199,14 +206,13 @@ impl GlobWalker {
 
     /// Entries of `dir` as (name, path, is a real directory). Symlinks are
     /// never reported as directories, so the walk never follows them.
-    fn entries(
-        &mut self,
-        dir: &Path,
-        root: &str,
-    ) -> Result<Vec<(String, PathBuf, bool)>, GlobError> {
+    fn entries(&mut self, dir: &Path, root: &str) -> Result<Entries, GlobError> {
+        if let Some(e) = self.listings.get(dir) {
+            return Ok(Rc::clone(e));
+        }
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
-            Err(e) => return skip_or_fail(dir, e).map(|()| Vec::new()),
+            Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
         };
         let mut out = Vec::new();
         for entry in rd {
@@ -226,6 +232,8 @@ impl GlobWalker {
             ));
         }
         out.sort();
+        let out = Rc::new(out);
+        self.listings.insert(dir.to_path_buf(), Rc::clone(&out));
         Ok(out)
     }
 }

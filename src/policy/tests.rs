@@ -451,6 +451,19 @@ fn a_glob_walk_beyond_the_cap_fails_closed() {
 }
 
 #[test]
+fn many_patterns_over_one_tree_cost_one_walk() {
+    let s = scratch();
+    for i in 0..30 {
+        s.write(&format!("d/f{i}"), "");
+    }
+    let mut w = GlobWalker::with_cap(vec![], 40);
+    for pat in ["*.pem", "*.key", ".env", "id_rsa", "f1*", "f2?", "x", "y", "z", "f3"] {
+        w.expand(&s.project.join("**").join(pat)).unwrap();
+    }
+    assert!(w.visited() <= 40, "{}", w.visited());
+}
+
+#[test]
 fn explain_names_the_deciding_rule_for_paths_and_hosts() {
     let s = scratch();
     s.write(
