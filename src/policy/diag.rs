@@ -161,7 +161,7 @@ impl Diags {
         let n = self.list.len();
         let _ = write!(
             out,
-            "vetto: the policy has {n} error{}; nothing was run",
+            "vetto: the policy has {n} error{}",
             if n == 1 { "" } else { "s" }
         );
         out

@@ -457,7 +457,9 @@ fn many_patterns_over_one_tree_cost_one_walk() {
         s.write(&format!("d/f{i}"), "");
     }
     let mut w = GlobWalker::with_cap(vec![], 40);
-    for pat in ["*.pem", "*.key", ".env", "id_rsa", "f1*", "f2?", "x", "y", "z", "f3"] {
+    for pat in [
+        "*.pem", "*.key", ".env", "id_rsa", "f1*", "f2?", "x", "y", "z", "f3",
+    ] {
         w.expand(&s.project.join("**").join(pat)).unwrap();
     }
     assert!(w.visited() <= 40, "{}", w.visited());
@@ -661,4 +663,46 @@ fn random_inputs_never_panic() {
         "random_inputs_never_panic: {iters} inputs in {:?}",
         start.elapsed()
     );
+}
+
+#[test]
+fn preset_cycles_are_reported_not_followed_forever() {
+    const CATALOG: &[(&str, &str)] = &[
+        ("a", "extends = [\"b\"]\n"),
+        ("b", "extends = [\"c\"]\n"),
+        ("c", "extends = [\"a\"]\n"),
+    ];
+    let mut diags = diag::Diags::default();
+    let mut order = Vec::new();
+    merge::add_preset(
+        CATALOG,
+        "a",
+        merge::Asker::Option,
+        &mut Vec::new(),
+        &mut order,
+        &mut diags,
+    );
+    let text = diags.render();
+    assert!(text.contains("preset cycle: a → b → c → a"), "{text}");
+    assert!(text.contains("policies/c.toml:1:12"), "{text}");
+
+    // Shared ancestors (a diamond) are applied once, before their users.
+    const DIAMOND: &[(&str, &str)] = &[
+        ("base", ""),
+        ("x", "extends = [\"base\"]\n"),
+        ("y", "extends = [\"base\", \"x\"]\n"),
+    ];
+    let mut diags = diag::Diags::default();
+    let mut order = Vec::new();
+    merge::add_preset(
+        DIAMOND,
+        "y",
+        merge::Asker::Option,
+        &mut Vec::new(),
+        &mut order,
+        &mut diags,
+    );
+    assert!(diags.is_empty(), "{}", diags.render());
+    let names: Vec<_> = order.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["base", "x", "y"]);
 }
