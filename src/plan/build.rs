@@ -10,6 +10,9 @@ use crate::policy::{Access, NetPolicy, Policy};
 /// The newest Landlock ABI vetto knows how to use.
 pub const MAX_LANDLOCK_ABI: u8 = 7;
 
+/// The FULL tier's private /tmp, which is also its `TMPDIR`.
+const PRIVATE_TMP: &str = "/tmp";
+
 /// Inputs to planning that come from the invocation rather than the policy.
 #[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
@@ -290,6 +293,26 @@ fn plan_for(
                 }
             }
         }
+        // The session's temporary directory is created on the host just
+        // before the job starts (below FULL only), so it is granted here
+        // rather than found by carving.
+        if tier < Tier::Full
+            && fs::decide_rule(&policy.fs, &policy.session_tmp).map(|r| r.access)
+                == Some(Access::Write)
+        {
+            carved.rules.push(LandlockRule {
+                path: policy.session_tmp.clone(),
+                access: handled,
+            });
+        }
+        // At FULL /tmp is the sandbox's own tmpfs and the session's
+        // temporary directory.
+        if tier == Tier::Full {
+            carved.rules.push(LandlockRule {
+                path: PRIVATE_TMP.into(),
+                access: handled,
+            });
+        }
         let notify = NotifyPlan {
             carved_dirs: if notify_available {
                 carved.carved_dirs
@@ -324,7 +347,11 @@ fn plan_for(
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
-    let tmp = policy.session_tmp.to_string_lossy().into_owned();
+    let session_tmp = (tier < Tier::Full).then(|| policy.session_tmp.clone());
+    let tmp = match &session_tmp {
+        Some(dir) => dir.to_string_lossy().into_owned(),
+        None => PRIVATE_TMP.to_string(),
+    };
     let session_env = [
         ("TMPDIR".to_string(), tmp.clone()),
         ("TMP".to_string(), tmp.clone()),
@@ -334,6 +361,7 @@ fn plan_for(
     let env = env::plan(&policy.env, &options.env, &session_env);
     Plan {
         tier,
+        session_tmp,
         namespaces,
         landlock,
         seccomp,
@@ -368,8 +396,16 @@ fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
             "build.gradle.kts",
             "CMakeLists.txt",
         ],
-        ".venv" => &["pyproject.toml", "requirements.txt", "setup.py", "Pipfile", "uv.lock"],
+        ".venv" => &[
+            "pyproject.toml",
+            "requirements.txt",
+            "setup.py",
+            "Pipfile",
+            "uv.lock",
+        ],
         _ => return true,
     };
-    markers.iter().any(|m| view.kind(&project.join(m)).is_some())
+    markers
+        .iter()
+        .any(|m| view.kind(&project.join(m)).is_some())
 }

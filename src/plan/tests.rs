@@ -448,3 +448,14 @@ fn plan_is_serializable_for_the_stage() -> Result<(), Box<dyn std::error::Error>
     assert_eq!(back, plan);
     Ok(())
 }
+
+#[test]
+fn beneath_respects_component_boundaries() {
+    use super::fs::beneath;
+    assert!(beneath(Path::new("/p/src"), Path::new("/p")));
+    assert!(beneath(Path::new("/p"), Path::new("/p")));
+    assert!(!beneath(Path::new("/p-other"), Path::new("/p")));
+    assert!(!beneath(Path::new("/pp"), Path::new("/p")));
+    assert!(beneath(Path::new("/anything"), Path::new("/")));
+    assert!(!beneath(Path::new("/p"), Path::new("/p/src")));
+}
