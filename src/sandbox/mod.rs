@@ -16,6 +16,9 @@ mod imp;
 
 pub use imp::{SetupError, Spawned, spawn_plan};
 
+/// Seccomp user-notification plumbing (Linux only).
+pub use imp::notify;
+
 /// Start `command` inside the sandbox described by `plan`.
 pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
     spawn_plan(plan, command)

@@ -1,6 +1,8 @@
 //! The parent side: waits for the job, forwards signals, enforces limits and
 //! answers seccomp notifications.
 
+pub mod notify;
+
 use crate::exit::Outcome;
 use crate::plan::Plan;
 use crate::sandbox::Spawned;

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use crate::plan::Plan;
 
+pub mod notify;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
