@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 use vetto::plan::fs::{CarvedDir, NotifyPlan};
 use vetto::policy::Access;
 use vetto::sandbox::notify::Call;
-use vetto::sandbox::notify::testing::{landlock_pre_exec, race_connect, spawn_notified};
+use vetto::sandbox::notify::testing::{
+    landlock_pre_exec, race_connect, race_rename, spawn_notified,
+};
 use vetto::supervisor::notify::{Decision, NotifyEvent, Reason, serve};
 
 const CREATION: &[Call] = &[
@@ -295,6 +297,40 @@ fn move_out_of_carved_dir_gets_exdev_and_mv_falls_back() {
     assert!(job.events.iter().any(|e| e.reason == Reason::CrossCarve));
 }
 
+#[test]
+fn racing_thread_flipping_rename_source_never_moves_dot_git() {
+    let test = "racing_thread_flipping_rename_source_never_moves_dot_git";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    std::fs::write(p.join("plain"), "x").unwrap();
+    let mut cmd = helper("race-rename", &[]);
+    cmd.current_dir(&p);
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
+    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    let line = job.result_line();
+    eprintln!("race-rename: {line}");
+    assert!(
+        p.join(".git/config").exists() && p.join(".git/hooks/pre-commit").exists(),
+        "{line}"
+    );
+    assert!(
+        !p.join("parked/config").exists(),
+        ".git was renamed ({line})"
+    );
+    assert!(
+        job.events.iter().any(|e| e.reason == Reason::Protected),
+        "the race never tried .git"
+    );
+    assert!(
+        job.events.iter().any(|e| e.decision == Decision::Emulated),
+        "the race never renamed plain"
+    );
+}
+
 // ----- unix sockets -------------------------------------------------------
 
 fn helper(action: &str, args: &[&Path]) -> Command {
@@ -553,6 +589,10 @@ fn zz_child_helper() {
             )
             .unwrap();
             ping(std::os::unix::net::UnixStream::connect_addr(&addr));
+        }
+        "race-rename" => {
+            let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
+            println!("RESULT tries {tries}");
         }
         "race" => {
             let r = race_connect(&arg(0), &arg(1), 2.0).unwrap();

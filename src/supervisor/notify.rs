@@ -928,3 +928,72 @@ fn done(result: io::Result<()>) -> Answer {
 fn libc_efault() -> i32 {
     c::EFAULT
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_the_parent_and_a_single_final_name() {
+        assert_eq!(split(b"x"), Some((&b""[..], &b"x"[..], false)));
+        assert_eq!(split(b"a/b/c"), Some((&b"a/b"[..], &b"c"[..], false)));
+        assert_eq!(split(b"/x"), Some((&b"/"[..], &b"x"[..], false)));
+        assert_eq!(split(b"dir//"), Some((&b""[..], &b"dir"[..], true)));
+        assert_eq!(split(b"a//b"), Some((&b"a/"[..], &b"b"[..], false)));
+        assert_eq!(split(b"///"), None);
+        assert_eq!(split(b"x/.."), Some((&b"x"[..], &b".."[..], false)));
+    }
+
+    #[test]
+    fn protected_name_variants_fold_to_the_same_name() {
+        for variant in [".git", ".GIT", ".Git.", ".git ", ".git..", ".gIt. ."] {
+            assert_eq!(fold(variant.as_bytes()), b".git", "{variant}");
+        }
+        assert_eq!(fold(b"HOOKS"), b"hooks");
+        assert_ne!(fold(b".gitignore"), b".git");
+        assert_eq!(fold(b".."), b"..");
+    }
+
+    #[test]
+    fn socket_addresses_are_classified_as_the_kernel_reads_them() {
+        let family = (c::AF_UNIX as u16).to_ne_bytes();
+        let mut path = family.to_vec();
+        path.extend_from_slice(b"/run/x.sock\0garbage");
+        assert_eq!(classify(&path), SockAddr::Path(b"/run/x.sock".to_vec()));
+        let mut abs = family.to_vec();
+        abs.extend_from_slice(b"\0name");
+        assert_eq!(classify(&abs), SockAddr::Abstract(b"name".to_vec()));
+        assert_eq!(classify(&family), SockAddr::Other);
+        let mut inet = 2u16.to_ne_bytes().to_vec();
+        inet.extend_from_slice(&[0, 80, 127, 0, 0, 1]);
+        assert_eq!(classify(&inet), SockAddr::Other);
+        let mut unterminated = family.to_vec();
+        unterminated.extend_from_slice(&[b'a'; 108]);
+        assert_eq!(classify(&unterminated), SockAddr::Path(vec![b'a'; 108]));
+    }
+
+    #[test]
+    fn only_sockets_in_writable_rules_are_allowed() {
+        #[expect(clippy::unwrap_used, reason = "tests")]
+        let shared = Shared::new(
+            Listener::new(sys::open_root().unwrap()),
+            &NotifyPlan {
+                carved_dirs: vec![],
+                broker_unix_connect: true,
+                rules: vec![
+                    (PathBuf::from("/"), Access::Read),
+                    (PathBuf::from("/work/p"), Access::Write),
+                    (PathBuf::from("/work/p/.env"), Access::Deny),
+                    (PathBuf::from("/work/p/.git"), Access::Protect),
+                ],
+            },
+        )
+        .unwrap();
+        assert!(shared.socket_allowed(Path::new("/work/p/app.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/.env/s.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/.git/s.sock")));
+        assert!(!shared.socket_allowed(Path::new("/home/u/.ssh/agent.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/app.sock (deleted)")));
+        assert!(!shared.socket_allowed(Path::new("relative.sock")));
+    }
+}

@@ -1113,6 +1113,64 @@ pub mod testing {
         Ok(report)
     }
 
+    /// Rename the name in a shared buffer (flipped by another thread
+    /// between `plain` and `protected`) to `parking` and back, for `secs`.
+    /// Run inside a notified job whose cwd holds `plain`: `protected` must
+    /// never move.
+    pub fn race_rename(plain: &str, protected: &str, parking: &str, secs: f64) -> io::Result<u64> {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        use std::time::{Duration, Instant};
+
+        fn encode(name: &str) -> io::Result<[u64; 8]> {
+            let mut raw = [0u8; 64];
+            if name.len() + 1 > raw.len() {
+                return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
+            }
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            let mut words = [0u64; 8];
+            for (i, w) in words.iter_mut().enumerate() {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
+                *w = u64::from_ne_bytes(b);
+            }
+            Ok(words)
+        }
+        let good = encode(plain)?;
+        let bad = encode(protected)?;
+        let parking_c = std::ffi::CString::new(parking)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let plain_c = std::ffi::CString::new(plain)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let shared: &'static [AtomicU64; 8] =
+            Box::leak(Box::new(std::array::from_fn(|i| AtomicU64::new(good[i]))));
+        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let flipper = std::thread::spawn(move || {
+            let mut flip = false;
+            while !stop.load(Ordering::Relaxed) {
+                let src = if flip { &good } else { &bad };
+                for (w, v) in shared.iter().zip(src.iter()) {
+                    w.store(*v, Ordering::Relaxed);
+                }
+                flip = !flip;
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        let mut tries = 0;
+        while Instant::now() < deadline {
+            // SAFETY: `shared` holds a NUL-terminated name (each variant
+            // ends in zero words) for the program's life; the kernel reads it.
+            unsafe {
+                if libc::rename(shared.as_ptr().cast(), parking_c.as_ptr()) == 0 {
+                    libc::rename(parking_c.as_ptr(), plain_c.as_ptr());
+                }
+            }
+            tries += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let _ = flipper.join();
+        Ok(tries)
+    }
+
     const fn size_of_int() -> u32 {
         std::mem::size_of::<libc::c_int>() as u32
     }
