@@ -9,18 +9,19 @@
 
 pub mod diag;
 pub mod explain;
-pub mod merge;
+pub(crate) mod merge;
 mod model;
-pub mod paths;
+pub(crate) mod paths;
 pub mod presets;
-pub mod raw;
-pub mod validate;
-pub mod vars;
+pub(crate) mod raw;
+pub(crate) mod validate;
+pub(crate) mod vars;
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use merge::CI_CONTROL_VARS;
 pub use model::*;
 
 use self::diag::{Diags, SourceRef};
