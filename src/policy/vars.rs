@@ -13,7 +13,6 @@ pub struct Vars<'a> {
     pub tmpdir: &'a Path,
 }
 
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VarError {
     #[error(
