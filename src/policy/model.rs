@@ -100,8 +100,9 @@ pub struct HostPattern {
 
 impl HostPattern {
     /// Whether a connection to `host:port` matches: `*.example.com` matches
-    /// subdomains at any depth but not `example.com` itself; no port means
-    /// any port. `host` is compared case-insensitively.
+    /// subdomains at any depth but not `example.com` itself; a pattern
+    /// without a port matches every port, one with a port only that port.
+    /// `host` is compared case-insensitively.
     pub fn matches(&self, host: &str, port: Option<u16>) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         let name_ok = match self.host.strip_prefix("*.") {
