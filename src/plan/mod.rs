@@ -14,6 +14,7 @@ use crate::policy::{Limits, NetPolicy};
 
 pub mod env;
 pub mod fs;
+pub mod mounts;
 pub mod refusal;
 pub mod syscalls;
 pub mod tier;
@@ -28,6 +29,11 @@ pub use tier::{Tier, TierRequest};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub tier: Tier,
+    /// The per-session temporary directory vetto creates on the host (and
+    /// removes afterwards); `None` at FULL, whose /tmp is private.
+    pub session_tmp: Option<PathBuf>,
+    /// FULL tier: namespaces and the new root; `None` below FULL.
+    pub namespaces: Option<mounts::NamespacePlan>,
     /// Landlock rules; `None` at the SECCOMP tier.
     pub landlock: Option<fs::LandlockPlan>,
     /// The seccomp filter as data.
@@ -44,3 +50,6 @@ pub struct Plan {
     /// Rules this tier does not enforce; non-empty only with `--allow-degraded`.
     pub degraded: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests;
