@@ -355,11 +355,8 @@ fn plan_for(
                 Vec::new()
             },
             broker_unix_connect: notify_available,
-            rules: policy
-                .fs
-                .iter()
-                .map(|r| (r.path.clone(), r.access))
-                .collect(),
+            // The job's own private /tmp counts as writable for sockets.
+            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
         };
         let landlock = LandlockPlan {
             abi,
