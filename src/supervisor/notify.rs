@@ -17,14 +17,15 @@
 //! always safe for creations (Landlock denies them in carved directories)
 //! and never used for `connect()`, whose target Landlock does not check.
 
+use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::plan::fs::{NotifyPlan, decide};
@@ -185,6 +186,12 @@ struct Shared {
     /// Policy rules as written plus their canonical forms.
     rules: Vec<(PathBuf, Access)>,
     connect_threads: AtomicUsize,
+    /// Regular files the supervisor created in carved directories, by
+    /// (dev, ino): Landlock never granted them, so reopening them with
+    /// `O_CREAT` (`>>`, `>`) is performed here too. New inodes in a carved
+    /// directory only come from the supervisor, so a number in this set
+    /// cannot name anything the carve protects.
+    created: Mutex<HashSet<(u64, u64)>>,
 }
 
 /// What to answer.
@@ -247,6 +254,7 @@ impl Shared {
             broker: plan.broker_unix_connect,
             rules,
             connect_threads: AtomicUsize::new(0),
+            created: Mutex::new(HashSet::new()),
         })
     }
 
@@ -412,17 +420,76 @@ impl Shared {
             resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
         );
         let answer = match created {
-            Ok(fd) => Answer::Fd {
-                fd,
-                cloexec: flags & c::O_CLOEXEC != 0,
-                undo: Some((target.carved, name)),
-            },
-            // It exists (perhaps just now): Landlock decides on the
-            // existing inode, exactly as without the supervisor.
-            Err(e) if sys::errno_of(&e) == c::EEXIST => Answer::Continue(Reason::Exists),
+            Ok(fd) => {
+                if let Ok(f) = sys::facts(fd.as_fd()) {
+                    self.remember(f);
+                }
+                Answer::Fd {
+                    fd,
+                    cloexec: flags & c::O_CLOEXEC != 0,
+                    undo: Some((target.carved, name)),
+                }
+            }
+            // It exists (perhaps just now): unless the supervisor made it,
+            // Landlock decides on the existing inode, exactly as without
+            // the supervisor.
+            Err(e) if sys::errno_of(&e) == c::EEXIST => self
+                .reopen_created(dir, &name, flags)
+                .unwrap_or(Answer::Continue(Reason::Exists)),
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
         };
         (answer, shown)
+    }
+
+    fn remember(&self, f: FileFacts) {
+        if let Ok(mut set) = self.created.lock() {
+            set.insert((f.dev, f.ino));
+        }
+    }
+
+    fn was_created_here(&self, f: &FileFacts) -> bool {
+        self.created
+            .lock()
+            .map(|set| set.contains(&(f.dev, f.ino)))
+            .unwrap_or(false)
+    }
+
+    /// Open again a regular file this supervisor created (and nothing
+    /// else: checked on the opened descriptor, before any truncation).
+    fn reopen_created(&self, dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> Option<Answer> {
+        if flags & c::O_EXCL != 0 {
+            return None;
+        }
+        // O_NONBLOCK: a FIFO swapped in cannot stall the worker.
+        let fd = sys::openat2(
+            dir,
+            name,
+            (flags & c::O_KEPT) | c::O_NOFOLLOW | c::O_NONBLOCK,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        )
+        .ok()?;
+        let f = sys::facts(fd.as_fd()).ok()?;
+        if !f.is_regular() || f.nlink != 1 || !self.was_created_here(&f) {
+            return None;
+        }
+        if flags & c::O_NONBLOCK == 0 && sys::clear_nonblocking(fd.as_fd()).is_err() {
+            return None;
+        }
+        if flags & c::O_TRUNC != 0 {
+            if let Err(e) = sys::truncate_to_zero(fd.as_fd()) {
+                return Some(Answer::Errno(
+                    sys::errno_of(&e),
+                    Decision::Emulated,
+                    Reason::CarvedDir,
+                ));
+            }
+        }
+        Some(Answer::Fd {
+            fd,
+            cloexec: flags & c::O_CLOEXEC != 0,
+            undo: None,
+        })
     }
 
     /// `mkdir*`, `unlink*`, `rmdir`, `symlink*`.

@@ -43,6 +43,7 @@ pub mod consts {
     pub const O_WRONLY: i32 = libc::O_WRONLY;
     pub const O_CLOEXEC: i32 = libc::O_CLOEXEC;
     pub const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+    pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
     pub const O_PATH: i32 = libc::O_PATH;
     pub const O_DIRECTORY: i32 = libc::O_DIRECTORY;
     /// Flags of an `O_CREAT` open that the supervisor reproduces on the
@@ -576,6 +577,10 @@ pub struct FileFacts {
 }
 
 impl FileFacts {
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
     pub fn is_socket(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFSOCK
     }
@@ -674,6 +679,23 @@ pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no argument.
     let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     Ok(flags & libc::O_NONBLOCK != 0)
+}
+
+/// Switch the open file description's `O_NONBLOCK` off (after an open
+/// that used it against FIFOs and the job did not ask for it).
+pub fn clear_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL takes no argument.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: F_SETFL takes an int of flags.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// `ftruncate(fd, 0)`.
+pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) })?;
+    Ok(())
 }
 
 /// The process id the peer of a connected unix socket had at `listen()`.
