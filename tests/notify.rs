@@ -499,6 +499,48 @@ fn abstract_socket_connect_is_refused_not_continued() {
 }
 
 #[test]
+fn jobs_own_abstract_socket_still_works() {
+    let test = "jobs_own_abstract_socket_still_works";
+    let allowed = tempfile::tempdir().unwrap();
+    let Some(job) = run(
+        test,
+        helper("abstract-self", &[]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    assert_eq!(job.result_line(), "ok pong");
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.reason == Reason::SocketAbstract && e.decision == Decision::Emulated)
+    );
+}
+
+#[test]
+fn blocked_connects_to_a_full_backlog_do_not_stall_other_calls() {
+    let test = "blocked_connects_to_a_full_backlog_do_not_stall_other_calls";
+    let (_tmp, p) = project();
+    let sock = p.join("src/full.sock");
+    // Never accepts: after the backlog fills, blocking connects wait.
+    let listener = UnixListener::bind(&sock).unwrap();
+    let mut plan = carve_plan(&p);
+    plan.broker_unix_connect = true;
+    plan.rules = vec![(p.clone(), Access::Write)];
+    let mut calls = CREATION.to_vec();
+    calls.push(Call::Connect);
+    let mut cmd = helper("stall", &[&sock]);
+    cmd.current_dir(&p);
+    let Some(job) = run(test, cmd, &calls, &plan) else {
+        return;
+    };
+    drop(listener);
+    assert_eq!(job.result_line(), "ok");
+    assert!(p.join("after-stall").is_dir());
+}
+
+#[test]
 fn non_dumpable_job_fails_closed_with_eperm() {
     let test = "non_dumpable_job_fails_closed_with_eperm";
     if nix::unistd::geteuid().is_root() {
@@ -608,6 +650,30 @@ fn zz_child_helper() {
                 let _ = std::os::unix::net::UnixStream::connect(&path);
             });
             println!("RESULT {}", summary(times));
+        }
+        "abstract-self" => {
+            let name = format!("vetto-self-{}", std::process::id());
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            let server = serve_once(listener, Duration::from_secs(10));
+            ping(std::os::unix::net::UnixStream::connect_addr(&addr));
+            let _ = server.join();
+        }
+        "stall" => {
+            let path = arg(0);
+            for _ in 0..5 {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut keep = Vec::new();
+                    while let Ok(s) = std::os::unix::net::UnixStream::connect(&path) {
+                        keep.push(s);
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            std::fs::create_dir("after-stall").unwrap();
+            println!("RESULT ok");
+            std::process::exit(0);
         }
         "race-rename" => {
             let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();

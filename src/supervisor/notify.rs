@@ -75,7 +75,8 @@ pub enum Reason {
     SocketAllowed,
     /// A pathname unix socket outside the writable part of the policy.
     SocketOutside,
-    /// An abstract unix socket: its owner cannot be checked, refused.
+    /// An abstract unix socket: allowed only when the job's own processes
+    /// listen on it (Landlock's scoping, reproduced).
     SocketAbstract,
     /// A socket address without a name to check (other families, unnamed).
     SocketNoName,
@@ -213,8 +214,9 @@ enum Answer {
 enum Connect {
     /// To the checked socket inode behind this `O_PATH` descriptor.
     Checked(OwnedFd),
-    /// With the job's address (copied), where no name is resolved.
-    Raw([u8; SOCKADDR_MAX], usize),
+    /// With the job's address (copied): no name resolved, or an abstract
+    /// name whose listener belongs to the job.
+    Raw([u8; SOCKADDR_MAX], usize, Reason),
 }
 
 impl Shared {
@@ -260,6 +262,13 @@ impl Shared {
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
         let (answer, path) = match n.call {
+            // Numbers of another ABI could mean anything, `connect` among
+            // them: refuse rather than CONTINUE (the BPF should never
+            // notify them).
+            _ if !n.native => (
+                Answer::Errno(c::ENOSYS, Decision::Denied(c::ENOSYS), Reason::NotHandled),
+                None,
+            ),
             Call::Connect if self.broker => {
                 let (decision, path) = self.connect(&n);
                 match decision {
@@ -337,6 +346,13 @@ impl Shared {
                 (Decision::Emulated, Reason::CarvedDir)
             }
         };
+        // "The kernel handled it" carries no information and is by far the
+        // most common answer (every create outside carved directories).
+        if decision == Decision::Continued
+            && matches!(reason, Reason::NotCarved | Reason::NotHandled)
+        {
+            return;
+        }
         let _ = events.send(NotifyEvent {
             tid: n.tid,
             syscall: n.call.name(),
@@ -775,15 +791,31 @@ impl Shared {
             // handles no TCP where such sockets can be created (network
             // off blocks them at socket()). Performing it ourselves keeps
             // the job from swapping in a unix socket after the check.
-            Connect::Raw(addr, len)
+            Connect::Raw(addr, len, Reason::SocketNoName)
         } else {
             match kind {
-                SockAddr::Other => Connect::Raw(addr, len),
-                SockAddr::Abstract(_) => {
+                SockAddr::Other => Connect::Raw(addr, len, Reason::SocketNoName),
+                SockAddr::Abstract(name) => {
                     // CONTINUE would let the job rewrite the address into a
-                    // path after this check; performing it ourselves would
-                    // skip Landlock's abstract-socket scoping.
-                    return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
+                    // path after this check, and a connect of ours skips
+                    // Landlock's abstract-socket scoping: so reproduce the
+                    // scoping here (the listener must belong to the job).
+                    match abstract_owner(&name) {
+                        Owner::Job => Connect::Raw(addr, len, Reason::SocketAbstract),
+                        Owner::Nobody => {
+                            return (
+                                Err(Answer::Errno(
+                                    c::ECONNREFUSED,
+                                    Decision::Emulated,
+                                    Reason::SocketAbstract,
+                                )),
+                                shown,
+                            );
+                        }
+                        Owner::Outside => {
+                            return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
+                        }
+                    }
                 }
                 SockAddr::Path(p) => match self.check_socket_path(cwd.as_ref(), &p) {
                     Ok(target) => Connect::Checked(target),
@@ -845,13 +877,13 @@ impl Shared {
     ) {
         let reason = match connect {
             Connect::Checked(_) => Reason::SocketAllowed,
-            Connect::Raw(..) => Reason::SocketNoName,
+            Connect::Raw(_, _, reason) => reason,
         };
         let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
         let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
             let result = match &connect {
                 Connect::Checked(target) => sys::connect_to_checked(sock.as_fd(), target.as_fd()),
-                Connect::Raw(addr, len) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
+                Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
             };
             let answer = match result {
                 Ok(()) => Answer::Value(0, reason),
@@ -929,6 +961,41 @@ fn classify(addr: &[u8]) -> SockAddr {
         .position(|&b| b == 0)
         .unwrap_or(sun_path.len());
     SockAddr::Path(sun_path[..end].to_vec())
+}
+
+enum Owner {
+    /// Every listener of the name is held by a process of the job.
+    Job,
+    /// No listener.
+    Nobody,
+    /// Anything else (outside, unknown, ambiguous).
+    Outside,
+}
+
+/// Who listens on the abstract `name`: the job's processes (descendants of
+/// the supervisor), nobody, or someone else. Slow (walks /proc) and only
+/// for abstract connects, which are rare. A listener could change between
+/// this look and the connect only if a process outside the sandbox binds
+/// the very name the job just released.
+fn abstract_owner(name: &[u8]) -> Owner {
+    let inodes = match sys::abstract_listeners(name) {
+        Ok(Some(inodes)) => inodes,
+        _ => return Owner::Outside,
+    };
+    if inodes.is_empty() {
+        return Owner::Nobody;
+    }
+    let Ok(job) = sys::descendants() else {
+        return Owner::Outside;
+    };
+    if inodes
+        .iter()
+        .all(|&ino| job.iter().any(|&pid| sys::holds_socket(pid, ino)))
+    {
+        Owner::Job
+    } else {
+        Owner::Outside
+    }
 }
 
 /// Copy a path argument once, bounded to `PATH_MAX`.
