@@ -58,6 +58,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }
+    let shared_before = supervisor::snapshot_shared(&plan);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
@@ -65,7 +66,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    let session = supervisor::run(child, &plan, &signals);
+    let session = supervisor::run(child, &plan, &signals, &shared_before);
     let outcome = session.outcome;
     match session.limit {
         Some(supervisor::LimitHit::Timeout { max_ms }) => {
@@ -85,6 +86,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         eprintln!(
             "vetto: killed {} process(es) the command left running: {}",
             session.escaped.len(),
+            names.join(", ")
+        );
+    }
+    if !session.scrubbed.is_empty() {
+        let names: Vec<String> = session
+            .scrubbed
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "vetto: removed what the command left in shared directories: {}",
             names.join(", ")
         );
     }

@@ -9,6 +9,9 @@ use nix::sys::wait::WaitStatus;
 
 pub mod notify;
 
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use crate::exit::Outcome;
@@ -83,6 +86,8 @@ pub struct Session {
     pub decisions: Vec<notify::NotifyEvent>,
     /// Decisions beyond [`MAX_DECISIONS`], not kept.
     pub decisions_dropped: u64,
+    /// What the job left in shared host directories, removed at the end.
+    pub scrubbed: Vec<PathBuf>,
 }
 
 impl Session {
@@ -92,8 +97,60 @@ impl Session {
     }
 }
 
+/// The entries of the plan's shared directories before the job starts, so
+/// that what it adds can be removed afterwards. Call before launching.
+pub fn snapshot_shared(plan: &Plan) -> Vec<(PathBuf, HashSet<OsString>)> {
+    plan.scrub_dirs
+        .iter()
+        .map(|d| (d.clone(), entries(d)))
+        .collect()
+}
+
+fn entries(dir: &Path) -> HashSet<OsString> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect()
+}
+
+/// Remove what the session added to the shared directories: only entries
+/// that are new and belong to this user (others' files are not ours to
+/// touch), never following symlinks.
+fn scrub_shared(before: &[(PathBuf, HashSet<OsString>)]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let mut removed = Vec::new();
+    for (dir, old) in before {
+        for name in entries(dir).difference(old) {
+            let path = dir.join(name);
+            let Ok(md) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if md.uid() != uid {
+                continue;
+            }
+            let gone = if md.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if gone.is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    removed
+}
+
 /// Wait for the sandbox to end and return what happened.
-pub fn run(mut child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Session {
+pub fn run(
+    mut child: Spawned,
+    plan: &Plan,
+    signals: &SignalWaiter,
+    shared_before: &[(PathBuf, HashSet<OsString>)],
+) -> Session {
     let (events, decisions) = mpsc::channel();
     let server = match child.listener.take() {
         Some(listener) => match notify::serve(listener, &plan.notify, events) {
@@ -121,6 +178,7 @@ pub fn run(mut child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Session {
         escaped: Vec::new(),
         decisions: Vec::new(),
         decisions_dropped: 0,
+        scrubbed: Vec::new(),
     };
     let mut next_sample = start;
     session.outcome = loop {
@@ -180,6 +238,7 @@ pub fn run(mut child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Session {
         // Only removes what stayed empty: the job's output is kept.
         let _ = std::fs::remove_dir(dir);
     }
+    session.scrubbed = scrub_shared(shared_before);
     session
 }
 
