@@ -339,3 +339,9 @@ pub fn counts(events: &[Event]) -> BTreeMap<RuleId, u64> {
         })
         .unwrap_or_default()
 }
+
+/// The attack session folded into a report model.
+pub fn attack_model() -> super::Model {
+    let log = crate::events::log::SessionLog::parse(&to_jsonl(&attack_session()));
+    super::Model::build(&log).unwrap_or_else(|| unreachable!("the fixture has a start"))
+}
