@@ -151,7 +151,7 @@ pub fn attack_violations() -> Vec<Violation> {
             RuleId::NetSocketDenied,
             1600,
             Target::Syscall {
-                name: "socket(AF_INET)".into(),
+                name: "socket".into(),
             },
             Some(evil()),
             101,
