@@ -330,3 +330,58 @@ pub fn human_ms(ms: u64) -> String {
 
 #[doc(hidden)]
 pub mod fixture;
+
+/// Which files to write; `None` skips one.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub sarif: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub summary: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// The standard names inside a report directory.
+    pub fn in_dir(dir: &Path) -> Self {
+        Outputs {
+            sarif: Some(dir.join("vetto.sarif")),
+            html: Some(dir.join("report.html")),
+            summary: Some(dir.join("summary.md")),
+        }
+    }
+}
+
+/// Render and write every requested output. One failing output does not
+/// stop the others; the failures are returned for the caller to print.
+pub fn write_outputs(
+    model: &Model,
+    outputs: &Outputs,
+    sarif_opts: &sarif::SarifOptions,
+) -> Vec<ReportError> {
+    let mut errors = Vec::new();
+    if let Some(path) = &outputs.sarif
+        && let Err(e) = sarif::render(model, sarif_opts).and_then(|b| write_file(path, &b))
+    {
+        errors.push(e);
+    }
+    if let Some(path) = &outputs.html
+        && let Err(e) = html::render(model).and_then(|s| write_file(path, s.as_bytes()))
+    {
+        errors.push(e);
+    }
+    if let Some(path) = &outputs.summary
+        && let Err(e) = write_file(path, summary::render(model).as_bytes())
+    {
+        errors.push(e);
+    }
+    errors
+}
+
+/// Read a session log and fold it into a model.
+pub fn load(session: &Path) -> Result<Model, ReportError> {
+    let log = SessionLog::read(session)?;
+    Model::build(&log).ok_or_else(|| {
+        ReportError::Log(LogError::NoStart {
+            path: session.to_path_buf(),
+        })
+    })
+}
