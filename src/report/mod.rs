@@ -190,6 +190,12 @@ impl Model {
             }
         }
         let total_violations = counts.values().sum();
+        let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
+        counts_by_rule.sort_by(|a, b| {
+            b.0.security_severity()
+                .total_cmp(&a.0.security_severity())
+                .then(b.1.cmp(&a.1))
+        });
         Some(Model {
             start,
             end,
@@ -197,7 +203,7 @@ impl Model {
             resources,
             limits,
             processes,
-            counts_by_rule: counts.into_iter().collect(),
+            counts_by_rule,
             total_violations,
             torn_tail: log.torn_tail,
             skipped_lines: log.skipped.len(),
@@ -283,6 +289,17 @@ impl Model {
                 "no policy switch: fix the job".into()
             }
         }
+    }
+}
+
+/// How the command ended, in words.
+pub fn outcome_text(o: Outcome) -> String {
+    match o {
+        Outcome::Exited(c) => format!("exited {c}"),
+        Outcome::Signaled(n) => format!("killed by signal {n}"),
+        Outcome::TimedOut => "killed at the --timeout".into(),
+        Outcome::LimitKilled => "killed at the memory limit".into(),
+        Outcome::ExecFailed(c) => format!("could not start ({c})"),
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use super::{Model, Verdict, human_bytes, human_ms};
+use super::{Model, Verdict, human_bytes, human_ms, outcome_text};
 
 /// GitHub refuses step summaries over 1 MiB; keep a margin.
 pub const MAX_BYTES: usize = 1024 * 1024 - 16 * 1024;
@@ -136,17 +136,6 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         out.push_str("\n\n_(truncated to stay under GitHub's 1 MiB step-summary limit)_\n");
     }
     out
-}
-
-fn outcome_text(o: crate::exit::Outcome) -> String {
-    use crate::exit::Outcome;
-    match o {
-        Outcome::Exited(c) => format!("exited {c}"),
-        Outcome::Signaled(n) => format!("killed by signal {n}"),
-        Outcome::TimedOut => "killed at the --timeout".into(),
-        Outcome::LimitKilled => "killed at the memory limit".into(),
-        Outcome::ExecFailed(c) => format!("could not start ({c})"),
-    }
 }
 
 /// Untrusted text as an inline code span inside a table cell.
