@@ -390,3 +390,29 @@ mod tests {
         assert!(err.to_string().contains("cannot create the session log"));
     }
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod schema_tests {
+    use crate::report::fixture;
+
+    /// docs/session-log.schema.json describes what the writer writes.
+    #[test]
+    fn documented_schema_matches_every_line_written() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/session-log.schema.json")).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let text = fixture::to_jsonl(&fixture::attack_session());
+        let mut types = std::collections::BTreeSet::new();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let errors: Vec<String> = validator.iter_errors(&v).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{line}\n{errors:#?}");
+            types.insert(v["type"].as_str().unwrap().to_string());
+        }
+        assert_eq!(types.len(), 7, "the fixture covers every event type: {types:?}");
+        // The schema is not vacuous.
+        let bad = serde_json::json!({"schema": 1, "type": "violation", "rule": "made-up"});
+        assert!(!validator.is_valid(&bad));
+    }
+}
