@@ -410,7 +410,11 @@ mod schema_tests {
             assert!(errors.is_empty(), "{line}\n{errors:#?}");
             types.insert(v["type"].as_str().unwrap().to_string());
         }
-        assert_eq!(types.len(), 7, "the fixture covers every event type: {types:?}");
+        assert_eq!(
+            types.len(),
+            7,
+            "the fixture covers every event type: {types:?}"
+        );
         // The schema is not vacuous.
         let bad = serde_json::json!({"schema": 1, "type": "violation", "rule": "made-up"});
         assert!(!validator.is_valid(&bad));

@@ -310,6 +310,12 @@ impl RuleId {
         }
     }
 
+    /// Recorded for the reviewer but not a reason to fail the job (a
+    /// withheld variable is vetto doing its job, not the job misbehaving).
+    pub fn is_informational(self) -> bool {
+        matches!(self, RuleId::SecretEnvWithheld)
+    }
+
     pub fn level(self) -> Level {
         match self.security_severity() {
             s if s >= 7.0 => Level::Error,

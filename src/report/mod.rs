@@ -125,6 +125,9 @@ pub struct Model {
     /// Occurrences counted by rule (repeats included).
     pub counts_by_rule: Vec<(RuleId, u64)>,
     pub total_violations: u64,
+    /// Occurrences of rules that are not informational: what `--fail-on
+    /// violation` and the verdict count.
+    pub failing_violations: u64,
     pub torn_tail: bool,
     pub skipped_lines: usize,
 }
@@ -190,6 +193,11 @@ impl Model {
             }
         }
         let total_violations = counts.values().sum();
+        let failing_violations = counts
+            .iter()
+            .filter(|(r, _)| !r.is_informational())
+            .map(|(_, n)| n)
+            .sum();
         let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
         counts_by_rule.sort_by(|a, b| {
             b.0.security_severity()
@@ -205,6 +213,7 @@ impl Model {
             processes,
             counts_by_rule,
             total_violations,
+            failing_violations,
             torn_tail: log.torn_tail,
             skipped_lines: log.skipped.len(),
         })
@@ -214,7 +223,7 @@ impl Model {
         match &self.end {
             None => Verdict::Incomplete,
             Some(end) if end.exit_code != 0 => Verdict::Failed,
-            Some(_) if self.total_violations > 0 => Verdict::Violations,
+            Some(_) if self.failing_violations > 0 => Verdict::Violations,
             Some(_) => Verdict::Clean,
         }
     }
