@@ -385,6 +385,42 @@ mod tests {
     }
 
     #[test]
+    fn the_writer_aggregates_a_storm_and_fills_in_the_end_counts() {
+        use crate::report::fixture;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let (sink, writer) = spawn_writer(&path).unwrap();
+        // Replay the un-aggregated attack violations 500 times over.
+        sink.emit(Event::SessionStart(Box::new(fixture::start())));
+        let violations = fixture::attack_violations();
+        for _ in 0..500 {
+            for v in &violations {
+                sink.emit(Event::Violation(Box::new(v.clone())));
+            }
+        }
+        let end = fixture::attack_session().into_iter().last().unwrap();
+        let Event::SessionEnd(mut end) = end else {
+            unreachable!()
+        };
+        end.violations_by_rule.clear();
+        sink.emit(Event::SessionEnd(end));
+        drop(sink);
+        let stats = writer.finish().unwrap();
+        assert_eq!(stats.violations_seen, 500 * violations.len() as u64);
+        let log = SessionLog::read(&path).unwrap();
+        assert_eq!(
+            log.violations().count(),
+            12,
+            "one line per distinct violation"
+        );
+        assert!(stats.lines < 40, "{} lines", stats.lines);
+        let total: u64 = log.end().unwrap().violations_by_rule.values().sum();
+        assert_eq!(total, 500 * violations.len() as u64);
+        let model = crate::report::Model::build(&log).unwrap();
+        assert_eq!(model.total_violations, total);
+    }
+
+    #[test]
     fn unwritable_log_dir_is_a_clear_error() {
         let err = spawn_writer(Path::new("/nonexistent-dir/x/session.jsonl")).unwrap_err();
         assert!(err.to_string().contains("cannot create the session log"));

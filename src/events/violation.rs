@@ -631,6 +631,18 @@ mod tests {
     }
 
     #[test]
+    fn distinct_violations_beyond_the_cap_are_counted_not_kept() {
+        let mut agg = Aggregator::new(Roots::default());
+        let n = MAX_DISTINCT as u32 + 10;
+        let logged = (0..n)
+            .filter_map(|i| agg.observe(violation(i, &format!("/f{i}"))))
+            .count();
+        assert_eq!(logged, MAX_DISTINCT);
+        assert_eq!(agg.dropped_distinct, 10);
+        assert_eq!(agg.counts_by_rule()[&RuleId::FsWriteDenied], u64::from(n));
+    }
+
+    #[test]
     fn distinct_targets_are_kept_apart_and_pids_do_not_matter() {
         let mut agg = Aggregator::new(Roots::default());
         assert!(agg.observe(violation(1, "/a")).is_some());

@@ -532,6 +532,16 @@ mod tests {
     }
 
     #[test]
+    fn a_storm_of_distinct_violations_keeps_the_page_small() {
+        let events = fixture::storm_session(5_000, 5_000);
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let model = crate::report::Model::build(&log).unwrap();
+        let html = render(&model).unwrap();
+        assert!(html.len() < 5 * 1024 * 1024, "{} bytes", html.len());
+        assert!(html.contains("3000 more distinct violation(s) are not shown"));
+    }
+
+    #[test]
     fn every_attack_appears_with_its_package() {
         let html = render(&fixture::attack_model()).unwrap();
         for rule in [
