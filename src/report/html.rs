@@ -209,7 +209,10 @@ impl View {
                 cwd: roots.normalise(&v.process.cwd),
                 suggestion: m.suggestion(f),
                 detail: v.detail.clone(),
-                provenance: format!("{:?}", v.provenance),
+                provenance: serde_json::to_value(v.provenance)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
                 policy_rule: v.policy_rule.as_ref().map(|p| {
                     format!(
                         "{}:{} {}",
@@ -374,7 +377,16 @@ fn timeline(m: &Model) -> Timeline {
         rows.push((
             l.time.since(t0),
             "error",
-            format!("limit {:?} reached ({} of {})", l.limit, l.observed, l.max),
+            format!(
+                "limit {} reached ({} of {})",
+                match l.limit {
+                    crate::events::LimitKind::Timeout => "timeout",
+                    crate::events::LimitKind::Memory => "memory",
+                    crate::events::LimitKind::Procs => "processes",
+                },
+                l.observed,
+                l.max
+            ),
         ));
     }
     for p in &m.processes {
