@@ -6,7 +6,25 @@ use super::ReportArgs;
 use crate::report::{self, Outputs, sarif::SarifOptions};
 
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let model = report::load(&args.session)?;
+    let log = crate::events::log::SessionLog::read(&args.session)?;
+    if let Some(v) = log.newer_schema {
+        eprintln!(
+            "vetto: warning: the session log has schema {v}, newer than this vetto understands ({}); some events may be missing from the reports",
+            crate::events::SCHEMA_VERSION
+        );
+    }
+    if !log.skipped.is_empty() {
+        eprintln!(
+            "vetto: warning: {} line(s) of the session log could not be read (first: line {}: {})",
+            log.skipped.len(),
+            log.skipped[0].line,
+            log.skipped[0].reason
+        );
+    }
+    let model =
+        report::Model::build(&log).ok_or_else(|| crate::events::log::LogError::NoStart {
+            path: args.session.clone(),
+        })?;
     let mut outputs = Outputs {
         sarif: args.sarif,
         html: args.html,

@@ -8,6 +8,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The project's home (SARIF `informationUri`). The one place to change
+/// when the repository's public address is settled.
+pub const HOMEPAGE: &str = "https://github.com/vetto-sandbox/vetto";
 /// Where the rule pages live; the SARIF `helpUri` of every rule.
 pub const DOCS_BASE: &str = "https://github.com/vetto-sandbox/vetto/blob/main/docs/rules/";
 
@@ -386,6 +389,11 @@ mod tests {
     fn rule_ids_are_stable() {
         let ids: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
         insta::assert_yaml_snapshot!(ids);
+    }
+
+    #[test]
+    fn docs_base_is_under_the_homepage() {
+        assert!(DOCS_BASE.starts_with(HOMEPAGE));
     }
 
     #[test]

@@ -298,11 +298,7 @@ fn build(model: &Model, opts: &SarifOptions, limit: usize) -> sarif::Sarif {
         .name("vetto")
         .semantic_version(model.start.vetto_version.clone())
         .version(model.start.vetto_version.clone())
-        .information_uri(
-            crate::events::rule_id::DOCS_BASE
-                .trim_end_matches("docs/rules/")
-                .to_string(),
-        )
+        .information_uri(crate::events::rule_id::HOMEPAGE)
         .rules(RuleId::ALL.into_iter().map(rule).collect::<Vec<_>>())
         .build();
     let mut notes = Vec::new();
