@@ -48,7 +48,7 @@ pub fn render(model: &Model, opts: &SarifOptions) -> Result<Vec<u8>, ReportError
     let mut limit = model.findings.len().min(opts.max_results);
     loop {
         let log = build(model, opts, limit);
-        let bytes = serde_json::to_vec_pretty(&log).map_err(|source| ReportError::Serialize {
+        let bytes = serde_json::to_vec(&log).map_err(|source| ReportError::Serialize {
             what: "SARIF",
             source,
         })?;

@@ -188,6 +188,25 @@ mod tests {
     }
 
     #[test]
+    fn a_timed_out_job_is_reported_as_failed_with_its_status() {
+        let events: Vec<_> = fixture::attack_session()
+            .into_iter()
+            .map(|e| match e {
+                crate::events::Event::SessionEnd(mut end) => {
+                    end.outcome = crate::exit::Outcome::TimedOut;
+                    end.exit_code = 124;
+                    crate::events::Event::SessionEnd(end)
+                }
+                other => other,
+            })
+            .collect();
+        let model = crate::report::Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        assert_eq!(model.verdict(), crate::report::Verdict::Failed);
+        let md = render(&model);
+        assert!(md.contains("| exit status | 124 (killed at the --timeout) |"), "{md}");
+    }
+
+    #[test]
     fn a_huge_session_is_truncated_under_the_step_summary_limit() {
         let events = fixture::storm_session(3_000, 3_000);
         let model =
