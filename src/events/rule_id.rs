@@ -429,6 +429,29 @@ mod tests {
         }
     }
 
+    #[test]
+    fn rules_index_lists_every_rule() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules/README.md");
+        let mut expected = String::from(
+            "# Rule ids\n\n<!-- generated from src/events/rule_id.rs by `VETTO_BLESS=1 cargo test rules_index`; edit there -->\n\n\
+             Every violation vetto records has one of these stable ids (the SARIF `ruleId`).\n\n\
+             | id | class | severity | what happened |\n|---|---|---:|---|\n",
+        );
+        for r in RuleId::ALL {
+            expected.push_str(&format!(
+                "| [`{id}`]({id}.md) | {} | {:.1} | {} |\n",
+                r.class(),
+                r.security_severity(),
+                r.description(),
+                id = r.as_str()
+            ));
+        }
+        if std::env::var_os("VETTO_BLESS").is_some() {
+            let _ = std::fs::write(&path, &expected);
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), expected);
+    }
+
     fn docs_page(r: RuleId) -> String {
         format!(
             "# `{id}`\n\n<!-- generated from src/events/rule_id.rs by `VETTO_BLESS=1 cargo test every_rule_has_a_docs_page`; edit there -->\n\n\

@@ -93,6 +93,40 @@ pub fn neutralise_line(line: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Copy the job's output from `input` to `output` line by line,
+/// neutralising workflow commands ([`neutralise_line`]). Bytes that are not
+/// UTF-8 pass through untouched; a last line without a newline is copied
+/// too. Returns the number of bytes read.
+pub fn copy_neutralised(
+    mut input: impl std::io::BufRead,
+    mut output: impl std::io::Write,
+) -> std::io::Result<u64> {
+    let mut line = Vec::with_capacity(4096);
+    let mut total = 0u64;
+    loop {
+        line.clear();
+        let n = input.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        match std::str::from_utf8(&line) {
+            Ok(text) => output.write_all(neutralise_line(text).as_bytes())?,
+            Err(_) => {
+                // Neutralise on a lossy view only if it holds a command;
+                // otherwise keep the bytes exactly.
+                let lossy = String::from_utf8_lossy(&line);
+                match neutralise_line(&lossy) {
+                    Cow::Borrowed(_) => output.write_all(&line)?,
+                    Cow::Owned(fixed) => output.write_all(fixed.as_bytes())?,
+                }
+            }
+        }
+        output.flush()?;
+    }
+    Ok(total)
+}
+
 /// `::stop-commands::TOKEN` / `::TOKEN::`: the runner ignores every command
 /// between the two lines. vetto prints the first before the job and the
 /// second after it, with a token the job cannot guess, as a second wall
@@ -151,6 +185,21 @@ mod tests {
     fn legacy_commands_anywhere_in_a_line_are_neutralised() {
         let out = neutralise_line("progress 50% ##[set-env name=PATH;]/tmp/evil");
         assert!(!out.contains("##["), "{out}");
+    }
+
+    #[test]
+    fn job_output_is_copied_with_forged_commands_neutralised() {
+        let input = b"building\n::add-mask::secret\n\xff\xfe binary\nlast ::x";
+        let mut out = Vec::new();
+        let n = copy_neutralised(&input[..], &mut out).unwrap_or_default();
+        assert_eq!(n, input.len() as u64);
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.starts_with("building\n:\u{200B}:add-mask::secret\n"),
+            "{text}"
+        );
+        assert!(out.windows(2).any(|w| w == b"\xff\xfe"), "binary kept");
+        assert!(text.ends_with("last ::x"));
     }
 
     #[test]

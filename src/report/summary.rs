@@ -200,10 +200,14 @@ mod tests {
                 other => other,
             })
             .collect();
-        let model = crate::report::Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        let model =
+            crate::report::Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
         assert_eq!(model.verdict(), crate::report::Verdict::Failed);
         let md = render(&model);
-        assert!(md.contains("| exit status | 124 (killed at the --timeout) |"), "{md}");
+        assert!(
+            md.contains("| exit status | 124 (killed at the --timeout) |"),
+            "{md}"
+        );
     }
 
     #[test]
