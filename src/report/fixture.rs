@@ -198,6 +198,13 @@ pub fn attack_violations() -> Vec<Violation> {
         200,
     );
     escaped.provenance = Provenance::Supervisor;
+    escaped.process = ProcessInfo {
+        pid: 200,
+        exe: "/usr/bin/sleep".into(),
+        argv: vec!["sleep".into(), "3600".into()],
+        cwd: PROJECT.into(),
+        parent_chain: vec![(1, "/usr/bin/npm".into())],
+    };
     out.push(escaped);
     let mut env = v(
         RuleId::SecretEnvWithheld,
@@ -209,6 +216,13 @@ pub fn attack_violations() -> Vec<Violation> {
         1,
     );
     env.provenance = Provenance::Plan;
+    env.process = ProcessInfo {
+        pid: 2,
+        exe: "/usr/bin/npm".into(),
+        argv: vec!["npm".into(), "ci".into()],
+        cwd: PROJECT.into(),
+        parent_chain: vec![],
+    };
     out.push(env);
     for pid in 300..320 {
         // A storm of identical denials from different processes: one finding.

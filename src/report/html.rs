@@ -101,6 +101,7 @@ struct FindingView {
     detail: String,
     provenance: String,
     policy_rule: Option<String>,
+    informational: bool,
 }
 
 #[derive(Serialize)]
@@ -213,6 +214,7 @@ impl View {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
+                informational: v.rule.is_informational(),
                 policy_rule: v.policy_rule.as_ref().map(|p| {
                     format!(
                         "{}:{} {}",
