@@ -586,5 +586,9 @@ fn write_sample_report() {
         if let Ok(html) = render(&super::fixture::attack_model()) {
             let _ = std::fs::write(dir.join("report.html"), html);
         }
+        let _ = std::fs::write(
+            dir.join("storm.jsonl"),
+            super::fixture::to_jsonl(&super::fixture::storm_session(30_000, 30_000)),
+        );
     }
 }
