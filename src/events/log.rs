@@ -432,6 +432,13 @@ mod tests {
 mod schema_tests {
     use crate::report::fixture;
 
+    /// The wire format, pinned: a change to any event's shape is a reviewed
+    /// diff (and, if an old reader would misread it, a SCHEMA_VERSION bump).
+    #[test]
+    fn session_log_wire_format() {
+        insta::assert_snapshot!(fixture::to_jsonl(&fixture::attack_session()));
+    }
+
     /// docs/session-log.schema.json describes what the writer writes.
     #[test]
     fn documented_schema_matches_every_line_written() {

@@ -270,6 +270,22 @@ pub fn attack_session() -> Vec<Event> {
         max: 512,
         observed: 512,
     }));
+    events.push(Event::Process(ProcessEvent {
+        time: Timestamp(T0 + 3990),
+        pid: 2,
+        ppid: 1,
+        kind: ProcessKind::Exit { status: 0 },
+        exe: "/usr/bin/npm".into(),
+        argv: vec![],
+    }));
+    events.push(Event::Process(ProcessEvent {
+        time: Timestamp(T0 + 4000),
+        pid: 200,
+        ppid: 1,
+        kind: ProcessKind::Escaped,
+        exe: "/usr/bin/sleep".into(),
+        argv: vec!["sleep".into(), "3600".into()],
+    }));
     events.extend(agg.flush().into_iter().map(Event::Repeated));
     events.push(Event::SessionEnd(Box::new(SessionEnd {
         ended_at: Timestamp(T0 + 4100),
