@@ -166,6 +166,14 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(b"\n")
 }
 
+/// Text from the sandboxed side, safe for a terminal: control characters
+/// (escape sequences that could rewrite the screen or forge output) become `?`.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
 /// The one-screen summary printed at the end (≤ ~20 lines).
 pub fn console_summary(model: &Model, report_dir: &Path) -> String {
     use std::fmt::Write as _;
@@ -202,7 +210,7 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
                 Some(p) => roots.normalise(p),
                 None => v.target.display(),
             };
-            let mut target: String = target.chars().filter(|c| !c.is_control()).collect();
+            let mut target = printable(&target);
             if target.chars().count() > 60 {
                 target = format!("{}…", target.chars().take(59).collect::<String>());
             }
@@ -210,7 +218,7 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
                 s,
                 "  {mark} {:<24} {target}  by {}{}",
                 v.rule.as_str(),
-                f.actor(),
+                printable(&f.actor()),
                 if f.count > 1 {
                     format!(" ×{}", f.count)
                 } else {
@@ -334,6 +342,11 @@ mod tests {
             finish(Outcome::TimedOut, &tmp.path().join("nope.jsonl"), &o),
             ExitCode::from(124)
         );
+    }
+
+    #[test]
+    fn escape_sequences_in_file_names_never_reach_the_terminal() {
+        assert_eq!(printable("a\x1b]0;pwned\x07b\n"), "a?]0;pwned?b?");
     }
 
     #[test]

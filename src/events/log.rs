@@ -421,6 +421,43 @@ mod tests {
     }
 
     #[test]
+    fn producers_on_many_threads_share_one_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("session.jsonl");
+        let (sink, writer) = spawn_writer(&path).unwrap();
+        let handles: Vec<_> = (0..4u64)
+            .map(|k| {
+                let sink = sink.clone();
+                std::thread::spawn(move || {
+                    for t in 0..250 {
+                        sink.emit(sample(k * 1000 + t));
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        drop(sink);
+        assert_eq!(writer.finish().unwrap().lines, 1000);
+        let log = SessionLog::parse(&std::fs::read_to_string(&path).unwrap());
+        assert_eq!(log.events.len(), 1000);
+        assert!(
+            log.skipped.is_empty() && !log.torn_tail,
+            "no interleaved lines"
+        );
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_session_log_is_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.jsonl");
+        std::fs::write(&path, to_line(&sample(1)).unwrap()).unwrap();
+        let err = SessionLog::read(&path).unwrap_err();
+        assert!(err.to_string().contains("not a vetto session log"), "{err}");
+    }
+
+    #[test]
     fn unwritable_log_dir_is_a_clear_error() {
         let err = spawn_writer(Path::new("/nonexistent-dir/x/session.jsonl")).unwrap_err();
         assert!(err.to_string().contains("cannot create the session log"));
