@@ -157,6 +157,10 @@ impl View {
         let roots = s.roots();
         let (verdict, verdict_text) = match m.verdict() {
             Verdict::Clean => ("clean", "Clean: the command passed and nothing was blocked"),
+            Verdict::Violations if s.audit => (
+                "violations",
+                "Violations observed: audit mode, nothing was blocked",
+            ),
             Verdict::Violations => (
                 "violations",
                 "Violations: the command passed, but the sandbox recorded violations",

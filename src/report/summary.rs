@@ -21,6 +21,9 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
     let mut out = String::new();
     let verdict = match model.verdict() {
         Verdict::Clean => "✅ **vetto: clean** — the command passed and nothing was blocked",
+        Verdict::Violations if model.start.audit => {
+            "⚠️ **vetto: violations observed** — audit mode: nothing was blocked"
+        }
         Verdict::Violations => {
             "❌ **vetto: violations** — the command passed, but the sandbox recorded violations"
         }
