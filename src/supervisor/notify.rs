@@ -37,7 +37,7 @@ use crate::sandbox::notify::{
 
 /// Threads receiving on the listener: one slow call does not stall the rest.
 const WORKERS: usize = 3;
-/// At most this many blocking `connect()`s wait in threads of their own.
+/// At most this many blocking `connect()`s wait in pool threads.
 const MAX_CONNECT_THREADS: usize = 64;
 
 /// What the supervisor did with one notification.
@@ -186,7 +186,7 @@ struct Shared {
     broker: bool,
     /// Policy rules as written plus their canonical forms.
     rules: Vec<(PathBuf, Access)>,
-    connect_threads: AtomicUsize,
+    pool: ConnectPool,
     /// Regular files the supervisor created in carved directories, by
     /// (dev, ino): Landlock never granted them, so reopening them with
     /// `O_CREAT` (`>>`, `>`) is performed here too. New inodes in a carved
@@ -255,7 +255,7 @@ impl Shared {
             root: sys::open_root()?,
             broker: plan.broker_unix_connect,
             rules,
-            connect_threads: AtomicUsize::new(0),
+            pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
         })
     }
@@ -621,27 +621,30 @@ impl Shared {
         if name.is_empty() || name == b"." || name == b".." {
             return Err(Answer::Continue(Reason::Unsupported));
         }
-        let base_owned;
-        let base: BorrowedFd<'_> = if bytes.first() == Some(&b'/') {
-            self.root.as_fd()
+        let absolute = bytes.first() == Some(&b'/');
+        let what = if absolute {
+            String::new()
+        } else if dirfd == c::AT_FDCWD {
+            "cwd".to_string()
+        } else if dirfd >= 0 {
+            format!("fd/{dirfd}")
         } else {
-            let what = if dirfd == c::AT_FDCWD {
-                "cwd".to_string()
-            } else if dirfd >= 0 {
-                format!("fd/{dirfd}")
-            } else {
-                return Err(Answer::Continue(Reason::Unsupported));
-            };
-            base_owned = sys::open_proc_dir(n.tid, &what)
-                .map_err(|_| Answer::Continue(Reason::Unreadable))?;
-            base_owned.as_fd()
+            return Err(Answer::Continue(Reason::Unsupported));
         };
-        let parent_fd;
-        let dir = if parent.is_empty() {
-            base
+        let facts: FileFacts = if parent.is_empty() {
+            // The common case, a bare name: one stat of the magic link.
+            sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
         } else {
+            let base_owned;
+            let base: BorrowedFd<'_> = if absolute {
+                self.root.as_fd()
+            } else {
+                base_owned = sys::open_proc_dir(n.tid, &what)
+                    .map_err(|_| Answer::Continue(Reason::Unreadable))?;
+                base_owned.as_fd()
+            };
             let p = sys::cstring(parent).map_err(|_| Answer::Continue(Reason::Unsupported))?;
-            parent_fd = sys::openat2(
+            let parent_fd = sys::openat2(
                 base,
                 &p,
                 c::O_PATH | c::O_DIRECTORY,
@@ -649,10 +652,8 @@ impl Shared {
                 resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS,
             )
             .map_err(|_| Answer::Continue(Reason::Unsupported))?;
-            parent_fd.as_fd()
+            sys::facts(parent_fd.as_fd()).map_err(|_| Answer::Continue(Reason::Unsupported))?
         };
-        let facts: FileFacts =
-            sys::facts(dir).map_err(|_| Answer::Continue(Reason::Unsupported))?;
         let carved = self
             .carved
             .iter()
@@ -893,27 +894,99 @@ impl Shared {
             };
             shared.answer(&n, answer, path, events);
         };
-        if may_block && self.connect_threads.fetch_add(1, Ordering::AcqRel) < MAX_CONNECT_THREADS {
-            let shared = Arc::clone(self);
-            let events = events.clone();
-            let spawned = std::thread::Builder::new()
-                .name("vetto-connect".into())
-                .spawn(move || {
-                    run(&shared, &events);
-                    shared.connect_threads.fetch_sub(1, Ordering::AcqRel);
-                });
-            if spawned.is_err() {
-                // The closure (and the job's socket) is gone with the
-                // failed spawn; the call fails instead of hanging.
-                self.connect_threads.fetch_sub(1, Ordering::AcqRel);
-                let _ = self.listener.respond_errno(n.id, c::EAGAIN);
-            }
+        if !may_block {
+            run(self, events);
             return;
         }
-        if may_block {
-            self.connect_threads.fetch_sub(1, Ordering::AcqRel);
+        // A blocking connect may wait for long (a full backlog, a slow
+        // handshake): it runs in a pool thread, never in a worker, so the
+        // workers keep answering and end when the job is gone.
+        let shared = Arc::clone(self);
+        let events = events.clone();
+        let task: Task = Box::new(move || run(&shared, &events));
+        if let Err(task) = self.pool.submit(task) {
+            // At the thread cap: wait here rather than fail the call.
+            task();
         }
-        run(self, events);
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Threads for connects that may block, reused (a hand-off costs far less
+/// than a thread start) and added when none is idle, up to a cap.
+struct ConnectPool {
+    tx: Sender<Task>,
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    rx: Mutex<std::sync::mpsc::Receiver<Task>>,
+    idle: AtomicUsize,
+    live: AtomicUsize,
+}
+
+impl std::fmt::Debug for ConnectPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectPool")
+            .field("idle", &self.inner.idle.load(Ordering::Relaxed))
+            .field("live", &self.inner.live.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl ConnectPool {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        ConnectPool {
+            tx,
+            inner: Arc::new(PoolInner {
+                rx: Mutex::new(rx),
+                idle: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Hand `task` to an idle thread (reserved first, so every queued task
+    /// has a thread of its own) or to a new one. `Err` at the cap.
+    fn submit(&self, task: Task) -> Result<(), Task> {
+        let inner = &self.inner;
+        let reserved = inner
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !reserved {
+            if inner.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECT_THREADS {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+            let pool = Arc::clone(inner);
+            let spawned = std::thread::Builder::new()
+                .name("vetto-connect".into())
+                .spawn(move || pool.run());
+            if spawned.is_err() {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+        }
+        self.tx.send(task).map_err(|e| e.0)
+    }
+}
+
+impl PoolInner {
+    fn run(&self) {
+        loop {
+            let task = match self.rx.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => break,
+            };
+            // The sender is gone with the supervisor state: nothing is left.
+            let Ok(task) = task else { break };
+            task();
+            self.idle.fetch_add(1, Ordering::AcqRel);
+        }
+        self.live.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -541,6 +541,25 @@ pub fn open_proc_dir(tid: i32, what: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The facts of the directory behind the job thread's `cwd` or `fd/N`
+/// magic link, without opening it (one `stat`).
+pub fn proc_dir_facts(tid: i32, what: &str) -> io::Result<FileFacts> {
+    let path = proc_path(tid, what);
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer.
+    cvt(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    Ok(FileFacts {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        nlink: st.st_nlink,
+    })
+}
+
 /// An `O_PATH|O_DIRECTORY|O_NOFOLLOW` descriptor of an absolute path of
 /// the supervisor's own view (a carved directory, `/`).
 pub fn open_dir_path(path: &std::path::Path) -> io::Result<OwnedFd> {
