@@ -150,7 +150,16 @@ fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> 
     let _ = sys::private_fs_zero_umask();
     loop {
         match shared.listener.recv() {
-            Ok(Some(notif)) => shared.handle(notif, events),
+            Ok(Some(notif)) => {
+                // A bug must not leave the job's thread waiting forever
+                // (after RECV it only dies of fatal signals): refuse instead.
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    shared.handle(notif, events)
+                }));
+                if handled.is_err() {
+                    let _ = shared.listener.respond_errno(notif.id, c::EPERM);
+                }
+            }
             Ok(None) => {
                 if shared.listener.hung_up() {
                     return Ok(());
@@ -717,7 +726,12 @@ impl Shared {
                 Err(e) if sys::errno_of(&e) == c::EPERM || sys::errno_of(&e) == c::EACCES => {
                     return (Err(denied(c::EPERM, Reason::Unreadable)), None);
                 }
-                Err(e) if sys::errno_of(&e) == c::ESRCH => return (Err(Answer::Drop), None),
+                Err(e) if sys::errno_of(&e) == c::ESRCH => {
+                    return (
+                        Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                        None,
+                    );
+                }
                 Err(_) => {
                     return (
                         Err(Answer::Errno(
@@ -753,7 +767,12 @@ impl Shared {
         };
         let pidfd = match sys::pidfd_open_thread(n.tid) {
             Ok(fd) => fd,
-            Err(_) => return (Err(Answer::Drop), shown),
+            Err(_) => {
+                return (
+                    Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                    shown,
+                );
+            }
         };
         let sock = match sys::pidfd_getfd(pidfd.as_fd(), sockfd) {
             Ok(s) => s,
@@ -825,6 +844,16 @@ impl Shared {
             }
         };
         (Ok((connect, sock)), shown)
+    }
+
+    /// Nothing to answer if the notification is gone; `answer` otherwise
+    /// (an unanswered live notification would hang the job's thread).
+    fn stale_or(&self, n: &Notif, answer: Answer) -> Answer {
+        if self.listener.id_valid(n.id) {
+            answer
+        } else {
+            Answer::Drop
+        }
     }
 
     fn check_socket_path(&self, cwd: Option<&OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
@@ -903,7 +932,15 @@ impl Shared {
         // workers keep answering and end when the job is gone.
         let shared = Arc::clone(self);
         let events = events.clone();
-        let task: Task = Box::new(move || run(&shared, &events));
+        let id = n.id;
+        let task: Task = Box::new(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(&shared, &events);
+            }));
+            if ran.is_err() {
+                let _ = shared.listener.respond_errno(id, c::EPERM);
+            }
+        });
         if let Err(task) = self.pool.submit(task) {
             // At the thread cap: wait here rather than fail the call.
             task();

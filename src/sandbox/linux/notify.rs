@@ -7,7 +7,7 @@
 //! Every buffer is bounded; every descriptor this module opens is
 //! `O_CLOEXEC`.
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -1338,16 +1338,6 @@ pub mod testing {
         // SAFETY: the kernel installed this descriptor for us.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
-}
-
-/// Bytes of an `OsStr` (for callers that hold paths).
-pub fn os_bytes(s: &OsStr) -> &[u8] {
-    s.as_bytes()
-}
-
-/// Borrow helper so callers need not import `AsFd`.
-pub fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
-    fd.as_fd()
 }
 
 #[cfg(test)]
