@@ -199,7 +199,8 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     }
     let (_tmp, p) = project();
     let script = "set -e; umask 027; mkdir newdir; touch newfile; echo hi > data; mv newfile renamed; \
-                  ln -s data link; rm link renamed; rmdir newdir; mkdir keep; \
+                  ln -s data link; rm link renamed; rmdir newdir/; mkdir keep; \
+                  mkdir d1 && mv d1/ d2/ && rmdir d2 && ! mv data/ data2 2>/dev/null; \
                   echo more >> data; echo again > data; \
                   cd .git && touch index.lock && mv index.lock index && echo RESULT ok";
     let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
@@ -230,6 +231,7 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     assert_eq!(std::fs::read_to_string(p.join("data")).unwrap(), "again\n");
     assert!(!p.join("renamed").exists() && !p.join("newdir").exists() && !p.join("link").exists());
     assert!(p.join(".git/index").exists());
+    assert!(!p.join("data2").exists() && !p.join("d2").exists() && !p.join("d1").exists());
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(p.join("keep"))
         .unwrap()

@@ -609,7 +609,12 @@ impl Shared {
         let answer = match (from, to) {
             (Some(f), Some(t)) if f.carved == t.carved => {
                 let dir = self.carved[f.carved].fd.as_fd();
-                done(sys::renameat2(dir, &f.name_c, dir, &t.name_c, flags))
+                // A trailing slash is kept: the kernel then insists on
+                // directories, as it would have for the job.
+                match (f.with_slash(), t.with_slash()) {
+                    (Ok(old), Ok(new)) => done(sys::renameat2(dir, &old, dir, &new, flags)),
+                    _ => Answer::Continue(Reason::Unsupported),
+                }
             }
             // One side in a carved directory (or two different ones):
             // `mv` falls back to copy and unlink, which are emulated.
@@ -673,6 +678,7 @@ impl Shared {
             carved,
             name: name.to_vec(),
             name_c,
+            trailing,
         })
     }
 
@@ -1032,6 +1038,20 @@ struct Target {
     carved: usize,
     name: Vec<u8>,
     name_c: CString,
+    /// The job's path ended in `/`.
+    trailing: bool,
+}
+
+impl Target {
+    fn with_slash(&self) -> io::Result<CString> {
+        if self.trailing {
+            let mut bytes = self.name.clone();
+            bytes.push(b'/');
+            sys::cstring(&bytes)
+        } else {
+            Ok(self.name_c.clone())
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
