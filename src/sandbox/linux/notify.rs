@@ -721,27 +721,6 @@ pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
-/// The process id the peer of a connected unix socket had at `listen()`.
-pub fn peer_pid(sock: BorrowedFd<'_>) -> io::Result<i32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: valid out-pointers sized for a ucred.
-    cvt(unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(cred.pid)
-}
-
 /// `connect(sock, addr)` with raw address bytes (the supervisor's copy).
 pub fn connect_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     if addr.len() > SOCKADDR_MAX {
