@@ -280,6 +280,38 @@ fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
 }
 
 #[test]
+fn emulated_open_keeps_the_jobs_flags() {
+    let test = "emulated_open_keeps_the_jobs_flags";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    let mut cmd = helper("open-flags", &[]);
+    cmd.current_dir(&p);
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
+    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    // std opens with O_CLOEXEC: it must arrive as the descriptor flag.
+    assert_eq!(
+        job.result_line(),
+        "append=true nonblock=true wronly=true cloexec=true"
+    );
+    assert!(
+        job.events_for("flags-file")
+            .iter()
+            .any(|e| e.decision == Decision::Emulated)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p.join("flags-file"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "0o640 under the job's umask 077");
+}
+
+#[test]
 fn move_out_of_carved_dir_gets_exdev_and_mv_falls_back() {
     let test = "move_out_of_carved_dir_gets_exdev_and_mv_falls_back";
     if !landlock_works(test) {
@@ -676,6 +708,26 @@ fn zz_child_helper() {
             std::fs::create_dir("after-stall").unwrap();
             println!("RESULT ok");
             std::process::exit(0);
+        }
+        "open-flags" => {
+            use std::os::unix::fs::OpenOptionsExt;
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .mode(0o640)
+                .open("flags-file")
+                .unwrap();
+            let fl = nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+            let fd = nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFD).unwrap();
+            let append = fl & nix::libc::O_APPEND != 0;
+            let nonblock = fl & nix::libc::O_NONBLOCK != 0;
+            let wronly = fl & nix::libc::O_ACCMODE == nix::libc::O_WRONLY;
+            let cloexec = fd & nix::libc::FD_CLOEXEC != 0;
+            println!(
+                "RESULT append={append} nonblock={nonblock} wronly={wronly} cloexec={cloexec}"
+            );
         }
         "race-rename" => {
             let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
