@@ -628,12 +628,64 @@ fn racing_thread_flipping_sockaddr_never_reaches_denied_socket() {
         0,
         "a flipped address reached the denied socket ({line})"
     );
+    // Control: without the supervisor the same child does reach it, so the
+    // zero above is evidence, not a race that never happened.
+    let control = agent_dir.path().join("b2.sock");
+    let (stop_ctl, ctl_count) = count_connections(UnixListener::bind(&control).unwrap());
+    let out = helper("race", &[&good, &control]).output().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    stop_ctl.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(out.status.success());
+    assert!(
+        ctl_count.join().unwrap() > 0,
+        "control: the unsupervised race never reached the socket"
+    );
     let _ = good_count.join().unwrap();
     assert!(
         job.events
             .iter()
             .any(|e| e.decision == Decision::Denied(EACCES)),
         "the race never tried the denied path"
+    );
+}
+
+#[test]
+fn racing_symlink_swap_never_reaches_denied_socket() {
+    let test = "racing_symlink_swap_never_reaches_denied_socket";
+    let allowed = tempfile::tempdir().unwrap();
+    let agent_dir = tempfile::tempdir().unwrap();
+    let good = allowed.path().join("ok.sock");
+    let bad = agent_dir.path().join("agent.sock");
+    let link = allowed.path().join("link.sock");
+    let (stop_good, good_count) = count_connections(UnixListener::bind(&good).unwrap());
+    let (stop_bad, bad_count) = count_connections(UnixListener::bind(&bad).unwrap());
+    let Some(job) = run(
+        test,
+        helper("race-symlink", &[&link, &good, &bad]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    stop_good.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop_bad.store(true, std::sync::atomic::Ordering::Relaxed);
+    let line = job.result_line();
+    eprintln!("race-symlink: {line}");
+    assert_eq!(
+        bad_count.join().unwrap(),
+        0,
+        "a swapped symlink reached the denied socket ({line})"
+    );
+    assert!(
+        good_count.join().unwrap() > 0,
+        "the race never connected through the link ({line})"
+    );
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.decision == Decision::Denied(EACCES)),
+        "the race never hit the denied target"
     );
 }
 
@@ -728,6 +780,35 @@ fn zz_child_helper() {
             println!(
                 "RESULT append={append} nonblock={nonblock} wronly={wronly} cloexec={cloexec}"
             );
+        }
+        "race-symlink" => {
+            // arg0: the link to connect through, arg1/arg2: its two targets.
+            let (link, good, bad) = (arg(0), arg(1), arg(2));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            let flipper = std::thread::spawn(move || {
+                let tmp = link.with_extension("tmp");
+                let mut flip = false;
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(&tmp);
+                    let target = if flip { &good } else { &bad };
+                    if std::os::unix::fs::symlink(target, &tmp).is_ok() {
+                        let _ = std::fs::rename(&tmp, &link);
+                    }
+                    flip = !flip;
+                }
+            });
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let (mut tries, mut ok) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                tries += 1;
+                if std::os::unix::net::UnixStream::connect(arg(0)).is_ok() {
+                    ok += 1;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = flipper.join();
+            println!("RESULT tries {tries} connected {ok}");
         }
         "race-rename" => {
             let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
