@@ -43,12 +43,26 @@ const CREATION: &[Call] = &[
 const EACCES: i32 = 13;
 const EPERM: i32 = 1;
 
-/// Print `SKIP`, or fail when CI says the feature must be there.
-fn skip(test: &str, reason: &str) {
-    if std::env::var_os("VETTO_TEST_REQUIRE").is_some() {
-        panic!("{test}: required feature missing: {reason}");
+/// Print `SKIP`, or fail when CI says the feature must be there
+/// (`VETTO_TEST_REQUIRE=landlock-abi>=6,seccomp-notify`; an empty or
+/// unparsed value requires everything).
+fn skip_feature(test: &str, feature: &str, reason: &str) {
+    if let Some(required) = std::env::var_os("VETTO_TEST_REQUIRE") {
+        let required = required.to_string_lossy().into_owned();
+        let names: Vec<&str> = required
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if names.is_empty() || names.iter().any(|n| n.starts_with(feature)) {
+            panic!("{test}: required feature {feature} missing: {reason}");
+        }
     }
     eprintln!("SKIP {test}: {reason}");
+}
+
+fn skip(test: &str, reason: &str) {
+    skip_feature(test, "seccomp-notify", reason);
 }
 
 struct Job {
@@ -162,7 +176,7 @@ fn landlock_works(test: &str) -> bool {
     if landlock_pre_exec(&mut cmd, &[Path::new("/")], &[]).is_err()
         || !cmd.status().is_ok_and(|s| s.success())
     {
-        skip(test, "Landlock is not available");
+        skip_feature(test, "landlock", "Landlock is not available");
         return false;
     }
     true
@@ -200,7 +214,8 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     }
     let (_tmp, p) = project();
     let script = "set -e; umask 027; mkdir newdir; touch newfile; echo hi > data; mv newfile renamed; \
-                  ln -s data link; rm link renamed; rmdir newdir; mkdir keep; \
+                  ln -s data link; rm link renamed; rmdir newdir/; mkdir keep; \
+                  mkdir d1 && mv d1/ d2/ && rmdir d2 && ! mv data/ data2 2>/dev/null; \
                   echo more >> data; echo again > data; \
                   cd .git && touch index.lock && mv index.lock index && echo RESULT ok";
     let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
@@ -231,6 +246,7 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     assert_eq!(std::fs::read_to_string(p.join("data")).unwrap(), "again\n");
     assert!(!p.join("renamed").exists() && !p.join("newdir").exists() && !p.join("link").exists());
     assert!(p.join(".git/index").exists());
+    assert!(!p.join("data2").exists() && !p.join("d2").exists() && !p.join("d1").exists());
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(p.join("keep"))
         .unwrap()
@@ -276,6 +292,38 @@ fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
     }
     // `rm -rf .git` may empty unprotected entries of .git (HEAD here):
     // that is the carve's design; what matters is above.
+}
+
+#[test]
+fn emulated_open_keeps_the_jobs_flags() {
+    let test = "emulated_open_keeps_the_jobs_flags";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    let mut cmd = helper("open-flags", &[]);
+    cmd.current_dir(&p);
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
+    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    // std opens with O_CLOEXEC: it must arrive as the descriptor flag.
+    assert_eq!(
+        job.result_line(),
+        "append=true nonblock=true wronly=true cloexec=true"
+    );
+    assert!(
+        job.events_for("flags-file")
+            .iter()
+            .any(|e| e.decision == Decision::Emulated)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p.join("flags-file"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "0o640 under the job's umask 077");
 }
 
 #[test]
@@ -596,12 +644,64 @@ fn racing_thread_flipping_sockaddr_never_reaches_denied_socket() {
         0,
         "a flipped address reached the denied socket ({line})"
     );
+    // Control: without the supervisor the same child does reach it, so the
+    // zero above is evidence, not a race that never happened.
+    let control = agent_dir.path().join("b2.sock");
+    let (stop_ctl, ctl_count) = count_connections(UnixListener::bind(&control).unwrap());
+    let out = helper("race", &[&good, &control]).output().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    stop_ctl.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(out.status.success());
+    assert!(
+        ctl_count.join().unwrap() > 0,
+        "control: the unsupervised race never reached the socket"
+    );
     let _ = good_count.join().unwrap();
     assert!(
         job.events
             .iter()
             .any(|e| e.decision == Decision::Denied(EACCES)),
         "the race never tried the denied path"
+    );
+}
+
+#[test]
+fn racing_symlink_swap_never_reaches_denied_socket() {
+    let test = "racing_symlink_swap_never_reaches_denied_socket";
+    let allowed = tempfile::tempdir().unwrap();
+    let agent_dir = tempfile::tempdir().unwrap();
+    let good = allowed.path().join("ok.sock");
+    let bad = agent_dir.path().join("agent.sock");
+    let link = allowed.path().join("link.sock");
+    let (stop_good, good_count) = count_connections(UnixListener::bind(&good).unwrap());
+    let (stop_bad, bad_count) = count_connections(UnixListener::bind(&bad).unwrap());
+    let Some(job) = run(
+        test,
+        helper("race-symlink", &[&link, &good, &bad]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    stop_good.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop_bad.store(true, std::sync::atomic::Ordering::Relaxed);
+    let line = job.result_line();
+    eprintln!("race-symlink: {line}");
+    assert_eq!(
+        bad_count.join().unwrap(),
+        0,
+        "a swapped symlink reached the denied socket ({line})"
+    );
+    assert!(
+        good_count.join().unwrap() > 0,
+        "the race never connected through the link ({line})"
+    );
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.decision == Decision::Denied(EACCES)),
+        "the race never hit the denied target"
     );
 }
 
@@ -677,6 +777,55 @@ fn zz_child_helper() {
             println!("RESULT ok");
             std::process::exit(0);
         }
+        "open-flags" => {
+            use std::os::unix::fs::OpenOptionsExt;
+            nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
+            let f = std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .mode(0o640)
+                .open("flags-file")
+                .unwrap();
+            let fl = nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFL).unwrap();
+            let fd = nix::fcntl::fcntl(&f, nix::fcntl::FcntlArg::F_GETFD).unwrap();
+            let append = fl & nix::libc::O_APPEND != 0;
+            let nonblock = fl & nix::libc::O_NONBLOCK != 0;
+            let wronly = fl & nix::libc::O_ACCMODE == nix::libc::O_WRONLY;
+            let cloexec = fd & nix::libc::FD_CLOEXEC != 0;
+            println!(
+                "RESULT append={append} nonblock={nonblock} wronly={wronly} cloexec={cloexec}"
+            );
+        }
+        "race-symlink" => {
+            // arg0: the link to connect through, arg1/arg2: its two targets.
+            let (link, good, bad) = (arg(0), arg(1), arg(2));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let flag = stop.clone();
+            let flipper = std::thread::spawn(move || {
+                let tmp = link.with_extension("tmp");
+                let mut flip = false;
+                while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(&tmp);
+                    let target = if flip { &good } else { &bad };
+                    if std::os::unix::fs::symlink(target, &tmp).is_ok() {
+                        let _ = std::fs::rename(&tmp, &link);
+                    }
+                    flip = !flip;
+                }
+            });
+            let deadline = Instant::now() + Duration::from_secs(2);
+            let (mut tries, mut ok) = (0u64, 0u64);
+            while Instant::now() < deadline {
+                tries += 1;
+                if std::os::unix::net::UnixStream::connect(arg(0)).is_ok() {
+                    ok += 1;
+                }
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = flipper.join();
+            println!("RESULT tries {tries} connected {ok}");
+        }
         "race-rename" => {
             let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
             println!("RESULT tries {tries}");
@@ -718,7 +867,15 @@ fn summary(mut times: Vec<Duration>) -> String {
 fn bench_notify_costs() {
     let test = "bench_notify_costs";
     let n = std::env::var("VETTO_NOTIFY_N").unwrap_or_else(|_| "10000".into());
-    let (_tmp, p) = project();
+    // tmpfs when there is one, like the figures in the design notes.
+    let base = std::env::var_os("VETTO_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"));
+    let tmp = tempfile::tempdir_in(&base).unwrap_or_else(|_| tempfile::tempdir().unwrap());
+    let p = tmp.path().join("proj");
+    std::fs::create_dir_all(p.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    println!("bench dir: {}", p.display());
     let report = |what: &str, job: Option<Job>| {
         if let Some(job) = job {
             println!("{what:<44} {}", job.result_line());
@@ -753,7 +910,7 @@ fn bench_notify_costs() {
         run(test, cmd, CREATION, &carve_plan(&p)),
     );
 
-    let allowed = tempfile::tempdir().unwrap();
+    let allowed = tempfile::tempdir_in(&base).unwrap_or_else(|_| tempfile::tempdir().unwrap());
     let sock = allowed.path().join("b.sock");
     let listener = UnixListener::bind(&sock).unwrap();
     std::thread::spawn(move || {

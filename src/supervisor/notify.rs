@@ -37,7 +37,7 @@ use crate::sandbox::notify::{
 
 /// Threads receiving on the listener: one slow call does not stall the rest.
 const WORKERS: usize = 3;
-/// At most this many blocking `connect()`s wait in threads of their own.
+/// At most this many blocking `connect()`s wait in pool threads.
 const MAX_CONNECT_THREADS: usize = 64;
 
 /// What the supervisor did with one notification.
@@ -150,7 +150,16 @@ fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> 
     let _ = sys::private_fs_zero_umask();
     loop {
         match shared.listener.recv() {
-            Ok(Some(notif)) => shared.handle(notif, events),
+            Ok(Some(notif)) => {
+                // A bug must not leave the job's thread waiting forever
+                // (after RECV it only dies of fatal signals): refuse instead.
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    shared.handle(notif, events)
+                }));
+                if handled.is_err() {
+                    let _ = shared.listener.respond_errno(notif.id, c::EPERM);
+                }
+            }
             Ok(None) => {
                 if shared.listener.hung_up() {
                     return Ok(());
@@ -185,7 +194,7 @@ struct Shared {
     broker: bool,
     /// Policy rules as written plus their canonical forms.
     rules: Vec<(PathBuf, Access)>,
-    connect_threads: AtomicUsize,
+    pool: ConnectPool,
     /// Regular files the supervisor created in carved directories, by
     /// (dev, ino): Landlock never granted them, so reopening them with
     /// `O_CREAT` (`>>`, `>`) is performed here too. New inodes in a carved
@@ -308,7 +317,7 @@ impl Shared {
             spares,
             broker: plan.broker_unix_connect,
             rules,
-            connect_threads: AtomicUsize::new(0),
+            pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
         })
     }
@@ -731,7 +740,12 @@ impl Shared {
         let answer = match (from, to) {
             (Some(f), Some(t)) if f.carved == t.carved => {
                 let dir = self.carved[f.carved].fd.as_fd();
-                done(sys::renameat2(dir, &f.name_c, dir, &t.name_c, flags))
+                // A trailing slash is kept: the kernel then insists on
+                // directories, as it would have for the job.
+                match (f.with_slash(), t.with_slash()) {
+                    (Ok(old), Ok(new)) => done(sys::renameat2(dir, &old, dir, &new, flags)),
+                    _ => Answer::Continue(Reason::Unsupported),
+                }
             }
             // One side in a carved directory (or two different ones):
             // `mv` falls back to copy and unlink, which are emulated.
@@ -764,27 +778,24 @@ impl Shared {
         } else {
             return Err(Answer::Continue(Reason::Unsupported));
         };
-        let base_owned =
-            sys::open_proc_dir(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?;
-        let base = base_owned.as_fd();
-        let in_root = if absolute { resolve::IN_ROOT } else { 0 };
-        let parent_fd;
-        let dir = if parent.is_empty() {
-            base
+        let facts: FileFacts = if parent.is_empty() {
+            // The common case, a bare name: one stat of the magic link.
+            sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
         } else {
+            let base = sys::open_proc_dir(n.tid, &what)
+                .map_err(|_| Answer::Continue(Reason::Unreadable))?;
+            let in_root = if absolute { resolve::IN_ROOT } else { 0 };
             let p = sys::cstring(parent).map_err(|_| Answer::Continue(Reason::Unsupported))?;
-            parent_fd = sys::openat2(
-                base,
+            let parent_fd = sys::openat2(
+                base.as_fd(),
                 &p,
                 c::O_PATH | c::O_DIRECTORY,
                 0,
                 resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | in_root,
             )
             .map_err(|_| Answer::Continue(Reason::Unsupported))?;
-            parent_fd.as_fd()
+            sys::facts(parent_fd.as_fd()).map_err(|_| Answer::Continue(Reason::Unsupported))?
         };
-        let facts: FileFacts =
-            sys::facts(dir).map_err(|_| Answer::Continue(Reason::Unsupported))?;
         let carved = self
             .carved
             .iter()
@@ -795,6 +806,7 @@ impl Shared {
             carved,
             name: name.to_vec(),
             name_c,
+            trailing,
         })
     }
 
@@ -848,7 +860,12 @@ impl Shared {
                 Err(e) if sys::errno_of(&e) == c::EPERM || sys::errno_of(&e) == c::EACCES => {
                     return (Err(denied(c::EPERM, Reason::Unreadable)), None);
                 }
-                Err(e) if sys::errno_of(&e) == c::ESRCH => return (Err(Answer::Drop), None),
+                Err(e) if sys::errno_of(&e) == c::ESRCH => {
+                    return (
+                        Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                        None,
+                    );
+                }
                 Err(_) => {
                     return (
                         Err(Answer::Errno(
@@ -891,7 +908,12 @@ impl Shared {
         };
         let pidfd = match sys::pidfd_open_thread(n.tid) {
             Ok(fd) => fd,
-            Err(_) => return (Err(Answer::Drop), shown),
+            Err(_) => {
+                return (
+                    Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                    shown,
+                );
+            }
         };
         let sock = match sys::pidfd_getfd(pidfd.as_fd(), sockfd) {
             Ok(s) => s,
@@ -963,6 +985,16 @@ impl Shared {
             }
         };
         (Ok((connect, sock)), shown)
+    }
+
+    /// Nothing to answer if the notification is gone; `answer` otherwise
+    /// (an unanswered live notification would hang the job's thread).
+    fn stale_or(&self, n: &Notif, answer: Answer) -> Answer {
+        if self.listener.id_valid(n.id) {
+            answer
+        } else {
+            Answer::Drop
+        }
     }
 
     fn check_socket_path(&self, base: Option<OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
@@ -1041,27 +1073,107 @@ impl Shared {
             };
             shared.answer(&n, answer, path, events);
         };
-        if may_block && self.connect_threads.fetch_add(1, Ordering::AcqRel) < MAX_CONNECT_THREADS {
-            let shared = Arc::clone(self);
-            let events = events.clone();
-            let spawned = std::thread::Builder::new()
-                .name("vetto-connect".into())
-                .spawn(move || {
-                    run(&shared, &events);
-                    shared.connect_threads.fetch_sub(1, Ordering::AcqRel);
-                });
-            if spawned.is_err() {
-                // The closure (and the job's socket) is gone with the
-                // failed spawn; the call fails instead of hanging.
-                self.connect_threads.fetch_sub(1, Ordering::AcqRel);
-                let _ = self.listener.respond_errno(n.id, c::EAGAIN);
-            }
+        if !may_block {
+            run(self, events);
             return;
         }
-        if may_block {
-            self.connect_threads.fetch_sub(1, Ordering::AcqRel);
+        // A blocking connect may wait for long (a full backlog, a slow
+        // handshake): it runs in a pool thread, never in a worker, so the
+        // workers keep answering and end when the job is gone.
+        let shared = Arc::clone(self);
+        let events = events.clone();
+        let id = n.id;
+        let task: Task = Box::new(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(&shared, &events);
+            }));
+            if ran.is_err() {
+                let _ = shared.listener.respond_errno(id, c::EPERM);
+            }
+        });
+        if let Err(task) = self.pool.submit(task) {
+            // At the thread cap: wait here rather than fail the call.
+            task();
         }
-        run(self, events);
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Threads for connects that may block, reused (a hand-off costs far less
+/// than a thread start) and added when none is idle, up to a cap.
+struct ConnectPool {
+    tx: Sender<Task>,
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    rx: Mutex<std::sync::mpsc::Receiver<Task>>,
+    idle: AtomicUsize,
+    live: AtomicUsize,
+}
+
+impl std::fmt::Debug for ConnectPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectPool")
+            .field("idle", &self.inner.idle.load(Ordering::Relaxed))
+            .field("live", &self.inner.live.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl ConnectPool {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        ConnectPool {
+            tx,
+            inner: Arc::new(PoolInner {
+                rx: Mutex::new(rx),
+                idle: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Hand `task` to an idle thread (reserved first, so every queued task
+    /// has a thread of its own) or to a new one. `Err` at the cap.
+    fn submit(&self, task: Task) -> Result<(), Task> {
+        let inner = &self.inner;
+        let reserved = inner
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !reserved {
+            if inner.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECT_THREADS {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+            let pool = Arc::clone(inner);
+            let spawned = std::thread::Builder::new()
+                .name("vetto-connect".into())
+                .spawn(move || pool.run());
+            if spawned.is_err() {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+        }
+        self.tx.send(task).map_err(|e| e.0)
+    }
+}
+
+impl PoolInner {
+    fn run(&self) {
+        loop {
+            let task = match self.rx.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => break,
+            };
+            // The sender is gone with the supervisor state: nothing is left.
+            let Ok(task) = task else { break };
+            task();
+            self.idle.fetch_add(1, Ordering::AcqRel);
+        }
+        self.live.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -1070,6 +1182,20 @@ struct Target {
     carved: usize,
     name: Vec<u8>,
     name_c: CString,
+    /// The job's path ended in `/`.
+    trailing: bool,
+}
+
+impl Target {
+    fn with_slash(&self) -> io::Result<CString> {
+        if self.trailing {
+            let mut bytes = self.name.clone();
+            bytes.push(b'/');
+            sys::cstring(&bytes)
+        } else {
+            Ok(self.name_c.clone())
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

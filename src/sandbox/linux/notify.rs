@@ -7,7 +7,7 @@
 //! Every buffer is bounded; every descriptor this module opens is
 //! `O_CLOEXEC`.
 
-use std::ffi::{CStr, CString, OsStr};
+use std::ffi::{CStr, CString};
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -546,6 +546,25 @@ pub fn open_proc_dir(tid: i32, what: &str) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The facts of the directory behind the job thread's `cwd` or `fd/N`
+/// magic link, without opening it (one `stat`).
+pub fn proc_dir_facts(tid: i32, what: &str) -> io::Result<FileFacts> {
+    let path = proc_path(tid, what);
+    // SAFETY: an all-zero stat is a valid out-buffer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer.
+    cvt(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
+    }
+    Ok(FileFacts {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        nlink: st.st_nlink,
+    })
+}
+
 /// An `O_PATH|O_DIRECTORY|O_NOFOLLOW` descriptor of an absolute path of
 /// the supervisor's own view (a carved directory, `/`).
 pub fn open_dir_path(path: &std::path::Path) -> io::Result<OwnedFd> {
@@ -712,27 +731,6 @@ pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: plain syscall on a valid fd.
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) })?;
     Ok(())
-}
-
-/// The process id the peer of a connected unix socket had at `listen()`.
-pub fn peer_pid(sock: BorrowedFd<'_>) -> io::Result<i32> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: valid out-pointers sized for a ucred.
-    cvt(unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(cred.pid)
 }
 
 /// `connect(sock, addr)` with raw address bytes (the supervisor's copy).
@@ -1326,16 +1324,6 @@ pub mod testing {
         // SAFETY: the kernel installed this descriptor for us.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
     }
-}
-
-/// Bytes of an `OsStr` (for callers that hold paths).
-pub fn os_bytes(s: &OsStr) -> &[u8] {
-    s.as_bytes()
-}
-
-/// Borrow helper so callers need not import `AsFd`.
-pub fn borrow(fd: &OwnedFd) -> BorrowedFd<'_> {
-    fd.as_fd()
 }
 
 #[cfg(test)]
