@@ -252,6 +252,22 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
             "datagram sendto() names a socket path without connect(), past the broker",
         ));
         rules.push(rule(
+            "socketpair",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 0,
+                    value: AF_UNIX,
+                },
+                ArgCheck::MaskedEq {
+                    index: 1,
+                    mask: SOCK_TYPE_MASK,
+                    value: SOCK_DGRAM,
+                },
+            ],
+            "a datagram socket from socketpair() can sendto() a socket path too",
+        ));
+        rules.push(rule(
             "connect",
             Action::Notify,
             vec![],

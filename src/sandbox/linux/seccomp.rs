@@ -268,6 +268,7 @@ fn syscall_number(name: &str) -> Option<i64> {
         "openat2" => libc::SYS_openat2,
         "ioctl" => libc::SYS_ioctl,
         "socket" => libc::SYS_socket,
+        "socketpair" => libc::SYS_socketpair,
         "connect" => libc::SYS_connect,
         "openat" => libc::SYS_openat,
         "mkdirat" => libc::SYS_mkdirat,
