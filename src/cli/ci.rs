@@ -58,13 +58,21 @@ impl CiReportOptions {
 }
 
 pub fn ci(args: CiArgs) -> anyhow::Result<ExitCode> {
-    // The run pipeline does not hand back its outcome and session log yet;
-    // once it does, this becomes `finish(outcome, &log, &opts)`.
-    let _opts = CiReportOptions::from_args(&args);
-    eprintln!(
-        "vetto: warning: `ci` reports are not wired to the run pipeline yet; running as `run`"
-    );
-    super::run::run(*args.run)
+    let opts = CiReportOptions::from_args(&args);
+    match super::run::execute(&args.run, Some(&opts.report_dir))? {
+        super::run::Executed::Refused(code) => Ok(ExitCode::from(code)),
+        super::run::Executed::Ran {
+            outcome,
+            log: Some(log),
+        } => Ok(finish(outcome, &log, &opts)),
+        super::run::Executed::Ran { outcome, log: None } => {
+            eprintln!(
+                "vetto: error: no session log, no reports; the command's exit status ({}) is kept",
+                outcome.code()
+            );
+            Ok(outcome.exit_code())
+        }
+    }
 }
 
 /// Everything after the command ended: reports, step summary, annotations,

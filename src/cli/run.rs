@@ -7,18 +7,55 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use super::{PolicyArgs, RunArgs};
+use crate::events::log::{ChannelSink, EventSink, SessionWriter, spawn_writer};
+use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions};
 use crate::policy::{self, LoadRequest, Overrides};
 use crate::{exit, host, sandbox, supervisor};
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    // `run` writes reports only when asked, and its status is always the
+    // command's own.
+    let report_dir = args.report_dir.clone();
+    match execute(&args, report_dir.as_deref())? {
+        Executed::Refused(code) => Ok(ExitCode::from(code)),
+        Executed::Ran { outcome, log } => match (report_dir, log) {
+            (Some(dir), Some(log)) => {
+                let opts = super::ci::CiReportOptions {
+                    report_dir: dir,
+                    fail_on: super::ci::FailOn::Never,
+                    step_summary: None,
+                    annotations: false,
+                    category: None,
+                };
+                Ok(super::ci::finish(outcome, &log, &opts))
+            }
+            _ => Ok(outcome.exit_code()),
+        },
+    }
+}
+
+/// How a session ended, for the command drivers.
+pub enum Executed {
+    /// vetto refused or failed before the command started: this status.
+    Refused(u8),
+    /// The command ran; its session log when one was asked for.
+    Ran {
+        outcome: exit::Outcome,
+        log: Option<PathBuf>,
+    },
+}
+
+/// The whole pipeline: policy → plan → sandbox → supervisor, with a
+/// session log in `log_dir` when given (the reports are the caller's).
+pub fn execute(args: &RunArgs, log_dir: Option<&Path>) -> anyhow::Result<Executed> {
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     // Started first: the stage's exec runs while we load and plan.
     let stage = match sandbox::start_stage() {
         Ok(stage) => stage,
         Err(e) => {
             eprintln!("vetto: {e}");
-            return Ok(ExitCode::from(e.exit_status()));
+            return Ok(Executed::Refused(e.exit_status()));
         }
     };
     let mut session_tmp = SessionTmp::reserve();
@@ -29,7 +66,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
-            return Ok(ExitCode::from(exit::REFUSED));
+            return Ok(Executed::Refused(exit::REFUSED));
         }
     };
     let caps = host::probe();
@@ -42,7 +79,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(plan) => plan,
         Err(refusal) => {
             eprintln!("vetto: {refusal}");
-            return Ok(ExitCode::from(exit::REFUSED));
+            return Ok(Executed::Refused(exit::REFUSED));
         }
     };
     if !plan.env.withheld.is_empty() {
@@ -60,16 +97,60 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     // Whatever happens from here, the spares do not outlive the session.
     let _spares = RemoveOnDrop(plan.notify.spares.as_ref().map(|p| p.dir.clone()));
+
+    // The session log, written as things happen. A log that cannot be
+    // created costs the reports, never the command.
+    let log = log_dir.and_then(|dir| open_log(dir, &session_tmp));
+    if let Some((_, sink, _)) = &log {
+        let start =
+            super::ci::session_start(&plan, &policy, &caps, &args.command, false, &request.env);
+        let withheld = super::ci::withheld_env_violations(&start, &plan.env.withheld);
+        sink.emit(Event::SessionStart(Box::new(start)));
+        for v in withheld {
+            sink.emit(Event::Violation(Box::new(v)));
+        }
+    }
+
     let shared_before = supervisor::snapshot_shared(&plan);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
             eprintln!("vetto: {e}");
-            return Ok(ExitCode::from(e.exit_status()));
+            return Ok(Executed::Refused(e.exit_status()));
         }
     };
-    let session = supervisor::run(child, &plan, &signals, &shared_before);
+    let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
+    let session = supervisor::run(child, &plan, &signals, &shared_before, sink);
     let outcome = session.outcome;
+    tell(&session);
+    let log = log.map(|(path, sink, writer)| {
+        sink.emit(Event::SessionEnd(Box::new(SessionEnd {
+            ended_at: Timestamp::now(),
+            outcome,
+            exit_code: outcome.code(),
+            duration_ms: session.duration.as_millis() as u64,
+            cpu_user_ms: session.cpu_user_ms,
+            cpu_sys_ms: session.cpu_sys_ms,
+            peak_rss_bytes: session.peak_rss_bytes,
+            peak_procs: session.peak_procs,
+            proxy_bytes: 0,
+            violations_by_rule: Default::default(),
+            dropped_distinct: 0,
+        })));
+        drop(sink);
+        if let Err(e) = writer.finish() {
+            eprintln!("vetto: error: the session log is incomplete: {e}");
+        }
+        path
+    });
+    // The log may live in the session directory: read it before that goes.
+    let log = log.map(|path| keep_log(path, &session_tmp));
+    drop(session_tmp);
+    Ok(Executed::Ran { outcome, log })
+}
+
+/// One line each for what the user should know about the session.
+fn tell(session: &supervisor::Session) {
     match session.limit {
         Some(supervisor::LimitHit::Timeout { max_ms }) => {
             eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
@@ -106,8 +187,55 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if denied > 0 {
         eprintln!("vetto: the sandbox denied {denied} operation(s)");
     }
-    drop(session_tmp);
-    Ok(outcome.exit_code())
+}
+
+type OpenLog = (PathBuf, ChannelSink, SessionWriter);
+
+/// `session.jsonl` in the report directory, or, when that cannot be
+/// written, in a temporary place (the reports then say so).
+fn open_log(dir: &Path, session_tmp: &SessionTmp) -> Option<OpenLog> {
+    let in_dir = std::fs::create_dir_all(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            let path = dir.join("session.jsonl");
+            spawn_writer(&path)
+                .map(|(sink, writer)| (path, sink, writer))
+                .map_err(|e| e.to_string())
+        });
+    match in_dir {
+        Ok(log) => Some(log),
+        Err(e) => {
+            let fallback = std::env::temp_dir().join(format!(
+                "{}-session.jsonl",
+                session_tmp
+                    .path()
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "vetto".into())
+            ));
+            eprintln!(
+                "vetto: error: cannot write the session log in {}: {e}; logging to {} instead",
+                dir.display(),
+                fallback.display()
+            );
+            spawn_writer(&fallback)
+                .map(|(sink, writer)| (fallback, sink, writer))
+                .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
+                .ok()
+        }
+    }
+}
+
+/// The log outlives the session directory it may have been written in.
+fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
+    if !path.starts_with(session_tmp.path()) {
+        return path;
+    }
+    let kept = std::env::temp_dir().join(path.file_name().unwrap_or_default());
+    match std::fs::copy(&path, &kept) {
+        Ok(_) => kept,
+        Err(_) => path,
+    }
 }
 
 impl PolicyArgs {

@@ -14,6 +14,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
+use crate::events::log::EventSink;
+use crate::events::{
+    Action, Event, LimitEvent, LimitKind, ProcessEvent, ProcessInfo, ProcessKind, Provenance,
+    ResourceSample, RuleId, Target, Timestamp, Violation,
+};
 use crate::exit::Outcome;
 use crate::plan::Plan;
 use crate::sandbox::Spawned;
@@ -150,6 +155,7 @@ pub fn run(
     plan: &Plan,
     signals: &SignalWaiter,
     shared_before: &[(PathBuf, HashSet<OsString>)],
+    sink: Option<&dyn EventSink>,
 ) -> Session {
     let (events, decisions) = mpsc::channel();
     let server = match child.listener.take() {
@@ -191,7 +197,7 @@ pub fn run(
         {
             process::send(child.pid, *sig);
         }
-        keep_decisions(&mut session, &decisions);
+        keep_decisions(&mut session, &decisions, sink);
         if let Some(ws) = process::try_wait(child.pid) {
             break match ws {
                 WaitStatus::Exited(_, code) => Outcome::Exited(code),
@@ -211,6 +217,15 @@ pub fn run(
             next_sample += SAMPLE_EVERY;
             let sample = sample_tree(start);
             record(&mut session, sample);
+            if let Some(sink) = sink {
+                sink.emit(Event::Resource(ResourceSample {
+                    t: sample.t,
+                    cpu_user_ms: sample.cpu_user_ms,
+                    cpu_sys_ms: sample.cpu_sys_ms,
+                    rss_bytes: sample.rss_bytes,
+                    procs: sample.procs,
+                }));
+            }
             if let Some(max) = plan.limits.max_memory
                 && sample.rss_bytes > max
             {
@@ -231,8 +246,11 @@ pub fn run(
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
-    keep_decisions(&mut session, &decisions);
+    keep_decisions(&mut session, &decisions, sink);
     session.escaped = child.escaped();
+    if let Some(sink) = sink {
+        report_end_of_session(&session, sink);
+    }
     (session.cpu_user_ms, session.cpu_sys_ms) = process::reaped_children_cpu_ms();
     for dir in &plan.prepare_dirs {
         // Only removes what stayed empty: the job's output is kept.
@@ -242,8 +260,17 @@ pub fn run(
     session
 }
 
-fn keep_decisions(session: &mut Session, decisions: &mpsc::Receiver<notify::NotifyEvent>) {
+fn keep_decisions(
+    session: &mut Session,
+    decisions: &mpsc::Receiver<notify::NotifyEvent>,
+    sink: Option<&dyn EventSink>,
+) {
     for d in decisions.try_iter() {
+        if let Some(sink) = sink
+            && let Some(v) = violation_of(&d)
+        {
+            sink.emit(Event::Violation(Box::new(v)));
+        }
         if session.decisions.len() < MAX_DECISIONS {
             session.decisions.push(d);
         } else {
@@ -279,4 +306,136 @@ fn sample_tree(start: Instant) -> Sample {
         s.procs += 1;
     }
     s
+}
+
+/// Names whose creation, removal or renaming in a carved directory would
+/// plant something that runs later, outside the sandbox.
+const PERSISTENCE_NAMES: [&str; 9] = [
+    ".git",
+    "hooks",
+    "config",
+    "modules",
+    "commondir",
+    "config.worktree",
+    ".husky",
+    ".pre-commit-config.yaml",
+    "lefthook.yml",
+];
+
+/// A notification decision as a violation (`None` if it is not one).
+pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
+    if !d.is_violation() {
+        return None;
+    }
+    let facts = d.process.clone().unwrap_or_default();
+    let process = ProcessInfo {
+        pid: facts.pid,
+        exe: facts.exe,
+        argv: facts.argv,
+        cwd: facts.cwd,
+        parent_chain: facts.parents,
+    };
+    let path = d.path.clone().unwrap_or_default();
+    let (rule, target) = if d.syscall == "connect" {
+        (RuleId::UnixSocketDenied, Target::Socket { path })
+    } else {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_lowercase())
+            .unwrap_or_default();
+        let in_git = path.components().any(|c| c.as_os_str() == ".git");
+        let rule = if in_git || PERSISTENCE_NAMES.contains(&name.as_str()) {
+            RuleId::GitPersistenceBlocked
+        } else {
+            RuleId::FsWriteDenied
+        };
+        (rule, Target::Path { path })
+    };
+    let attribution =
+        crate::events::violation::attribute(&process, &|p| std::fs::read_to_string(p).ok());
+    Some(Violation {
+        rule,
+        time: Timestamp::now(),
+        action: Action::Blocked,
+        process,
+        target,
+        attribution,
+        policy_rule: None,
+        detail: format!("{} ({:?})", d.syscall, d.reason),
+        provenance: Provenance::SeccompNotify,
+    })
+}
+
+/// Limits hit, and processes the job left running, as events.
+fn report_end_of_session(session: &Session, sink: &dyn EventSink) {
+    match session.limit {
+        Some(LimitHit::Timeout { max_ms }) => {
+            sink.emit(Event::Limit(LimitEvent {
+                time: Timestamp::now(),
+                limit: LimitKind::Timeout,
+                max: max_ms,
+                observed: session.duration.as_millis() as u64,
+            }));
+            sink.emit(limit_violation(RuleId::LimitTimeout, "timeout"));
+        }
+        Some(LimitHit::Memory { max, observed }) => {
+            sink.emit(Event::Limit(LimitEvent {
+                time: Timestamp::now(),
+                limit: LimitKind::Memory,
+                max,
+                observed,
+            }));
+            sink.emit(limit_violation(RuleId::LimitMemory, "max-memory"));
+        }
+        None => {}
+    }
+    for p in &session.escaped {
+        let pid = u32::try_from(p.pid).unwrap_or(0);
+        let exe = PathBuf::from(&p.exe);
+        sink.emit(Event::Process(ProcessEvent {
+            time: Timestamp::now(),
+            pid,
+            ppid: 0,
+            kind: ProcessKind::Escaped,
+            exe: exe.clone(),
+            argv: p.argv.clone(),
+        }));
+        let process = ProcessInfo {
+            pid,
+            exe: exe.clone(),
+            argv: p.argv.clone(),
+            cwd: PathBuf::new(),
+            parent_chain: Vec::new(),
+        };
+        let attribution = crate::events::violation::attribute(&process, &|path| {
+            std::fs::read_to_string(path).ok()
+        });
+        sink.emit(Event::Violation(Box::new(Violation {
+            rule: RuleId::ProcessEscaped,
+            time: Timestamp::now(),
+            action: Action::Blocked,
+            process,
+            target: Target::Process { pid, exe },
+            attribution,
+            policy_rule: None,
+            detail: "still running when the command ended; killed".into(),
+            provenance: Provenance::Supervisor,
+        })));
+    }
+}
+
+fn limit_violation(rule: RuleId, limit: &str) -> Event {
+    Event::Violation(Box::new(Violation {
+        rule,
+        time: Timestamp::now(),
+        action: Action::Blocked,
+        process: ProcessInfo::default(),
+        target: Target::Limit {
+            limit: limit.into(),
+        },
+        attribution: None,
+        policy_rule: None,
+        detail: String::new(),
+        provenance: Provenance::Supervisor,
+    }))
 }

@@ -91,6 +91,8 @@ pub struct NotifyEvent {
     pub path: Option<PathBuf>,
     pub decision: Decision,
     pub reason: Reason,
+    /// The process behind a violation, read before the answer.
+    pub process: Option<crate::sandbox::process::ProcessFacts>,
 }
 
 impl NotifyEvent {
@@ -371,6 +373,13 @@ impl Shared {
         events: &Sender<NotifyEvent>,
     ) {
         let l = &self.listener;
+        // Who did it, read while the thread is still blocked in the call
+        // (only for violations: the common answers stay cheap).
+        let violating = matches!(
+            answer,
+            Answer::Errno(_, Decision::Denied(_), _) | Answer::Continue(Reason::Protected)
+        );
+        let process = violating.then(|| crate::sandbox::process::describe(n.tid));
         // A failed answer means the thread is gone (ENOENT): nothing to do.
         let (decision, reason) = match answer {
             Answer::Drop => return,
@@ -421,6 +430,7 @@ impl Shared {
             path,
             decision,
             reason,
+            process,
         });
     }
 

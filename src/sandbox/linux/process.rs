@@ -90,3 +90,53 @@ pub fn kill_all_descendants() {
         }
     }
 }
+
+/// Who a thread belongs to, read while it is still blocked in a notified
+/// call: its process, executable, arguments, working directory and the
+/// chain of parents up to (not including) vetto.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessFacts {
+    pub pid: u32,
+    pub exe: std::path::PathBuf,
+    pub argv: Vec<String>,
+    pub cwd: std::path::PathBuf,
+    /// Nearest parent first.
+    pub parents: Vec<(u32, std::path::PathBuf)>,
+}
+
+/// Describe the process of thread `tid` (best effort: missing facts stay empty).
+pub fn describe(tid: i32) -> ProcessFacts {
+    let status = |pid: i32, field: &str| -> Option<u32> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let pid = status(tid, "Tgid:")
+        .and_then(|p| i32::try_from(p).ok())
+        .unwrap_or(tid);
+    let me = std::process::id();
+    let mut parents = Vec::new();
+    let mut cur = pid;
+    for _ in 0..16 {
+        let Some(ppid) = status(cur, "PPid:") else {
+            break;
+        };
+        if ppid <= 1 || ppid == me {
+            break;
+        }
+        let Ok(p) = i32::try_from(ppid) else {
+            break;
+        };
+        parents.push((ppid, exe(p)));
+        cur = p;
+    }
+    ProcessFacts {
+        pid: u32::try_from(pid).unwrap_or(0),
+        exe: exe(pid),
+        argv: super::proc::cmdline(pid),
+        cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default(),
+        parents,
+    }
+}
