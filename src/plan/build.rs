@@ -412,10 +412,12 @@ fn plan_for(
         };
         (Some(landlock), notify, prepare)
     } else {
+        // No filesystem isolation, but host sockets (ssh-agent, docker)
+        // stay brokered by the policy's writable paths.
         let notify = NotifyPlan {
             carved_dirs: Vec::new(),
-            broker_unix_connect: notify_available && tier >= Tier::FsOnly,
-            rules: Vec::new(),
+            broker_unix_connect: notify_available,
+            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             spares: None,
         };
         (None, notify, Vec::new())

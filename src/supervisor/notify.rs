@@ -971,7 +971,7 @@ impl Shared {
                     // path after this check, and a connect of ours skips
                     // Landlock's abstract-socket scoping: so reproduce the
                     // scoping here (the listener must belong to the job).
-                    match abstract_owner(&name) {
+                    match abstract_owner(n.tid, &name) {
                         Owner::Job => Connect::Raw(addr, len, Reason::SocketAbstract),
                         Owner::Nobody => {
                             return (
@@ -1261,8 +1261,8 @@ enum Owner {
 /// for abstract connects, which are rare. A listener could change between
 /// this look and the connect only if a process outside the sandbox binds
 /// the very name the job just released.
-fn abstract_owner(name: &[u8]) -> Owner {
-    let inodes = match sys::abstract_listeners(name) {
+fn abstract_owner(tid: i32, name: &[u8]) -> Owner {
+    let inodes = match sys::abstract_listeners(tid, name) {
         Ok(Some(inodes)) => inodes,
         _ => return Owner::Outside,
     };

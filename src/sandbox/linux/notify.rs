@@ -884,12 +884,13 @@ pub fn parent_of(pid: i32) -> io::Result<i32> {
 /// (`/proc/net/unix`, this network namespace). `Ok(None)` when the name
 /// cannot be matched unambiguously in that file (the kernel prints NUL
 /// as `@` and other bytes raw, so spaces, `@` and control bytes are out).
-pub fn abstract_listeners(name: &[u8]) -> io::Result<Option<Vec<u64>>> {
+pub fn abstract_listeners(tid: i32, name: &[u8]) -> io::Result<Option<Vec<u64>>> {
     const SO_ACCEPTCON: u32 = 0x0001_0000;
     if name.is_empty() || name.iter().any(|&b| b <= b' ' || b == b'@' || b >= 0x7f) {
         return Ok(None);
     }
-    let table = std::fs::read("/proc/net/unix")?;
+    // The job's network namespace (its own at FULL), where the name lives.
+    let table = std::fs::read(format!("/proc/{tid}/net/unix"))?;
     let mut inodes = Vec::new();
     for line in table.split(|&b| b == b'\n').skip(1) {
         let fields: Vec<&[u8]> = line

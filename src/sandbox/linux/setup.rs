@@ -238,6 +238,12 @@ fn apply(
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), None)
         .map_err(|e| format!("sigprocmask: {e}"))?;
 
+    // 13b. No capabilities: a job started by root keeps none of root's
+    //      powers over the host (ptrace-reading vetto's environment,
+    //      overriding file permissions, …). After Landlock, which needs
+    //      none, and before seccomp, which filters capset.
+    sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
+
     // 14. seccomp last: nothing after it but sendmsg, fork and execve, none
     //     of which the filter notifies, so the supervisor cannot be waited
     //     on before it holds the listener.

@@ -193,17 +193,20 @@ pub fn loopback_up() -> io::Result<()> {
 }
 
 /// Drop every capability: the bounding set, the ambient set, and the
-/// effective, permitted and inheritable sets. Used inside the FULL tier's
-/// user namespace, where the setup held them all (a caller mapped to uid
-/// 0 would otherwise keep them across exec).
+/// effective, permitted and inheritable sets. A job run by root would
+/// otherwise keep CAP_SYS_PTRACE (reading other processes' environments
+/// despite Landlock) and CAP_DAC_OVERRIDE; inside the FULL tier's user
+/// namespace the setup held them all.
 pub fn drop_all_capabilities() -> io::Result<()> {
     for cap in 0..64 {
         // SAFETY: prctl with integer arguments only.
         let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
         if ret < 0 {
             let err = io::Error::last_os_error();
-            // EINVAL: past the last capability this kernel knows.
-            if err.raw_os_error() == Some(libc::EINVAL) {
+            // EINVAL: past the last capability this kernel knows. EPERM:
+            // no CAP_SETPCAP, so nothing is held to drop (no_new_privs
+            // already keeps an exec from gaining any).
+            if matches!(err.raw_os_error(), Some(libc::EINVAL | libc::EPERM)) {
                 break;
             }
             return Err(err);
