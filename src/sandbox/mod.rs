@@ -14,7 +14,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, spawn_plan};
+pub use imp::{SetupError, Spawned, spawn_plan, try_syscall};
 
 /// Start `command` inside the sandbox described by `plan`.
 pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use crate::plan::Plan;
 
+pub mod try_syscall;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
