@@ -1,0 +1,164 @@
+//! The supervisor's contract: exit statuses, streams, signals, limits, and
+//! no process of the session outliving it.
+
+use std::time::Duration;
+
+use crate::require;
+use crate::util::{Feature, World, eventually, noise, pids_with, read, unique_sleep_arg};
+
+/// Runs as an unprivileged user: the command's exit status comes back
+/// unchanged; death by signal N is 128+N; a missing command is 127.
+#[test]
+fn exit_status_passes_through() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    w.sh_sandboxed("exit 42").assert_code(42);
+    w.run_sandboxed(&["true"]).assert_code(0);
+    w.run_sandboxed(&["false"]).assert_code(1);
+    w.sh_sandboxed("kill -TERM $$").assert_code(143);
+    w.sh_sandboxed("kill -KILL $$").assert_code(137);
+    w.run_sandboxed(&["/nonexistent/command"]).assert_code(127);
+}
+
+/// Runs as an unprivileged user: 1 MiB of random bytes through `cat`
+/// arrive unchanged on stdout, and through `cat >&2` on stderr.
+#[test]
+fn stdio_is_streamed_binary_safe() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let data = noise(1 << 20, 0x5eed);
+    let out = w.sandboxed(&["cat"]).stdin(data.clone()).run();
+    out.assert_success();
+    assert!(
+        out.stdout == data,
+        "stdout differs from stdin ({} vs {} bytes)",
+        out.stdout.len(),
+        data.len()
+    );
+
+    let out = w
+        .sandboxed(&["sh", "-c", "cat >&2"])
+        .stdin(data.clone())
+        .run();
+    out.assert_success();
+    assert!(out.stdout.is_empty(), "stdout got data meant for stderr");
+    assert!(
+        out.stderr.len() >= data.len()
+            && out
+                .stderr
+                .windows(data.len())
+                .any(|win| win == data.as_slice()),
+        "stderr does not carry stdin unchanged ({} bytes)",
+        out.stderr.len()
+    );
+}
+
+/// Runs as an unprivileged user: `--timeout 1s` on a command that sleeps
+/// 30 s and has a `setsid` grandchild. Evidence: exit 124, and no process
+/// of the session is left.
+#[test]
+fn timeout_kills_the_whole_tree() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let out = w
+        .sandboxed_with(
+            &["--timeout", "1s"],
+            &[
+                "sh",
+                "-c",
+                &format!("setsid sleep {marker} & sleep {marker}"),
+            ],
+        )
+        .timeout(Duration::from_secs(20))
+        .run();
+    out.assert_code(124);
+    assert!(
+        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        "processes survived the timeout\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user: a fork bomb under `--max-procs 20` tries
+/// to start 200 sleepers. Evidence: fewer than 200 start, vetto returns,
+/// and none of them survives the session.
+#[test]
+fn max_procs_contains_fork_bomb() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let script = format!(
+        "n=0; i=0; while [ $i -lt 200 ]; do i=$((i+1)); sleep {marker} 2>/dev/null & n=$((n+1)); done; \
+         echo started=$(jobs -p | wc -l)"
+    );
+    let out = w
+        .sandboxed_with(
+            &["--max-procs", "20", "--timeout", "20s"],
+            &["sh", "-c", &script],
+        )
+        .timeout(Duration::from_secs(40))
+        .run();
+    out.assert_ran();
+    let alive = pids_with(&marker).len();
+    assert!(
+        alive < 200,
+        "the fork bomb was not contained: {alive} sleepers\n{}",
+        out.dump()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        "sleepers survived the session\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user: SIGTERM sent to vetto reaches the job,
+/// whose trap handler runs and decides the exit status.
+#[test]
+fn sigterm_to_vetto_is_forwarded() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let mut job = w
+        .sandboxed(&[
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .timeout(Duration::from_secs(20))
+        .spawn();
+    job.wait_for_stdout("ready", Duration::from_secs(15));
+    job.signal(libc::SIGTERM);
+    let out = job.wait();
+    out.assert_code(7).assert_stdout_contains("got-term");
+}
+
+/// Runs as an unprivileged user: `kill -9` of vetto while the job runs a
+/// child and a `setsid` daemon. Evidence: every process of the session dies.
+#[test]
+fn sigkill_of_vetto_kills_the_sandboxed_tree() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let pidfile = w.project.join("daemon.pid");
+    let script = format!(
+        "setsid sh -c 'sleep {marker} & echo $! > \"{}\"; wait' & sleep {marker} & while [ ! -s '{}' ]; do sleep 0.02; done; echo ready; wait",
+        pidfile.display(),
+        pidfile.display()
+    );
+    let mut job = w
+        .sandboxed(&["sh", "-c", &script])
+        .timeout(Duration::from_secs(30))
+        .spawn();
+    job.wait_for_stdout("ready", Duration::from_secs(15));
+    assert!(pids_with(&marker).len() >= 2, "the sleepers did not start");
+    job.signal(libc::SIGKILL);
+    let out = job.wait();
+    assert!(read(&pidfile).is_some());
+    assert!(
+        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        "processes outlived vetto: {:?}\n{}",
+        pids_with(&marker),
+        out.dump()
+    );
+}
