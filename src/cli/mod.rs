@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Sandbox COMMAND and stream its output (local and agent use)
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// What this host can enforce: tier, Landlock ABI, user namespaces, seccomp
     Doctor(DoctorArgs),
     /// Check and explain policies
@@ -45,7 +45,7 @@ pub enum PolicyCommand {
         files: Vec<PathBuf>,
     },
     /// Print the resolved policy and, for each PATH or HOST, the rule that decides it
-    Explain(ExplainArgs),
+    Explain(Box<ExplainArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -144,10 +144,10 @@ pub fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
+        Command::Run(args) => run::run(*args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Policy(PolicyCommand::Check { files }) => policy::check(&files),
-        Command::Policy(PolicyCommand::Explain(args)) => policy::explain(args),
+        Command::Policy(PolicyCommand::Explain(args)) => policy::explain(*args),
     };
     match result {
         Ok(code) => code,

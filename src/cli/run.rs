@@ -27,6 +27,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let options = BuildOptions {
         allow_degraded: args.allow_degraded,
         env: request.env.clone(),
+        cwd: request.cwd.clone(),
     };
     let plan = match plan::build(&policy, &caps, args.tier, &options) {
         Ok(plan) => plan,
@@ -45,14 +46,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
     }
+    let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     let child = match sandbox::spawn(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("vetto: cannot set up the sandbox: {e}");
-            return Ok(ExitCode::from(exit::REFUSED));
+            eprintln!("vetto: {e}");
+            return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    let outcome = supervisor::run(child, &plan);
+    let outcome = supervisor::run(child, &plan, &signals);
+    if outcome == crate::exit::Outcome::TimedOut {
+        eprintln!("vetto: the command was killed after the --timeout");
+    }
     drop(session_tmp);
     Ok(outcome.exit_code())
 }

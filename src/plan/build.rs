@@ -1,8 +1,14 @@
 //! The tier ladder: choose a tier and translate the policy for it.
 
-use super::{Plan, Refusal, TierRequest};
+use std::path::PathBuf;
+
+use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
+use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, syscalls};
 use crate::host::HostCaps;
-use crate::policy::Policy;
+use crate::policy::{Access, NetPolicy, Policy};
+
+/// The newest Landlock ABI vetto knows how to use.
+pub const MAX_LANDLOCK_ABI: u8 = 7;
 
 /// Inputs to planning that come from the invocation rather than the policy.
 #[derive(Debug, Clone, Default)]
@@ -10,19 +16,295 @@ pub struct BuildOptions {
     pub allow_degraded: bool,
     /// The caller's environment, scrubbed into the job's.
     pub env: Vec<(String, String)>,
+    /// Where vetto was started; the job starts there when it is inside the
+    /// project, else at the project root.
+    pub cwd: PathBuf,
 }
 
+/// Choose the tier and translate the policy for it, against the real filesystem.
 pub fn build(
-    _policy: &Policy,
-    _host: &HostCaps,
-    _request: TierRequest,
-    _options: &BuildOptions,
+    policy: &Policy,
+    host: &HostCaps,
+    request: TierRequest,
+    options: &BuildOptions,
 ) -> Result<Plan, Refusal> {
-    Err(Refusal {
+    build_with_view(policy, host, request, options, &RealFs)
+}
+
+/// A shortfall of one tier for this policy: what it cannot enforce and why.
+#[derive(Debug, Clone)]
+struct Gap {
+    rule: String,
+    missing: KernelFeature,
+    detail: String,
+    /// Whether `--allow-degraded` may accept it (a missing feature the tier
+    /// cannot work without at all is never acceptable).
+    degradable: bool,
+}
+
+pub fn build_with_view(
+    policy: &Policy,
+    host: &HostCaps,
+    request: TierRequest,
+    options: &BuildOptions,
+    view: &dyn FsView,
+) -> Result<Plan, Refusal> {
+    let floor = policy.min_tier.unwrap_or(Tier::Seccomp);
+    let candidates: Vec<Tier> = match request {
+        TierRequest::Exactly(t) => vec![t],
+        TierRequest::Auto => Tier::ALL.into_iter().filter(|t| *t >= floor).collect(),
+    };
+    if let TierRequest::Exactly(t) = request
+        && t < floor
+    {
+        return Err(Refusal {
+            tier: Some(t),
+            rule: format!("min_tier = \"{floor}\""),
+            missing: KernelFeature::NotImplemented,
+            detail: format!("the policy accepts no tier below {floor}"),
+            hint: format!("use --tier {floor} or lower min_tier in the policy"),
+        });
+    }
+    let mut first_refusal: Option<Refusal> = None;
+    for tier in candidates {
+        let gaps = gaps(policy, host, tier);
+        let blocking: Vec<&Gap> = gaps
+            .iter()
+            .filter(|g| !(g.degradable && options.allow_degraded))
+            .collect();
+        if let Some(gap) = blocking.first() {
+            // `auto` keeps looking only past tiers the host lacks outright;
+            // a tier that runs but would leave a rule unenforced is refused.
+            let refusal = refusal_for(tier, gap, request);
+            if request == TierRequest::Auto && !gap.degradable {
+                first_refusal.get_or_insert(refusal);
+                continue;
+            }
+            return Err(refusal);
+        }
+        let degraded = gaps
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} is not enforced at tier {tier}: needs {}",
+                    g.rule, g.missing
+                )
+            })
+            .collect();
+        return Ok(plan_for(policy, host, tier, options, view, degraded));
+    }
+    Err(first_refusal.unwrap_or_else(|| Refusal {
         tier: None,
-        rule: "everything".into(),
-        missing: super::KernelFeature::NotImplemented,
-        detail: String::new(),
-        hint: "wait for the next commit".into(),
-    })
+        rule: format!("min_tier = \"{floor}\""),
+        missing: KernelFeature::NotImplemented,
+        detail: "no tier satisfies the policy on this host".into(),
+        hint: "run `vetto doctor` to see what this host can enforce".into(),
+    }))
+}
+
+fn refusal_for(tier: Tier, gap: &Gap, request: TierRequest) -> Refusal {
+    let hint = if gap.degradable {
+        format!(
+            "pass --allow-degraded to run at tier {tier} without this rule, or fix the host (see `vetto doctor`)"
+        )
+    } else if request == TierRequest::Auto {
+        "no weaker tier can enforce this policy; run `vetto doctor` for what the host lacks".into()
+    } else {
+        match tier {
+            Tier::Full => {
+                "use --tier fs-only, or --tier auto to take the strongest available tier".into()
+            }
+            _ => "run `vetto doctor` for what the host lacks".into(),
+        }
+    };
+    Refusal {
+        tier: Some(tier),
+        rule: gap.rule.clone(),
+        missing: gap.missing,
+        detail: gap.detail.clone(),
+        hint,
+    }
+}
+
+/// What `tier` cannot enforce of `policy` on `host`.
+fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
+    let mut gaps = Vec::new();
+    let hard = |rule: &str, missing, detail: &str| Gap {
+        rule: rule.into(),
+        missing,
+        detail: detail.into(),
+        degradable: false,
+    };
+    if let crate::host::Availability::Missing(why) = &host.seccomp {
+        gaps.push(hard("the syscall filter", KernelFeature::Seccomp, why));
+    }
+    let has_fs_rules = !policy.fs.is_empty();
+    let landlock_why = host.landlock_missing.clone().unwrap_or_default();
+    match tier {
+        Tier::Full => gaps.push(hard(
+            "the FULL tier",
+            KernelFeature::NotImplemented,
+            "namespaces are not built into this vetto version yet",
+        )),
+        Tier::FsOnly => {
+            if host.landlock_abi == 0 {
+                gaps.push(hard(
+                    "filesystem rules",
+                    KernelFeature::LandlockAbi(1),
+                    &landlock_why,
+                ));
+            } else {
+                let abi = host.landlock_abi;
+                if abi < 3 {
+                    gaps.push(Gap {
+                        rule: "read-only and protected paths".into(),
+                        missing: KernelFeature::LandlockAbi(3),
+                        detail: format!("this kernel has ABI {abi}: truncate(2) is not restricted"),
+                        degradable: true,
+                    });
+                }
+                if abi < 6 {
+                    gaps.push(Gap {
+                        rule: "isolation of signals and abstract unix sockets".into(),
+                        missing: KernelFeature::LandlockAbi(6),
+                        detail: format!(
+                            "this kernel has ABI {abi}: the job can signal host processes"
+                        ),
+                        degradable: true,
+                    });
+                }
+            }
+            if let NetPolicy::Allow { hosts, .. } = &policy.net
+                && let Some(h) = hosts.first()
+            {
+                gaps.push(hard(
+                    &format!("allowed domain {} ({})", h.host, h.origin),
+                    KernelFeature::NotImplemented,
+                    "filtered egress is not built into this vetto version yet",
+                ));
+            }
+        }
+        Tier::Seccomp => {
+            if has_fs_rules {
+                gaps.push(Gap {
+                    rule: "filesystem rules".into(),
+                    missing: KernelFeature::LandlockAbi(1),
+                    detail: "the SECCOMP tier has no filesystem isolation".into(),
+                    degradable: true,
+                });
+            }
+            if let NetPolicy::Allow { hosts, .. } = &policy.net
+                && let Some(h) = hosts.first()
+            {
+                gaps.push(hard(
+                    &format!("allowed domain {} ({})", h.host, h.origin),
+                    KernelFeature::NotImplemented,
+                    "filtered egress needs the FULL tier",
+                ));
+            }
+        }
+    }
+    if let crate::host::Availability::Missing(why) = &host.seccomp_notify
+        && tier >= Tier::FsOnly
+    {
+        gaps.push(Gap {
+            rule: "blocking connections to host unix sockets (ssh-agent, docker)".into(),
+            missing: KernelFeature::SeccompUserNotify,
+            detail: why.clone(),
+            degradable: true,
+        });
+    }
+    gaps
+}
+
+fn plan_for(
+    policy: &Policy,
+    host: &HostCaps,
+    tier: Tier,
+    options: &BuildOptions,
+    view: &dyn FsView,
+    degraded: Vec<String>,
+) -> Plan {
+    let notify_available = host.seccomp_notify.is_available();
+    let net_off = policy.net == NetPolicy::Off;
+    let (landlock, notify, prepare_dirs) = if tier >= Tier::FsOnly && host.landlock_abi > 0 {
+        let abi = host.landlock_abi.min(MAX_LANDLOCK_ABI);
+        let handled = rights::all_for_abi(abi);
+        let mut carved = fs::carve(&policy.fs, handled, view);
+        let mut prepare = Vec::new();
+        // Output directories the build will create at the project root:
+        // a directory created later could never be granted, so create the
+        // missing ones first and grant them like any other child.
+        if carved.carved_dirs.iter().any(|d| d.path == policy.project) {
+            for name in &policy.outputs {
+                let dir = policy.project.join(name);
+                if view.kind(&dir).is_none()
+                    && fs::decide_rule(&policy.fs, &dir).map(|r| r.access) == Some(Access::Write)
+                {
+                    carved.rules.push(LandlockRule {
+                        path: dir.clone(),
+                        access: handled,
+                    });
+                    prepare.push(dir);
+                }
+            }
+        }
+        let notify = NotifyPlan {
+            carved_dirs: if notify_available {
+                carved.carved_dirs
+            } else {
+                Vec::new()
+            },
+            broker_unix_connect: notify_available,
+            rules: policy
+                .fs
+                .iter()
+                .map(|r| (r.path.clone(), r.access))
+                .collect(),
+        };
+        let landlock = LandlockPlan {
+            abi,
+            handled_fs: handled,
+            deny_tcp: net_off && abi >= 4,
+            scope: abi >= 6,
+            rules: carved.rules,
+        };
+        (Some(landlock), notify, prepare)
+    } else {
+        let notify = NotifyPlan {
+            carved_dirs: Vec::new(),
+            broker_unix_connect: notify_available && tier >= Tier::FsOnly,
+            rules: Vec::new(),
+        };
+        (None, notify, Vec::new())
+    };
+    let seccomp = syscalls::plan(
+        net_off,
+        !notify.carved_dirs.is_empty(),
+        notify.broker_unix_connect,
+    );
+    let tmp = policy.session_tmp.to_string_lossy().into_owned();
+    let session_env = [
+        ("TMPDIR".to_string(), tmp.clone()),
+        ("TMP".to_string(), tmp.clone()),
+        ("TEMP".to_string(), tmp),
+        ("VETTO_TIER".to_string(), tier.to_string()),
+    ];
+    let env = env::plan(&policy.env, &options.env, &session_env);
+    Plan {
+        tier,
+        landlock,
+        seccomp,
+        notify,
+        prepare_dirs,
+        env,
+        net: policy.net.clone(),
+        limits: policy.limits.clone(),
+        cwd: if options.cwd.starts_with(&policy.project) {
+            options.cwd.clone()
+        } else {
+            policy.project.clone()
+        },
+        degraded,
+    }
 }

@@ -130,3 +130,184 @@ pub fn decide_rule<'a>(rules: &'a [FsRule], path: &Path) -> Option<&'a FsRule> {
     let (access, p) = decide(rules.iter().map(|r| (r.path.as_path(), r.access)), path)?;
     rules.iter().find(|r| r.path == p && r.access == access)
 }
+
+/// What carving needs to know about the filesystem (faked in tests).
+pub trait FsView {
+    /// `lstat`: `None` when the path does not exist.
+    fn kind(&self, path: &Path) -> Option<EntryKind>;
+    /// Names in a directory (unsorted; empty when unreadable).
+    fn children(&self, dir: &Path) -> Vec<std::ffi::OsString>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    /// A regular file; `nlink` > 1 means other names may share the inode.
+    File {
+        nlink: u64,
+    },
+    Symlink,
+    /// Sockets, fifos, devices.
+    Other,
+}
+
+/// The real filesystem.
+pub struct RealFs;
+
+impl FsView for RealFs {
+    fn kind(&self, path: &Path) -> Option<EntryKind> {
+        use std::os::unix::fs::MetadataExt;
+        let md = std::fs::symlink_metadata(path).ok()?;
+        let ft = md.file_type();
+        Some(if ft.is_symlink() {
+            EntryKind::Symlink
+        } else if ft.is_dir() {
+            EntryKind::Dir
+        } else if ft.is_file() {
+            EntryKind::File { nlink: md.nlink() }
+        } else {
+            EntryKind::Other
+        })
+    }
+
+    fn children(&self, dir: &Path) -> Vec<std::ffi::OsString> {
+        match std::fs::read_dir(dir) {
+            Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// Landlock rights a policy access level grants, within `handled`.
+pub fn rights_for(access: Access, handled: u64) -> u64 {
+    match access {
+        Access::Read | Access::Protect => rights::READ & handled,
+        Access::Write => handled,
+        Access::Deny => 0,
+    }
+}
+
+/// The result of translating path rules for Landlock.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Carved {
+    pub rules: Vec<LandlockRule>,
+    pub carved_dirs: Vec<CarvedDir>,
+}
+
+/// Translate policy rules into Landlock grants.
+///
+/// Landlock rights are inherited by everything beneath the granted path and
+/// can only be added, never subtracted. So a rule with weaker rules beneath
+/// it ("exceptions": a masked `.env` under a writable project, a protected
+/// `.git/hooks`) is *carved*: the ancestors of each exception get only what
+/// the exception may have (`READ_DIR` above a masked path, so names stay
+/// listable; read rights above a protected one), and every sibling on the
+/// way gets the full grant. Symlinks are never granted (they would grant
+/// their target), nor are regular files with several links at a carved
+/// level (a hard link could alias a protected file).
+pub fn carve(rules: &[FsRule], handled: u64, view: &dyn FsView) -> Carved {
+    // One access per path: the strongest restriction among equal paths.
+    let mut norm: Vec<(PathBuf, Access)> = Vec::new();
+    for r in rules {
+        match norm.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, a)) => *a = (*a).max(r.access),
+            None => norm.push((r.path.clone(), r.access)),
+        }
+    }
+    norm.sort();
+
+    let mut out = Carved::default();
+    for (path, access) in &norm {
+        let granted = rights_for(*access, handled);
+        if granted == 0 {
+            continue;
+        }
+        let exceptions: Vec<&(PathBuf, Access)> = norm
+            .iter()
+            .filter(|(p, a)| {
+                p != path
+                    && p.starts_with(path)
+                    && rights_for(*a, handled) & granted != granted
+                    // A masked path that does not exist needs no carving:
+                    // creating it only creates the job's own file.
+                    && !(*a == Access::Deny && view.kind(p).is_none())
+            })
+            .collect();
+        carve_dir(path, granted, &exceptions, handled, view, &mut out);
+    }
+    out.rules.sort_by(|a, b| a.path.cmp(&b.path));
+    out.rules.dedup();
+    out
+}
+
+fn carve_dir(
+    dir: &Path,
+    granted: u64,
+    exceptions: &[&(PathBuf, Access)],
+    handled: u64,
+    view: &dyn FsView,
+    out: &mut Carved,
+) {
+    let Some(kind) = view.kind(dir) else {
+        return;
+    };
+    let beneath: Vec<&&(PathBuf, Access)> = exceptions
+        .iter()
+        .filter(|(p, _)| p.starts_with(dir) && p != dir)
+        .collect();
+    if beneath.is_empty() || kind != EntryKind::Dir {
+        out.rules.push(grant(dir, granted, kind));
+        return;
+    }
+    // What the exceptions beneath allow their ancestors to pass down.
+    let mut ancestor = granted;
+    for (_, a) in &beneath {
+        ancestor &= rights_for(*a, handled) | rights::READ_DIR;
+    }
+    if ancestor != 0 {
+        out.rules.push(LandlockRule {
+            path: dir.to_path_buf(),
+            access: ancestor,
+        });
+    }
+    let creates = rights::MAKE_DIR | rights::MAKE_REG | rights::REMOVE_FILE | rights::REMOVE_DIR;
+    let mut protected: Vec<String> = beneath
+        .iter()
+        .filter_map(|(p, _)| p.strip_prefix(dir).ok()?.components().next())
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    protected.sort();
+    protected.dedup();
+    if granted & creates != 0 && ancestor & creates != creates {
+        out.carved_dirs.push(CarvedDir {
+            path: dir.to_path_buf(),
+            protected_names: protected.clone(),
+        });
+    }
+    let mut names = view.children(dir);
+    names.sort();
+    for name in names {
+        let child = dir.join(&name);
+        if exceptions.iter().any(|(p, _)| *p == child) {
+            continue;
+        }
+        match view.kind(&child) {
+            None | Some(EntryKind::Symlink) => {}
+            Some(EntryKind::File { nlink }) if nlink > 1 => {}
+            Some(EntryKind::Dir) => carve_dir(&child, granted, exceptions, handled, view, out),
+            Some(k) => out.rules.push(grant(&child, granted, k)),
+        }
+    }
+}
+
+fn grant(path: &Path, access: u64, kind: EntryKind) -> LandlockRule {
+    let access = if kind == EntryKind::Dir {
+        access
+    } else {
+        access & rights::FILE
+    };
+    LandlockRule {
+        path: path.to_path_buf(),
+        access,
+    }
+}

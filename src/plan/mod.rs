@@ -44,3 +44,6 @@ pub struct Plan {
     /// Rules this tier does not enforce; non-empty only with `--allow-degraded`.
     pub degraded: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests;

@@ -46,6 +46,8 @@ pub struct Refusal {
     pub hint: String,
 }
 
+impl std::error::Error for Refusal {}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.tier {

@@ -26,6 +26,8 @@ pub enum ArgCheck {
     Ne { index: u8, value: u64 },
     /// `arg[index] & mask != 0`
     AnyBits { index: u8, mask: u64 },
+    /// `arg[index] & mask == value`
+    MaskedEq { index: u8, mask: u64, value: u64 },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,4 +46,238 @@ pub struct SeccompPlan {
     /// Rules; a syscall may have several (any matching rule applies, the
     /// strongest action wins: `Deny` > `Unsupported` > `Notify`).
     pub rules: Vec<SyscallRule>,
+}
+
+/// Constants from the Linux UAPI used by the rules below (same on every
+/// architecture vetto supports).
+mod uapi {
+    pub const AF_UNIX: u64 = 1;
+    pub const AF_NETLINK: u64 = 16;
+    pub const NETLINK_ROUTE: u64 = 0;
+    pub const SOCK_DGRAM: u64 = 2;
+    pub const SOCK_TYPE_MASK: u64 = 0xf;
+    pub const O_CREAT: u64 = 0o100;
+    pub const TIOCSTI: u64 = 0x5412;
+    pub const TIOCLINUX: u64 = 0x541c;
+    /// CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET.
+    pub const CLONE_NEW_ANY: u64 = 0x7e02_0000;
+}
+
+fn rule(name: &str, action: Action, when: Vec<ArgCheck>, why: &str) -> SyscallRule {
+    SyscallRule {
+        name: name.into(),
+        action,
+        when,
+        why: why.into(),
+    }
+}
+
+/// Calls no build or agent needs and every escape technique wants.
+const DANGEROUS: &[(&str, &str)] = &[
+    (
+        "io_uring_setup",
+        "io_uring bypasses seccomp for the operations it performs",
+    ),
+    (
+        "io_uring_enter",
+        "io_uring bypasses seccomp for the operations it performs",
+    ),
+    (
+        "io_uring_register",
+        "io_uring bypasses seccomp for the operations it performs",
+    ),
+    (
+        "ptrace",
+        "tracing another process reads its memory and secrets",
+    ),
+    ("process_vm_readv", "reads another process's memory"),
+    ("process_vm_writev", "writes another process's memory"),
+    (
+        "unshare",
+        "new namespaces can undo the sandbox's view of the system",
+    ),
+    (
+        "setns",
+        "joining namespaces can undo the sandbox's view of the system",
+    ),
+    ("mount", "mounts can reshape the filesystem view"),
+    ("umount2", "mounts can reshape the filesystem view"),
+    ("pivot_root", "mounts can reshape the filesystem view"),
+    ("chroot", "a new root changes what paths mean"),
+    ("move_mount", "mounts can reshape the filesystem view"),
+    ("open_tree", "mounts can reshape the filesystem view"),
+    ("fsopen", "mounts can reshape the filesystem view"),
+    ("fsconfig", "mounts can reshape the filesystem view"),
+    ("fsmount", "mounts can reshape the filesystem view"),
+    ("fspick", "mounts can reshape the filesystem view"),
+    ("mount_setattr", "mounts can reshape the filesystem view"),
+    ("bpf", "eBPF is a large kernel attack surface"),
+    (
+        "perf_event_open",
+        "perf events leak kernel and process information",
+    ),
+    ("userfaultfd", "a standard kernel-exploit primitive"),
+    (
+        "keyctl",
+        "the kernel keyring can hold the user's credentials",
+    ),
+    (
+        "add_key",
+        "the kernel keyring can hold the user's credentials",
+    ),
+    (
+        "request_key",
+        "the kernel keyring can hold the user's credentials",
+    ),
+    ("init_module", "kernel modules"),
+    ("finit_module", "kernel modules"),
+    ("delete_module", "kernel modules"),
+    ("kexec_load", "replacing the kernel"),
+    ("kexec_file_load", "replacing the kernel"),
+    ("acct", "process accounting is host configuration"),
+    ("swapon", "swap is host configuration"),
+    ("swapoff", "swap is host configuration"),
+    ("reboot", "host power state"),
+    ("syslog", "the kernel log leaks addresses"),
+    ("quotactl", "quota is host configuration"),
+    ("name_to_handle_at", "file handles bypass path-based rules"),
+    ("open_by_handle_at", "file handles bypass path-based rules"),
+    ("uselib", "obsolete loader interface"),
+    ("vhangup", "hangs up the controlling terminal"),
+];
+
+/// Syscalls that create, remove or rename directory entries: notified so
+/// the supervisor can emulate them in carved directories.
+const CREATION: &[&str] = &[
+    "creat",
+    "mkdir",
+    "mkdirat",
+    "rename",
+    "renameat",
+    "renameat2",
+    "unlink",
+    "unlinkat",
+    "rmdir",
+    "symlink",
+    "symlinkat",
+];
+
+/// The filter for a plan: dangerous calls always; socket families when the
+/// network is off; notifications for what the supervisor decides.
+pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> SeccompPlan {
+    use uapi::*;
+    let mut rules: Vec<SyscallRule> = DANGEROUS
+        .iter()
+        .map(|(name, why)| rule(name, Action::Deny, vec![], why))
+        .collect();
+    rules.push(rule(
+        "clone",
+        Action::Deny,
+        vec![ArgCheck::AnyBits {
+            index: 0,
+            mask: CLONE_NEW_ANY,
+        }],
+        "new namespaces can undo the sandbox's view of the system",
+    ));
+    rules.push(rule(
+        "clone3",
+        Action::Unsupported,
+        vec![],
+        "its flags live in memory BPF cannot read; libc falls back to clone",
+    ));
+    rules.push(rule(
+        "openat2",
+        Action::Unsupported,
+        vec![],
+        "its flags live in memory BPF cannot read; libc falls back to openat",
+    ));
+    for cmd in [TIOCSTI, TIOCLINUX] {
+        rules.push(rule(
+            "ioctl",
+            Action::Deny,
+            vec![ArgCheck::Eq {
+                index: 1,
+                value: cmd,
+            }],
+            "injects keystrokes into the terminal outside the sandbox",
+        ));
+    }
+    if net_off {
+        rules.push(rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_UNIX,
+                },
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_NETLINK,
+                },
+            ],
+            "the network is off",
+        ));
+        rules.push(rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 0,
+                    value: AF_NETLINK,
+                },
+                ArgCheck::Ne {
+                    index: 2,
+                    value: NETLINK_ROUTE,
+                },
+            ],
+            "the network is off (only route netlink, for interface listing)",
+        ));
+    }
+    if broker_unix_connect {
+        rules.push(rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 0,
+                    value: AF_UNIX,
+                },
+                ArgCheck::MaskedEq {
+                    index: 1,
+                    mask: SOCK_TYPE_MASK,
+                    value: SOCK_DGRAM,
+                },
+            ],
+            "datagram sendto() names a socket path without connect(), past the broker",
+        ));
+        rules.push(rule(
+            "connect",
+            Action::Notify,
+            vec![],
+            "pathname unix sockets are brokered by the supervisor",
+        ));
+    }
+    if notify_creation {
+        for (name, index) in [("open", 1), ("openat", 2)] {
+            rules.push(rule(
+                name,
+                Action::Notify,
+                vec![ArgCheck::AnyBits {
+                    index,
+                    mask: O_CREAT,
+                }],
+                "creation in carved directories is performed by the supervisor",
+            ));
+        }
+        for name in CREATION {
+            rules.push(rule(
+                name,
+                Action::Notify,
+                vec![],
+                "creation in carved directories is performed by the supervisor",
+            ));
+        }
+    }
+    SeccompPlan { rules }
 }

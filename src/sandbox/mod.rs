@@ -14,11 +14,11 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, spawn_plan, try_syscall};
+pub use imp::{SetupError, Spawned, process, try_syscall};
 
 /// Start `command` inside the sandbox described by `plan`.
 pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
-    spawn_plan(plan, command)
+    imp::spawn_plan(plan, command)
 }
 
 /// If this process was started as the hidden sandbox stage, run it and

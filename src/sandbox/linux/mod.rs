@@ -1,29 +1,225 @@
-//! Linux backend.
+//! Linux backend: re-exec as `vetto __stage`, hand over the plan, and
+//! receive the seccomp notification listener.
 
 use std::ffi::OsString;
-use std::process::ExitCode;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, raise, signal, sigprocmask};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
+mod landlock;
+mod proc;
+pub mod process;
+mod seccomp;
+mod setup;
+mod sys;
 pub mod try_syscall;
+
+/// The hidden argument that selects the stage.
+const STAGE_ARG: &str = "__stage";
+/// Upper bound on a stage report.
+const MAX_REPORT_BYTES: u64 = 64 << 10;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SetupError {
-    #[error("not implemented")]
-    NotImplemented,
+    #[error("cannot start the sandbox stage: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot pass the plan to the sandbox stage: {0}")]
+    Handover(#[source] std::io::Error),
+    #[error("{0}")]
+    Stage(String),
+    /// The job's program could not be executed (not a setup failure).
+    #[error("cannot execute the command: {}", nix::errno::Errno::from_raw(*.0))]
+    Exec(i32),
 }
 
-/// A started sandbox.
+impl SetupError {
+    /// The exit status the contract gives this failure.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            SetupError::Exec(e) if *e == libc::ENOENT => crate::exit::NOT_FOUND,
+            SetupError::Exec(_) => crate::exit::NOT_EXECUTABLE,
+            _ => crate::exit::REFUSED,
+        }
+    }
+}
+
+/// What the supervisor hands the stage.
+#[derive(Debug, Serialize, Deserialize)]
+struct StageRequest {
+    plan: Plan,
+    /// The command, as raw bytes (arguments need not be UTF-8).
+    argv: Vec<Vec<u8>>,
+    /// vetto's pid: the stage checks it is still its parent.
+    supervisor: i32,
+    /// `RLIMIT_NPROC` for the job, from `--max-procs`.
+    nproc_limit: Option<u64>,
+}
+
+/// What the stage tells the supervisor when the job did not start.
+#[derive(Debug, Serialize, Deserialize)]
+enum StageReport {
+    SetupFailed(String),
+    ExecFailed(i32),
+}
+
+impl StageReport {
+    fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// A started sandbox: the init process and, when the plan notifies, the
+/// seccomp listener.
 #[derive(Debug)]
 pub struct Spawned {
     pub pid: i32,
+    pub listener: Option<OwnedFd>,
 }
 
-pub fn spawn_plan(_plan: &Plan, _command: &[OsString]) -> Result<Spawned, SetupError> {
-    Err(SetupError::NotImplemented)
+pub fn spawn_plan(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
+    let (plan_r, plan_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SetupError::Spawn(e.into()))?;
+    let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SetupError::Spawn(e.into()))?;
+    let (notify_ours, notify_theirs) = UnixStream::pair().map_err(SetupError::Spawn)?;
+
+    let supervisor = std::process::id();
+    let nproc_limit = plan.limits.max_procs.map(|n| {
+        // RLIMIT_NPROC counts every task of the real uid, not just ours.
+        process::tasks_of_uid(nix::unistd::getuid().as_raw()) + u64::from(n)
+    });
+    let request = StageRequest {
+        plan: plan.clone(),
+        argv: command.iter().map(|a| a.as_bytes().to_vec()).collect(),
+        supervisor: i32::try_from(supervisor).unwrap_or(i32::MAX),
+        nproc_limit,
+    };
+
+    let fds = [
+        plan_r.as_raw_fd(),
+        status_w.as_raw_fd(),
+        notify_theirs.as_raw_fd(),
+    ];
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg0("vetto")
+        .arg(STAGE_ARG)
+        .args(fds.iter().map(|fd| fd.to_string()))
+        // Nothing of the caller's environment in the stage's /proc entry:
+        // the job's environment travels inside the plan.
+        .env_clear();
+    // SAFETY: the closure only makes async-signal-safe calls (prctl, fcntl).
+    unsafe {
+        cmd.pre_exec(move || {
+            // Dies with vetto; setup re-checks the parent to close the race.
+            nix::sys::prctl::set_pdeathsig(setup::PARENT_DEATH_SIGNAL)?;
+            for fd in fds {
+                sys::clear_cloexec(fd)?;
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(SetupError::Spawn)?;
+    drop((plan_r, status_w, notify_theirs));
+    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+
+    let mut plan_w = File::from(plan_w);
+    let handover = serde_json::to_vec(&request)
+        .map_err(|e| SetupError::Handover(e.into()))
+        .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover));
+    drop(plan_w);
+    if let Err(e) = handover {
+        let _ = child_wait(pid);
+        return Err(e);
+    }
+
+    let listener = if plan
+        .seccomp
+        .rules
+        .iter()
+        .any(|r| r.action == crate::plan::syscalls::Action::Notify)
+    {
+        receive_listener(&notify_ours)
+    } else {
+        None
+    };
+
+    let mut report = Vec::new();
+    let _ = File::from(status_r)
+        .take(MAX_REPORT_BYTES)
+        .read_to_end(&mut report);
+    if !report.is_empty() {
+        let _ = child_wait(pid);
+        return Err(match serde_json::from_slice::<StageReport>(&report) {
+            Ok(StageReport::ExecFailed(errno)) => SetupError::Exec(errno),
+            Ok(StageReport::SetupFailed(message)) => SetupError::Stage(message),
+            Err(_) => SetupError::Stage("the sandbox stage failed".into()),
+        });
+    }
+    Ok(Spawned { pid, listener })
+}
+
+fn child_wait(pid: i32) -> nix::Result<nix::sys::wait::WaitStatus> {
+    nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None)
+}
+
+/// The listener the stage sends over the socketpair, if it got that far.
+fn receive_listener(sock: &UnixStream) -> Option<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let msg = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    for cmsg in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg
+            && let Some(&fd) = fds.first()
+        {
+            // SAFETY: SCM_RIGHTS installed this fd in our table just now; we own it.
+            return Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        }
+    }
+    None
+}
+
+/// Raise `sig` with its default action (used by the init to die like the job).
+fn raise_default(sig: Signal) -> nix::Result<()> {
+    // SAFETY: restoring the default disposition installs no handler code.
+    unsafe { signal(sig, SigHandler::SigDfl) }?;
+    let mut set = SigSet::empty();
+    set.add(sig);
+    sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None)?;
+    raise(sig)
 }
 
 pub fn stage_entry() -> Option<ExitCode> {
-    None
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != STAGE_ARG {
+        return None;
+    }
+    let mut fd = || {
+        args.next()
+            .and_then(|a| a.to_str().and_then(|s| s.parse::<i32>().ok()))
+            .unwrap_or(-1)
+    };
+    let fds = setup::StageFds {
+        plan: fd(),
+        status: fd(),
+        notify: fd(),
+    };
+    Some(ExitCode::from(setup::stage(fds)))
 }

@@ -1,0 +1,369 @@
+//! The plan as a specification: carving, the tier ladder, refusals.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::fs::{EntryKind, FsView, carve, rights};
+use super::syscalls::Action;
+use super::*;
+use crate::host::{Availability, HostCaps};
+use crate::policy::{Access, EnvPolicy, FsRule, Limits, NetPolicy, Origin, Policy};
+
+/// An in-memory directory tree.
+#[derive(Default)]
+struct FakeFs(BTreeMap<PathBuf, EntryKind>);
+
+impl FakeFs {
+    fn with(entries: &[(&str, EntryKind)]) -> Self {
+        let mut fs = FakeFs::default();
+        for (p, k) in entries {
+            let path = PathBuf::from(p);
+            for a in path.ancestors().skip(1) {
+                fs.0.entry(a.to_path_buf()).or_insert(EntryKind::Dir);
+            }
+            fs.0.insert(path, *k);
+        }
+        fs
+    }
+}
+
+impl FsView for FakeFs {
+    fn kind(&self, path: &Path) -> Option<EntryKind> {
+        self.0.get(path).copied()
+    }
+    fn children(&self, dir: &Path) -> Vec<OsString> {
+        self.0
+            .keys()
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+            .collect()
+    }
+}
+
+const FILE: EntryKind = EntryKind::File { nlink: 1 };
+
+fn rule(path: &str, access: Access) -> FsRule {
+    FsRule {
+        path: path.into(),
+        access,
+        origin: Origin {
+            source: "test.toml".into(),
+            line: 1,
+            col: 1,
+            written: path.into(),
+        },
+    }
+}
+
+fn project_fs() -> FakeFs {
+    FakeFs::with(&[
+        ("/p/src/main.rs", FILE),
+        ("/p/README.md", FILE),
+        ("/p/.env", FILE),
+        ("/p/.git/HEAD", FILE),
+        ("/p/.git/config", FILE),
+        ("/p/.git/hooks/pre-commit.sample", FILE),
+        ("/p/.git/objects/ab/cdef", FILE),
+        ("/p/link", EntryKind::Symlink),
+        ("/p/hardlink", EntryKind::File { nlink: 2 }),
+        ("/usr/bin/sh", FILE),
+    ])
+}
+
+fn project_rules() -> Vec<FsRule> {
+    vec![
+        rule("/usr", Access::Read),
+        rule("/p", Access::Write),
+        rule("/p/.env", Access::Deny),
+        rule("/p/.git/hooks", Access::Protect),
+        rule("/p/.git/config", Access::Protect),
+    ]
+}
+
+const ALL: u64 = (1 << 16) - 1;
+
+fn access_of(carved: &fs::Carved, path: &str) -> Option<u64> {
+    carved
+        .rules
+        .iter()
+        .find(|r| r.path == Path::new(path))
+        .map(|r| r.access)
+}
+
+#[test]
+fn masked_env_file_gets_no_grant_and_its_parent_only_lists() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    assert_eq!(access_of(&c, "/p/.env"), None);
+    // READ_DIR only: a READ_FILE on /p would reach /p/.env.
+    assert_eq!(access_of(&c, "/p"), Some(rights::READ_DIR));
+}
+
+#[test]
+fn siblings_of_carved_paths_keep_full_rights() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    assert_eq!(access_of(&c, "/p/src"), Some(ALL));
+    assert_eq!(access_of(&c, "/p/README.md"), Some(ALL & rights::FILE));
+    assert_eq!(access_of(&c, "/p/.git/objects"), Some(ALL));
+    assert_eq!(access_of(&c, "/p/.git/HEAD"), Some(ALL & rights::FILE));
+    assert_eq!(access_of(&c, "/usr"), Some(rights::READ));
+}
+
+#[test]
+fn git_hooks_and_config_are_never_granted_write() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    assert_eq!(access_of(&c, "/p/.git/hooks"), Some(rights::READ));
+    assert_eq!(
+        access_of(&c, "/p/.git/config"),
+        Some(rights::READ & rights::FILE)
+    );
+    // .git itself may be read, not changed: no create/remove rights.
+    assert_eq!(access_of(&c, "/p/.git"), Some(rights::READ));
+}
+
+#[test]
+fn symlink_in_project_is_not_granted_because_it_would_grant_its_target() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    assert_eq!(access_of(&c, "/p/link"), None);
+}
+
+#[test]
+fn hardlink_at_a_carved_level_is_not_granted_because_it_may_alias_a_protected_file() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    assert_eq!(access_of(&c, "/p/hardlink"), None);
+}
+
+#[test]
+fn carved_dirs_list_protected_names_for_the_supervisor() {
+    let c = carve(&project_rules(), ALL, &project_fs());
+    let dirs: Vec<(&Path, Vec<&str>)> = c
+        .carved_dirs
+        .iter()
+        .map(|d| {
+            (
+                d.path.as_path(),
+                d.protected_names.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        dirs,
+        [
+            (Path::new("/p"), vec![".env", ".git"]),
+            (Path::new("/p/.git"), vec!["config", "hooks"]),
+        ]
+    );
+}
+
+#[test]
+fn protecting_a_missing_git_dir_still_carves_so_it_cannot_be_created() {
+    let fs = FakeFs::with(&[("/p/src/a.rs", FILE)]);
+    let rules = vec![
+        rule("/p", Access::Write),
+        rule("/p/.git/hooks", Access::Protect),
+    ];
+    let c = carve(&rules, ALL, &fs);
+    assert_eq!(access_of(&c, "/p"), Some(rights::READ));
+    assert_eq!(c.carved_dirs[0].protected_names, [".git"]);
+}
+
+#[test]
+fn missing_masked_path_needs_no_carving() {
+    let fs = FakeFs::with(&[("/p/src/a.rs", FILE)]);
+    let rules = vec![rule("/p", Access::Write), rule("/p/.env", Access::Deny)];
+    let c = carve(&rules, ALL, &fs);
+    assert_eq!(access_of(&c, "/p"), Some(ALL));
+    assert!(c.carved_dirs.is_empty());
+}
+
+#[test]
+fn masked_secret_under_readable_home_is_carved_out() {
+    let fs = FakeFs::with(&[
+        ("/home/u/.ssh/id_rsa", FILE),
+        ("/home/u/.cargo/bin/cargo", FILE),
+        ("/home/u/notes.txt", FILE),
+    ]);
+    let rules = vec![
+        rule("/home/u", Access::Read),
+        rule("/home/u/.ssh", Access::Deny),
+    ];
+    let c = carve(&rules, ALL, &fs);
+    assert_eq!(access_of(&c, "/home/u/.ssh"), None);
+    assert_eq!(access_of(&c, "/home/u"), Some(rights::READ_DIR));
+    assert_eq!(access_of(&c, "/home/u/.cargo"), Some(rights::READ));
+    // A read-only root has nothing to emulate.
+    assert!(c.carved_dirs.is_empty());
+}
+
+#[test]
+fn equal_paths_take_the_strongest_restriction() {
+    let fs = project_fs();
+    let rules = vec![rule("/p/src", Access::Write), rule("/p/src", Access::Deny)];
+    let c = carve(&rules, ALL, &fs);
+    assert_eq!(access_of(&c, "/p/src"), None);
+}
+
+#[test]
+fn decide_takes_the_longest_match() {
+    let rules = project_rules();
+    let d = |p: &str| fs::decide_rule(&rules, Path::new(p)).map(|r| r.access);
+    assert_eq!(d("/p/src/main.rs"), Some(Access::Write));
+    assert_eq!(d("/p/.git/hooks/pre-commit"), Some(Access::Protect));
+    assert_eq!(d("/p/.env"), Some(Access::Deny));
+    assert_eq!(d("/p/.envrc"), Some(Access::Write));
+    assert_eq!(d("/home"), None);
+}
+
+fn policy(fs: Vec<FsRule>) -> Policy {
+    Policy {
+        project: "/p".into(),
+        session_tmp: "/tmp/vetto-test".into(),
+        policy_file: None,
+        sources: vec![],
+        fs,
+        outputs: vec!["target".into()],
+        net: NetPolicy::Off,
+        limits: Limits::default(),
+        env: EnvPolicy::default(),
+        min_tier: None,
+    }
+}
+
+fn options() -> BuildOptions {
+    BuildOptions {
+        allow_degraded: false,
+        env: vec![],
+        cwd: "/p/src".into(),
+    }
+}
+
+fn build_on(host: &HostCaps, request: TierRequest) -> Result<Plan, Refusal> {
+    build::build_with_view(
+        &policy(project_rules()),
+        host,
+        request,
+        &options(),
+        &project_fs(),
+    )
+}
+
+#[test]
+fn auto_takes_fs_only_while_full_is_not_built() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::FsOnly);
+    assert!(plan.degraded.is_empty());
+    assert_eq!(plan.cwd, Path::new("/p/src"));
+    Ok(())
+}
+
+#[test]
+fn full_tier_request_is_refused_not_downgraded() {
+    let r = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full));
+    let refusal = r.err().map(|r| (r.tier, r.missing));
+    assert_eq!(
+        refusal,
+        Some((Some(Tier::Full), KernelFeature::NotImplemented))
+    );
+}
+
+#[test]
+fn old_landlock_without_scoping_is_refused_unless_degraded() {
+    let mut host = HostCaps::everything();
+    host.landlock_abi = 5;
+    let r = build_on(&host, TierRequest::Auto);
+    let refusal = r.err();
+    assert_eq!(
+        refusal.as_ref().map(|r| r.missing),
+        Some(KernelFeature::LandlockAbi(6))
+    );
+    assert!(
+        refusal
+            .map(|r| r.to_string())
+            .unwrap_or_default()
+            .contains("--allow-degraded")
+    );
+
+    let mut opts = options();
+    opts.allow_degraded = true;
+    let plan = build::build_with_view(
+        &policy(project_rules()),
+        &host,
+        TierRequest::Auto,
+        &opts,
+        &project_fs(),
+    );
+    let plan = plan.ok();
+    assert_eq!(plan.as_ref().map(|p| p.tier), Some(Tier::FsOnly));
+    assert_eq!(plan.map(|p| p.degraded.len()), Some(1));
+}
+
+#[test]
+fn no_landlock_is_refused_rather_than_silently_taking_seccomp() {
+    let mut host = HostCaps::everything();
+    host.landlock_abi = 0;
+    host.landlock_missing = Some("Landlock is not enabled at boot".into());
+    let r = build_on(&host, TierRequest::Auto);
+    assert!(r.is_err(), "auto must not drop filesystem rules silently");
+}
+
+#[test]
+fn seccomp_tier_named_explicitly_still_needs_allow_degraded_for_fs_rules() {
+    let r = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Seccomp));
+    assert_eq!(
+        r.err().map(|r| r.missing),
+        Some(KernelFeature::LandlockAbi(1))
+    );
+}
+
+#[test]
+fn missing_output_dir_is_prepared_and_granted_when_the_project_is_carved() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    assert_eq!(plan.prepare_dirs, [PathBuf::from("/p/target")]);
+    let ll = plan.landlock.as_ref().map(|l| &l.rules);
+    assert!(ll.is_some_and(|rules| rules.iter().any(|r| r.path == Path::new("/p/target"))));
+    Ok(())
+}
+
+#[test]
+fn network_off_blocks_inet_sockets_and_brokers_unix_connects() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    let socket_denials = plan
+        .seccomp
+        .rules
+        .iter()
+        .filter(|r| r.name == "socket" && r.action == Action::Deny)
+        .count();
+    assert!(socket_denials >= 2);
+    assert!(
+        plan.seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "connect" && r.action == Action::Notify)
+    );
+    assert!(
+        plan.landlock
+            .as_ref()
+            .is_some_and(|l| l.deny_tcp && l.scope)
+    );
+    Ok(())
+}
+
+#[test]
+fn without_seccomp_notify_the_socket_broker_gap_is_a_refusal() {
+    let mut host = HostCaps::everything();
+    host.seccomp_notify = Availability::Missing("kernel 5.4".into());
+    let r = build_on(&host, TierRequest::Auto);
+    assert_eq!(
+        r.err().map(|r| r.missing),
+        Some(KernelFeature::SeccompUserNotify)
+    );
+}
+
+#[test]
+fn plan_is_serializable_for_the_stage() -> Result<(), Box<dyn std::error::Error>> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    let json = serde_json::to_string(&plan)?;
+    let back: Plan = serde_json::from_str(&json)?;
+    assert_eq!(back, plan);
+    Ok(())
+}

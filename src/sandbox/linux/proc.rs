@@ -1,0 +1,91 @@
+//! Process-tree facts read from /proc.
+
+use std::fs;
+
+/// Every descendant of `pid` (children, their children, …), found through
+/// `/proc/PID/task/TID/children` of each thread.
+pub fn descendants(pid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut queue = vec![pid];
+    while let Some(p) = queue.pop() {
+        let Ok(tasks) = fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let path = task.path().join("children");
+            let Ok(text) = fs::read_to_string(path) else {
+                continue;
+            };
+            for child in text
+                .split_ascii_whitespace()
+                .filter_map(|s| s.parse::<u32>().ok())
+            {
+                if let Ok(c) = i32::try_from(child)
+                    && !out.contains(&c)
+                {
+                    out.push(c);
+                    queue.push(child);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Resident memory of `pid` in bytes (0 when it is gone).
+pub fn rss_bytes(pid: i32) -> u64 {
+    // statm's second field is resident pages.
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/statm")) else {
+        return 0;
+    };
+    let pages: u64 = text
+        .split_ascii_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    pages.saturating_mul(page_size())
+}
+
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(4096)
+}
+
+/// Tasks (threads) that count against `RLIMIT_NPROC` for `uid` right now.
+pub fn tasks_of_uid(uid: u32) -> u64 {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        let mut real_uid = None;
+        let mut threads = 1;
+        for line in status.lines() {
+            if let Some(rest) = line.strip_prefix("Uid:") {
+                real_uid = rest
+                    .split_ascii_whitespace()
+                    .next()
+                    .and_then(|s| s.parse::<u32>().ok());
+            } else if let Some(rest) = line.strip_prefix("Threads:") {
+                threads = rest.trim().parse().unwrap_or(1);
+            }
+        }
+        if real_uid == Some(uid) {
+            n += threads;
+        }
+    }
+    n
+}

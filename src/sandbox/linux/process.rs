@@ -1,0 +1,90 @@
+//! Process control the supervisor needs: the tree, memory, signals.
+
+use std::time::Duration;
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+pub use super::proc::{descendants, rss_bytes, tasks_of_uid};
+pub use super::sys::Caught;
+
+/// Become a subreaper (orphaned descendants are re-parented to us) and
+/// non-dumpable (no same-uid process may read our memory or environment).
+pub fn harden_supervisor() -> nix::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true)?;
+    nix::sys::prctl::set_dumpable(false)
+}
+
+/// Signals the supervisor waits for synchronously.
+pub struct SignalWaiter {
+    set: SigSet,
+}
+
+impl SignalWaiter {
+    /// Block `signals` (and SIGCHLD) in this thread; threads started later
+    /// inherit the mask, so the signals queue for [`SignalWaiter::wait`].
+    pub fn block(signals: &[Signal]) -> nix::Result<Self> {
+        let mut set = SigSet::empty();
+        for s in signals {
+            set.add(*s);
+        }
+        set.add(Signal::SIGCHLD);
+        sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+        Ok(SignalWaiter { set })
+    }
+
+    pub fn wait(&self, timeout: Duration) -> Option<Caught> {
+        super::sys::sigtimedwait(&self.set, timeout)
+    }
+}
+
+impl Drop for SignalWaiter {
+    fn drop(&mut self) {
+        let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&self.set), None);
+    }
+}
+
+/// Non-blocking wait for one child; `Some` once it has exited.
+pub fn try_wait(pid: i32) -> Option<WaitStatus> {
+    match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => None,
+        Ok(ws) => Some(ws),
+        Err(_) => None,
+    }
+}
+
+/// Reap any exited children other than the ones we track (orphans that a
+/// subreaper inherits).
+pub fn reap_orphans(keep: i32) {
+    for pid in descendants(std::process::id()) {
+        if pid == keep {
+            continue;
+        }
+        let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+pub fn send(pid: i32, sig: Signal) {
+    let _ = kill(Pid::from_raw(pid), sig);
+}
+
+/// SIGKILL every descendant of this process until none is left.
+pub fn kill_all_descendants() {
+    for round in 0..1000 {
+        let pids = descendants(std::process::id());
+        if pids.is_empty() {
+            return;
+        }
+        if round > 0 {
+            // Let the kernel deliver the kills and re-parent orphans.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for pid in &pids {
+            let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+        }
+        for pid in pids {
+            let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}

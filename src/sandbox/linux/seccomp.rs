@@ -1,0 +1,347 @@
+//! `SeccompPlan` → BPF via seccompiler, then loaded by us. No decisions are
+//! made here: the plan says which call gets which action.
+//!
+//! One filter per action (`EPERM`, `ENOSYS`, user notification): the kernel
+//! runs every installed filter and takes the most severe verdict, so a call
+//! that is both denied and notified is denied. seccompiler has no
+//! `SECCOMP_RET_USER_NOTIF`, so the notify filter is compiled with a marked
+//! `SECCOMP_RET_TRACE` and that return value is rewritten.
+
+use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+use super::sys;
+use crate::plan::syscalls::{Action, ArgCheck, SeccompPlan, SyscallRule};
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeccompError {
+    #[error("cannot compile the syscall filter: {0}")]
+    Compile(#[from] seccompiler::BackendError),
+    #[error("cannot compile the syscall filter: {0}")]
+    Build(#[from] seccompiler::Error),
+    #[error("cannot load the {action} syscall filter: {source}")]
+    Load {
+        action: &'static str,
+        source: std::io::Error,
+    },
+}
+
+const MARK: u32 = 0x7e7e;
+const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
+const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+/// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (5.19): without it a signal
+/// arriving after the supervisor received a notification re-runs the
+/// emulated call (see docs/notify.md).
+const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+/// The x32 ABI shares x86_64's audit arch; its numbers carry this bit.
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: (TargetArch, u32, &str) = (TargetArch::x86_64, 0xc000_003e, "x86_64");
+#[cfg(target_arch = "aarch64")]
+const ARCH: (TargetArch, u32, &str) = (TargetArch::aarch64, 0xc000_00b7, "aarch64");
+
+/// Compile and load the plan's filters into this thread (inherited by its
+/// future children). Returns the notification listener when the plan has
+/// notify rules.
+pub fn install(plan: &SeccompPlan) -> Result<Option<OwnedFd>, SeccompError> {
+    let mut listener = None;
+    for (action, ret) in [
+        (Action::Deny, SeccompAction::Errno(libc::EPERM as u32)),
+        (
+            Action::Unsupported,
+            SeccompAction::Errno(libc::ENOSYS as u32),
+        ),
+        (Action::Notify, SeccompAction::Trace(MARK)),
+    ] {
+        let rules: Vec<&SyscallRule> = plan.rules.iter().filter(|r| r.action == action).collect();
+        if rules.is_empty() {
+            continue;
+        }
+        let program = compile(&rules, ret, action == Action::Notify)?;
+        let flags = if action == Action::Notify {
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV
+        } else {
+            0
+        };
+        let fd = sys::seccomp_set_filter(&program, flags).map_err(|source| SeccompError::Load {
+            action: action_name(action),
+            source,
+        })?;
+        if fd.is_some() {
+            listener = fd;
+        }
+    }
+    Ok(listener)
+}
+
+fn action_name(a: Action) -> &'static str {
+    match a {
+        Action::Deny => "deny",
+        Action::Unsupported => "unsupported",
+        Action::Notify => "notify",
+    }
+}
+
+/// One filter: `rules` get `ret`, everything else is allowed.
+pub fn compile(
+    rules: &[&SyscallRule],
+    ret: SeccompAction,
+    notify: bool,
+) -> Result<Vec<libc::sock_filter>, SeccompError> {
+    let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for rule in rules {
+        let Some(nr) = syscall_number(&rule.name) else {
+            // Not on this architecture (e.g. `open` on aarch64): nothing to filter.
+            continue;
+        };
+        let entry = map.entry(nr).or_default();
+        if rule.when.is_empty() {
+            // An unconditional rule: seccompiler expresses it as no rules.
+            entry.clear();
+            entry.push(SeccompRule::new(vec![SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(0),
+                0,
+            )?])?);
+            continue;
+        }
+        for conditions in expand(&rule.when)? {
+            entry.push(SeccompRule::new(conditions)?);
+        }
+    }
+    let filter = SeccompFilter::new(map, SeccompAction::Allow, ret, ARCH.0)?;
+    let mut program: BpfProgram = filter.try_into()?;
+    if notify {
+        for insn in &mut program {
+            if insn.code == (libc::BPF_RET | libc::BPF_K) as u16
+                && insn.k == SECCOMP_RET_TRACE | MARK
+            {
+                insn.k = SECCOMP_RET_USER_NOTIF;
+            }
+        }
+    }
+    let mut full = prologue();
+    full.extend(program.iter().map(|i| libc::sock_filter {
+        code: i.code,
+        jt: i.jt,
+        jf: i.jf,
+        k: i.k,
+    }));
+    Ok(full)
+}
+
+/// Before seccompiler's program: calls of a foreign architecture (i386 via
+/// `int 0x80`) and x32 numbers fail with ENOSYS instead of slipping past
+/// rules written for x86_64 numbers (seccompiler would kill the process).
+fn prologue() -> Vec<libc::sock_filter> {
+    let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+    let stmt = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: code as u16,
+        jt,
+        jf,
+        k,
+    };
+    vec![
+        // seccomp_data.arch
+        stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 4),
+        jump(libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K, ARCH.1, 1, 0),
+        stmt(libc::BPF_RET | libc::BPF_K, enosys),
+        // seccomp_data.nr
+        stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, 0),
+        jump(
+            libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K,
+            X32_SYSCALL_BIT,
+            0,
+            1,
+        ),
+        stmt(libc::BPF_RET | libc::BPF_K, enosys),
+    ]
+}
+
+/// Plan checks → seccompiler conditions. `AnyBits` with several bits
+/// becomes one rule per bit (rules of a syscall are OR-ed).
+fn expand(when: &[ArgCheck]) -> Result<Vec<Vec<SeccompCondition>>, SeccompError> {
+    let mut alternatives: Vec<Vec<SeccompCondition>> = vec![Vec::new()];
+    for check in when {
+        match *check {
+            ArgCheck::Eq { index, value } => {
+                for alt in &mut alternatives {
+                    alt.push(cond(index, SeccompCmpOp::Eq, value)?);
+                }
+            }
+            ArgCheck::Ne { index, value } => {
+                for alt in &mut alternatives {
+                    alt.push(cond(index, SeccompCmpOp::Ne, value)?);
+                }
+            }
+            ArgCheck::MaskedEq { index, mask, value } => {
+                for alt in &mut alternatives {
+                    alt.push(cond(index, SeccompCmpOp::MaskedEq(mask), value)?);
+                }
+            }
+            ArgCheck::AnyBits { index, mask } => {
+                let mut next = Vec::new();
+                for bit in (0..64).map(|b| 1u64 << b).filter(|b| mask & b != 0) {
+                    for alt in &alternatives {
+                        let mut alt = alt.clone();
+                        alt.push(cond(index, SeccompCmpOp::MaskedEq(bit), bit)?);
+                        next.push(alt);
+                    }
+                }
+                alternatives = next;
+            }
+        }
+    }
+    Ok(alternatives)
+}
+
+/// Compare the low 32 bits only when the value fits: the kernel reads `int`
+/// arguments (families, flags, ioctl commands) from the low half, so high
+/// garbage bits must not make a denied value look different.
+fn cond(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, SeccompError> {
+    let len = match op {
+        SeccompCmpOp::MaskedEq(mask) if mask > u64::from(u32::MAX) => SeccompCmpArgLen::Qword,
+        _ if value > u64::from(u32::MAX) => SeccompCmpArgLen::Qword,
+        _ => SeccompCmpArgLen::Dword,
+    };
+    Ok(SeccompCondition::new(index, len, op, value)?)
+}
+
+/// Syscall names the plan uses → this architecture's numbers.
+fn syscall_number(name: &str) -> Option<i64> {
+    let nr = match name {
+        "io_uring_setup" => libc::SYS_io_uring_setup,
+        "io_uring_enter" => libc::SYS_io_uring_enter,
+        "io_uring_register" => libc::SYS_io_uring_register,
+        "ptrace" => libc::SYS_ptrace,
+        "process_vm_readv" => libc::SYS_process_vm_readv,
+        "process_vm_writev" => libc::SYS_process_vm_writev,
+        "unshare" => libc::SYS_unshare,
+        "setns" => libc::SYS_setns,
+        "mount" => libc::SYS_mount,
+        "umount2" => libc::SYS_umount2,
+        "pivot_root" => libc::SYS_pivot_root,
+        "chroot" => libc::SYS_chroot,
+        "move_mount" => libc::SYS_move_mount,
+        "open_tree" => libc::SYS_open_tree,
+        "fsopen" => libc::SYS_fsopen,
+        "fsconfig" => libc::SYS_fsconfig,
+        "fsmount" => libc::SYS_fsmount,
+        "fspick" => libc::SYS_fspick,
+        "mount_setattr" => libc::SYS_mount_setattr,
+        "bpf" => libc::SYS_bpf,
+        "perf_event_open" => libc::SYS_perf_event_open,
+        "userfaultfd" => libc::SYS_userfaultfd,
+        "keyctl" => libc::SYS_keyctl,
+        "add_key" => libc::SYS_add_key,
+        "request_key" => libc::SYS_request_key,
+        "init_module" => libc::SYS_init_module,
+        "finit_module" => libc::SYS_finit_module,
+        "delete_module" => libc::SYS_delete_module,
+        "kexec_load" => libc::SYS_kexec_load,
+        "kexec_file_load" => libc::SYS_kexec_file_load,
+        "acct" => libc::SYS_acct,
+        "swapon" => libc::SYS_swapon,
+        "swapoff" => libc::SYS_swapoff,
+        "reboot" => libc::SYS_reboot,
+        "syslog" => libc::SYS_syslog,
+        "quotactl" => libc::SYS_quotactl,
+        "name_to_handle_at" => libc::SYS_name_to_handle_at,
+        "open_by_handle_at" => libc::SYS_open_by_handle_at,
+        "clone" => libc::SYS_clone,
+        "clone3" => libc::SYS_clone3,
+        "openat2" => libc::SYS_openat2,
+        "ioctl" => libc::SYS_ioctl,
+        "socket" => libc::SYS_socket,
+        "connect" => libc::SYS_connect,
+        "openat" => libc::SYS_openat,
+        "mkdirat" => libc::SYS_mkdirat,
+        "renameat2" => libc::SYS_renameat2,
+        "unlinkat" => libc::SYS_unlinkat,
+        "symlinkat" => libc::SYS_symlinkat,
+        other => return legacy_syscall_number(other),
+    };
+    Some(nr)
+}
+
+/// Calls that only older architectures have.
+#[cfg(target_arch = "x86_64")]
+fn legacy_syscall_number(name: &str) -> Option<i64> {
+    Some(match name {
+        "uselib" => libc::SYS_uselib,
+        "vhangup" => libc::SYS_vhangup,
+        "open" => libc::SYS_open,
+        "creat" => libc::SYS_creat,
+        "mkdir" => libc::SYS_mkdir,
+        "rename" => libc::SYS_rename,
+        "renameat" => libc::SYS_renameat,
+        "unlink" => libc::SYS_unlink,
+        "rmdir" => libc::SYS_rmdir,
+        "symlink" => libc::SYS_symlink,
+        _ => return None,
+    })
+}
+
+#[cfg(target_arch = "aarch64")]
+fn legacy_syscall_number(name: &str) -> Option<i64> {
+    Some(match name {
+        "vhangup" => libc::SYS_vhangup,
+        "renameat" => libc::SYS_renameat,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::syscalls;
+
+    #[test]
+    fn every_planned_syscall_has_a_number_here() {
+        let plan = syscalls::plan(true, true, true);
+        let missing: Vec<_> = plan
+            .rules
+            .iter()
+            .filter(|r| syscall_number(&r.name).is_none())
+            .map(|r| r.name.as_str())
+            .collect();
+        #[cfg(target_arch = "x86_64")]
+        assert!(missing.is_empty(), "no syscall number for {missing:?}");
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = missing;
+    }
+
+    #[test]
+    fn notify_filter_returns_user_notif_not_trace() -> Result<(), SeccompError> {
+        let plan = syscalls::plan(true, true, true);
+        let rules: Vec<_> = plan
+            .rules
+            .iter()
+            .filter(|r| r.action == Action::Notify)
+            .collect();
+        let prog = compile(&rules, SeccompAction::Trace(MARK), true)?;
+        let rets: Vec<u32> = prog
+            .iter()
+            .filter(|i| i.code == (libc::BPF_RET | libc::BPF_K) as u16)
+            .map(|i| i.k)
+            .collect();
+        assert!(rets.contains(&SECCOMP_RET_USER_NOTIF));
+        assert!(!rets.contains(&(SECCOMP_RET_TRACE | MARK)));
+        Ok(())
+    }
+}

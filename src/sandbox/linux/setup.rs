@@ -1,0 +1,362 @@
+//! The child side: one ordered sequence, read top to bottom.
+//!
+//! It runs in `vetto __stage`, a fresh single-threaded process re-executed
+//! from the vetto binary with an empty environment (so nothing of the
+//! caller's environment is readable in its /proc entry), which receives the
+//! plan over an inherited pipe. After restricting itself it forks: the
+//! child execs the job, the parent stays as the sandbox's init — inside the
+//! same Landlock domain and seccomp filter — reaping orphans, forwarding
+//! signals, and killing every leftover process when the job ends or vetto
+//! dies.
+
+use std::ffi::{CString, OsStr};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::resource::{Resource, setrlimit};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, execve, fork, getppid};
+
+use super::{StageReport, StageRequest, landlock, seccomp, sys};
+
+/// The signal the init gets when vetto dies (`PR_SET_PDEATHSIG`): kill
+/// everything and leave. A signal nothing else sends; the job sending it
+/// itself is ignored unless vetto is really gone.
+pub const PARENT_DEATH_SIGNAL: Signal = Signal::SIGPWR;
+
+/// Signals the init passes on to the job when another process sent them.
+const FORWARDED: [Signal; 7] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+/// Upper bound on the serialized plan read from the supervisor.
+const MAX_PLAN_BYTES: u64 = 64 << 20;
+
+pub struct StageFds {
+    pub plan: RawFd,
+    pub status: RawFd,
+    pub notify: RawFd,
+}
+
+/// Runs the stage; returns only on failure before the job started (the
+/// init exits from within).
+pub fn stage(fds: StageFds) -> u8 {
+    // SAFETY-free adoption of the three inherited descriptors: the
+    // supervisor passed their numbers and nothing else owns them.
+    let (plan_fd, status_fd, notify_fd) = match adopt(&fds) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("vetto: stage: bad descriptors: {e}");
+            return crate::exit::REFUSED;
+        }
+    };
+    let mut status = Some(File::from(status_fd));
+    let (report, code) = match apply(plan_fd, notify_fd, &mut status) {
+        Ok(never) => match never {},
+        Err(Failure::Setup(message)) => (StageReport::SetupFailed(message), crate::exit::REFUSED),
+        Err(Failure::Exec(errno)) => (StageReport::ExecFailed(errno as i32), exec_status(errno)),
+    };
+    if let Some(mut status) = status {
+        let _ = status.write_all(&report.encode());
+    }
+    code
+}
+
+/// Why the job did not start.
+enum Failure {
+    /// vetto could not build the sandbox: exit 125.
+    Setup(String),
+    /// The program could not be executed: 126/127 like a shell.
+    Exec(Errno),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::Setup(message)
+    }
+}
+
+fn adopt(fds: &StageFds) -> std::io::Result<(OwnedFd, OwnedFd, OwnedFd)> {
+    let mut owned = Vec::new();
+    for fd in [fds.plan, fds.status, fds.notify] {
+        if fd < 3 || !sys::fd_is_open(fd) {
+            return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+        }
+        // SAFETY: the supervisor handed us these fd numbers for our exclusive
+        // use and we checked they are open; each is adopted exactly once.
+        owned.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    let notify = owned.pop();
+    let status = owned.pop();
+    let plan = owned.pop();
+    match (plan, status, notify) {
+        (Some(p), Some(s), Some(n)) => {
+            for fd in [&p, &s, &n] {
+                sys::set_cloexec(fd.as_fd())?;
+            }
+            Ok((p, s, n))
+        }
+        _ => Err(std::io::Error::from_raw_os_error(libc::EBADF)),
+    }
+}
+
+enum Never {}
+
+fn apply(
+    plan_fd: OwnedFd,
+    notify_fd: OwnedFd,
+    status: &mut Option<File>,
+) -> Result<Never, Failure> {
+    // 1. Read the request. Bounded: the supervisor is trusted, but a
+    //    truncated or runaway pipe must not exhaust memory.
+    let mut buf = Vec::new();
+    File::from(plan_fd)
+        .take(MAX_PLAN_BYTES)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot read the plan: {e}"))?;
+    let request: StageRequest =
+        serde_json::from_slice(&buf).map_err(|e| format!("cannot decode the plan: {e}"))?;
+    let plan = &request.plan;
+
+    // 2. Die with vetto. PDEATHSIG was set before exec (it survives exec);
+    //    if vetto already died in between, our parent changed: leave now.
+    if getppid().as_raw() != request.supervisor {
+        return Err(Failure::Setup(
+            "vetto exited before the sandbox started".into(),
+        ));
+    }
+
+    // 3. Non-dumpable: the job, in the same domain and uid, cannot read
+    //    this process's memory (the plan, including passed variables).
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+
+    // 4. Resource limits: rlimits are inherited, so set them before fork.
+    if let Some(n) = request.nproc_limit {
+        setrlimit(Resource::RLIMIT_NPROC, n, n)
+            .map_err(|e| format!("setrlimit(RLIMIT_NPROC): {e}"))?;
+    }
+
+    // 5. Output directories, while we may still create them: Landlock
+    //    grants bind to existing inodes, so they must exist before step 8.
+    for dir in &plan.prepare_dirs {
+        match std::fs::create_dir(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display()).into()),
+        }
+    }
+
+    // 6. The job's working directory, resolved before the domain exists
+    //    so the path means what the plan meant.
+    std::env::set_current_dir(&plan.cwd)
+        .map_err(|e| format!("cannot enter {}: {e}", plan.cwd.display()))?;
+
+    // 7. no_new_privs: required for unprivileged seccomp and Landlock, and
+    //    makes setuid binaries gain nothing.
+    nix::sys::prctl::set_no_new_privs().map_err(|e| format!("prctl(PR_SET_NO_NEW_PRIVS): {e}"))?;
+
+    // 8. Landlock, before seccomp: its own syscalls are then not filtered.
+    if let Some(ll) = &plan.landlock {
+        landlock::restrict(ll).map_err(|e| e.to_string())?;
+    }
+
+    // 9. Resolve the program with the job's PATH, now that the domain
+    //    decides what is executable.
+    let program = resolve_program(&request.argv, &plan.env.vars).map_err(Failure::Exec)?;
+    let argv = cstrings(request.argv.iter().map(|a| a.as_slice()))?;
+    let envp = cstrings(
+        plan.env
+            .vars
+            .iter()
+            .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+            .collect::<Vec<_>>()
+            .iter()
+            .map(Vec::as_slice),
+    )?;
+
+    // 10. Subreaper: daemons that double-fork and setsid come back to us.
+    nix::sys::prctl::set_child_subreaper(true)
+        .map_err(|e| format!("prctl(PR_SET_CHILD_SUBREAPER): {e}"))?;
+
+    // 11. Nothing the caller of vetto inherited passes into the job.
+    sys::cloexec_from(3).map_err(|e| format!("close_range: {e}"))?;
+
+    // 12. Block the signals the init waits for, before the job exists, so
+    //     none is lost between fork and the wait loop.
+    let mut waited = SigSet::empty();
+    for s in FORWARDED {
+        waited.add(s);
+    }
+    waited.add(Signal::SIGCHLD);
+    let death = PARENT_DEATH_SIGNAL;
+    waited.add(death);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), None)
+        .map_err(|e| format!("sigprocmask: {e}"))?;
+
+    // 13. seccomp last: nothing after it but sendmsg, fork and execve, none
+    //     of which the filter notifies, so the supervisor cannot be waited
+    //     on before it holds the listener.
+    let listener = seccomp::install(&plan.seccomp).map_err(|e| e.to_string())?;
+    if let Some(listener) = listener {
+        let fds = [listener.as_raw_fd()];
+        sendmsg::<()>(
+            notify_fd.as_raw_fd(),
+            &[std::io::IoSlice::new(b"L")],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .map_err(|e| format!("cannot hand the notification listener to vetto: {e}"))?;
+    }
+    drop(notify_fd);
+
+    // 14. Fork the job.
+    // SAFETY: this process is single-threaded (a fresh exec that started no
+    // threads), so the child may run arbitrary code after fork.
+    match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+        ForkResult::Child => {
+            let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+            let _ = nix::sys::prctl::set_child_subreaper(false);
+            let err = execve(&program, &argv, &envp)
+                .err()
+                .unwrap_or(Errno::EINVAL);
+            if let Some(status) = status.as_mut() {
+                let _ = status.write_all(&StageReport::ExecFailed(err as i32).encode());
+            }
+            std::process::exit(i32::from(exec_status(err)));
+        }
+        ForkResult::Parent { child } => {
+            // Closing our copy lets the supervisor see EOF once the job has
+            // exec'ed (the job's copy is close-on-exec).
+            drop(status.take());
+            init(child, &waited, death, request.supervisor)
+        }
+    }
+}
+
+fn exec_status(e: Errno) -> u8 {
+    if e == Errno::ENOENT {
+        crate::exit::NOT_FOUND
+    } else {
+        crate::exit::NOT_EXECUTABLE
+    }
+}
+
+fn cstrings<'a>(items: impl Iterator<Item = &'a [u8]>) -> Result<Vec<CString>, String> {
+    items
+        .map(|b| CString::new(b).map_err(|_| "an argument contains a NUL byte".to_string()))
+        .collect()
+}
+
+/// `execvp`'s search, done here so the job's environment decides it.
+fn resolve_program(argv: &[Vec<u8>], env: &[(String, String)]) -> Result<CString, Errno> {
+    let name = argv.first().ok_or(Errno::ENOENT)?;
+    if name.is_empty() {
+        return Err(Errno::ENOENT);
+    }
+    if name.contains(&b'/') {
+        return CString::new(name.clone()).map_err(|_| Errno::EINVAL);
+    }
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
+    let mut last = Errno::ENOENT;
+    for dir in path.split(':').filter(|d| !d.is_empty()) {
+        let candidate: PathBuf = Path::new(dir).join(OsStr::from_bytes(name));
+        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
+            Ok(()) if !candidate.is_dir() => {
+                return CString::new(candidate.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL);
+            }
+            Ok(()) => last = Errno::EACCES,
+            Err(Errno::EACCES) => last = Errno::EACCES,
+            Err(_) => {}
+        }
+    }
+    Err(last)
+}
+
+/// The sandbox's init: wait for the job, pass signals on, and when the job
+/// ends (or vetto dies) kill every process left and exit as the job did.
+fn init(job: Pid, waited: &SigSet, death: Signal, supervisor: i32) -> ! {
+    let mut job_status: Option<WaitStatus> = None;
+    loop {
+        if let Some(caught) = sys::sigtimedwait(waited, Duration::from_secs(3600)) {
+            let sig = Signal::try_from(caught.signo).ok();
+            if sig == Some(death) && getppid().as_raw() != supervisor {
+                kill_descendants();
+                std::process::exit(128 + libc::SIGKILL);
+            }
+            if let Some(sig) = sig
+                && sig != Signal::SIGCHLD
+                && caught.from_user()
+            {
+                let _ = kill(job, sig);
+            }
+        }
+        // Reap everything that has exited: orphans come to us too.
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(ws) => {
+                    if ws.pid() == Some(job) {
+                        job_status = Some(ws);
+                    }
+                }
+            }
+        }
+        if let Some(ws) = job_status {
+            // The session is over: nothing the job started outlives it.
+            kill_descendants();
+            exit_like(ws);
+        }
+    }
+}
+
+/// SIGKILL every descendant until none is left, reaping as we go.
+pub fn kill_descendants() {
+    for _ in 0..1000 {
+        let pids = super::proc::descendants(std::process::id());
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        while let Ok(ws) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if ws == WaitStatus::StillAlive {
+                break;
+            }
+        }
+    }
+    while waitpid(None, None).is_ok() {}
+}
+
+/// Exit with the job's status, re-raising its fatal signal so the
+/// supervisor sees exactly what the job saw.
+fn exit_like(ws: WaitStatus) -> ! {
+    match ws {
+        WaitStatus::Exited(_, code) => std::process::exit(code),
+        WaitStatus::Signaled(_, sig, _) => {
+            // No core file of the init for the job's crash.
+            let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+            let _ = super::raise_default(sig);
+            std::process::exit(128 + sig as i32)
+        }
+        _ => std::process::exit(i32::from(crate::exit::REFUSED)),
+    }
+}

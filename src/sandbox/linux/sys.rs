@@ -1,0 +1,122 @@
+//! Thin safe wrappers over the raw syscalls no crate covers. Every `unsafe`
+//! block says why it is sound.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`; with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` the kernel returns the listener fd.
+pub fn seccomp_set_filter(
+    program: &[libc::sock_filter],
+    flags: libc::c_ulong,
+) -> io::Result<Option<OwnedFd>> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
+        let fd = RawFd::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+        // SAFETY: with NEW_LISTENER the kernel returned a fresh fd that we now own.
+        Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Mark every descriptor from `first` upwards close-on-exec, so nothing the
+/// caller of vetto inherited leaks into the job.
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on our own fds.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Clear `FD_CLOEXEC` so `fd` survives the re-exec into the stage. Only
+/// async-signal-safe calls: it runs between fork and exec.
+pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an fd number has no memory-safety requirements.
+    let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether `fd` is an open descriptor of this process.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD on any fd number has no memory-safety requirements.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Set `FD_CLOEXEC` on `fd`.
+pub fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl on a valid borrowed fd has no memory-safety requirements.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A signal taken from the pending set.
+#[derive(Debug, Clone, Copy)]
+pub struct Caught {
+    pub signo: i32,
+    /// `si_code`: `SI_KERNEL` for terminal-generated signals (already sent
+    /// to the whole foreground process group, so not to be forwarded).
+    pub code: i32,
+}
+
+impl Caught {
+    /// Sent by a process with kill(2)/sigqueue(2) rather than by the kernel.
+    pub fn from_user(&self) -> bool {
+        self.code == libc::SI_USER || self.code == libc::SI_QUEUE || self.code == libc::SI_TKILL
+    }
+}
+
+/// `sigtimedwait`: wait for one of the (blocked) signals in `set`.
+pub fn sigtimedwait(set: &nix::sys::signal::SigSet, timeout: Duration) -> Option<Caught> {
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
+    // SAFETY: zeroed siginfo_t is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: all pointers are valid for the duration of the call.
+    let signo = unsafe { libc::sigtimedwait(set.as_ref(), &mut info, &ts) };
+    if signo <= 0 {
+        return None;
+    }
+    Some(Caught {
+        signo,
+        code: info.si_code,
+    })
+}
