@@ -15,7 +15,7 @@ fn daemon_does_not_survive_the_session() {
     require!(Feature::FsOnly);
     let w = World::new();
     let marker = unique_sleep_arg();
-    let pidfile = w.project.join("daemon.pid");
+    let pidfile = w.project.join("src/daemon.pid");
     let script = format!(
         "setsid sh -c 'sleep {marker} & echo $! > \"{}\"' & wait; echo started",
         pidfile.display()

@@ -16,19 +16,14 @@ fn assert_secret_unreadable(script: &str, canary: &str) {
 }
 
 /// Runs as an unprivileged user: `cat ~/.ssh/id_rsa`, `cp` it into the
-/// project, and list `~/.ssh`.
+/// project, and a path with `..` and `.` in it. (Names in `~/.ssh` stay
+/// listable by design: docs/tiers.md, "What remains visible".)
 #[test]
 fn reading_ssh_private_key_is_blocked() {
     require!(Feature::FsOnly);
     assert_secret_unreadable("cat ~/.ssh/id_rsa", SSH_CANARY);
     assert_secret_unreadable("cp ~/.ssh/id_rsa stolen && cat stolen", SSH_CANARY);
     assert_secret_unreadable("cat \"$HOME/.ssh/../.ssh/./id_rsa\"", SSH_CANARY);
-
-    let w = World::new();
-    let out = w.sh_sandboxed("ls -a ~/.ssh; echo script-finished");
-    out.assert_ran()
-        .assert_stdout_contains("script-finished")
-        .assert_stdout_lacks("id_rsa");
 }
 
 /// Runs as an unprivileged user: `cat ~/.aws/credentials`.

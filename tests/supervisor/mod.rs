@@ -140,7 +140,7 @@ fn sigkill_of_vetto_kills_the_sandboxed_tree() {
     require!(Feature::FsOnly);
     let w = World::new();
     let marker = unique_sleep_arg();
-    let pidfile = w.project.join("daemon.pid");
+    let pidfile = w.project.join("src/daemon.pid");
     let script = format!(
         "setsid sh -c 'sleep {marker} & echo $! > \"{}\"; wait' & sleep {marker} & while [ ! -s '{}' ]; do sleep 0.02; done; echo ready; wait",
         pidfile.display(),

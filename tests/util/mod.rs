@@ -517,6 +517,12 @@ impl Probe {
     /// Blocked by the sandbox: EPERM/EACCES from the kernel, or the probe
     /// killed by the seccomp filter (SIGSYS) — never "could not run".
     pub fn assert_blocked(&self) -> &Self {
+        self.assert_blocked_with(&["EPERM", "EACCES"])
+    }
+
+    /// Blocked, answered with one of `errnos` (e.g. `ENOSYS` for a foreign
+    /// syscall ABI, where the bare half proved the call exists), or SIGSYS.
+    pub fn assert_blocked_with(&self, errnos: &[&str]) -> &Self {
         if self.reported() {
             assert!(
                 !self.ok(),
@@ -526,8 +532,8 @@ impl Probe {
             );
             let err = self.error();
             assert!(
-                err == "EPERM" || err == "EACCES",
-                "the attempt failed, but not because it was blocked (want EPERM/EACCES): {}\n{}",
+                errnos.contains(&err.as_str()),
+                "the attempt failed, but not because it was blocked (want {errnos:?}): {}\n{}",
                 self.json,
                 self.out.dump()
             );
