@@ -1,16 +1,360 @@
-//! `vetto doctor`: what this host can enforce.
+//! `vetto doctor`: what this host can enforce, as a table or as JSON.
+//!
+//! The JSON field names are a contract documented in docs/doctor.md.
 
+use std::fmt::Write as _;
 use std::process::ExitCode;
+use std::time::Instant;
+
+use serde::Serialize;
 
 use super::DoctorArgs;
-use crate::host;
+use crate::host::{self, HostCaps, HostFeature, LandlockFeature, TierVerdict};
+use crate::plan::Tier;
+
+/// Version of the `--json` document; bumped on any incompatible change.
+pub const DOCTOR_SCHEMA: u32 = 1;
+
+/// Width the human output wraps at.
+const WIDTH: usize = 100;
+/// Indent of the text after a feature or tier name.
+const TEXT_COL: usize = 26;
 
 pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let caps = host::probe();
+    let started = Instant::now();
+    let fast = host::probe();
+    let probe_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let report = DoctorReport::new(host::confirm(fast), probe_us);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&caps)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{caps:#?}");
+        print!("{}", render(&report));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Everything `vetto doctor` shows; `--json` prints it as is.
+#[derive(Debug, Clone, Serialize)]
+pub struct DoctorReport {
+    pub schema: u32,
+    pub host: HostCaps,
+    /// How long the fast probe (the one `vetto run` makes) took, in µs.
+    pub probe_us: u64,
+    pub landlock_features: Vec<LandlockFeatureRow>,
+    /// Strongest first.
+    pub tiers: Vec<TierVerdict>,
+    /// The strongest tier the host can run; `None`: no tier at all.
+    pub auto: Option<Tier>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LandlockFeatureRow {
+    pub abi: u8,
+    pub name: LandlockFeature,
+    pub available: bool,
+    pub meaning: &'static str,
+}
+
+impl DoctorReport {
+    pub fn new(host: HostCaps, probe_us: u64) -> Self {
+        let landlock_features = LandlockFeature::ALL
+            .iter()
+            .map(|f| LandlockFeatureRow {
+                abi: f.abi(),
+                name: *f,
+                available: f.available_at(host.landlock_abi),
+                meaning: f.meaning(),
+            })
+            .collect();
+        DoctorReport {
+            schema: DOCTOR_SCHEMA,
+            tiers: host.tier_verdicts(),
+            auto: host.best_tier(),
+            landlock_features,
+            probe_us,
+            host,
+        }
+    }
+}
+
+fn mark(ok: bool) -> char {
+    if ok { '✓' } else { '✗' }
+}
+
+/// The human table.
+pub fn render(report: &DoctorReport) -> String {
+    let host = &report.host;
+    let mut out = String::new();
+    let _ = writeln!(out, "vetto doctor: what this host can enforce\n");
+    let _ = writeln!(
+        out,
+        "{:<10}{} ({})",
+        "kernel",
+        or_unknown(&host.kernel),
+        host.arch
+    );
+    let _ = writeln!(
+        out,
+        "{:<10}{} µs (the check `vetto run` makes at every start)\n",
+        "probe", report.probe_us
+    );
+
+    let _ = writeln!(out, "features");
+    for feature in HostFeature::ALL {
+        let avail = host.feature(feature);
+        let head = format!("  {} {}", mark(avail.is_available()), feature);
+        match avail.reason() {
+            None => {
+                let mut text = feature.meaning().to_owned();
+                if feature == HostFeature::Landlock {
+                    text = format!("ABI {}{}: {text}", host.landlock_abi, errata(host));
+                }
+                row(&mut out, &head, &text);
+            }
+            Some(why) => {
+                let (why, fix) = split_fix(why);
+                row(&mut out, &head, why);
+                if let Some(fix) = fix {
+                    row(&mut out, "", &format!("fix: {fix}"));
+                }
+                row(
+                    &mut out,
+                    "",
+                    &format!("cost: {}", feature.cost_when_missing()),
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  {}",
+        if host.tested {
+            "user namespaces and seccomp user notify were confirmed by test children"
+        } else {
+            "(not confirmed by test children)"
+        }
+    );
+
+    if host.landlock_abi >= 1 {
+        let _ = writeln!(out, "\nLandlock ABI {}", host.landlock_abi);
+        for f in &report.landlock_features {
+            let head = format!("  {} {} {}", mark(f.available), f.abi, f.name);
+            if f.available {
+                row(&mut out, &head, f.meaning);
+            } else {
+                row(
+                    &mut out,
+                    &head,
+                    &format!("{}; cost: {}", f.meaning, f.name.cost_when_missing()),
+                );
+            }
+        }
+    }
+
+    let c = &host.confinement;
+    let _ = writeln!(out, "\nvetto itself");
+    row(
+        &mut out,
+        "  user",
+        if host.root { "root" } else { "unprivileged" },
+    );
+    row(
+        &mut out,
+        "  seccomp filter",
+        if c.seccomp_filter {
+            "yes: already filtered (nested sandbox or container)"
+        } else {
+            "none"
+        },
+    );
+    row(
+        &mut out,
+        "  no_new_privs",
+        if c.no_new_privs { "set" } else { "not set" },
+    );
+    row(
+        &mut out,
+        "  user namespace",
+        if c.user_namespace {
+            "not the initial one (container?)"
+        } else {
+            "initial"
+        },
+    );
+    row(
+        &mut out,
+        "  container",
+        c.container.as_deref().unwrap_or("none detected"),
+    );
+
+    let _ = writeln!(out, "\ntiers");
+    for v in &report.tiers {
+        let head = format!("  {} {}", mark(v.runnable), v.tier);
+        if v.runnable {
+            row(&mut out, &head, tier_makeup(v.tier));
+        } else {
+            let needs: Vec<&str> = v.missing.iter().map(|f| f.as_str()).collect();
+            row(&mut out, &head, &format!("needs {}", needs.join(", ")));
+        }
+        for cost in &v.costs {
+            row(&mut out, "", &format!("cost: {cost}"));
+        }
+    }
+
+    let _ = writeln!(out);
+    let auto = match report.auto {
+        Some(Tier::Seccomp) => {
+            "seccomp, and only with --allow-degraded: it has no filesystem isolation".to_owned()
+        }
+        Some(t) => t.to_string(),
+        None => "nothing: this host can run no tier (vetto refuses with exit 125)".to_owned(),
+    };
+    row(&mut out, "auto would choose", &auto);
+    row(
+        &mut out,
+        "",
+        "a policy may still be refused at that tier for one of its rules; `vetto run` names it",
+    );
+    out
+}
+
+fn tier_makeup(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Full => "Landlock + user namespaces + seccomp",
+        Tier::FsOnly => "Landlock + seccomp, no namespaces",
+        Tier::Seccomp => "seccomp only",
+    }
+}
+
+fn errata(host: &HostCaps) -> String {
+    if host.landlock_errata == 0 {
+        String::new()
+    } else {
+        format!(", errata {:#x}", host.landlock_errata)
+    }
+}
+
+fn or_unknown(s: &str) -> &str {
+    if s.is_empty() { "unknown" } else { s }
+}
+
+/// `reason; fix: how` → (`reason`, Some(`how`)).
+fn split_fix(reason: &str) -> (&str, Option<&str>) {
+    match reason.split_once("; fix: ") {
+        Some((why, fix)) => (why, Some(fix)),
+        None => (reason, None),
+    }
+}
+
+/// One row: `head` padded to the text column, then `text` wrapped under it.
+fn row(out: &mut String, head: &str, text: &str) {
+    let pad = TEXT_COL.saturating_sub(head.chars().count()).max(1);
+    let mut line = format!("{head}{}", " ".repeat(pad));
+    let indent = line.chars().count();
+    let mut first = true;
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if !first && len + 1 + word.chars().count() > WIDTH {
+            let _ = writeln!(out, "{}", line.trim_end());
+            line = " ".repeat(indent);
+            first = true;
+        }
+        if !first {
+            line.push(' ');
+        }
+        line.push_str(word);
+        first = false;
+    }
+    let _ = writeln!(out, "{}", line.trim_end());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{Availability, Confinement};
+
+    fn complete_host() -> HostCaps {
+        HostCaps {
+            kernel: "6.18.44-fc-v595".into(),
+            landlock_errata: 1,
+            root: false,
+            tested: true,
+            ..HostCaps::everything()
+        }
+    }
+
+    /// Ubuntu 24.04 on an older kernel, as on common CI runners.
+    fn ubuntu_with_apparmor_userns_restriction() -> HostCaps {
+        HostCaps {
+            kernel: "6.8.0-45-generic".into(),
+            landlock_abi: 4,
+            userns: Availability::Missing(
+                "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10+ AppArmor \
+                 restriction); fix: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0, \
+                 or an AppArmor profile for vetto that allows `userns,`"
+                    .into(),
+            ),
+            confinement: Confinement {
+                container: Some("docker".into()),
+                seccomp_filter: true,
+                ..Confinement::default()
+            },
+            tested: true,
+            ..HostCaps::everything()
+        }
+    }
+
+    #[test]
+    fn doctor_table_for_a_complete_host() {
+        insta::assert_snapshot!(render(&DoctorReport::new(complete_host(), 42)));
+    }
+
+    #[test]
+    fn doctor_table_names_the_apparmor_userns_restriction_and_its_fix() {
+        let out = render(&DoctorReport::new(
+            ubuntu_with_apparmor_userns_restriction(),
+            57,
+        ));
+        assert!(out.contains("fix: sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0"));
+        assert!(out.contains("auto would choose         fs-only"));
+        insta::assert_snapshot!(out);
+    }
+
+    #[test]
+    fn doctor_table_without_landlock_or_notify() {
+        let host = HostCaps {
+            kernel: "5.10.0-30-amd64".into(),
+            landlock_abi: 0,
+            landlock_missing: Some(
+                "EOPNOTSUPP: Landlock is built in but not enabled at boot (active LSMs: \
+                 lockdown,capability,apparmor); fix: add landlock to the lsm= kernel parameter"
+                    .into(),
+            ),
+            seccomp_notify: Availability::Missing(
+                "Linux 5.10.0 lacks SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19+)".into(),
+            ),
+            ..HostCaps::everything()
+        };
+        insta::assert_snapshot!(render(&DoctorReport::new(host, 30)));
+    }
+
+    #[test]
+    fn doctor_json_field_names_are_stable() {
+        let report = DoctorReport::new(ubuntu_with_apparmor_userns_restriction(), 57);
+        insta::assert_json_snapshot!(report);
+    }
+
+    #[test]
+    fn rows_wrap_under_the_text_column() {
+        let mut out = String::new();
+        row(&mut out, "  x", &"word ".repeat(40));
+        for line in out.lines() {
+            assert!(line.chars().count() <= WIDTH, "{line}");
+        }
+        assert!(
+            out.lines()
+                .skip(1)
+                .all(|l| l.starts_with(&" ".repeat(TEXT_COL)))
+        );
+    }
 }

@@ -38,6 +38,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+#[expect(clippy::large_enum_variant, reason = "parsed once per process")]
 pub enum PolicyCommand {
     /// Validate policy files; errors name file:line:col
     Check {

@@ -3,12 +3,61 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::ExplainArgs;
+use anyhow::Context;
 
-pub fn check(_files: &[PathBuf]) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("policy check is not implemented yet")
+use super::ExplainArgs;
+use crate::exit;
+use crate::policy::{self, explain};
+
+/// Prints `FILE: ok` or the diagnostics of each file; 125 if any failed.
+pub fn check(files: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut failed = false;
+    for f in files {
+        match policy::check_file(f) {
+            Ok(()) => println!("{}: ok", f.display()),
+            Err(e) => {
+                failed = true;
+                eprintln!("{e}");
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(exit::REFUSED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
-pub fn explain(_args: ExplainArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("policy explain is not implemented yet")
+/// The resolved policy and, for each query, the deciding rule. The
+/// session directory is a placeholder (`$TMPDIR/vetto-<session>`) that is
+/// never created.
+pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let request = args
+        .policy
+        .load_request(&explain::placeholder_tmp(), None)?;
+    let policy = match policy::load(&request) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::from(exit::REFUSED));
+        }
+    };
+    let decisions: Vec<_> = args
+        .queries
+        .iter()
+        .map(|q| explain::decide(&policy, q, &request.cwd, &request.home))
+        .collect();
+    if args.json {
+        let out = explain::Explanation {
+            policy: &policy,
+            decisions,
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).context("cannot render JSON")?
+        );
+    } else {
+        print!("{}", explain::render_text(&policy, &decisions));
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
-use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, syscalls};
+use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, mounts, syscalls};
 use crate::host::HostCaps;
 use crate::policy::{Access, NetPolicy, Policy};
 
@@ -141,11 +141,41 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     let has_fs_rules = !policy.fs.is_empty();
     let landlock_why = host.landlock_missing.clone().unwrap_or_default();
     match tier {
-        Tier::Full => gaps.push(hard(
-            "the FULL tier",
-            KernelFeature::NotImplemented,
-            "namespaces are not built into this vetto version yet",
-        )),
+        Tier::Full => {
+            if let crate::host::Availability::Missing(why) = &host.userns {
+                gaps.push(hard(
+                    "the FULL tier's namespaces",
+                    KernelFeature::UserNamespaces,
+                    why,
+                ));
+            }
+            if host.landlock_abi == 0 {
+                gaps.push(hard(
+                    "filesystem rules",
+                    KernelFeature::LandlockAbi(1),
+                    &landlock_why,
+                ));
+            } else if host.landlock_abi < 3 {
+                gaps.push(Gap {
+                    rule: "read-only and protected paths (Landlock layer)".into(),
+                    missing: KernelFeature::LandlockAbi(3),
+                    detail: format!(
+                        "this kernel has ABI {}: truncate(2) is not restricted by Landlock",
+                        host.landlock_abi
+                    ),
+                    degradable: true,
+                });
+            }
+            if let NetPolicy::Allow { hosts, .. } = &policy.net
+                && let Some(h) = hosts.first()
+            {
+                gaps.push(hard(
+                    &format!("allowed domain {} ({})", h.host, h.origin),
+                    KernelFeature::NotImplemented,
+                    "filtered egress is not built into this vetto version yet",
+                ));
+            }
+        }
         Tier::FsOnly => {
             if host.landlock_abi == 0 {
                 gaps.push(hard(
@@ -204,8 +234,9 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             }
         }
     }
+    // At FULL the host's sockets are simply absent from the view.
     if let crate::host::Availability::Missing(why) = &host.seccomp_notify
-        && tier >= Tier::FsOnly
+        && tier == Tier::FsOnly
     {
         gaps.push(Gap {
             rule: "blocking connections to host unix sockets (ssh-agent, docker)".into(),
@@ -227,6 +258,15 @@ fn plan_for(
 ) -> Plan {
     let notify_available = host.seccomp_notify.is_available();
     let net_off = policy.net == NetPolicy::Off;
+    // At FULL the network namespace is the wall (loopback stays usable);
+    // below it, seccomp and Landlock refuse the sockets themselves.
+    let own_netns = tier == Tier::Full && policy.net != NetPolicy::Host;
+    let filter_net = net_off && !own_netns;
+    let namespaces = (tier == Tier::Full).then(|| mounts::NamespacePlan {
+        net: own_netns,
+        hostname: "vetto".into(),
+        mounts: mounts::plan(&policy.fs, view),
+    });
     let (landlock, notify, prepare_dirs) = if tier >= Tier::FsOnly && host.landlock_abi > 0 {
         let abi = host.landlock_abi.min(MAX_LANDLOCK_ABI);
         let handled = rights::all_for_abi(abi);
@@ -265,7 +305,7 @@ fn plan_for(
         let landlock = LandlockPlan {
             abi,
             handled_fs: handled,
-            deny_tcp: net_off && abi >= 4,
+            deny_tcp: filter_net && abi >= 4,
             scope: abi >= 6,
             rules: carved.rules,
         };
@@ -279,7 +319,7 @@ fn plan_for(
         (None, notify, Vec::new())
     };
     let seccomp = syscalls::plan(
-        net_off,
+        filter_net,
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
@@ -293,6 +333,7 @@ fn plan_for(
     let env = env::plan(&policy.env, &options.env, &session_env);
     Plan {
         tier,
+        namespaces,
         landlock,
         seccomp,
         notify,

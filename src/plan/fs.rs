@@ -137,6 +137,8 @@ pub trait FsView {
     fn kind(&self, path: &Path) -> Option<EntryKind>;
     /// Names in a directory (unsorted; empty when unreadable).
     fn children(&self, dir: &Path) -> Vec<std::ffi::OsString>;
+    /// The target of a symbolic link.
+    fn read_link(&self, path: &Path) -> Option<PathBuf>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +177,10 @@ impl FsView for RealFs {
             Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect(),
             Err(_) => Vec::new(),
         }
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        std::fs::read_link(path).ok()
     }
 }
 

@@ -14,6 +14,7 @@ use crate::policy::{Limits, NetPolicy};
 
 pub mod env;
 pub mod fs;
+pub mod mounts;
 pub mod refusal;
 pub mod syscalls;
 pub mod tier;
@@ -28,6 +29,8 @@ pub use tier::{Tier, TierRequest};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub tier: Tier,
+    /// FULL tier: namespaces and the new root; `None` below FULL.
+    pub namespaces: Option<mounts::NamespacePlan>,
     /// Landlock rules; `None` at the SECCOMP tier.
     pub landlock: Option<fs::LandlockPlan>,
     /// The seccomp filter as data.

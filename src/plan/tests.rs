@@ -39,6 +39,9 @@ impl FsView for FakeFs {
             .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
             .collect()
     }
+    fn read_link(&self, _path: &Path) -> Option<PathBuf> {
+        Some("usr/lib".into())
+    }
 }
 
 const FILE: EntryKind = EntryKind::File { nlink: 1 };
@@ -248,27 +251,103 @@ fn build_on(host: &HostCaps, request: TierRequest) -> Result<Plan, Refusal> {
 }
 
 #[test]
-fn auto_takes_fs_only_while_full_is_not_built() -> Result<(), Refusal> {
+fn auto_takes_full_when_the_host_has_user_namespaces() -> Result<(), Refusal> {
     let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
-    assert_eq!(plan.tier, Tier::FsOnly);
+    assert_eq!(plan.tier, Tier::Full);
     assert!(plan.degraded.is_empty());
     assert_eq!(plan.cwd, Path::new("/p/src"));
+    let ns = plan.namespaces.as_ref();
+    assert!(
+        ns.is_some_and(|n| n.net),
+        "network off means an own network namespace"
+    );
+    Ok(())
+}
+
+fn without_userns() -> HostCaps {
+    let mut host = HostCaps::everything();
+    host.userns = Availability::Missing(
+        "kernel.apparmor_restrict_unprivileged_userns = 1 (sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)".into(),
+    );
+    host
+}
+
+#[test]
+fn auto_falls_back_to_fs_only_when_user_namespaces_are_blocked() -> Result<(), Refusal> {
+    let plan = build_on(&without_userns(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::FsOnly);
+    assert!(plan.namespaces.is_none());
     Ok(())
 }
 
 #[test]
-fn full_tier_request_is_refused_not_downgraded() {
-    let r = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full));
-    let refusal = r.err().map(|r| (r.tier, r.missing));
+fn full_request_without_user_namespaces_is_refused_with_the_fix() {
+    let r = build_on(&without_userns(), TierRequest::Exactly(Tier::Full));
+    let text = r.as_ref().err().map(|r| r.to_string()).unwrap_or_default();
     assert_eq!(
-        refusal,
-        Some((Some(Tier::Full), KernelFeature::NotImplemented))
+        r.err().map(|r| r.missing),
+        Some(KernelFeature::UserNamespaces)
     );
+    assert!(
+        text.contains("apparmor_restrict_unprivileged_userns"),
+        "{text}"
+    );
+    assert!(text.contains("--tier fs-only"), "{text}");
+}
+
+#[test]
+fn full_tier_keeps_loopback_usable_instead_of_filtering_sockets() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full))?;
+    assert!(
+        !plan
+            .seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "socket" && r.why.contains("network is off"))
+    );
+    assert!(plan.landlock.as_ref().is_some_and(|l| !l.deny_tcp));
+    Ok(())
+}
+
+#[test]
+fn full_tier_mounts_only_what_the_policy_allows() -> Result<(), Refusal> {
+    use super::mounts::Mount;
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full))?;
+    let mounts = plan.namespaces.map(|n| n.mounts).unwrap_or_default();
+    let paths: Vec<String> = mounts
+        .iter()
+        .map(|m| format!("{:?} {}", std::mem::discriminant(m), m.path().display()))
+        .collect();
+    assert!(
+        mounts.contains(&Mount::Bind {
+            path: "/p".into(),
+            writable: true
+        }),
+        "{paths:?}"
+    );
+    assert!(mounts.contains(&Mount::Bind {
+        path: "/usr".into(),
+        writable: false
+    }));
+    assert!(mounts.contains(&Mount::MaskFile {
+        path: "/p/.env".into()
+    }));
+    assert!(mounts.contains(&Mount::Bind {
+        path: "/p/.git/hooks".into(),
+        writable: false
+    }));
+    assert!(mounts.contains(&Mount::Proc {
+        path: "/proc".into()
+    }));
+    // Parents before children.
+    let pos = |p: &str| mounts.iter().position(|m| m.path() == Path::new(p));
+    assert!(pos("/p") < pos("/p/.env"));
+    Ok(())
 }
 
 #[test]
 fn old_landlock_without_scoping_is_refused_unless_degraded() {
-    let mut host = HostCaps::everything();
+    let mut host = without_userns();
     host.landlock_abi = 5;
     let r = build_on(&host, TierRequest::Auto);
     let refusal = r.err();
@@ -326,7 +405,7 @@ fn missing_output_dir_is_prepared_and_granted_when_the_project_is_carved() -> Re
 
 #[test]
 fn network_off_blocks_inet_sockets_and_brokers_unix_connects() -> Result<(), Refusal> {
-    let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::FsOnly))?;
     let socket_denials = plan
         .seccomp
         .rules
@@ -350,7 +429,7 @@ fn network_off_blocks_inet_sockets_and_brokers_unix_connects() -> Result<(), Ref
 
 #[test]
 fn without_seccomp_notify_the_socket_broker_gap_is_a_refusal() {
-    let mut host = HostCaps::everything();
+    let mut host = without_userns();
     host.seccomp_notify = Availability::Missing("kernel 5.4".into());
     let r = build_on(&host, TierRequest::Auto);
     assert_eq!(

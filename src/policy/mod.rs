@@ -1,11 +1,33 @@
 //! TOML policy → validated, resolved [`Policy`]. No kernel calls here: only
-//! parsing, preset merging, variable and path resolution.
+//! parsing, preset merging, variable and path resolution (and the read-only
+//! directory walk that expands globs).
+//!
+//! Stages: [`raw`] (TOML with spans, unknown keys rejected) → [`validate`]
+//! (one [`validate::Layer`] per source) → [`merge`] (precedence) → `Policy`.
+//! Every stage pushes into one [`diag::Diags`]; `load` fails only after all
+//! sources were checked, with every problem listed.
 
+pub mod diag;
+pub mod explain;
+pub mod merge;
 mod model;
+pub mod paths;
+pub mod presets;
+pub mod raw;
+pub mod validate;
+pub mod vars;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
 
 pub use model::*;
+
+use self::diag::{Diags, SourceRef};
+use self::merge::{Asker, PresetSource};
+use self::paths::GlobWalker;
+use self::validate::PathCtx;
+use self::vars::Vars;
 
 /// Command-line options that override or extend the policy files.
 #[derive(Debug, Clone, Default)]
@@ -50,11 +72,268 @@ pub struct LoadRequest {
 #[error("{rendered}")]
 pub struct PolicyError {
     pub rendered: String,
+    pub diagnostics: Vec<diag::Diagnostic>,
+}
+
+impl PolicyError {
+    fn from_diags(mut diags: Diags) -> Self {
+        diags.sort();
+        PolicyError {
+            rendered: diags.render(),
+            diagnostics: diags.into_vec(),
+        }
+    }
+}
+
+/// The name of the policy file looked for at the project root.
+pub const PROJECT_POLICY: &str = "vetto.toml";
+
+/// The project root: `--project`, else the nearest ancestor of `cwd` that
+/// contains `.git` (a directory or a worktree's file), else `cwd`;
+/// canonicalised.
+pub fn project_root(cwd: &Path, project: Option<&Path>) -> std::io::Result<PathBuf> {
+    let chosen = match project {
+        Some(p) => cwd.join(p),
+        None => cwd
+            .ancestors()
+            .find(|d| d.join(".git").symlink_metadata().is_ok())
+            .unwrap_or(cwd)
+            .to_path_buf(),
+    };
+    std::fs::canonicalize(chosen)
+}
+
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Parse, merge and resolve the policy for one invocation.
-pub fn load(_req: &LoadRequest) -> Result<Policy, PolicyError> {
-    Err(PolicyError {
-        rendered: "policy loading is not implemented yet".into(),
-    })
+pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
+    let mut diags = Diags::default();
+    let project = match project_root(&req.cwd, req.project.as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            let shown = req
+                .project
+                .as_deref()
+                .unwrap_or(&req.cwd)
+                .display()
+                .to_string();
+            diags.plain(
+                "--project",
+                format!("cannot use {shown} as the project root: {e}"),
+                None,
+            );
+            return Err(PolicyError::from_diags(diags));
+        }
+    };
+    let file: Option<(PathBuf, String)> = match &req.policy_file {
+        Some(p) => Some((p.clone(), p.display().to_string())),
+        None => {
+            let p = project.join(PROJECT_POLICY);
+            p.exists().then(|| (p.clone(), p.display().to_string()))
+        }
+    };
+    let file_text = match &file {
+        Some((path, shown)) => match std::fs::read_to_string(req.cwd.join(path)) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                diags.plain(
+                    shown.clone(),
+                    format!("cannot read the policy file: {e}"),
+                    None,
+                );
+                return Err(PolicyError::from_diags(diags));
+            }
+        },
+        None => None,
+    };
+
+    // Parse every source, presets in merge order first.
+    let mut order: Vec<PresetSource> = Vec::new();
+    let mut stack = Vec::new();
+    let file_src = file
+        .as_ref()
+        .zip(file_text.as_deref())
+        .map(|((_, shown), text)| SourceRef { name: shown, text });
+    let file_raw = file_src.map(|src| {
+        let raw = raw::parse(src, &mut diags);
+        for e in &raw.extends {
+            merge::add_preset(
+                presets::PRESETS,
+                &e.value,
+                Asker::Source(src, e.span.clone()),
+                &mut stack,
+                &mut order,
+                &mut diags,
+            );
+        }
+        raw
+    });
+    if file_raw.is_none() {
+        merge::add_preset(
+            presets::PRESETS,
+            "default",
+            Asker::Option,
+            &mut stack,
+            &mut order,
+            &mut diags,
+        );
+    }
+    for name in &req.overrides.presets {
+        merge::add_preset(
+            presets::PRESETS,
+            name,
+            Asker::Option,
+            &mut stack,
+            &mut order,
+            &mut diags,
+        );
+    }
+
+    // `**` never enters output directories, so collect them first.
+    let mut outputs_per_source = Vec::new();
+    for p in &order {
+        let name = presets::source_name(p.name);
+        let src = SourceRef {
+            name: &name,
+            text: p.text,
+        };
+        outputs_per_source.push(validate::outputs(&p.raw, src, &mut diags));
+    }
+    let file_outputs = file_raw
+        .as_ref()
+        .zip(file_src)
+        .map(|(raw, src)| validate::outputs(raw, src, &mut diags))
+        .unwrap_or_default();
+    let mut skip: Vec<String> = outputs_per_source.iter().flatten().cloned().collect();
+    skip.extend(file_outputs.iter().cloned());
+
+    let mut ctx = PathCtx {
+        vars: Vars {
+            home: &req.home,
+            project: &project,
+            tmpdir: &req.session_tmp,
+        },
+        walker: GlobWalker::new(skip),
+    };
+    let mut layers = Vec::new();
+    for (p, outputs) in order.iter().zip(outputs_per_source) {
+        let name = presets::source_name(p.name);
+        let text = p.text;
+        let src = SourceRef { name: &name, text };
+        let info = SourceInfo {
+            name: format!("preset:{}", p.name),
+            digest: digest(text),
+        };
+        let mut layer = validate::validate(&p.raw, src, info, &mut ctx, &mut diags);
+        layer.outputs = outputs;
+        layers.push(layer);
+    }
+    if let (Some(raw), Some(src)) = (&file_raw, file_src) {
+        let info = SourceInfo {
+            name: src.name.to_string(),
+            digest: digest(src.text),
+        };
+        let mut layer = validate::validate(raw, src, info, &mut ctx, &mut diags);
+        layer.outputs = file_outputs;
+        layers.push(layer);
+    }
+    let o = &req.overrides;
+    let has_cli = !(o.allow_read.is_empty()
+        && o.allow_write.is_empty()
+        && o.deny.is_empty()
+        && o.net.is_none()
+        && o.allow_domain.is_empty()
+        && o.resolve.is_empty()
+        && o.timeout.is_none()
+        && o.max_procs.is_none()
+        && o.max_memory.is_none()
+        && o.env_pass.is_empty());
+    if has_cli {
+        layers.push(merge::cli_layer(o, &req.cwd, &mut ctx, &mut diags));
+    }
+    if !diags.is_empty() {
+        return Err(PolicyError::from_diags(diags));
+    }
+
+    let mut policy = merge::fold(layers, project, req.session_tmp.clone());
+    let policy_path = file.map(|(p, _)| paths::normalise_abs(&req.cwd.join(p)));
+    merge::add_built_ins(
+        &mut policy,
+        policy_path.as_deref(),
+        req.report_dir.as_deref(),
+        &req.env,
+        &req.cwd,
+    );
+    policy.policy_file = policy_path;
+    Ok(policy)
 }
+
+/// Validate one policy file as `vetto run --policy FILE` would, from the
+/// file's directory (so `${PROJECT}` is the file's project).
+pub fn check_file(path: &Path) -> Result<(), PolicyError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let dir = cwd.join(path);
+    let dir = dir.parent().unwrap_or(Path::new("/"));
+    let req = LoadRequest {
+        cwd: cwd.clone(),
+        project: project_root(dir, None).ok(),
+        policy_file: Some(path.to_path_buf()),
+        home: std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
+        session_tmp: explain::placeholder_tmp(),
+        report_dir: None,
+        env: Vec::new(),
+        overrides: Overrides::default(),
+    };
+    load(&req).map(drop)
+}
+
+/// Parse and validate `text` as a policy file with fixed variables and a
+/// tiny glob budget, rendering any diagnostics: the entry point of the
+/// fuzz target and of the random-input test (it must never panic).
+pub fn check_text(text: &str) -> Result<(), PolicyError> {
+    let mut diags = Diags::default();
+    let src = SourceRef {
+        name: "fuzz.toml",
+        text,
+    };
+    let raw = raw::parse(src, &mut diags);
+    let mut order = Vec::new();
+    for e in &raw.extends {
+        merge::add_preset(
+            presets::PRESETS,
+            &e.value,
+            Asker::Source(src, e.span.clone()),
+            &mut Vec::new(),
+            &mut order,
+            &mut diags,
+        );
+    }
+    let outputs = validate::outputs(&raw, src, &mut diags);
+    let mut ctx = PathCtx {
+        vars: Vars {
+            home: Path::new("/nonexistent/home"),
+            project: Path::new("/nonexistent/project"),
+            tmpdir: Path::new("/nonexistent/tmp"),
+        },
+        walker: GlobWalker::with_cap(outputs, 64),
+    };
+    let info = SourceInfo {
+        name: src.name.into(),
+        digest: digest(text),
+    };
+    let layer = validate::validate(&raw, src, info, &mut ctx, &mut diags);
+    if diags.is_empty() {
+        let _ = merge::fold(vec![layer], PathBuf::from("/p"), PathBuf::from("/t"));
+        Ok(())
+    } else {
+        Err(PolicyError::from_diags(diags))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -98,6 +98,27 @@ pub struct HostPattern {
     pub origin: Origin,
 }
 
+impl HostPattern {
+    /// Whether a connection to `host:port` matches: `*.example.com` matches
+    /// subdomains at any depth but not `example.com` itself; no port means
+    /// any port. `host` is compared case-insensitively.
+    pub fn matches(&self, host: &str, port: Option<u16>) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let name_ok = match self.host.strip_prefix("*.") {
+            Some(apex) => host
+                .strip_suffix(apex)
+                .is_some_and(|sub| sub.len() > 1 && sub.ends_with('.')),
+            None => host == self.host,
+        };
+        let port_ok = match (self.port, port) {
+            (None, _) => true,
+            (Some(p), Some(q)) => p == q,
+            (Some(_), None) => false,
+        };
+        name_ok && port_ok
+    }
+}
+
 /// `--resolve HOST:IP`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PinnedHost {

@@ -59,10 +59,22 @@ pub fn restrict(plan: &LandlockPlan) -> Result<(), LandlockError> {
     for rule in &plan.rules {
         let access: BitFlags<AccessFs> =
             BitFlags::from_bits(rule.access).map_err(|_| LandlockError::Rights(rule.access))?;
-        let fd = PathFd::new(&rule.path).map_err(|source| LandlockError::Open {
-            path: rule.path.clone(),
-            source,
-        })?;
+        let fd = match PathFd::new(&rule.path) {
+            Ok(fd) => fd,
+            // Gone since planning, or absent from the FULL tier's view:
+            // not granting it is the safe side.
+            Err(landlock::PathFdError::OpenCall { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                continue;
+            }
+            Err(source) => {
+                return Err(LandlockError::Open {
+                    path: rule.path.clone(),
+                    source,
+                });
+            }
+        };
         created = created.add_rule(PathBeneath::new(fd, access))?;
     }
     let status = created.restrict_self()?;

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
+pub mod caps;
 mod landlock;
+mod namespaces;
 mod proc;
 pub mod process;
 mod seccomp;
@@ -118,16 +120,12 @@ pub fn spawn_plan(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupErr
         // Nothing of the caller's environment in the stage's /proc entry:
         // the job's environment travels inside the plan.
         .env_clear();
-    // SAFETY: the closure only makes async-signal-safe calls (prctl, fcntl).
-    unsafe {
-        cmd.pre_exec(move || {
-            // Dies with vetto; setup re-checks the parent to close the race.
-            nix::sys::prctl::set_pdeathsig(setup::PARENT_DEATH_SIGNAL)?;
-            for fd in fds {
-                sys::clear_cloexec(fd)?;
-            }
-            Ok(())
-        });
+    // The stage's three descriptors must survive its exec; ours must not.
+    // Clearing close-on-exec here instead of in a pre_exec hook lets std
+    // spawn with vfork semantics (no page-table copy of the supervisor);
+    // it is safe because no other thread exists yet to spawn anything.
+    for fd in fds {
+        sys::clear_cloexec(fd).map_err(SetupError::Spawn)?;
     }
     let child = cmd.spawn().map_err(SetupError::Spawn)?;
     drop((plan_r, status_w, notify_theirs));

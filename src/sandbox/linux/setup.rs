@@ -24,7 +24,7 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, execve, fork, getppid};
 
-use super::{StageReport, StageRequest, landlock, seccomp, sys};
+use super::{StageReport, StageRequest, landlock, namespaces, seccomp, sys};
 
 /// The signal the init gets when vetto dies (`PR_SET_PDEATHSIG`): kill
 /// everything and leave. A signal nothing else sends; the job sending it
@@ -131,8 +131,10 @@ fn apply(
         serde_json::from_slice(&buf).map_err(|e| format!("cannot decode the plan: {e}"))?;
     let plan = &request.plan;
 
-    // 2. Die with vetto. PDEATHSIG was set before exec (it survives exec);
-    //    if vetto already died in between, our parent changed: leave now.
+    // 2. Die with vetto. If vetto died before PDEATHSIG was set, our
+    //    parent has already changed: leave now.
+    nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL)
+        .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
     if getppid().as_raw() != request.supervisor {
         return Err(Failure::Setup(
             "vetto exited before the sandbox started".into(),
@@ -150,7 +152,7 @@ fn apply(
     }
 
     // 5. Output directories, while we may still create them: Landlock
-    //    grants bind to existing inodes, so they must exist before step 8.
+    //    grants bind to existing inodes, so they must exist before step 9.
     for dir in &plan.prepare_dirs {
         match std::fs::create_dir(dir) {
             Ok(()) => {}
@@ -159,21 +161,46 @@ fn apply(
         }
     }
 
-    // 6. The job's working directory, resolved before the domain exists
+    // 6. FULL tier: namespaces. This process stays outside as a relay;
+    //    its child is the sandbox's PID 1 and carries on with the sequence
+    //    inside the new root.
+    if let Some(ns) = &plan.namespaces {
+        namespaces::enter(ns)?;
+        // SAFETY: single-threaded process (see the module comment).
+        match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
+            ForkResult::Parent { child } => {
+                drop(status.take());
+                drop(notify_fd);
+                relay(child, request.supervisor)
+            }
+            ForkResult::Child => {
+                // Dies with the relay; SIGKILL reaches a namespace's PID 1
+                // from outside it, and its death ends every process inside.
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
+                    .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
+                namespaces::build_root(ns)?;
+                // Everything that needed the namespace's capabilities is
+                // done; the job starts with none, whatever uid it maps to.
+                sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
+            }
+        }
+    }
+
+    // 7. The job's working directory, resolved before the domain exists
     //    so the path means what the plan meant.
     std::env::set_current_dir(&plan.cwd)
         .map_err(|e| format!("cannot enter {}: {e}", plan.cwd.display()))?;
 
-    // 7. no_new_privs: required for unprivileged seccomp and Landlock, and
+    // 8. no_new_privs: required for unprivileged seccomp and Landlock, and
     //    makes setuid binaries gain nothing.
     nix::sys::prctl::set_no_new_privs().map_err(|e| format!("prctl(PR_SET_NO_NEW_PRIVS): {e}"))?;
 
-    // 8. Landlock, before seccomp: its own syscalls are then not filtered.
+    // 9. Landlock, before seccomp: its own syscalls are then not filtered.
     if let Some(ll) = &plan.landlock {
         landlock::restrict(ll).map_err(|e| e.to_string())?;
     }
 
-    // 9. Resolve the program with the job's PATH, now that the domain
+    // 10. Resolve the program with the job's PATH, now that the domain
     //    decides what is executable.
     let program = resolve_program(&request.argv, &plan.env.vars).map_err(Failure::Exec)?;
     let argv = cstrings(request.argv.iter().map(|a| a.as_slice()))?;
@@ -187,14 +214,14 @@ fn apply(
             .map(Vec::as_slice),
     )?;
 
-    // 10. Subreaper: daemons that double-fork and setsid come back to us.
+    // 11. Subreaper: daemons that double-fork and setsid come back to us.
     nix::sys::prctl::set_child_subreaper(true)
         .map_err(|e| format!("prctl(PR_SET_CHILD_SUBREAPER): {e}"))?;
 
-    // 11. Nothing the caller of vetto inherited passes into the job.
+    // 12. Nothing the caller of vetto inherited passes into the job.
     sys::cloexec_from(3).map_err(|e| format!("close_range: {e}"))?;
 
-    // 12. Block the signals the init waits for, before the job exists, so
+    // 13. Block the signals the init waits for, before the job exists, so
     //     none is lost between fork and the wait loop.
     let mut waited = SigSet::empty();
     for s in FORWARDED {
@@ -206,7 +233,7 @@ fn apply(
     sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), None)
         .map_err(|e| format!("sigprocmask: {e}"))?;
 
-    // 13. seccomp last: nothing after it but sendmsg, fork and execve, none
+    // 14. seccomp last: nothing after it but sendmsg, fork and execve, none
     //     of which the filter notifies, so the supervisor cannot be waited
     //     on before it holds the listener.
     let listener = seccomp::install(&plan.seccomp).map_err(|e| e.to_string())?;
@@ -223,7 +250,7 @@ fn apply(
     }
     drop(notify_fd);
 
-    // 14. Fork the job.
+    // 15. Fork the job.
     // SAFETY: this process is single-threaded (a fresh exec that started no
     // threads), so the child may run arbitrary code after fork.
     match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
@@ -358,5 +385,41 @@ fn exit_like(ws: WaitStatus) -> ! {
             std::process::exit(128 + sig as i32)
         }
         _ => std::process::exit(i32::from(crate::exit::REFUSED)),
+    }
+}
+
+/// FULL tier, outside the namespaces: pass signals on to the sandbox's
+/// PID 1, and leave as it did. If vetto dies, kill PID 1: the kernel then
+/// kills every process in its namespace.
+fn relay(init: Pid, supervisor: i32) -> ! {
+    let mut waited = SigSet::empty();
+    for s in FORWARDED {
+        waited.add(s);
+    }
+    waited.add(Signal::SIGCHLD);
+    waited.add(PARENT_DEATH_SIGNAL);
+    if sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited), None).is_err() {
+        let _ = kill(init, Signal::SIGKILL);
+        std::process::exit(i32::from(crate::exit::REFUSED));
+    }
+    loop {
+        if let Some(caught) = sys::sigtimedwait(&waited, Duration::from_secs(3600)) {
+            let sig = Signal::try_from(caught.signo).ok();
+            if sig == Some(PARENT_DEATH_SIGNAL) && getppid().as_raw() != supervisor {
+                let _ = kill(init, Signal::SIGKILL);
+                std::process::exit(128 + libc::SIGKILL);
+            }
+            if let Some(sig) = sig
+                && FORWARDED.contains(&sig)
+                && caught.from_user()
+            {
+                let _ = kill(init, sig);
+            }
+        }
+        if let Ok(ws) = waitpid(init, Some(WaitPidFlag::WNOHANG))
+            && ws != WaitStatus::StillAlive
+        {
+            exit_like(ws);
+        }
     }
 }

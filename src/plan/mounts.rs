@@ -1,0 +1,130 @@
+//! FULL tier: the new root as an ordered list of mounts, built from the
+//! policy. Only what the policy allows is mounted; everything else is
+//! simply absent. Landlock still applies on top (defence in depth).
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::fs::{EntryKind, FsView};
+use crate::policy::{Access, FsRule};
+
+/// One step of building the new root, applied in order. Paths are where
+/// the entry appears inside the sandbox (the same as on the host).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "op")]
+pub enum Mount {
+    /// A fresh, private tmpfs (`/tmp`, the skeleton of `$HOME`).
+    Tmpfs { path: PathBuf },
+    /// The host path bound at the same place; read-only unless `writable`.
+    Bind { path: PathBuf, writable: bool },
+    /// The host's symlink recreated (e.g. `/lib -> usr/lib`).
+    Symlink { path: PathBuf, target: PathBuf },
+    /// A masked file: an empty read-only file in its place.
+    MaskFile { path: PathBuf },
+    /// A masked directory: an empty read-only tmpfs in its place.
+    MaskDir { path: PathBuf },
+    /// A fresh procfs for the sandbox's PID namespace.
+    Proc { path: PathBuf },
+    /// A minimal /dev: null, zero, full, random, urandom, tty, a private
+    /// devpts and /dev/shm.
+    Dev { path: PathBuf },
+}
+
+impl Mount {
+    pub fn path(&self) -> &Path {
+        match self {
+            Mount::Tmpfs { path }
+            | Mount::Bind { path, .. }
+            | Mount::Symlink { path, .. }
+            | Mount::MaskFile { path }
+            | Mount::MaskDir { path }
+            | Mount::Proc { path }
+            | Mount::Dev { path } => path,
+        }
+    }
+}
+
+/// Namespaces and the new root for the FULL tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NamespacePlan {
+    /// Own network namespace with only loopback (up).
+    pub net: bool,
+    pub hostname: String,
+    pub mounts: Vec<Mount>,
+}
+
+/// The new root for `rules`: parents before children, so nested rules
+/// (a read-only path under a writable one, a masked file under the
+/// project) are mounted on top of their parent.
+pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
+    let mut norm: Vec<(PathBuf, Access)> = Vec::new();
+    for r in rules {
+        match norm.iter_mut().find(|(p, _)| *p == r.path) {
+            Some((_, a)) => *a = (*a).max(r.access),
+            None => norm.push((r.path.clone(), r.access)),
+        }
+    }
+    norm.sort();
+
+    let mut mounts = vec![
+        Mount::Proc {
+            path: "/proc".into(),
+        },
+        Mount::Dev {
+            path: "/dev".into(),
+        },
+        Mount::Tmpfs {
+            path: "/tmp".into(),
+        },
+    ];
+    let special =
+        |p: &Path| p.starts_with("/proc") || p.starts_with("/dev") || p == Path::new("/tmp");
+    for (path, access) in &norm {
+        if special(path) {
+            continue;
+        }
+        let covered = norm
+            .iter()
+            .filter(|(p, _)| p != path && path.starts_with(p) && !special(p))
+            .max_by_key(|(p, _)| p.as_os_str().len())
+            .map(|(_, a)| *a);
+        let kind = view.kind(path);
+        let m = match (access, kind) {
+            (_, None) => continue,
+            (Access::Deny, Some(_)) if covered.is_none() || covered == Some(Access::Deny) => {
+                // Not mounted at all: already absent.
+                continue;
+            }
+            (Access::Deny, Some(EntryKind::Dir)) => Mount::MaskDir { path: path.clone() },
+            (Access::Deny, Some(_)) => Mount::MaskFile { path: path.clone() },
+            (_, Some(EntryKind::Symlink)) => match view.read_link(path) {
+                Some(target) if covered.is_none() => Mount::Symlink {
+                    path: path.clone(),
+                    target,
+                },
+                // Beneath a bound directory the link is already there.
+                _ => continue,
+            },
+            (Access::Write, Some(_)) => Mount::Bind {
+                path: path.clone(),
+                writable: true,
+            },
+            (Access::Read | Access::Protect, Some(_)) => {
+                if covered.is_some_and(|c| c != Access::Write && c != Access::Deny) {
+                    // Already read-only through its parent's bind.
+                    continue;
+                }
+                Mount::Bind {
+                    path: path.clone(),
+                    writable: false,
+                }
+            }
+        };
+        mounts.push(m);
+    }
+    // Parents before children; stable, so /proc, /dev and /tmp come before
+    // anything the policy binds beneath them.
+    mounts.sort_by(|a, b| a.path().cmp(b.path()));
+    mounts
+}

@@ -1,0 +1,230 @@
+//! Diagnostics, cargo-deny style: every problem is collected with its
+//! location, then all are rendered at once as `file:line:col: error: …`.
+
+use std::fmt::{self, Write as _};
+use std::ops::Range;
+
+/// One problem in a policy source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file path as given, `policies/NAME.toml` for a preset, or the
+    /// command-line option (`--timeout`).
+    pub source: String,
+    /// 1-based line and column (in characters), when the source is a file.
+    pub location: Option<Location>,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+/// Where in a file a diagnostic points, with the line's text for context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub line: u32,
+    pub col: u32,
+    /// The whole source line (without its newline).
+    pub text: String,
+    /// How many characters to underline (at least 1).
+    pub width: usize,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.location {
+            Some(loc) => {
+                writeln!(
+                    f,
+                    "{}:{}:{}: error: {}",
+                    self.source, loc.line, loc.col, self.message
+                )?;
+                let num = loc.line.to_string();
+                let pad = " ".repeat(num.len());
+                writeln!(f, "{pad} |")?;
+                writeln!(f, "{num} | {}", loc.text)?;
+                let lead: String = loc
+                    .text
+                    .chars()
+                    .take(loc.col.saturating_sub(1) as usize)
+                    .map(|c| if c == '\t' { '\t' } else { ' ' })
+                    .collect();
+                write!(f, "{pad} | {lead}{}", "^".repeat(loc.width.max(1)))?;
+            }
+            None => write!(f, "{}: error: {}", self.source, self.message)?,
+        }
+        if let Some(help) = &self.help {
+            write!(f, "\n  = help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A source text that spans refer to.
+#[derive(Debug, Clone, Copy)]
+pub struct SourceRef<'a> {
+    pub name: &'a str,
+    pub text: &'a str,
+}
+
+impl SourceRef<'_> {
+    /// Line and column of a byte span; robust against spans that are out of
+    /// range or not on a character boundary (it never panics).
+    pub fn locate(&self, span: &Range<usize>) -> Location {
+        let text = self.text;
+        let mut start = span.start.min(text.len());
+        while start > 0 && !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+        let line = text[..start].matches('\n').count() + 1;
+        let col = text[line_start..start].chars().count() + 1;
+        let mut end = span.end.clamp(start, line_end);
+        while end > start && !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let line_text = text[line_start..line_end].trim_end_matches('\r');
+        Location {
+            line: u32::try_from(line).unwrap_or(u32::MAX),
+            col: u32::try_from(col).unwrap_or(u32::MAX),
+            text: line_text.to_string(),
+            width: text[start..end].chars().count().max(1),
+        }
+    }
+}
+
+/// The collector every validation step pushes into.
+#[derive(Debug, Default)]
+pub struct Diags {
+    list: Vec<Diagnostic>,
+}
+
+impl Diags {
+    pub fn at(&mut self, src: SourceRef<'_>, span: &Range<usize>, message: impl Into<String>) {
+        self.at_help(src, span, message, None::<String>);
+    }
+
+    pub fn at_help(
+        &mut self,
+        src: SourceRef<'_>,
+        span: &Range<usize>,
+        message: impl Into<String>,
+        help: Option<impl Into<String>>,
+    ) {
+        self.list.push(Diagnostic {
+            source: src.name.to_string(),
+            location: Some(src.locate(span)),
+            message: message.into(),
+            help: help.map(Into::into),
+        });
+    }
+
+    /// A problem without a file location (a command-line option, an I/O error).
+    pub fn plain(
+        &mut self,
+        source: impl Into<String>,
+        message: impl Into<String>,
+        help: Option<String>,
+    ) {
+        self.list.push(Diagnostic {
+            source: source.into(),
+            location: None,
+            message: message.into(),
+            help,
+        });
+    }
+
+    /// Source order: by source, then line and column (stable).
+    pub fn sort(&mut self) {
+        self.list.sort_by(|a, b| {
+            let key = |d: &Diagnostic| d.location.as_ref().map(|l| (l.line, l.col));
+            a.source.cmp(&b.source).then(key(a).cmp(&key(b)))
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn into_vec(self) -> Vec<Diagnostic> {
+        self.list
+    }
+
+    /// All diagnostics, in source order, then a one-line count.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for d in &self.list {
+            let _ = writeln!(out, "{d}\n");
+        }
+        let n = self.list.len();
+        let _ = write!(
+            out,
+            "vetto: the policy has {n} error{}",
+            if n == 1 { "" } else { "s" }
+        );
+        out
+    }
+}
+
+/// The expected name closest to `got`, if it is close enough to be a typo.
+pub fn did_you_mean<'a>(got: &str, expected: &[&'a str]) -> Option<&'a str> {
+    let lower = got.to_ascii_lowercase();
+    expected
+        .iter()
+        .map(|e| (strsim::damerau_levenshtein(&lower, e), *e))
+        .filter(|(d, e)| *d <= (e.len() / 3).max(1) || (e.len() > 3 && lower.contains(e)))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, e)| e)
+}
+
+/// `a`, `b`, `c` for messages.
+pub fn list(items: &[&str]) -> String {
+    items
+        .iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_counts_lines_and_chars() {
+        let src = SourceRef {
+            name: "p.toml",
+            text: "a = 1\nbé = [\"x\"]\n",
+        };
+        let loc = src.locate(&(13..16));
+        assert_eq!((loc.line, loc.col, loc.width), (2, 7, 3));
+        assert_eq!(loc.text, "bé = [\"x\"]");
+    }
+
+    #[test]
+    fn locate_never_panics_on_bad_spans() {
+        let src = SourceRef {
+            name: "p.toml",
+            text: "é\n",
+        };
+        #[expect(
+            clippy::reversed_empty_ranges,
+            reason = "a reversed span must not panic"
+        )]
+        let spans = [0..0, 1..1, 1..100, 100..200, 3..1];
+        for span in spans {
+            let _ = src.locate(&span);
+        }
+    }
+
+    #[test]
+    fn typos_get_a_suggestion() {
+        let keys = ["read", "write", "deny", "protect", "outputs"];
+        assert_eq!(did_you_mean("wirte", &keys), Some("write"));
+        assert_eq!(did_you_mean("Write", &keys), Some("write"));
+        assert_eq!(did_you_mean("protected", &keys), Some("protect"));
+        assert_eq!(did_you_mean("banana", &keys), None);
+    }
+}

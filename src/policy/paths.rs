@@ -1,0 +1,307 @@
+//! Policy paths: lexical normalisation and glob expansion.
+//!
+//! Paths are normalised without touching the filesystem (`.` dropped, `..`
+//! pops a component but never climbs above `/`); symlinks are NOT resolved,
+//! because the sandbox decides on the path the job uses.
+//!
+//! Globs (`*`, `?` within one component, `**` for any depth) are expanded
+//! against the filesystem at load time by a walk that never follows
+//! symlinks, never enters `.git` or directories named like an `outputs`
+//! entry when crossing a `**`, and stops with an error (fail closed) after
+//! [`WALK_CAP`] directory entries.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::rc::Rc;
+
+/// The most directory entries one policy load may visit while expanding
+/// globs. Beyond it loading fails: a silently truncated walk could miss a
+/// secret that a `deny` pattern was meant to mask.
+pub const WALK_CAP: usize = 100_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("empty path; expected an absolute path")]
+    Empty,
+    #[error("relative path `{0}`; expected an absolute path")]
+    Relative(String),
+    #[error("path contains a NUL byte")]
+    Nul,
+}
+
+/// Make `p` absolute and lexically normal, or say why it cannot be.
+pub fn normalise(p: &str) -> Result<PathBuf, PathError> {
+    if p.is_empty() {
+        return Err(PathError::Empty);
+    }
+    if p.contains('\0') {
+        return Err(PathError::Nul);
+    }
+    let path = Path::new(p);
+    if !path.is_absolute() {
+        return Err(PathError::Relative(p.to_string()));
+    }
+    Ok(normalise_abs(path))
+}
+
+/// Lexical normalisation of an absolute path.
+pub fn normalise_abs(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// Whether a written path is a glob.
+pub fn is_glob(p: &str) -> bool {
+    p.contains(['*', '?'])
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    #[error("`**` must be a whole path component (`a/**/b`), found `{0}`")]
+    BadDoubleStar(String),
+    #[error(
+        "expanding this glob visited more than {cap} directory entries (under {root}); vetto stops rather than miss a match"
+    )]
+    TooLarge { cap: usize, root: String },
+    #[error("cannot read {path} while expanding the glob: {error}")]
+    Io { path: String, error: String },
+}
+
+#[derive(Debug, Clone)]
+enum Seg {
+    Lit(String),
+    Pat(String),
+    Any,
+}
+
+/// (name, path, is a real directory) for each entry of a directory.
+type Entries = Rc<Vec<(String, PathBuf, bool)>>;
+
+/// Expands globs for one policy load. Directory listings are cached, so
+/// several patterns over the same tree (the default preset has a dozen
+/// `${PROJECT}/**/…`) cost one walk, and the entry budget counts each
+/// directory entry once for the whole load.
+#[derive(Debug)]
+pub struct GlobWalker {
+    visited: usize,
+    cap: usize,
+    /// Directory names a `**` never enters.
+    skip: Vec<String>,
+    listings: HashMap<PathBuf, Entries>,
+}
+
+impl GlobWalker {
+    pub fn new(skip: Vec<String>) -> Self {
+        Self::with_cap(skip, WALK_CAP)
+    }
+
+    pub fn with_cap(mut skip: Vec<String>, cap: usize) -> Self {
+        skip.push(".git".into());
+        GlobWalker {
+            visited: 0,
+            cap,
+            skip,
+            listings: HashMap::new(),
+        }
+    }
+
+    pub fn visited(&self) -> usize {
+        self.visited
+    }
+
+    /// Every existing path matching `pattern` (absolute, normalised), sorted.
+    pub fn expand(&mut self, pattern: &Path) -> Result<Vec<PathBuf>, GlobError> {
+        let mut root = PathBuf::from("/");
+        let mut segs = Vec::new();
+        for c in pattern.components() {
+            let Component::Normal(n) = c else { continue };
+            let s = n.to_string_lossy().into_owned();
+            let seg = if s == "**" {
+                Seg::Any
+            } else if s.contains("**") {
+                return Err(GlobError::BadDoubleStar(s));
+            } else if is_glob(&s) {
+                Seg::Pat(s)
+            } else {
+                Seg::Lit(s)
+            };
+            if segs.is_empty() {
+                if let Seg::Lit(l) = &seg {
+                    root.push(l);
+                    continue;
+                }
+            }
+            segs.push(seg);
+        }
+        let mut out = BTreeSet::new();
+        if segs.is_empty() {
+            out.insert(root);
+        } else {
+            let root_s = root.display().to_string();
+            self.walk(&root, &segs, &mut out, &root_s)?;
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    fn count(&mut self, root: &str) -> Result<(), GlobError> {
+        self.visited += 1;
+        if self.visited > self.cap {
+            return Err(GlobError::TooLarge {
+                cap: self.cap,
+                root: root.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn walk(
+        &mut self,
+        dir: &Path,
+        segs: &[Seg],
+        out: &mut BTreeSet<PathBuf>,
+        root: &str,
+    ) -> Result<(), GlobError> {
+        let Some((first, rest)) = segs.split_first() else {
+            out.insert(dir.to_path_buf());
+            return Ok(());
+        };
+        match first {
+            Seg::Lit(name) => {
+                let p = dir.join(name);
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if rest.is_empty() || m.is_dir() => self.walk(&p, rest, out, root),
+                    Ok(_) => Ok(()),
+                    Err(e) => skip_or_fail(&p, e),
+                }
+            }
+            Seg::Pat(pat) => {
+                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
+                    if glob_component(pat, name) && (rest.is_empty() || *is_dir) {
+                        self.walk(path, rest, out, root)?;
+                    }
+                }
+                Ok(())
+            }
+            Seg::Any => {
+                self.walk(dir, rest, out, root)?;
+                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
+                    if *is_dir && !self.skip.contains(name) {
+                        self.walk(path, segs, out, root)?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Entries of `dir` as (name, path, is a real directory). Symlinks are
+    /// never reported as directories, so the walk never follows them.
+    fn entries(&mut self, dir: &Path, root: &str) -> Result<Entries, GlobError> {
+        if let Some(e) = self.listings.get(dir) {
+            return Ok(Rc::clone(e));
+        }
+        let rd = match std::fs::read_dir(dir) {
+            Ok(rd) => rd,
+            Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
+        };
+        let mut out = Vec::new();
+        for entry in rd {
+            self.count(root)?;
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    skip_or_fail(dir, e)?;
+                    continue;
+                }
+            };
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            out.push((
+                entry.file_name().to_string_lossy().into_owned(),
+                entry.path(),
+                is_dir,
+            ));
+        }
+        out.sort();
+        let out = Rc::new(out);
+        self.listings.insert(dir.to_path_buf(), Rc::clone(&out));
+        Ok(out)
+    }
+}
+
+/// Missing paths and directories the user cannot read are skipped: the
+/// job runs as the same user with fewer rights, so it cannot read them
+/// either. Anything else fails the load.
+fn skip_or_fail(path: &Path, e: io::Error) -> Result<(), GlobError> {
+    match e.kind() {
+        io::ErrorKind::NotFound
+        | io::ErrorKind::PermissionDenied
+        | io::ErrorKind::NotADirectory => Ok(()),
+        _ => Err(GlobError::Io {
+            path: path.display().to_string(),
+            error: e.to_string(),
+        }),
+    }
+}
+
+/// `*` (any run, including none) and `?` (one character) within one
+/// component; a leading `.` is matched like any other character.
+pub fn glob_component(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotdot_never_climbs_above_root() {
+        assert_eq!(
+            normalise("/a/../../..//b/./c/").ok(),
+            Some(PathBuf::from("/b/c"))
+        );
+        assert_eq!(normalise("/..").ok(), Some(PathBuf::from("/")));
+        assert_eq!(normalise("a/b"), Err(PathError::Relative("a/b".into())));
+        assert_eq!(normalise(""), Err(PathError::Empty));
+    }
+
+    #[test]
+    fn component_globs() {
+        assert!(glob_component("*.pem", "server.pem"));
+        assert!(glob_component("*.pem", ".hidden.pem"));
+        assert!(!glob_component("*.pem", "server.pem.txt"));
+        assert!(glob_component(".env.*", ".env.local"));
+        assert!(!glob_component(".env.*", ".env"));
+        assert!(glob_component("id_?sa", "id_rsa"));
+        assert!(glob_component("*", ""));
+    }
+}

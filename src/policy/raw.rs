@@ -1,0 +1,390 @@
+//! `RawPolicy`: the TOML document as written, every value with its span.
+//!
+//! The document is parsed with `toml`'s span-preserving `DeTable` and walked
+//! by hand rather than through serde, so that every unknown key and every
+//! wrongly typed value is reported (serde stops at the first error).
+
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::diag::{Diags, SourceRef, did_you_mean, list};
+
+/// A value and the byte range it was written at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sp<T> {
+    pub value: T,
+    pub span: Range<usize>,
+}
+
+/// `max_memory` may be written as a string with a unit or as bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SizeValue {
+    Text(String),
+    Bytes(i64),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawPolicy {
+    pub extends: Vec<Sp<String>>,
+    pub min_tier: Option<Sp<String>>,
+    pub filesystem: RawFilesystem,
+    pub network: RawNetwork,
+    pub limits: RawLimits,
+    pub env: RawEnv,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawFilesystem {
+    pub read: Vec<Sp<String>>,
+    pub write: Vec<Sp<String>>,
+    pub deny: Vec<Sp<String>>,
+    pub protect: Vec<Sp<String>>,
+    pub outputs: Vec<Sp<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawNetwork {
+    pub mode: Option<Sp<String>>,
+    pub allow: Vec<Sp<String>>,
+    pub resolve: Vec<Sp<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawLimits {
+    pub timeout: Option<Sp<String>>,
+    pub max_procs: Option<Sp<i64>>,
+    pub max_memory: Option<Sp<SizeValue>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RawEnv {
+    pub pass: Vec<Sp<String>>,
+    pub withhold: Vec<Sp<String>>,
+    pub pass_secret: Vec<Sp<String>>,
+    pub set: Vec<(Sp<String>, Sp<String>)>,
+}
+
+const TOP: &[&str] = &[
+    "extends",
+    "min_tier",
+    "filesystem",
+    "network",
+    "limits",
+    "env",
+];
+const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs"];
+const NETWORK: &[&str] = &["mode", "allow", "resolve"];
+const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
+const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
+
+/// The section a misplaced key belongs to, for a better hint.
+fn home_of(key: &str) -> Option<&'static str> {
+    [
+        ("filesystem", FILESYSTEM),
+        ("network", NETWORK),
+        ("limits", LIMITS),
+        ("env", ENV),
+    ]
+    .into_iter()
+    .find(|(_, keys)| keys.contains(&key))
+    .map(|(section, _)| section)
+}
+
+/// Parse `text`; syntax errors and structural problems go to `diags`.
+/// The result holds everything that could be read, even when there were errors.
+pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
+    let (doc, errors) = DeTable::parse_recoverable(src.text);
+    let had_syntax_errors = !errors.is_empty();
+    // Only the first: the parser's recovery turns one missing `]` into a
+    // cascade of follow-on errors that would bury the real one.
+    for e in errors.into_iter().take(1) {
+        let span = e.span().unwrap_or(0..0);
+        diags.at(
+            src,
+            &span,
+            format!("invalid TOML: {}", e.message().trim_end()),
+        );
+    }
+    let mut raw = RawPolicy::default();
+    if had_syntax_errors {
+        // Recovery can leave a half-built document; reporting type errors
+        // on it would only add noise to the syntax error.
+        return raw;
+    }
+    let mut w = Walker { src, diags };
+    let table = doc.get_ref();
+    w.unknown_keys(table, None, TOP);
+    for (key, value) in table.iter() {
+        match key.get_ref().as_ref() {
+            "extends" => raw.extends = w.string_list(value, "a list of preset names"),
+            "min_tier" => {
+                raw.min_tier = w.string(value, "a tier name (`full`, `fs-only` or `seccomp`)")
+            }
+            "filesystem" => {
+                if let Some(t) = w.table(value, "filesystem") {
+                    w.unknown_keys(t, Some("filesystem"), FILESYSTEM);
+                    let fs = &mut raw.filesystem;
+                    for (k, v) in t.iter() {
+                        let slot = match k.get_ref().as_ref() {
+                            "read" => &mut fs.read,
+                            "write" => &mut fs.write,
+                            "deny" => &mut fs.deny,
+                            "protect" => &mut fs.protect,
+                            "outputs" => {
+                                fs.outputs = w.string_list(v, "a list of directory names");
+                                continue;
+                            }
+                            _ => continue,
+                        };
+                        *slot = w.string_list(v, "a list of paths");
+                    }
+                }
+            }
+            "network" => {
+                if let Some(t) = w.table(value, "network") {
+                    w.unknown_keys(t, Some("network"), NETWORK);
+                    for (k, v) in t.iter() {
+                        match k.get_ref().as_ref() {
+                            "mode" => {
+                                raw.network.mode =
+                                    w.string(v, "a network mode (`off`, `host` or `allow`)")
+                            }
+                            "allow" => raw.network.allow = w.string_list(v, "a list of host names"),
+                            "resolve" => {
+                                raw.network.resolve = w.string_list(v, "a list of `HOST:IP` pins")
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            "limits" => {
+                if let Some(t) = w.table(value, "limits") {
+                    w.unknown_keys(t, Some("limits"), LIMITS);
+                    for (k, v) in t.iter() {
+                        match k.get_ref().as_ref() {
+                            "timeout" => {
+                                raw.limits.timeout = w.string(v, "a duration such as \"10m\"")
+                            }
+                            "max_procs" => {
+                                raw.limits.max_procs = w.integer(v, "a number of processes")
+                            }
+                            "max_memory" => raw.limits.max_memory = w.size(v),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            "env" => {
+                if let Some(t) = w.table(value, "env") {
+                    w.unknown_keys(t, Some("env"), ENV);
+                    for (k, v) in t.iter() {
+                        match k.get_ref().as_ref() {
+                            "pass" => raw.env.pass = w.string_list(v, "a list of variable names"),
+                            "withhold" => {
+                                raw.env.withhold = w.string_list(v, "a list of variable names")
+                            }
+                            "pass_secret" => {
+                                raw.env.pass_secret = w.string_list(v, "a list of variable names")
+                            }
+                            "set" => raw.env.set = w.string_map(v),
+                            _ => {}
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    raw
+}
+
+struct Walker<'s, 'd> {
+    src: SourceRef<'s>,
+    diags: &'d mut Diags,
+}
+
+fn kind(v: &DeValue<'_>) -> &'static str {
+    match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "an integer",
+        DeValue::Float(_) => "a float",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date-time",
+        DeValue::Array(_) => "a list",
+        DeValue::Table(_) => "a table",
+    }
+}
+
+impl Walker<'_, '_> {
+    fn unknown_keys(&mut self, table: &DeTable<'_>, section: Option<&str>, expected: &[&str]) {
+        for key in table.keys() {
+            let name: &str = key.get_ref();
+            if expected.contains(&name) {
+                continue;
+            }
+            let place = section.map_or("at the top level".to_string(), |s| format!("in [{s}]"));
+            let help = match did_you_mean(name, expected) {
+                Some(s) => Some(format!("did you mean `{s}`?")),
+                None => match home_of(name) {
+                    Some(home) if section != Some(home) => {
+                        Some(format!("`{name}` belongs in the [{home}] table"))
+                    }
+                    _ if section.is_some() => did_you_mean(name, TOP).map(|s| {
+                        format!(
+                            "`{s}` is a top-level key, not part of [{}]",
+                            section.unwrap_or_default()
+                        )
+                    }),
+                    _ => None,
+                },
+            };
+            self.diags.at_help(
+                self.src,
+                &key.span(),
+                format!(
+                    "unknown key `{name}` {place}; expected one of {}",
+                    list(expected)
+                ),
+                help,
+            );
+        }
+    }
+
+    fn mismatch(&mut self, v: &Spanned<DeValue<'_>>, expected: &str, help: Option<String>) {
+        self.diags.at_help(
+            self.src,
+            &v.span(),
+            format!("expected {expected}, found {}", kind(v.get_ref())),
+            help,
+        );
+    }
+
+    fn table<'v, 'i>(
+        &mut self,
+        v: &'v Spanned<DeValue<'i>>,
+        name: &str,
+    ) -> Option<&'v DeTable<'i>> {
+        match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            _ => {
+                self.mismatch(v, &format!("a table `[{name}]`"), None);
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, v: &Spanned<DeValue<'_>>, expected: &str) -> Option<Sp<String>> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(Sp {
+                value: s.to_string(),
+                span: v.span(),
+            }),
+            _ => {
+                self.mismatch(v, expected, None);
+                None
+            }
+        }
+    }
+
+    fn string_list(&mut self, v: &Spanned<DeValue<'_>>, expected: &str) -> Vec<Sp<String>> {
+        match v.get_ref() {
+            DeValue::Array(items) => {
+                let mut out = Vec::new();
+                for item in items.iter() {
+                    match item.get_ref() {
+                        DeValue::String(s) => out.push(Sp {
+                            value: s.to_string(),
+                            span: item.span(),
+                        }),
+                        _ => self.mismatch(item, &format!("a string in {expected}"), None),
+                    }
+                }
+                out
+            }
+            DeValue::String(s) => {
+                let help = Some(format!("write a list: [{:?}]", s.as_ref()));
+                self.mismatch(v, expected, help);
+                Vec::new()
+            }
+            _ => {
+                self.mismatch(v, expected, None);
+                Vec::new()
+            }
+        }
+    }
+
+    fn integer(&mut self, v: &Spanned<DeValue<'_>>, expected: &str) -> Option<Sp<i64>> {
+        match v.get_ref() {
+            DeValue::Integer(i) => {
+                match i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()) {
+                    Ok(n) => Some(Sp {
+                        value: n,
+                        span: v.span(),
+                    }),
+                    Err(_) => {
+                        self.diags
+                            .at(self.src, &v.span(), format!("{expected} out of range"));
+                        None
+                    }
+                }
+            }
+            DeValue::String(s) => {
+                let help = s
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .map(|n| format!("write it without quotes: {n}"));
+                self.mismatch(v, &format!("an integer ({expected})"), help);
+                None
+            }
+            _ => {
+                self.mismatch(v, &format!("an integer ({expected})"), None);
+                None
+            }
+        }
+    }
+
+    fn size(&mut self, v: &Spanned<DeValue<'_>>) -> Option<Sp<SizeValue>> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(Sp {
+                value: SizeValue::Text(s.to_string()),
+                span: v.span(),
+            }),
+            DeValue::Integer(_) => self.integer(v, "a size in bytes").map(|n| Sp {
+                value: SizeValue::Bytes(n.value),
+                span: n.span,
+            }),
+            _ => {
+                self.mismatch(v, "a size such as \"4GiB\"", None);
+                None
+            }
+        }
+    }
+
+    fn string_map(&mut self, v: &Spanned<DeValue<'_>>) -> Vec<(Sp<String>, Sp<String>)> {
+        let DeValue::Table(t) = v.get_ref() else {
+            self.mismatch(
+                v,
+                "a table of variable names to values, e.g. { CI = \"true\" }",
+                None,
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, val) in t.iter() {
+            if let Some(value) = self.string(val, "a string value") {
+                out.push((
+                    Sp {
+                        value: k.get_ref().to_string(),
+                        span: k.span(),
+                    },
+                    value,
+                ));
+            }
+        }
+        out
+    }
+}

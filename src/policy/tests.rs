@@ -1,0 +1,708 @@
+//! Policy loading end to end: fixtures, presets, merge precedence, globs,
+//! built-in rules and explain decisions. Named after what they stop.
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::explain::{self, Decision, PathVerdict};
+use super::paths::{GlobError, GlobWalker};
+use super::*;
+use crate::plan;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/policy")
+}
+
+fn req(cwd: &Path, project: &Path, home: &Path, policy_file: Option<&str>) -> LoadRequest {
+    LoadRequest {
+        cwd: cwd.to_path_buf(),
+        project: Some(project.to_path_buf()),
+        policy_file: policy_file.map(PathBuf::from),
+        home: home.to_path_buf(),
+        session_tmp: PathBuf::from("/tmp/vetto-test-session"),
+        report_dir: None,
+        env: Vec::new(),
+        overrides: Overrides::default(),
+    }
+}
+
+fn fixture_req(file: Option<&str>) -> LoadRequest {
+    let f = fixtures();
+    req(&f, &f.join("project"), Path::new("/home/user"), file)
+}
+
+/// A scratch project (with `.git`) and home directory.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    project: PathBuf,
+    home: PathBuf,
+}
+
+fn scratch() -> Scratch {
+    let dir = tempfile::tempdir().unwrap();
+    let root = fs::canonicalize(dir.path()).unwrap();
+    let project = root.join("project");
+    let home = root.join("home");
+    fs::create_dir_all(project.join(".git/hooks")).unwrap();
+    fs::create_dir_all(home.join(".ssh")).unwrap();
+    fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+    Scratch {
+        _dir: dir,
+        project,
+        home,
+    }
+}
+
+impl Scratch {
+    fn req(&self, file: Option<&str>) -> LoadRequest {
+        req(&self.project, &self.project, &self.home, file)
+    }
+
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.project.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+fn verdict(policy: &Policy, path: &Path) -> PathVerdict {
+    explain::decide_path(policy, "", path).verdict
+}
+
+fn sorted_tomls(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_bad_fixture_is_refused_with_located_diagnostics() {
+    for path in sorted_tomls(&fixtures().join("bad")) {
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let rel = format!("bad/{name}.toml");
+        let err = load(&fixture_req(Some(&rel))).expect_err(&rel);
+        assert!(
+            err.diagnostics.iter().all(|d| d.location.is_some()),
+            "{rel}: every diagnostic names file:line:col"
+        );
+        insta::assert_snapshot!(format!("bad_{name}"), err.rendered);
+    }
+}
+
+#[test]
+fn every_good_fixture_loads() {
+    for path in sorted_tomls(&fixtures().join("good")) {
+        let rel = format!("good/{}", path.file_name().unwrap().to_string_lossy());
+        if let Err(e) = load(&fixture_req(Some(&rel))) {
+            panic!("{rel}:\n{e}");
+        }
+    }
+}
+
+#[test]
+fn every_preset_file_is_registered_and_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let files = sorted_tomls(&dir);
+    assert_eq!(
+        files.len(),
+        presets::PRESETS.len(),
+        "policies/ vs presets.rs"
+    );
+    for f in files {
+        let name = f.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = presets::get(&name).unwrap_or_else(|| panic!("{name} not registered"));
+        assert_eq!(text, fs::read_to_string(&f).unwrap());
+        let mut r = fixture_req(None);
+        r.overrides.presets = vec![name.clone()];
+        if let Err(e) = load(&r) {
+            panic!("preset {name}:\n{e}");
+        }
+    }
+}
+
+#[test]
+fn default_preset_masks_credentials_and_keeps_toolchains_working() {
+    let s = scratch();
+    s.write(".env", "SECRET=1");
+    s.write("api/.env.local", "SECRET=1");
+    s.write("certs/server-key.pem", "k");
+    s.write("certs/ca.pem", "public cert");
+    s.write("src/main.rs", "fn main() {}");
+    let p = load(&s.req(None)).unwrap();
+    let h = &s.home;
+    let pr = &s.project;
+    for (path, want) in [
+        (h.join(".ssh/id_rsa"), PathVerdict::Masked),
+        (h.join(".aws/credentials"), PathVerdict::Masked),
+        (h.join(".npmrc"), PathVerdict::Masked),
+        (h.join(".cargo/credentials.toml"), PathVerdict::Masked),
+        (h.join(".cargo/bin/cargo"), PathVerdict::Readable),
+        (h.join(".rustup/toolchains"), PathVerdict::Readable),
+        (h.clone(), PathVerdict::NoRule),
+        (h.join(".bashrc"), PathVerdict::NoRule),
+        (PathBuf::from("/usr/bin/env"), PathVerdict::Readable),
+        (PathBuf::from("/dev/null"), PathVerdict::Writable),
+        (
+            PathBuf::from("/tmp/vetto-test-session/x"),
+            PathVerdict::Writable,
+        ),
+        (PathBuf::from("/tmp/other"), PathVerdict::NoRule),
+        (pr.join("src/main.rs"), PathVerdict::Writable),
+        (pr.join("target/debug"), PathVerdict::Writable),
+        (pr.join(".git/hooks/pre-commit"), PathVerdict::Protected),
+        (pr.join(".git/config"), PathVerdict::Protected),
+        (pr.join(".git/HEAD"), PathVerdict::Writable),
+        (pr.join(".env"), PathVerdict::Masked),
+        (pr.join("api/.env.local"), PathVerdict::Masked),
+        (pr.join("certs/server-key.pem"), PathVerdict::Masked),
+        (pr.join("certs/ca.pem"), PathVerdict::Writable),
+    ] {
+        assert_eq!(verdict(&p, &path), want, "{}", path.display());
+    }
+    assert_eq!(p.net, NetPolicy::Off);
+    assert_eq!(p.limits, Limits::default());
+    assert_eq!(p.min_tier, None);
+    assert!(p.outputs.contains(&"target".to_string()));
+    assert!(p.env.withhold.contains(&"*TOKEN*".to_string()));
+}
+
+#[test]
+fn secrets_inside_dependency_trees_are_not_walked() {
+    let s = scratch();
+    s.write("node_modules/pkg/test/key.key", "k");
+    s.write(".git/objects/x.key", "k");
+    let p = load(&s.req(None)).unwrap();
+    assert!(
+        !p.fs
+            .iter()
+            .any(|r| r.path.starts_with(s.project.join("node_modules")))
+    );
+    assert!(
+        !p.fs
+            .iter()
+            .any(|r| r.path.starts_with(s.project.join(".git/objects")))
+    );
+}
+
+#[test]
+fn no_policy_file_means_the_default_preset_only() {
+    let s = scratch();
+    let p = load(&s.req(None)).unwrap();
+    let names: Vec<_> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["preset:default"]);
+    assert_eq!(p.sources[0].digest.len(), 64);
+    assert_eq!(p.policy_file, None);
+}
+
+#[test]
+fn vetto_toml_at_the_project_root_is_used_and_protected() {
+    let s = scratch();
+    let file = s.write("vetto.toml", "extends = [\"default\"]\n");
+    let p = load(&s.req(None)).unwrap();
+    assert_eq!(p.policy_file.as_deref(), Some(file.as_path()));
+    assert_eq!(verdict(&p, &file), PathVerdict::Protected);
+    let rule = plan::fs::decide_rule(&p.fs, &file).unwrap();
+    assert_eq!(rule.origin.source, merge::BUILT_IN);
+}
+
+#[test]
+fn a_policy_without_extends_gets_no_implicit_default() {
+    let s = scratch();
+    s.write("p.toml", "[filesystem]\nread = [\"/usr\"]\n");
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    assert_eq!(p.sources.len(), 1);
+    assert_eq!(verdict(&p, &s.home.join(".ssh")), PathVerdict::NoRule);
+    assert_eq!(verdict(&p, &s.project), PathVerdict::NoRule);
+    assert!(p.env.pass.is_empty());
+    // The CI control variables are withheld whatever the policy says.
+    assert!(p.env.withhold.contains(&"GITHUB_ENV".to_string()));
+}
+
+#[test]
+fn later_sources_override_scalars_and_extend_lists() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        r#"extends = ["node"]
+min_tier = "full"
+[filesystem]
+read = ["/srv/data"]
+[limits]
+timeout = "10m"
+max_procs = 100
+[env]
+set = { CI = "true", A = "1" }
+"#,
+    );
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.presets = vec!["ci-cache".into()];
+    r.overrides.timeout = Some("5m".into());
+    r.overrides.allow_read = vec!["docs".into()];
+    r.overrides.env_pass = vec!["NPM_TOKEN".into()];
+    let p = load(&r).unwrap();
+    let names: Vec<_> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "preset:default",
+            "preset:node",
+            "preset:ci-cache",
+            "p.toml",
+            "command line"
+        ]
+    );
+    assert_eq!(p.limits.timeout, Some(Duration::from_secs(300)));
+    assert_eq!(p.limits.max_procs, Some(100));
+    assert_eq!(p.min_tier, Some(plan::tier::Tier::Full));
+    assert_eq!(verdict(&p, Path::new("/srv/data/x")), PathVerdict::Readable);
+    assert_eq!(verdict(&p, Path::new("/usr/lib")), PathVerdict::Readable);
+    let docs = plan::fs::decide_rule(&p.fs, &s.project.join("docs")).unwrap();
+    assert_eq!(docs.access, Access::Read);
+    assert_eq!(
+        (docs.origin.source.as_str(), docs.origin.line),
+        ("--allow-read", 0)
+    );
+    assert_eq!(
+        verdict(&p, &s.home.join(".cargo/registry/x")),
+        PathVerdict::Writable,
+        "ci-cache makes the cargo registry writable"
+    );
+    assert_eq!(p.env.pass_exact, ["NPM_TOKEN"]);
+    assert_eq!(
+        p.env.set,
+        [("A".into(), "1".into()), ("CI".into(), "true".into())]
+    );
+    match &p.net {
+        NetPolicy::Allow { hosts, .. } => {
+            assert!(hosts.iter().any(|h| h.host == "registry.npmjs.org"));
+        }
+        other => panic!("node preset implies allow, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_explicit_mode_off_overrides_a_presets_allow_list() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "extends = [\"node\"]\n[network]\nmode = \"off\"\n",
+    );
+    assert_eq!(load(&s.req(Some("p.toml"))).unwrap().net, NetPolicy::Off);
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.allow_domain = vec!["*.github.com:443".into()];
+    let p = load(&r).unwrap();
+    let NetPolicy::Allow { hosts, .. } = &p.net else {
+        panic!("--allow-domain implies allow")
+    };
+    assert_eq!(hosts.len(), 3, "lists accumulate even across a mode change");
+    let mut r = s.req(None);
+    r.overrides.net = Some("host".into());
+    r.overrides.allow_domain = vec!["x.org".into()];
+    let e = load(&r).unwrap_err();
+    assert!(
+        e.rendered.contains("--net host contradicts --allow-domain"),
+        "{e}"
+    );
+}
+
+#[test]
+fn command_line_errors_name_the_option() {
+    let s = scratch();
+    let mut r = s.req(None);
+    r.overrides.timeout = Some("soon".into());
+    r.overrides.max_memory = Some("lots".into());
+    r.overrides.presets = vec!["nod".into()];
+    r.overrides.deny = vec!["${NOPE}/x".into()];
+    let e = load(&r).unwrap_err();
+    for needle in [
+        "--timeout: error: invalid duration `soon`",
+        "--max-memory: error: invalid size `lots`",
+        "--preset: error: unknown preset `nod`",
+        "help: did you mean `node`?",
+        "--deny: error: ${NOPE}/x: unknown variable `${NOPE}`",
+    ] {
+        assert!(e.rendered.contains(needle), "{needle} in\n{e}");
+    }
+}
+
+#[test]
+fn ci_control_files_are_masked_and_their_variables_withheld() {
+    let s = scratch();
+    let mut r = s.req(None);
+    r.env = vec![
+        (
+            "GITHUB_ENV".into(),
+            "/runner/_temp/_runner_file_commands/set_env_1".into(),
+        ),
+        (
+            "GITHUB_PATH".into(),
+            "/runner/_temp/_runner_file_commands/add_path_1".into(),
+        ),
+        ("GITHUB_OUTPUT".into(), String::new()),
+    ];
+    r.overrides.env_pass = vec!["GITHUB_ENV".into()];
+    let p = load(&r).unwrap();
+    let env_file = Path::new("/runner/_temp/_runner_file_commands/set_env_1");
+    assert_eq!(verdict(&p, env_file), PathVerdict::Masked);
+    assert_eq!(
+        verdict(
+            &p,
+            Path::new("/runner/_temp/_runner_file_commands/add_path_1")
+        ),
+        PathVerdict::Masked
+    );
+    for var in merge::CI_CONTROL_VARS {
+        assert!(p.env.withhold.iter().any(|w| w == var), "{var}");
+    }
+    assert!(
+        p.env.pass_exact.is_empty(),
+        "--env-pass cannot hand out GITHUB_ENV"
+    );
+}
+
+#[test]
+fn report_dir_inside_the_project_is_protected_outside_it_gains_nothing() {
+    let s = scratch();
+    let mut r = s.req(None);
+    r.report_dir = Some(PathBuf::from("vetto-report"));
+    let p = load(&r).unwrap();
+    assert_eq!(
+        verdict(&p, &s.project.join("vetto-report/x")),
+        PathVerdict::Protected
+    );
+    let mut r = s.req(None);
+    r.report_dir = Some(PathBuf::from("/var/reports"));
+    let p = load(&r).unwrap();
+    assert_eq!(verdict(&p, Path::new("/var/reports")), PathVerdict::NoRule);
+}
+
+#[test]
+fn project_root_is_the_nearest_git_ancestor() {
+    let s = scratch();
+    let sub = s.project.join("a/b");
+    fs::create_dir_all(&sub).unwrap();
+    assert_eq!(project_root(&sub, None).unwrap(), s.project);
+    assert_eq!(
+        project_root(&sub, Some(Path::new(".."))).unwrap(),
+        s.project.join("a")
+    );
+}
+
+#[test]
+fn globs_match_without_following_symlinks_and_keep_the_pattern() {
+    let s = scratch();
+    s.write("a/x.pem", "");
+    s.write("a/b/y.pem", "");
+    s.write("a/b/y.txt", "");
+    s.write("build/z.pem", "");
+    std::os::unix::fs::symlink(s.project.join("a"), s.project.join("link")).unwrap();
+    s.write(
+        "p.toml",
+        "[filesystem]\noutputs = [\"build\"]\ndeny = [\"${PROJECT}/**/*.pem\", \"${PROJECT}/a/?/y.*\", \"${PROJECT}/missing/literal\"]\n",
+    );
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let denied: Vec<_> =
+        p.fs.iter()
+            .filter(|r| r.access == Access::Deny)
+            .map(|r| {
+                r.path
+                    .strip_prefix(&s.project)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+    assert_eq!(
+        denied,
+        [
+            "a/b/y.pem",
+            "a/x.pem",
+            "a/b/y.pem",
+            "a/b/y.txt",
+            "missing/literal"
+        ]
+    );
+    let r = &p.fs[0];
+    assert_eq!(r.origin.written, "${PROJECT}/**/*.pem");
+    assert_eq!(
+        (r.origin.source.as_str(), r.origin.line, r.origin.col),
+        ("p.toml", 3, 9)
+    );
+}
+
+#[test]
+fn a_glob_walk_beyond_the_cap_fails_closed() {
+    let s = scratch();
+    for i in 0..20 {
+        s.write(&format!("d/f{i}"), "");
+    }
+    let mut w = GlobWalker::with_cap(vec![], 10);
+    let e = w.expand(&s.project.join("**/*.pem")).unwrap_err();
+    assert!(matches!(e, GlobError::TooLarge { cap: 10, .. }), "{e}");
+    let mut w = GlobWalker::with_cap(vec![], 1000);
+    assert!(w.expand(&s.project.join("**/*.pem")).unwrap().is_empty());
+}
+
+#[test]
+fn many_patterns_over_one_tree_cost_one_walk() {
+    let s = scratch();
+    for i in 0..30 {
+        s.write(&format!("d/f{i}"), "");
+    }
+    let mut w = GlobWalker::with_cap(vec![], 40);
+    for pat in [
+        "*.pem", "*.key", ".env", "id_rsa", "f1*", "f2?", "x", "y", "z", "f3",
+    ] {
+        w.expand(&s.project.join("**").join(pat)).unwrap();
+    }
+    assert!(w.visited() <= 40, "{}", w.visited());
+}
+
+#[test]
+fn explain_names_the_deciding_rule_for_paths_and_hosts() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "extends = [\"default\"]\n[network]\nallow = [\"*.github.com:443\", \"registry.npmjs.org\"]\n",
+    );
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let d = explain::decide(&p, "~/.ssh/id_rsa", &s.project, &s.home);
+    let Decision::Path(d) = d else { panic!() };
+    assert_eq!(d.verdict, PathVerdict::Masked);
+    let rule = d.rule.unwrap();
+    assert_eq!(rule.origin.source, "policies/default.toml");
+    assert_eq!(rule.origin.written, "~/.ssh");
+    let Decision::Path(d) = explain::decide(&p, "./.git/hooks/x", &s.project, &s.home) else {
+        panic!()
+    };
+    assert_eq!(d.verdict, PathVerdict::Protected);
+    let host = |q: &str| match explain::decide(&p, q, &s.project, &s.home) {
+        Decision::Host(h) => h,
+        Decision::Path(_) => panic!("{q} is a host"),
+    };
+    assert!(host("api.github.com:443").allowed);
+    assert!(host("API.GitHub.com").allowed);
+    assert!(host("API.GitHub.com").reason.contains("port 443 only"));
+    assert!(!host("api.github.com:80").allowed);
+    assert!(
+        !host("github.com:443").allowed,
+        "*.x does not match the apex"
+    );
+    assert!(!host("evilgithub.com:443").allowed);
+    assert!(host("registry.npmjs.org:8443").allowed);
+    assert!(!host("example.com").allowed);
+    let off = load(&s.req(None)).unwrap();
+    assert_eq!(
+        explain::decide_host(&off, "github.com").reason,
+        "the network is off"
+    );
+}
+
+#[test]
+fn explain_text_snapshot() {
+    let p = load(&fixture_req(Some("good/full.toml"))).unwrap();
+    let queries = [
+        "~/.ssh/id_rsa",
+        "/usr/bin/cc",
+        "~/.bashrc",
+        "api.github.com:443",
+        "example.com",
+    ];
+    let home = Path::new("/home/user");
+    let decisions: Vec<_> = queries
+        .iter()
+        .map(|q| explain::decide(&p, q, &fixtures(), home))
+        .collect();
+    let text = explain::render_text(&p, &decisions);
+    let text = text.replace(&fixtures().display().to_string(), "[FIXTURES]");
+    insta::assert_snapshot!("explain_full", text);
+}
+
+/// A tiny deterministic generator: no extra dependency for the test.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "[",
+    "]",
+    "[[",
+    "]]",
+    "{",
+    "}",
+    "=",
+    "\"",
+    "'",
+    "\"\"\"",
+    ",",
+    ".",
+    "\n",
+    "#",
+    "\\",
+    "\\u{0}",
+    "${",
+    "${PROJECT}",
+    "${HOME}",
+    "~",
+    "**",
+    "*",
+    "?",
+    "/..",
+    "//",
+    "é",
+    "\u{0}",
+    "\r",
+    "extends",
+    "[filesystem]",
+    "[network]",
+    "[limits]",
+    "[env]",
+    "read",
+    "write",
+    "deny",
+    "protect",
+    "outputs",
+    "mode",
+    "allow",
+    "resolve",
+    "timeout",
+    "max_procs",
+    "max_memory",
+    "pass",
+    "set",
+    "1979-05-27",
+    "9999999999999999999999",
+    "-1",
+    "0x7f",
+    "1e99",
+    "true",
+    "inf",
+    "nan",
+    "\"10m\"",
+    "\"4GiB\"",
+];
+
+fn mutate(rng: &mut XorShift, seed: &[u8]) -> Vec<u8> {
+    let mut b = seed.to_vec();
+    for _ in 0..=rng.below(8) {
+        let at = rng.below(b.len() + 1);
+        match rng.below(6) {
+            0 if !b.is_empty() => {
+                let i = rng.below(b.len());
+                b[i] = rng.next() as u8;
+            }
+            1 => {
+                let t = TOKENS[rng.below(TOKENS.len())];
+                b.splice(at..at, t.bytes());
+            }
+            2 if !b.is_empty() => {
+                let end = (at + rng.below(16)).min(b.len());
+                b.drain(at.min(end)..end);
+            }
+            3 => b.truncate(at),
+            4 if !b.is_empty() => {
+                let from = rng.below(b.len());
+                let end = (from + rng.below(64)).min(b.len());
+                let chunk = b[from..end].to_vec();
+                b.splice(at..at, chunk);
+            }
+            _ => {
+                let t = (rng.next() & 0x7f) as u8;
+                b.insert(at, t);
+            }
+        }
+    }
+    b
+}
+
+/// Random and mutated inputs never panic the parser. `VETTO_FUZZ_ITERS`
+/// makes it a longer fuzz run (docs/policy.md records one).
+#[test]
+fn random_inputs_never_panic() {
+    let iters: u64 = std::env::var("VETTO_FUZZ_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    let mut seeds: Vec<Vec<u8>> = Vec::new();
+    for dir in ["good", "bad"] {
+        for f in sorted_tomls(&fixtures().join(dir)) {
+            seeds.push(fs::read(f).unwrap());
+        }
+    }
+    seeds.extend(presets::PRESETS.iter().map(|(_, t)| t.as_bytes().to_vec()));
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ iters);
+    let start = std::time::Instant::now();
+    for i in 0..iters {
+        let seed = &seeds[rng.below(seeds.len())];
+        let input = if i % 10 == 0 {
+            (0..rng.below(256)).map(|_| rng.next() as u8).collect()
+        } else {
+            mutate(&mut rng, seed)
+        };
+        let text = String::from_utf8_lossy(&input);
+        let _ = check_text(&text).map_err(|e| e.to_string());
+    }
+    eprintln!(
+        "random_inputs_never_panic: {iters} inputs in {:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn preset_cycles_are_reported_not_followed_forever() {
+    const CATALOG: &[(&str, &str)] = &[
+        ("a", "extends = [\"b\"]\n"),
+        ("b", "extends = [\"c\"]\n"),
+        ("c", "extends = [\"a\"]\n"),
+    ];
+    let mut diags = diag::Diags::default();
+    let mut order = Vec::new();
+    merge::add_preset(
+        CATALOG,
+        "a",
+        merge::Asker::Option,
+        &mut Vec::new(),
+        &mut order,
+        &mut diags,
+    );
+    let text = diags.render();
+    assert!(text.contains("preset cycle: a → b → c → a"), "{text}");
+    assert!(text.contains("policies/c.toml:1:12"), "{text}");
+
+    // Shared ancestors (a diamond) are applied once, before their users.
+    const DIAMOND: &[(&str, &str)] = &[
+        ("base", ""),
+        ("x", "extends = [\"base\"]\n"),
+        ("y", "extends = [\"base\", \"x\"]\n"),
+    ];
+    let mut diags = diag::Diags::default();
+    let mut order = Vec::new();
+    merge::add_preset(
+        DIAMOND,
+        "y",
+        merge::Asker::Option,
+        &mut Vec::new(),
+        &mut order,
+        &mut diags,
+    );
+    assert!(diags.is_empty(), "{}", diags.render());
+    let names: Vec<_> = order.iter().map(|p| p.name).collect();
+    assert_eq!(names, ["base", "x", "y"]);
+}

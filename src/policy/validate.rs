@@ -1,0 +1,539 @@
+//! `RawPolicy` → `Layer`: one validated source (preset, file or command
+//! line) with variables expanded, paths normalised and globs matched.
+//! Every problem is pushed to `Diags`; validation never stops early.
+
+use std::net::IpAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::diag::{Diags, SourceRef};
+use super::paths::{self, GlobWalker, PathError};
+use super::raw::{RawPolicy, SizeValue};
+use super::vars::Vars;
+use super::{Access, EnvPolicy, FsRule, HostPattern, Origin, PinnedHost, SourceInfo};
+use crate::plan::tier::Tier;
+
+/// `[network] mode`, as one source says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetMode {
+    Off,
+    Host,
+    Allow,
+}
+
+/// One validated source; `merge` folds these in precedence order.
+#[derive(Debug, Clone)]
+pub struct Layer {
+    pub source: SourceInfo,
+    pub min_tier: Option<Tier>,
+    pub fs: Vec<FsRule>,
+    pub outputs: Vec<String>,
+    /// Explicit, or `Allow` implied by a non-empty `allow`.
+    pub mode: Option<NetMode>,
+    pub allow: Vec<HostPattern>,
+    pub resolve: Vec<PinnedHost>,
+    pub timeout: Option<Duration>,
+    pub max_procs: Option<u32>,
+    pub max_memory: Option<u64>,
+    pub env: EnvPolicy,
+}
+
+impl Layer {
+    pub fn empty(source: SourceInfo) -> Self {
+        Layer {
+            source,
+            min_tier: None,
+            fs: Vec::new(),
+            outputs: Vec::new(),
+            mode: None,
+            allow: Vec::new(),
+            resolve: Vec::new(),
+            timeout: None,
+            max_procs: None,
+            max_memory: None,
+            env: EnvPolicy::default(),
+        }
+    }
+}
+
+/// What validating paths needs: variables and the shared glob walker.
+pub struct PathCtx<'a> {
+    pub vars: Vars<'a>,
+    pub walker: GlobWalker,
+}
+
+impl PathCtx<'_> {
+    /// Expand, normalise and glob-match one written path. `base` makes
+    /// relative paths absolute (command-line options); in files they are
+    /// an error.
+    pub fn resolve(
+        &mut self,
+        written: &str,
+        base: Option<&Path>,
+    ) -> Result<Vec<PathBuf>, (String, Option<String>)> {
+        let expanded = self
+            .vars
+            .expand(written)
+            .map_err(|e| (e.to_string(), None))?;
+        let expanded = match base {
+            Some(b) if !expanded.is_empty() && !Path::new(&expanded).is_absolute() => {
+                b.join(&expanded).to_string_lossy().into_owned()
+            }
+            _ => expanded,
+        };
+        let path = paths::normalise(&expanded).map_err(|e| match e {
+            PathError::Relative(p) => (
+                format!("relative path `{p}`; expected an absolute path"),
+                Some(format!(
+                    "write `${{PROJECT}}/{}` for a path in the project",
+                    p.trim_start_matches("./")
+                )),
+            ),
+            other => (other.to_string(), None),
+        })?;
+        if paths::is_glob(&expanded) {
+            self.walker.expand(&path).map_err(|e| {
+                let help = matches!(e, paths::GlobError::TooLarge { .. }).then(|| {
+                    "narrow the pattern, or list large generated directories in \
+                     [filesystem] outputs: `**` does not enter them"
+                        .to_string()
+                });
+                (e.to_string(), help)
+            })
+        } else {
+            Ok(vec![path])
+        }
+    }
+}
+
+/// Check the `outputs` names of a source (done first: `**` skips them).
+pub fn outputs(raw: &RawPolicy, src: SourceRef<'_>, diags: &mut Diags) -> Vec<String> {
+    let mut out = Vec::new();
+    for o in &raw.filesystem.outputs {
+        match output_name(&o.value) {
+            Ok(()) => out.push(o.value.clone()),
+            Err((msg, help)) => diags.at_help(src, &o.span, msg, help),
+        }
+    }
+    out
+}
+
+fn output_name(name: &str) -> Result<(), (String, Option<String>)> {
+    if name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains(['/', '\0', '$', '~', '*', '?'])
+    {
+        let help = name
+            .strip_prefix("${PROJECT}/")
+            .filter(|n| !n.contains('/'))
+            .map(|n| format!("write just the name: \"{n}\""));
+        return Err((
+            format!(
+                "invalid output directory `{name}`; expected the name of a directory at the top of the project (e.g. \"target\")"
+            ),
+            help,
+        ));
+    }
+    if name.eq_ignore_ascii_case(".git") {
+        return Err((
+            "`.git` cannot be an output directory; expected a build output such as \"target\""
+                .into(),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// Validate one parsed source.
+pub fn validate(
+    raw: &RawPolicy,
+    src: SourceRef<'_>,
+    source: SourceInfo,
+    ctx: &mut PathCtx<'_>,
+    diags: &mut Diags,
+) -> Layer {
+    let mut layer = Layer::empty(source);
+    let origin = |span: &Range<usize>, written: &str| {
+        let loc = src.locate(span);
+        Origin {
+            source: src.name.to_string(),
+            line: loc.line,
+            col: loc.col,
+            written: written.to_string(),
+        }
+    };
+
+    let fs = &raw.filesystem;
+    for (list, access) in [
+        (&fs.read, Access::Read),
+        (&fs.write, Access::Write),
+        (&fs.deny, Access::Deny),
+        (&fs.protect, Access::Protect),
+    ] {
+        for p in list {
+            match ctx.resolve(&p.value, None) {
+                Ok(paths) => layer.fs.extend(paths.into_iter().map(|path| FsRule {
+                    path,
+                    access,
+                    origin: origin(&p.span, &p.value),
+                })),
+                Err((msg, help)) => diags.at_help(src, &p.span, msg, help),
+            }
+        }
+    }
+
+    if let Some(t) = &raw.min_tier {
+        match t.value.parse::<Tier>() {
+            Ok(tier) => layer.min_tier = Some(tier),
+            Err(e) => diags.at(src, &t.span, e),
+        }
+    }
+
+    let net = &raw.network;
+    let mode = net.mode.as_ref().and_then(|m| match parse_mode(&m.value) {
+        Ok(mode) => Some((mode, m)),
+        Err(e) => {
+            diags.at(src, &m.span, e);
+            None
+        }
+    });
+    for h in &net.allow {
+        match parse_host(&h.value) {
+            Ok((host, port)) => layer.allow.push(HostPattern {
+                host,
+                port,
+                origin: origin(&h.span, &h.value),
+            }),
+            Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+        }
+    }
+    for r in &net.resolve {
+        match parse_resolve(&r.value) {
+            Ok((host, addr)) => layer.resolve.push(PinnedHost {
+                host,
+                addr,
+                origin: origin(&r.span, &r.value),
+            }),
+            Err(e) => diags.at(src, &r.span, e),
+        }
+    }
+    layer.mode = match mode {
+        Some((m, sp)) if m != NetMode::Allow && !net.allow.is_empty() => {
+            diags.at_help(
+                src,
+                &sp.span,
+                format!(
+                    "network mode `{}` contradicts the `allow` list of the same table; expected mode \"allow\"",
+                    sp.value
+                ),
+                Some("remove `mode`: a non-empty `allow` implies mode \"allow\""),
+            );
+            None
+        }
+        Some((m, _)) => Some(m),
+        None if !net.allow.is_empty() => Some(NetMode::Allow),
+        None => None,
+    };
+
+    let lim = &raw.limits;
+    if let Some(t) = &lim.timeout {
+        match parse_duration(&t.value) {
+            Ok(d) => layer.timeout = Some(d),
+            Err(e) => diags.at(src, &t.span, e),
+        }
+    }
+    if let Some(n) = &lim.max_procs {
+        match u32::try_from(n.value) {
+            Ok(v) if v > 0 => layer.max_procs = Some(v),
+            _ => diags.at(
+                src,
+                &n.span,
+                format!(
+                    "invalid max_procs {}; expected a number from 1 to {}",
+                    n.value,
+                    u32::MAX
+                ),
+            ),
+        }
+    }
+    if let Some(m) = &lim.max_memory {
+        let parsed = match &m.value {
+            SizeValue::Text(s) => parse_size(s),
+            SizeValue::Bytes(b) => u64::try_from(*b).ok().filter(|b| *b > 0).ok_or_else(|| {
+                format!("invalid max_memory {b}; expected a positive size such as \"4GiB\"")
+            }),
+        };
+        match parsed {
+            Ok(b) => layer.max_memory = Some(b),
+            Err(e) => diags.at(src, &m.span, e),
+        }
+    }
+
+    let env = &raw.env;
+    for (list, out, exact) in [
+        (&env.pass, &mut layer.env.pass, false),
+        (&env.withhold, &mut layer.env.withhold, false),
+        (&env.pass_secret, &mut layer.env.pass_exact, true),
+    ] {
+        for name in list {
+            match env_name(&name.value, exact) {
+                Ok(()) => out.push(name.value.clone()),
+                Err(e) => diags.at(src, &name.span, e),
+            }
+        }
+    }
+    for (k, v) in &env.set {
+        if let Err(e) = env_name(&k.value, true) {
+            diags.at(src, &k.span, e);
+        } else if v.value.contains('\0') {
+            diags.at(src, &v.span, "value contains a NUL byte");
+        } else {
+            layer.env.set.push((k.value.clone(), v.value.clone()));
+        }
+    }
+    layer
+}
+
+pub fn parse_mode(s: &str) -> Result<NetMode, String> {
+    match s {
+        "off" => Ok(NetMode::Off),
+        "host" => Ok(NetMode::Host),
+        "allow" => Ok(NetMode::Allow),
+        other => Err(format!(
+            "unknown network mode `{other}`; expected one of `off`, `host`, `allow`"
+        )),
+    }
+}
+
+/// `90s`, `10m`, `1h30m`: runs of digits each followed by `s`, `m` or `h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = |why: &str| {
+        format!(
+            "invalid duration `{s}`: {why}; expected a number with a unit s, m or h, e.g. \"90s\", \"10m\", \"1h30m\""
+        )
+    };
+    let mut total: u64 = 0;
+    let mut digits = String::new();
+    let mut seen = false;
+    for c in s.trim().chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            _ => return Err(bad(&format!("unexpected `{c}`"))),
+        };
+        if digits.is_empty() {
+            return Err(bad(&format!("`{c}` without a number")));
+        }
+        let n: u64 = digits.parse().map_err(|_| bad("number too large"))?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|v| total.checked_add(v))
+            .ok_or_else(|| bad("too long"))?;
+        digits.clear();
+        seen = true;
+    }
+    if !digits.is_empty() {
+        return Err(bad("missing unit"));
+    }
+    if !seen {
+        return Err(bad("empty"));
+    }
+    if total == 0 {
+        return Err(bad("must be longer than zero"));
+    }
+    Ok(Duration::from_secs(total))
+}
+
+/// `4GiB`, `512 MiB`, `2GB`, `1048576`: bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let bad = |why: &str| {
+        format!(
+            "invalid size `{s}`: {why}; expected a number with a unit KiB, MiB, GiB, TiB, KB, MB, GB, TB or B, e.g. \"4GiB\""
+        )
+    };
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(bad("no number"));
+    }
+    let n: u64 = num.parse().map_err(|_| bad("number too large"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        other => return Err(bad(&format!("unknown unit `{other}`"))),
+    };
+    match n.checked_mul(mult) {
+        Some(0) => Err(bad("must be larger than zero")),
+        Some(b) => Ok(b),
+        None => Err(bad("too large")),
+    }
+}
+
+/// `example.com`, `*.example.com`, either with `:PORT`. Lower-cased.
+pub fn parse_host(s: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {
+    let bad = |why: String| {
+        (
+            format!(
+                "invalid host `{s}`: {why}; expected a host name such as \"registry.npmjs.org\" or \"*.github.com:443\""
+            ),
+            None,
+        )
+    };
+    if s.contains("://") {
+        let rest = s.split_once("://").map_or(s, |(_, r)| r);
+        let host = rest.split('/').next().unwrap_or(rest);
+        return Err((
+            format!("invalid host `{s}`: a URL; expected a host name"),
+            Some(format!("write \"{host}\"")),
+        ));
+    }
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) => {
+            let port = p
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad(format!("port `{p}` is not a number from 1 to 65535")))?;
+            (h, Some(port))
+        }
+        None => (s, None),
+    };
+    let host = host.to_ascii_lowercase();
+    if host == "*" {
+        return Err((
+            format!("invalid host `{s}`: `*` would allow every host"),
+            Some("use [network] mode = \"host\" for unrestricted network".into()),
+        ));
+    }
+    let name = host.strip_prefix("*.").unwrap_or(&host);
+    if name.is_empty() || name.len() > 253 {
+        return Err(bad("empty or longer than 253 characters".into()));
+    }
+    for label in name.split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err(bad("empty label or label longer than 63 characters".into()));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(bad(format!("label `{label}` starts or ends with `-`")));
+        }
+        if let Some(c) = label
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+        {
+            let why = if c == '*' {
+                "`*` is only allowed as a whole first label (`*.example.com`)".to_string()
+            } else {
+                format!("`{c}` is not allowed in a host name")
+            };
+            return Err(bad(why));
+        }
+    }
+    Ok((host, port))
+}
+
+/// `HOST:IP` (IPv6 addresses need no brackets: the host has no colon).
+pub fn parse_resolve(s: &str) -> Result<(String, IpAddr), String> {
+    let bad = |why: &str| {
+        format!(
+            "invalid pin `{s}`: {why}; expected `HOST:IP`, e.g. \"registry.npmjs.org:104.16.0.1\""
+        )
+    };
+    let (host, addr) = s.split_once(':').ok_or_else(|| bad("no `:`"))?;
+    let addr = addr.trim_start_matches('[').trim_end_matches(']');
+    let addr: IpAddr = addr
+        .parse()
+        .map_err(|_| bad(&format!("`{addr}` is not an IP address")))?;
+    let (host, port) = parse_host(host).map_err(|(m, _)| m)?;
+    if host.starts_with("*.") || port.is_some() {
+        return Err(bad("the host must be a plain name, without `*` or a port"));
+    }
+    Ok((host, addr))
+}
+
+/// A variable name or (unless `exact`) a pattern with `*`.
+pub fn env_name(s: &str, exact: bool) -> Result<(), String> {
+    if s.is_empty() {
+        return Err("empty variable name; expected a name such as \"PATH\"".into());
+    }
+    if s.contains(['=', '\0']) {
+        return Err(format!(
+            "invalid variable name `{s}`: `=` and NUL are not allowed; expected a name such as \"PATH\""
+        ));
+    }
+    if exact && s.contains('*') {
+        return Err(format!(
+            "`{s}` is a pattern; expected an exact variable name (`pass_secret` and `set` take exact names)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "90", "m", "1x", "0s", "99999999999999999999h", "-1s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_size("512 MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("100"), Ok(100));
+        for bad in ["", "GiB", "4 parsecs", "0", "99999999999TiB", "-1"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn hosts() {
+        assert_eq!(
+            parse_host("Registry.NPMjs.org"),
+            Ok(("registry.npmjs.org".into(), None))
+        );
+        assert_eq!(
+            parse_host("*.github.com:443"),
+            Ok(("*.github.com".into(), Some(443)))
+        );
+        for bad in [
+            "*",
+            "",
+            "a..b",
+            "https://x.org/",
+            "x.org:0",
+            "x.org:http",
+            "a*.b.com",
+            "-a.com",
+            "a b",
+        ] {
+            assert!(parse_host(bad).is_err(), "{bad}");
+        }
+        assert!(parse_resolve("registry.npmjs.org:104.16.0.1").is_ok());
+        assert!(parse_resolve("h.example:2001:db8::1").is_ok());
+        assert!(parse_resolve("*.x.org:1.2.3.4").is_err());
+        assert!(parse_resolve("x.org").is_err());
+    }
+}

@@ -1,0 +1,292 @@
+//! FULL tier: enter the namespaces and build the new root from the plan's
+//! mount list. Runs in the stage; no decisions are made here.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, symlink};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, unshare};
+
+use super::sys;
+use crate::plan::mounts::{Mount, NamespacePlan};
+
+/// The namespaces of the FULL tier, in the order they are listed to
+/// `unshare` (the kernel creates the user namespace first and makes it the
+/// owner of the others, which is what lets an unprivileged user do this).
+pub const ORDER: [(CloneFlags, &str); 6] = [
+    (CloneFlags::CLONE_NEWUSER, "user"),
+    (CloneFlags::CLONE_NEWNS, "mount"),
+    (CloneFlags::CLONE_NEWPID, "pid"),
+    (CloneFlags::CLONE_NEWIPC, "ipc"),
+    (CloneFlags::CLONE_NEWUTS, "uts"),
+    (CloneFlags::CLONE_NEWNET, "net"),
+];
+
+/// Enter the namespaces and map the caller's own uid and gid, so the job
+/// sees its own identity rather than root. The PID namespace applies to
+/// the next child: the caller forks the sandbox's PID 1 afterwards.
+pub fn enter(plan: &NamespacePlan) -> Result<(), String> {
+    let uid = nix::unistd::getuid();
+    let gid = nix::unistd::getgid();
+    let mut flags = CloneFlags::empty();
+    for (flag, _) in ORDER {
+        if flag != CloneFlags::CLONE_NEWNET || plan.net {
+            flags |= flag;
+        }
+    }
+    unshare(flags).map_err(|e| {
+        format!("cannot create the user, mount, pid, ipc, uts and net namespaces: {e} (see `vetto doctor`)")
+    })?;
+    // A non-dumpable process's /proc files belong to root: the maps can
+    // only be written while dumpable, so lift it for these three writes.
+    nix::sys::prctl::set_dumpable(true).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
+    // setgroups must be denied before an unprivileged gid_map is accepted.
+    fs::write("/proc/self/setgroups", "deny").map_err(|e| format!("setgroups deny: {e}"))?;
+    fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
+        .map_err(|e| format!("uid_map: {e}"))?;
+    fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+        .map_err(|e| format!("gid_map: {e}"))?;
+    nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))
+}
+
+/// Where the pieces live while the new root is assembled: the host's root
+/// is reachable at `OLD`, the sandbox's root is built at `NEW`.
+const BASE: &str = "/tmp";
+const OLD: &str = "/oldroot";
+const NEW: &str = "/newroot";
+const EMPTY_FILE: &str = "/empty";
+
+/// In the sandbox's PID 1 (it owns the new mount namespace): build the new
+/// root from `plan.mounts`, switch to it, bring loopback up. The order
+/// follows bubblewrap's: private propagation, a tmpfs to work in, pivot so
+/// the host root becomes `/oldroot`, assemble `/newroot`, pivot again and
+/// detach the host root.
+pub fn build_root(plan: &NamespacePlan) -> Result<(), String> {
+    let none: Option<&str> = None;
+    // 1. Nothing we mount propagates back to the host.
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
+        .map_err(|e| format!("make / private: {e}"))?;
+    // 2. A scratch tmpfs becomes the root; the host root moves to /oldroot.
+    mount(
+        Some("tmpfs"),
+        BASE,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("mount scratch tmpfs: {e}"))?;
+    let old_in_base = Path::new(BASE).join(OLD.trim_start_matches('/'));
+    mkdir(&old_in_base)?;
+    nix::unistd::pivot_root(BASE, &old_in_base).map_err(|e| format!("pivot_root: {e}"))?;
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
+    mkdir(Path::new(NEW))?;
+    mount(
+        Some("tmpfs"),
+        NEW,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("mount root tmpfs: {e}"))?;
+    fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o444)
+        .open(EMPTY_FILE)
+        .map_err(|e| format!("create {EMPTY_FILE}: {e}"))?;
+
+    // 3. The policy's view, parents before children.
+    for m in &plan.mounts {
+        apply(m).map_err(|e| format!("{}: {e}", m.path().display()))?;
+    }
+
+    // 4. Switch to the new root and let go of the host's.
+    std::env::set_current_dir(NEW).map_err(|e| format!("chdir {NEW}: {e}"))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detach the host root: {e}"))?;
+    std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
+    // 5. The skeleton between mounts is immutable.
+    mount(
+        none,
+        "/",
+        none,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY,
+        none,
+    )
+    .map_err(|e| format!("remount / read-only: {e}"))?;
+
+    nix::unistd::sethostname(&plan.hostname).map_err(|e| format!("sethostname: {e}"))?;
+    if plan.net {
+        sys::loopback_up().map_err(|e| format!("bring up loopback: {e}"))?;
+    }
+    Ok(())
+}
+
+fn inside(path: &Path) -> PathBuf {
+    Path::new(NEW).join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn host(path: &Path) -> PathBuf {
+    Path::new(OLD).join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn mkdir(path: &Path) -> Result<(), String> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(|e| format!("mkdir {}: {e}", path.display()))
+}
+
+/// Create `dest` as the same kind of entry as `src` (mount points must match).
+fn make_mount_point(src: &Path, dest: &Path) -> Result<(), String> {
+    let is_dir = fs::metadata(src)
+        .map_err(|e| format!("{}: {e}", src.display()))?
+        .is_dir();
+    if is_dir {
+        return mkdir(dest);
+    }
+    if let Some(parent) = dest.parent() {
+        mkdir(parent)?;
+    }
+    match fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o444)
+        .open(dest)
+    {
+        Ok(_) => Ok(()),
+        // Already there beneath a bound parent.
+        Err(_) if dest.exists() => Ok(()),
+        Err(e) => Err(format!("create {}: {e}", dest.display())),
+    }
+}
+
+fn bind(src: &Path, dest: &Path, writable: bool) -> Result<(), String> {
+    make_mount_point(src, dest)?;
+    let none: Option<&str> = None;
+    mount(
+        Some(src),
+        dest,
+        none,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        none,
+    )
+    .map_err(|e| format!("bind {}: {e}", src.display()))?;
+    let mut attrs = sys::MOUNT_ATTR_NOSUID;
+    if !writable {
+        attrs |= sys::MOUNT_ATTR_RDONLY;
+    }
+    sys::mount_setattr_recursive(dest, attrs).map_err(|e| format!("read-only/nosuid: {e}"))
+}
+
+fn apply(m: &Mount) -> Result<(), String> {
+    let none: Option<&str> = None;
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    match m {
+        Mount::Tmpfs { path } => {
+            let dest = inside(path);
+            mkdir(&dest)?;
+            let mode = if path == Path::new("/tmp") {
+                "mode=1777"
+            } else {
+                "mode=0755"
+            };
+            mount(
+                Some("tmpfs"),
+                &dest,
+                Some("tmpfs"),
+                nosuid_nodev,
+                Some(mode),
+            )
+            .map_err(|e| format!("tmpfs: {e}"))
+        }
+        Mount::Bind { path, writable } => bind(&host(path), &inside(path), *writable),
+        Mount::Symlink { path, target } => {
+            let dest = inside(path);
+            if let Some(parent) = dest.parent() {
+                mkdir(parent)?;
+            }
+            symlink(target, &dest).map_err(|e| format!("symlink: {e}"))
+        }
+        Mount::MaskFile { path } => bind(Path::new(EMPTY_FILE), &inside(path), false),
+        Mount::MaskDir { path } => {
+            let dest = inside(path);
+            mount(
+                Some("tmpfs"),
+                &dest,
+                Some("tmpfs"),
+                nosuid_nodev | MsFlags::MS_NOEXEC | MsFlags::MS_RDONLY,
+                Some("mode=0555,size=4k"),
+            )
+            .map_err(|e| format!("mask: {e}"))
+        }
+        Mount::Proc { path } => {
+            let dest = inside(path);
+            mkdir(&dest)?;
+            mount(
+                Some("proc"),
+                &dest,
+                Some("proc"),
+                nosuid_nodev | MsFlags::MS_NOEXEC,
+                none,
+            )
+            .map_err(|e| format!("proc: {e}"))
+        }
+        Mount::Dev { path } => build_dev(path),
+    }
+}
+
+/// A minimal /dev: a few host device nodes bound in, a private devpts
+/// (so the job cannot reach other terminals), /dev/shm and the fd links.
+fn build_dev(path: &Path) -> Result<(), String> {
+    let dev = inside(path);
+    mkdir(&dev)?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755"),
+    )
+    .map_err(|e| format!("tmpfs: {e}"))?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let src = host(&path.join(node));
+        if src.exists() {
+            bind(&src, &dev.join(node), true)?;
+        }
+    }
+    let pts = dev.join("pts");
+    mkdir(&pts)?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )
+    .map_err(|e| format!("devpts: {e}"))?;
+    symlink("pts/ptmx", dev.join("ptmx")).map_err(|e| format!("ptmx: {e}"))?;
+    let shm = dev.join("shm");
+    mkdir(&shm)?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777"),
+    )
+    .map_err(|e| format!("shm: {e}"))?;
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        symlink(target, dev.join(name)).map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
