@@ -38,7 +38,6 @@ pub enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-#[expect(clippy::large_enum_variant, reason = "parsed once per process")]
 pub enum PolicyCommand {
     /// Validate policy files; errors name file:line:col
     Check {

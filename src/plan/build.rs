@@ -279,6 +279,7 @@ fn plan_for(
             for name in &policy.outputs {
                 let dir = policy.project.join(name);
                 if view.kind(&dir).is_none()
+                    && announced(name, &policy.project, view)
                     && fs::decide_rule(&policy.fs, &dir).map(|r| r.access) == Some(Access::Write)
                 {
                     carved.rules.push(LandlockRule {
@@ -348,4 +349,27 @@ fn plan_for(
         },
         degraded,
     }
+}
+
+/// Whether the project announces that a build will create this output
+/// directory (a `target/` only where there is a `Cargo.toml`, …), so that
+/// vetto does not litter other projects with empty directories a script
+/// might take for an installed dependency tree. Names vetto does not know
+/// are the policy author's explicit choice and always prepared.
+fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
+    let markers: &[&str] = match name {
+        "target" => &["Cargo.toml"],
+        "node_modules" => &["package.json"],
+        "dist" | "build" => &[
+            "package.json",
+            "pyproject.toml",
+            "setup.py",
+            "build.gradle",
+            "build.gradle.kts",
+            "CMakeLists.txt",
+        ],
+        ".venv" => &["pyproject.toml", "requirements.txt", "setup.py", "Pipfile", "uv.lock"],
+        _ => return true,
+    };
+    markers.iter().any(|m| view.kind(&project.join(m)).is_some())
 }

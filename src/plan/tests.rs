@@ -63,6 +63,7 @@ fn project_fs() -> FakeFs {
     FakeFs::with(&[
         ("/p/src/main.rs", FILE),
         ("/p/README.md", FILE),
+        ("/p/Cargo.toml", FILE),
         ("/p/.env", FILE),
         ("/p/.git/HEAD", FILE),
         ("/p/.git/config", FILE),
@@ -224,7 +225,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         policy_file: None,
         sources: vec![],
         fs,
-        outputs: vec!["target".into()],
+        outputs: vec!["target".into(), "node_modules".into()],
         net: NetPolicy::Off,
         limits: Limits::default(),
         env: EnvPolicy::default(),
@@ -397,6 +398,7 @@ fn seccomp_tier_named_explicitly_still_needs_allow_degraded_for_fs_rules() {
 #[test]
 fn missing_output_dir_is_prepared_and_granted_when_the_project_is_carved() -> Result<(), Refusal> {
     let plan = build_on(&HostCaps::everything(), TierRequest::Auto)?;
+    // Cargo.toml announces target/; nothing announces node_modules/ here.
     assert_eq!(plan.prepare_dirs, [PathBuf::from("/p/target")]);
     let ll = plan.landlock.as_ref().map(|l| &l.rules);
     assert!(ll.is_some_and(|rules| rules.iter().any(|r| r.path == Path::new("/p/target"))));
