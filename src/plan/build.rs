@@ -368,8 +368,16 @@ fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
             "build.gradle.kts",
             "CMakeLists.txt",
         ],
-        ".venv" => &["pyproject.toml", "requirements.txt", "setup.py", "Pipfile", "uv.lock"],
+        ".venv" => &[
+            "pyproject.toml",
+            "requirements.txt",
+            "setup.py",
+            "Pipfile",
+            "uv.lock",
+        ],
         _ => return true,
     };
-    markers.iter().any(|m| view.kind(&project.join(m)).is_some())
+    markers
+        .iter()
+        .any(|m| view.kind(&project.join(m)).is_some())
 }

@@ -31,12 +31,21 @@ fn project_files_are_readable_and_writable() {
 }
 
 /// Runs as an unprivileged user: tools that create new top-level entries
-/// in the project — `npm install` (node_modules/), `cargo build` (target/),
-/// a new file at the root, a new directory at the root.
+/// in the project — `npm install` (node_modules/, announced by
+/// package.json), `cargo build` (target/, announced by Cargo.toml), a new
+/// file at the root, a new directory at the root.
 #[test]
 fn new_top_level_entries_can_be_created() {
     require!(Feature::FsOnly);
     let w = World::new();
+    w.write(
+        &w.project.join("package.json"),
+        "{\"name\": \"demo\", \"version\": \"1.0.0\"}\n",
+    );
+    w.write(
+        &w.project.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
     let out = w.sh_sandboxed(
         "set -e; mkdir -p node_modules/dep; touch node_modules/x; echo 'module.exports = 1' > node_modules/dep/index.js; \
          mkdir -p target/debug; echo bin > target/debug/app; touch newfile; echo data > newfile2; mkdir newdir; echo ok",
