@@ -13,6 +13,7 @@ mod github_env_inject;
 mod io_uring;
 mod network;
 mod npmrc_exfil;
+mod policy_tamper;
 mod proc_environ;
 mod ptrace;
 mod secrets;

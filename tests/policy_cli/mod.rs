@@ -126,3 +126,31 @@ fn doctor_json_reports_landlock_abi() {
         "doctor does not report Landlock ABI {abi}: {text}"
     );
 }
+
+/// Runs as an unprivileged user: `--deny PATH` masks a file inside the
+/// (readable, writable) project. Evidence: bare, it is read; with `--deny`
+/// neither read nor overwritten.
+#[test]
+fn cli_deny_masks_a_project_file() {
+    crate::require!(crate::util::Feature::FsOnly);
+    let w = World::new();
+    let secret = w.project.join("config/credentials.json");
+    w.write(&secret, "CANARY-cli-deny-9\n");
+    w.sh_bare("cat config/credentials.json")
+        .assert_stdout_contains("CANARY-cli-deny-9");
+    let out = w
+        .sandboxed_with(
+            &["--deny", secret.to_str().unwrap()],
+            &["sh", "-c", "cat config/credentials.json; echo x > config/credentials.json; echo script-finished"],
+        )
+        .run();
+    out.assert_ran()
+        .assert_stdout_contains("script-finished")
+        .assert_no_leak("CANARY-cli-deny-9");
+    assert_eq!(
+        crate::util::read(&secret).as_deref(),
+        Some("CANARY-cli-deny-9\n"),
+        "the denied file was overwritten\n{}",
+        out.dump()
+    );
+}
