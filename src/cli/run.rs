@@ -12,7 +12,7 @@ use crate::policy::{self, LoadRequest, Overrides};
 use crate::{exit, host, sandbox, supervisor};
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let session_tmp = SessionTmp::create()?;
+    let mut session_tmp = SessionTmp::reserve();
     let request = args
         .policy
         .load_request(session_tmp.path(), args.report_dir.as_deref())?;
@@ -45,6 +45,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
+    }
+    if plan.session_tmp.is_some() {
+        session_tmp.create()?;
     }
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     let child = match sandbox::spawn(&plan, &args.command) {
@@ -101,30 +104,49 @@ impl PolicyArgs {
     }
 }
 
-/// The per-session temporary directory, removed when the session ends.
-pub struct SessionTmp(PathBuf);
+/// The per-session temporary directory: named before the policy is
+/// loaded (`${TMPDIR}` expands to it), created only if the plan needs it
+/// on the host, removed when the session ends.
+pub struct SessionTmp {
+    path: PathBuf,
+    created: bool,
+}
 
 impl SessionTmp {
-    pub fn create() -> anyhow::Result<Self> {
+    pub fn reserve() -> Self {
         let base = std::env::var_os("TMPDIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        let path = base.join(format!("vetto-{}-{}", std::process::id(), nonce()));
+        SessionTmp {
+            path: base.join(format!("vetto-{}-{}", std::process::id(), nonce())),
+            created: false,
+        }
+    }
+
+    pub fn create(&mut self) -> anyhow::Result<()> {
         std::fs::DirBuilder::new()
             .mode(0o700)
-            .create(&path)
-            .with_context(|| format!("cannot create the session directory {}", path.display()))?;
-        Ok(SessionTmp(path))
+            .create(&self.path)
+            .with_context(|| {
+                format!(
+                    "cannot create the session directory {}",
+                    self.path.display()
+                )
+            })?;
+        self.created = true;
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for SessionTmp {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.created {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 

@@ -1,14 +1,17 @@
 //! The tier ladder: choose a tier and translate the policy for it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
 use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, mounts, syscalls};
 use crate::host::HostCaps;
-use crate::policy::{Access, NetPolicy, Policy};
+use crate::policy::{Access, FsRule, NetPolicy, Origin, Policy};
 
 /// The newest Landlock ABI vetto knows how to use.
 pub const MAX_LANDLOCK_ABI: u8 = 7;
+
+/// The FULL tier's private /tmp, which is also its `TMPDIR`.
+const PRIVATE_TMP: &str = "/tmp";
 
 /// Inputs to planning that come from the invocation rather than the policy.
 #[derive(Debug, Clone, Default)]
@@ -262,15 +265,62 @@ fn plan_for(
     // below it, seccomp and Landlock refuse the sockets themselves.
     let own_netns = tier == Tier::Full && policy.net != NetPolicy::Host;
     let filter_net = net_off && !own_netns;
-    let namespaces = (tier == Tier::Full).then(|| mounts::NamespacePlan {
-        net: own_netns,
-        hostname: "vetto".into(),
-        mounts: mounts::plan(&policy.fs, view),
-    });
+    // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
+    // any other root around what the policy binds beneath it (a project
+    // under /tmp keeps its protected .git).
+    let mut rules = policy.fs.clone();
+    if tier == Tier::Full {
+        rules.push(FsRule {
+            path: PRIVATE_TMP.into(),
+            access: Access::Write,
+            origin: Origin {
+                source: "built-in".into(),
+                line: 0,
+                col: 0,
+                written: "the FULL tier's private /tmp".into(),
+            },
+        });
+    }
+    // Where the job's TMPDIR lives: the private /tmp when it is wholly
+    // writable, else a per-session directory vetto creates on the host
+    // (granted explicitly: it does not exist yet while planning).
+    let mut session_tmp = Some(policy.session_tmp.clone());
     let (landlock, notify, prepare_dirs) = if tier >= Tier::FsOnly && host.landlock_abi > 0 {
         let abi = host.landlock_abi.min(MAX_LANDLOCK_ABI);
         let handled = rights::all_for_abi(abi);
-        let mut carved = fs::carve(&policy.fs, handled, view);
+        // At FULL a masked path is covered by an empty mount, so Landlock
+        // treats it as read-only rather than carving its parent down to
+        // listing only: files the job creates next to a masked `.env`
+        // then stay readable to it (see docs/tiers.md).
+        let landlock_rules: Vec<FsRule> = if tier == Tier::Full {
+            rules
+                .iter()
+                .map(|r| FsRule {
+                    access: if r.access == Access::Deny {
+                        Access::Protect
+                    } else {
+                        r.access
+                    },
+                    ..r.clone()
+                })
+                .collect()
+        } else {
+            rules.clone()
+        };
+        let mut carved = fs::carve(&landlock_rules, handled, view);
+        if tier == Tier::Full
+            && carved
+                .rules
+                .iter()
+                .any(|r| r.path == Path::new(PRIVATE_TMP) && r.access == handled)
+        {
+            session_tmp = None;
+        }
+        // The private /tmp's inode is the sandbox's, never the one the
+        // supervisor could open: nothing to emulate there.
+        carved
+            .carved_dirs
+            .retain(|d| tier < Tier::Full || d.path != Path::new(PRIVATE_TMP));
         let mut prepare = Vec::new();
         // Output directories the build will create at the project root:
         // a directory created later could never be granted, so create the
@@ -290,6 +340,14 @@ fn plan_for(
                 }
             }
         }
+        if let Some(dir) = &session_tmp
+            && fs::decide_rule(&policy.fs, dir).map(|r| r.access) == Some(Access::Write)
+        {
+            carved.rules.push(LandlockRule {
+                path: dir.clone(),
+                access: handled,
+            });
+        }
         let notify = NotifyPlan {
             carved_dirs: if notify_available {
                 carved.carved_dirs
@@ -297,11 +355,8 @@ fn plan_for(
                 Vec::new()
             },
             broker_unix_connect: notify_available,
-            rules: policy
-                .fs
-                .iter()
-                .map(|r| (r.path.clone(), r.access))
-                .collect(),
+            // The job's own private /tmp counts as writable for sockets.
+            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
         };
         let landlock = LandlockPlan {
             abi,
@@ -319,12 +374,30 @@ fn plan_for(
         };
         (None, notify, Vec::new())
     };
+    let namespaces = (tier == Tier::Full).then(|| {
+        let mut mounts = mounts::plan(&policy.fs, view);
+        if let Some(dir) = &session_tmp {
+            mounts.push(mounts::Mount::Bind {
+                path: dir.clone(),
+                writable: true,
+            });
+            mounts.sort_by(|a, b| a.path().cmp(b.path()));
+        }
+        mounts::NamespacePlan {
+            net: own_netns,
+            hostname: "vetto".into(),
+            mounts,
+        }
+    });
     let seccomp = syscalls::plan(
         filter_net,
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
-    let tmp = policy.session_tmp.to_string_lossy().into_owned();
+    let tmp = match &session_tmp {
+        Some(dir) => dir.to_string_lossy().into_owned(),
+        None => PRIVATE_TMP.to_string(),
+    };
     let session_env = [
         ("TMPDIR".to_string(), tmp.clone()),
         ("TMP".to_string(), tmp.clone()),
@@ -334,6 +407,7 @@ fn plan_for(
     let env = env::plan(&policy.env, &options.env, &session_env);
     Plan {
         tier,
+        session_tmp,
         namespaces,
         landlock,
         seccomp,

@@ -102,6 +102,19 @@ impl NotifyPlan {
     }
 }
 
+/// `path` is `ancestor` or lies beneath it. Both are absolute and
+/// lexically normal (the policy guarantees it), so a byte-prefix test at a
+/// component boundary is exact — and far cheaper than `Path::starts_with`,
+/// which matters on the startup path where every rule meets every rule.
+pub fn beneath(path: &Path, ancestor: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, a) = (path.as_os_str().as_bytes(), ancestor.as_os_str().as_bytes());
+    if a == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    p.starts_with(a) && (p.len() == a.len() || p[a.len()] == b'/')
+}
+
 /// The access that decides `path`: the rule with the longest path that is
 /// `path` or an ancestor of it; ties go to the stronger restriction.
 /// `None` when no rule covers the path (deny by default).
@@ -111,7 +124,7 @@ where
 {
     let mut best: Option<(Access, &Path)> = None;
     for (rule_path, access) in rules {
-        if !path.starts_with(rule_path) {
+        if !beneath(path, rule_path) {
             continue;
         }
         best = match best {
@@ -184,6 +197,25 @@ impl FsView for RealFs {
     }
 }
 
+/// One access per path (the strongest restriction among rules naming the
+/// same path), sorted so that every path's descendants follow it.
+pub fn normalize(rules: &[FsRule]) -> Vec<(PathBuf, Access)> {
+    let mut by_path: std::collections::HashMap<&std::ffi::OsStr, Access> =
+        std::collections::HashMap::with_capacity(rules.len());
+    for r in rules {
+        by_path
+            .entry(r.path.as_os_str())
+            .and_modify(|a| *a = (*a).max(r.access))
+            .or_insert(r.access);
+    }
+    let mut norm: Vec<(PathBuf, Access)> = by_path
+        .into_iter()
+        .map(|(p, a)| (PathBuf::from(p), a))
+        .collect();
+    norm.sort();
+    norm
+}
+
 /// Landlock rights a policy access level grants, within `handled`.
 pub fn rights_for(access: Access, handled: u64) -> u64 {
     match access {
@@ -212,15 +244,7 @@ pub struct Carved {
 /// their target), nor are regular files with several links at a carved
 /// level (a hard link could alias a protected file).
 pub fn carve(rules: &[FsRule], handled: u64, view: &dyn FsView) -> Carved {
-    // One access per path: the strongest restriction among equal paths.
-    let mut norm: Vec<(PathBuf, Access)> = Vec::new();
-    for r in rules {
-        match norm.iter_mut().find(|(p, _)| *p == r.path) {
-            Some((_, a)) => *a = (*a).max(r.access),
-            None => norm.push((r.path.clone(), r.access)),
-        }
-    }
-    norm.sort();
+    let norm = normalize(rules);
 
     let mut out = Carved::default();
     for (path, access) in &norm {
@@ -231,8 +255,8 @@ pub fn carve(rules: &[FsRule], handled: u64, view: &dyn FsView) -> Carved {
         let exceptions: Vec<&(PathBuf, Access)> = norm
             .iter()
             .filter(|(p, a)| {
-                p != path
-                    && p.starts_with(path)
+                p.as_os_str() != path.as_os_str()
+                    && beneath(p, path)
                     && rights_for(*a, handled) & granted != granted
                     // A masked path that does not exist needs no carving:
                     // creating it only creates the job's own file.
@@ -259,7 +283,7 @@ fn carve_dir(
     };
     let beneath: Vec<&&(PathBuf, Access)> = exceptions
         .iter()
-        .filter(|(p, _)| p.starts_with(dir) && p != dir)
+        .filter(|(p, _)| p.as_os_str() != dir.as_os_str() && beneath(p, dir))
         .collect();
     if beneath.is_empty() || kind != EntryKind::Dir {
         out.rules.push(grant(dir, granted, kind));
@@ -294,7 +318,10 @@ fn carve_dir(
     names.sort();
     for name in names {
         let child = dir.join(&name);
-        if exceptions.iter().any(|(p, _)| *p == child) {
+        if exceptions
+            .iter()
+            .any(|(p, _)| p.as_os_str() == child.as_os_str())
+        {
             continue;
         }
         match view.kind(&child) {

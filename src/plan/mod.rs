@@ -29,6 +29,9 @@ pub use tier::{Tier, TierRequest};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
     pub tier: Tier,
+    /// The per-session temporary directory vetto creates on the host (and
+    /// removes afterwards); `None` at FULL, whose /tmp is private.
+    pub session_tmp: Option<PathBuf>,
     /// FULL tier: namespaces and the new root; `None` below FULL.
     pub namespaces: Option<mounts::NamespacePlan>,
     /// Landlock rules; `None` at the SECCOMP tier.

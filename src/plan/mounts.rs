@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::fs::{EntryKind, FsView};
+use super::fs::{EntryKind, FsView, beneath};
 use crate::policy::{Access, FsRule};
 
 /// One step of building the new root, applied in order. Paths are where
@@ -58,14 +58,7 @@ pub struct NamespacePlan {
 /// (a read-only path under a writable one, a masked file under the
 /// project) are mounted on top of their parent.
 pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
-    let mut norm: Vec<(PathBuf, Access)> = Vec::new();
-    for r in rules {
-        match norm.iter_mut().find(|(p, _)| *p == r.path) {
-            Some((_, a)) => *a = (*a).max(r.access),
-            None => norm.push((r.path.clone(), r.access)),
-        }
-    }
-    norm.sort();
+    let norm = super::fs::normalize(rules);
 
     let mut mounts = vec![
         Mount::Proc {
@@ -78,15 +71,16 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
             path: "/tmp".into(),
         },
     ];
-    let special =
-        |p: &Path| p.starts_with("/proc") || p.starts_with("/dev") || p == Path::new("/tmp");
+    let special = |p: &Path| {
+        beneath(p, Path::new("/proc")) || beneath(p, Path::new("/dev")) || p == Path::new("/tmp")
+    };
     for (path, access) in &norm {
         if special(path) {
             continue;
         }
         let covered = norm
             .iter()
-            .filter(|(p, _)| p != path && path.starts_with(p) && !special(p))
+            .filter(|(p, _)| p.as_os_str() != path.as_os_str() && beneath(path, p) && !special(p))
             .max_by_key(|(p, _)| p.as_os_str().len())
             .map(|(_, a)| *a);
         let kind = view.kind(path);

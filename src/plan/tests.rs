@@ -448,3 +448,58 @@ fn plan_is_serializable_for_the_stage() -> Result<(), Box<dyn std::error::Error>
     assert_eq!(back, plan);
     Ok(())
 }
+
+#[test]
+fn beneath_respects_component_boundaries() {
+    use super::fs::beneath;
+    assert!(beneath(Path::new("/p/src"), Path::new("/p")));
+    assert!(beneath(Path::new("/p"), Path::new("/p")));
+    assert!(!beneath(Path::new("/p-other"), Path::new("/p")));
+    assert!(!beneath(Path::new("/pp"), Path::new("/p")));
+    assert!(beneath(Path::new("/anything"), Path::new("/")));
+    assert!(!beneath(Path::new("/p"), Path::new("/p/src")));
+}
+
+#[test]
+fn full_tier_keeps_project_readable_next_to_a_masked_file_because_a_mount_masks_it()
+-> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full))?;
+    let p = plan
+        .landlock
+        .as_ref()
+        .and_then(|l| l.rules.iter().find(|r| r.path == Path::new("/p")))
+        .map(|r| r.access);
+    assert_eq!(p, Some(rights::READ));
+    Ok(())
+}
+
+#[test]
+fn project_under_tmp_keeps_git_protected_at_full() -> Result<(), Refusal> {
+    let fs = FakeFs::with(&[
+        ("/tmp/p/.git/hooks/x.sample", FILE),
+        ("/tmp/p/.git/config", FILE),
+        ("/tmp/p/src/a.rs", FILE),
+    ]);
+    let mut policy = policy(vec![
+        rule("/tmp/p", Access::Write),
+        rule("/tmp/p/.git/hooks", Access::Protect),
+    ]);
+    policy.project = "/tmp/p".into();
+    let plan = build::build_with_view(
+        &policy,
+        &HostCaps::everything(),
+        TierRequest::Exactly(Tier::Full),
+        &options(),
+        &fs,
+    )?;
+    let rules = plan.landlock.map(|l| l.rules).unwrap_or_default();
+    let tmp = rules
+        .iter()
+        .find(|r| r.path == Path::new("/tmp"))
+        .map(|r| r.access);
+    // Not a full grant: it would cover the project's .git/hooks beneath.
+    assert_eq!(tmp, Some(rights::READ));
+    // So TMPDIR is a per-session directory instead of /tmp itself.
+    assert_eq!(plan.session_tmp, Some(PathBuf::from("/tmp/vetto-test")));
+    Ok(())
+}

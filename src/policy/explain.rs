@@ -112,6 +112,20 @@ pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
         },
         None => (query, None),
     };
+    if let Err((msg, _)) = super::validate::parse_host(query).and_then(|(h, p)| {
+        if h.starts_with("*.") {
+            Err((format!("`{query}` is a pattern, not a host name"), None))
+        } else {
+            Ok((h, p))
+        }
+    }) {
+        return HostDecision {
+            query: query.to_string(),
+            allowed: false,
+            reason: msg,
+            rule: None,
+        };
+    }
     let (allowed, reason, rule) = match &policy.net {
         NetPolicy::Off => (false, "the network is off".to_string(), None),
         NetPolicy::Host => (

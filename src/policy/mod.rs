@@ -9,18 +9,19 @@
 
 pub mod diag;
 pub mod explain;
-pub mod merge;
+pub(crate) mod merge;
 mod model;
-pub mod paths;
+pub(crate) mod paths;
 pub mod presets;
-pub mod raw;
-pub mod validate;
-pub mod vars;
+pub(crate) mod raw;
+pub(crate) mod validate;
+pub(crate) mod vars;
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+pub use merge::CI_CONTROL_VARS;
 pub use model::*;
 
 use self::diag::{Diags, SourceRef};
@@ -44,6 +45,23 @@ pub struct Overrides {
     pub max_memory: Option<String>,
     pub env_pass: Vec<String>,
     pub presets: Vec<String>,
+}
+
+impl Overrides {
+    /// No option that shapes the policy itself (`--preset` adds presets,
+    /// not a command-line source).
+    pub fn is_empty(&self) -> bool {
+        self.allow_read.is_empty()
+            && self.allow_write.is_empty()
+            && self.deny.is_empty()
+            && self.net.is_none()
+            && self.allow_domain.is_empty()
+            && self.resolve.is_empty()
+            && self.timeout.is_none()
+            && self.max_procs.is_none()
+            && self.max_memory.is_none()
+            && self.env_pass.is_empty()
+    }
 }
 
 /// Everything `load` needs to know about the invocation.
@@ -242,19 +260,13 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         layer.outputs = file_outputs;
         layers.push(layer);
     }
-    let o = &req.overrides;
-    let has_cli = !(o.allow_read.is_empty()
-        && o.allow_write.is_empty()
-        && o.deny.is_empty()
-        && o.net.is_none()
-        && o.allow_domain.is_empty()
-        && o.resolve.is_empty()
-        && o.timeout.is_none()
-        && o.max_procs.is_none()
-        && o.max_memory.is_none()
-        && o.env_pass.is_empty());
-    if has_cli {
-        layers.push(merge::cli_layer(o, &req.cwd, &mut ctx, &mut diags));
+    if !req.overrides.is_empty() {
+        layers.push(merge::cli_layer(
+            &req.overrides,
+            &req.cwd,
+            &mut ctx,
+            &mut diags,
+        ));
     }
     if !diags.is_empty() {
         return Err(PolicyError::from_diags(diags));

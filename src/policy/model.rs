@@ -100,10 +100,19 @@ pub struct HostPattern {
 
 impl HostPattern {
     /// Whether a connection to `host:port` matches: `*.example.com` matches
-    /// subdomains at any depth but not `example.com` itself; no port means
-    /// any port. `host` is compared case-insensitively.
+    /// subdomains at any depth but not `example.com` itself; a pattern
+    /// without a port matches every port, one with a port only that port.
+    /// `host` is compared case-insensitively; a `host` that is not a plain
+    /// name (empty, or containing `*`, `/`, `:`, whitespace…) never matches.
     pub fn matches(&self, host: &str, port: Option<u16>) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if host.is_empty()
+            || !host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+        {
+            return false;
+        }
         let name_ok = match self.host.strip_prefix("*.") {
             Some(apex) => host
                 .strip_suffix(apex)

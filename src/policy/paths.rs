@@ -115,6 +115,7 @@ impl GlobWalker {
         }
     }
 
+    #[cfg(test)]
     pub fn visited(&self) -> usize {
         self.visited
     }

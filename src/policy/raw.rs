@@ -226,20 +226,14 @@ impl Walker<'_, '_> {
                 continue;
             }
             let place = section.map_or("at the top level".to_string(), |s| format!("in [{s}]"));
-            let help = match did_you_mean(name, expected) {
-                Some(s) => Some(format!("did you mean `{s}`?")),
-                None => match home_of(name) {
-                    Some(home) if section != Some(home) => {
-                        Some(format!("`{name}` belongs in the [{home}] table"))
-                    }
-                    _ if section.is_some() => did_you_mean(name, TOP).map(|s| {
-                        format!(
-                            "`{s}` is a top-level key, not part of [{}]",
-                            section.unwrap_or_default()
-                        )
-                    }),
-                    _ => None,
-                },
+            let help = if let Some(s) = did_you_mean(name, expected) {
+                Some(format!("did you mean `{s}`?"))
+            } else if let Some(home) = home_of(name).filter(|h| section != Some(*h)) {
+                Some(format!("`{name}` belongs in the [{home}] table"))
+            } else if let (Some(sec), Some(top)) = (section, did_you_mean(name, TOP)) {
+                Some(format!("`{top}` is a top-level key, not part of [{sec}]"))
+            } else {
+                None
             };
             self.diags.at_help(
                 self.src,

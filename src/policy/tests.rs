@@ -496,6 +496,16 @@ fn explain_names_the_deciding_rule_for_paths_and_hosts() {
         "*.x does not match the apex"
     );
     assert!(!host("evilgithub.com:443").allowed);
+    assert!(!host("*.github.com:443").allowed, "a pattern is not a host");
+    let pattern = HostPattern {
+        host: "*.github.com".into(),
+        port: None,
+        origin: p.fs[0].origin.clone(),
+    };
+    for not_a_host in ["*.github.com", "x/.github.com", "a b.github.com", ""] {
+        assert!(!pattern.matches(not_a_host, None), "{not_a_host:?}");
+    }
+    assert!(pattern.matches("codeload.github.com.", Some(443)));
     assert!(host("registry.npmjs.org:8443").allowed);
     assert!(!host("example.com").allowed);
     let off = load(&s.req(None)).unwrap();
@@ -705,4 +715,41 @@ fn preset_cycles_are_reported_not_followed_forever() {
     assert!(diags.is_empty(), "{}", diags.render());
     let names: Vec<_> = order.iter().map(|p| p.name).collect();
     assert_eq!(names, ["base", "x", "y"]);
+}
+
+#[test]
+fn explain_json_shape_is_stable() {
+    let p = load(&fixture_req(Some("good/full.toml"))).unwrap();
+    let home = Path::new("/home/user");
+    let decisions: Vec<_> = [
+        "~/.ssh/id_rsa",
+        "/usr/bin/cc",
+        "/home",
+        "*.github.com",
+        "api.github.com:443",
+    ]
+    .iter()
+    .map(|q| explain::decide(&p, q, Path::new("/"), home))
+    .collect();
+    insta::assert_json_snapshot!("explain_decisions_json", decisions);
+}
+
+#[test]
+fn check_file_validates_against_the_files_own_project() {
+    let s = scratch();
+    s.write("keys/deploy.key", "k");
+    let good = s.write(
+        "ci/vetto.toml",
+        "extends = [\"default\"]\n[filesystem]\ndeny = [\"${PROJECT}/keys/*.key\"]\n",
+    );
+    assert!(check_file(&good).is_ok());
+    let bad = s.write("ci/bad.toml", "[filesystem]\nread = [\"keys\"]\n");
+    let e = check_file(&bad).unwrap_err();
+    assert!(
+        e.rendered
+            .starts_with(&format!("{}:2:9: error: relative path", bad.display())),
+        "{e}"
+    );
+    let e = check_file(&s.project.join("missing.toml")).unwrap_err();
+    assert!(e.rendered.contains("cannot read the policy file"), "{e}");
 }

@@ -13,8 +13,6 @@ pub struct Vars<'a> {
     pub tmpdir: &'a Path,
 }
 
-pub const KNOWN: &[&str] = &["HOME", "PROJECT", "TMPDIR"];
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VarError {
     #[error(

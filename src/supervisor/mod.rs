@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 
+pub mod notify;
+
+use std::sync::mpsc;
+
 use crate::exit::Outcome;
 use crate::plan::Plan;
 use crate::sandbox::Spawned;
@@ -37,9 +41,19 @@ pub fn prepare() -> nix::Result<SignalWaiter> {
 
 /// Wait for the sandbox to end and return how it ended.
 pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
-    // Until the notification server lands, an unserved listener is closed:
-    // notified calls then fail with ENOSYS (closed, never open).
-    drop(child.listener);
+    let (events, decisions) = mpsc::channel();
+    let server = match child.listener {
+        Some(listener) => match notify::serve(listener, &plan.notify, events) {
+            Ok(server) => Some(server),
+            Err(e) => {
+                // The listener is gone with the error: notified calls now
+                // fail with ENOSYS, closed rather than open.
+                eprintln!("vetto: cannot answer seccomp notifications: {e}");
+                None
+            }
+        },
+        None => None,
+    };
     let start = Instant::now();
     let deadline = plan.limits.timeout.map(|t| start + t);
     let outcome = loop {
@@ -72,6 +86,19 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
     // Whatever is left (the whole tree on a limit; escaped stragglers if the
     // init was killed) dies with the session.
     process::kill_all_descendants();
+    if let Some(server) = server
+        && let Err(e) = server.join()
+    {
+        eprintln!("vetto: seccomp notification handling failed: {e}");
+    }
+    // Violations become reports in `vetto ci`; `run` only counts them.
+    let denied = decisions
+        .try_iter()
+        .filter(notify::NotifyEvent::is_violation)
+        .count();
+    if denied > 0 {
+        eprintln!("vetto: {denied} operation(s) were denied by the sandbox");
+    }
     for dir in &plan.prepare_dirs {
         // Only removes what stayed empty: the job's output is kept.
         let _ = std::fs::remove_dir(dir);

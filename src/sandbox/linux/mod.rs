@@ -19,6 +19,7 @@ use crate::plan::Plan;
 pub mod caps;
 mod landlock;
 mod namespaces;
+pub mod notify;
 mod proc;
 pub mod process;
 mod seccomp;

@@ -1,0 +1,603 @@
+//! The seccomp-notify supervisor against real jobs: a child process gets a
+//! hand-built notify filter (and, for the carve tests, a Landlock ruleset
+//! like the FS-ONLY tier's carve), the supervisor answers, and the tests
+//! check both the decisions and what actually happened on disk or on the
+//! socket.
+//!
+//! Children that need more than `sh` re-execute this test binary into
+//! [`zz_child_helper`] with `VETTO_NOTIFY_HELPER` set.
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
+
+use std::io::{Read, Write};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use vetto::plan::fs::{CarvedDir, NotifyPlan};
+use vetto::policy::Access;
+use vetto::sandbox::notify::Call;
+use vetto::sandbox::notify::testing::{
+    landlock_pre_exec, race_connect, race_rename, spawn_notified,
+};
+use vetto::supervisor::notify::{Decision, NotifyEvent, Reason, serve};
+
+const CREATION: &[Call] = &[
+    Call::Open,
+    Call::Openat,
+    Call::Creat,
+    Call::Mkdir,
+    Call::Mkdirat,
+    Call::Rename,
+    Call::Renameat,
+    Call::Renameat2,
+    Call::Unlink,
+    Call::Unlinkat,
+    Call::Rmdir,
+    Call::Symlink,
+    Call::Symlinkat,
+];
+
+const EACCES: i32 = 13;
+const EPERM: i32 = 1;
+
+/// Print `SKIP`, or fail when CI says the feature must be there.
+fn skip(test: &str, reason: &str) {
+    if std::env::var_os("VETTO_TEST_REQUIRE").is_some() {
+        panic!("{test}: required feature missing: {reason}");
+    }
+    eprintln!("SKIP {test}: {reason}");
+}
+
+struct Job {
+    output: Output,
+    events: Vec<NotifyEvent>,
+}
+
+impl Job {
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    fn result_line(&self) -> String {
+        self.stdout()
+            .lines()
+            .find_map(|l| l.split_once("RESULT ").map(|(_, r)| r.to_string()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no RESULT line in {:?} / {:?}",
+                    self.stdout(),
+                    String::from_utf8_lossy(&self.output.stderr)
+                )
+            })
+    }
+
+    fn events_for(&self, path_suffix: &str) -> Vec<&NotifyEvent> {
+        self.events
+            .iter()
+            .filter(|e| {
+                e.path
+                    .as_ref()
+                    .is_some_and(|p| p.to_string_lossy().ends_with(path_suffix))
+            })
+            .collect()
+    }
+}
+
+/// Run `command` under a notify filter for `calls`, answered by the
+/// supervisor with `plan`. `None` when the kernel lacks a feature (skipped).
+fn run(test: &str, mut command: Command, calls: &[Call], plan: &NotifyPlan) -> Option<Job> {
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let (child, listener) = match spawn_notified(&mut command, calls) {
+        Ok(pair) => pair,
+        Err(e) => {
+            skip(
+                test,
+                &format!("cannot install a seccomp notify filter: {e}"),
+            );
+            return None;
+        }
+    };
+    let (tx, rx) = mpsc::channel();
+    let server = serve(listener, plan, tx).expect("serve");
+    let output = child.wait_with_output().expect("wait");
+    server.join().expect("workers end when the job is gone");
+    Some(Job {
+        output,
+        events: rx.try_iter().collect(),
+    })
+}
+
+/// A project with `.git/{hooks/pre-commit,config,HEAD}` and `src/`.
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("proj");
+    std::fs::create_dir_all(p.join(".git/hooks")).unwrap();
+    std::fs::create_dir_all(p.join("src")).unwrap();
+    std::fs::write(p.join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(p.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(p.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    (dir, p)
+}
+
+fn carve_plan(p: &Path) -> NotifyPlan {
+    NotifyPlan {
+        carved_dirs: vec![
+            CarvedDir {
+                path: p.to_path_buf(),
+                protected_names: vec![".git".into()],
+            },
+            CarvedDir {
+                path: p.join(".git"),
+                protected_names: vec!["hooks".into(), "config".into()],
+            },
+        ],
+        broker_unix_connect: false,
+        rules: vec![],
+    }
+}
+
+/// `sh -c script` in `p`, with Landlock carving like the FS-ONLY tier:
+/// everything readable, `p` and `p/.git` read-only, `p/src` writable.
+fn carved_sh(p: &Path, script: &str) -> Command {
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c").arg(script).current_dir(p);
+    landlock_pre_exec(
+        &mut cmd,
+        &[Path::new("/")],
+        &[&p.join("src"), Path::new("/dev/null")],
+    )
+    .expect("landlock ruleset");
+    cmd
+}
+
+fn landlock_works(test: &str) -> bool {
+    let mut cmd = Command::new("/bin/true");
+    if landlock_pre_exec(&mut cmd, &[Path::new("/")], &[]).is_err()
+        || !cmd.status().is_ok_and(|s| s.success())
+    {
+        skip(test, "Landlock is not available");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn carve_alone_denies_new_top_level_entries() {
+    let test = "carve_alone_denies_new_top_level_entries";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    let out = carved_sh(&p, "mkdir newdir; touch newfile; echo src > src/ok")
+        .output()
+        .unwrap();
+    assert!(
+        !p.join("newdir").exists(),
+        "Landlock carve let mkdir through"
+    );
+    assert!(
+        !p.join("newfile").exists(),
+        "Landlock carve let touch through"
+    );
+    assert!(
+        p.join("src/ok").exists(),
+        "the writable subdir must stay writable: {out:?}"
+    );
+}
+
+#[test]
+fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
+    let test = "mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    let script = "set -e; umask 027; mkdir newdir; touch newfile; echo hi > data; mv newfile renamed; \
+                  ln -s data link; rm link renamed; rmdir newdir; mkdir keep; \
+                  cd .git && touch index.lock && mv index.lock index && echo RESULT ok";
+    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    assert_eq!(
+        job.result_line(),
+        "ok",
+        "stderr: {}",
+        String::from_utf8_lossy(&job.output.stderr)
+    );
+    for (suffix, call_prefix) in [
+        ("newdir", "mkdir"),
+        ("newfile", "open"),
+        ("data", "open"),
+        ("link", "symlink"),
+        ("renamed", "unlink"),
+        ("index.lock", "open"),
+    ] {
+        let events = job.events_for(suffix);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.decision == Decision::Emulated && e.syscall.starts_with(call_prefix)),
+            "{suffix}: expected an emulated {call_prefix}*, got {events:?}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(p.join("data")).unwrap(), "hi\n");
+    assert!(!p.join("renamed").exists() && !p.join("newdir").exists() && !p.join("link").exists());
+    assert!(p.join(".git/index").exists());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(p.join("keep"))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o750, "the job's umask (027) decides the mode");
+}
+
+#[test]
+fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
+    let test = "renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    let script = "mv .git .git-old; mkdir .GIT; touch .Git.; rm -rf .git; \
+                  cd .git; mv hooks h2; mv config c2; mkdir HOOKS; ln -s /tmp config; \
+                  touch hooks/post-checkout; echo x >> config; echo RESULT done";
+    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    assert_eq!(job.result_line(), "done");
+    assert!(p.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!p.join(".git-old").exists() && !p.join(".GIT").exists() && !p.join(".Git.").exists());
+    assert!(!p.join(".git/hooks/post-checkout").exists() && !p.join(".git/HOOKS").exists());
+    assert!(!p.join(".git/h2").exists() && !p.join(".git/c2").exists());
+    for name in [".git", ".GIT", ".Git.", "hooks", "config", "HOOKS"] {
+        let protected_hit = job.events.iter().any(|e| {
+            e.reason == Reason::Protected && e.path.as_ref().is_some_and(|p| p.ends_with(name))
+        });
+        assert!(
+            protected_hit,
+            "no protected-name event for {name}: {:?}",
+            job.events
+        );
+    }
+    // `rm -rf .git` may empty unprotected entries of .git (HEAD here):
+    // that is the carve's design; what matters is above.
+}
+
+#[test]
+fn move_out_of_carved_dir_gets_exdev_and_mv_falls_back() {
+    let test = "move_out_of_carved_dir_gets_exdev_and_mv_falls_back";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    std::fs::write(p.join("src/f"), "content").unwrap();
+    let script = "set -e; mv src/f moved; echo RESULT ok";
+    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    assert_eq!(
+        job.result_line(),
+        "ok",
+        "{}",
+        String::from_utf8_lossy(&job.output.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(p.join("moved")).unwrap(), "content");
+    assert!(!p.join("src/f").exists());
+    assert!(job.events.iter().any(|e| e.reason == Reason::CrossCarve));
+}
+
+#[test]
+fn racing_thread_flipping_rename_source_never_moves_dot_git() {
+    let test = "racing_thread_flipping_rename_source_never_moves_dot_git";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    std::fs::write(p.join("plain"), "x").unwrap();
+    let mut cmd = helper("race-rename", &[]);
+    cmd.current_dir(&p);
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
+    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+        return;
+    };
+    let line = job.result_line();
+    eprintln!("race-rename: {line}");
+    assert!(
+        p.join(".git/config").exists() && p.join(".git/hooks/pre-commit").exists(),
+        "{line}"
+    );
+    assert!(
+        !p.join("parked/config").exists(),
+        ".git was renamed ({line})"
+    );
+    assert!(
+        job.events.iter().any(|e| e.reason == Reason::Protected),
+        "the race never tried .git"
+    );
+    assert!(
+        job.events.iter().any(|e| e.decision == Decision::Emulated),
+        "the race never renamed plain"
+    );
+}
+
+// ----- unix sockets -------------------------------------------------------
+
+fn helper(action: &str, args: &[&Path]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "zz_child_helper",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("VETTO_NOTIFY_HELPER", action);
+    for (i, a) in args.iter().enumerate() {
+        cmd.env(format!("VETTO_NOTIFY_ARG{i}"), a);
+    }
+    cmd
+}
+
+fn socket_plan(allowed_dir: &Path) -> NotifyPlan {
+    NotifyPlan {
+        carved_dirs: vec![],
+        broker_unix_connect: true,
+        rules: vec![
+            (PathBuf::from("/"), Access::Read),
+            (allowed_dir.to_path_buf(), Access::Write),
+        ],
+    }
+}
+
+/// Accept one connection within `wait`, answer "pong" to what it sends.
+fn serve_once(listener: UnixListener, wait: Duration) -> std::thread::JoinHandle<Option<String>> {
+    std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    let mut buf = [0u8; 4];
+                    s.read_exact(&mut buf).unwrap();
+                    s.write_all(b"pong").unwrap();
+                    return Some(String::from_utf8_lossy(&buf).into_owned());
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        None
+    })
+}
+
+/// Counts connections that reach `listener` until `stop` is set.
+fn count_connections(
+    listener: UnixListener,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u64>,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let handle = std::thread::spawn(move || {
+        listener.set_nonblocking(true).unwrap();
+        let mut n = 0;
+        loop {
+            match listener.accept() {
+                Ok(_) => n += 1,
+                Err(_) if s.load(Ordering::Relaxed) => return n,
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    });
+    (stop, handle)
+}
+
+#[test]
+fn connect_to_socket_in_writable_dir_is_brokered_and_carries_data() {
+    let test = "connect_to_socket_in_writable_dir_is_brokered_and_carries_data";
+    let allowed = tempfile::tempdir().unwrap();
+    let sock = allowed.path().join("app.sock");
+    let server = serve_once(UnixListener::bind(&sock).unwrap(), Duration::from_secs(20));
+    let Some(job) = run(
+        test,
+        helper("connect", &[&sock]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    assert_eq!(job.result_line(), "ok pong");
+    assert_eq!(server.join().unwrap().as_deref(), Some("ping"));
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.reason == Reason::SocketAllowed && e.decision == Decision::Emulated)
+    );
+}
+
+#[test]
+fn relative_socket_path_is_resolved_from_the_jobs_cwd() {
+    let test = "relative_socket_path_is_resolved_from_the_jobs_cwd";
+    let allowed = tempfile::tempdir().unwrap();
+    let sock = allowed.path().join("rel.sock");
+    let server = serve_once(UnixListener::bind(&sock).unwrap(), Duration::from_secs(20));
+    let mut cmd = helper("connect", &[Path::new("rel.sock")]);
+    cmd.current_dir(allowed.path());
+    let Some(job) = run(test, cmd, &[Call::Connect], &socket_plan(allowed.path())) else {
+        return;
+    };
+    assert_eq!(job.result_line(), "ok pong");
+    assert_eq!(server.join().unwrap().as_deref(), Some("ping"));
+}
+
+#[test]
+fn ssh_agent_socket_outside_policy_gets_eacces_and_sees_no_connection() {
+    let test = "ssh_agent_socket_outside_policy_gets_eacces_and_sees_no_connection";
+    let allowed = tempfile::tempdir().unwrap();
+    let agent_dir = tempfile::tempdir().unwrap();
+    let agent = agent_dir.path().join("agent.sock");
+    let (stop, counter) = count_connections(UnixListener::bind(&agent).unwrap());
+    // A symlink inside the writable dir must not help either.
+    let link = allowed.path().join("innocent.sock");
+    std::os::unix::fs::symlink(&agent, &link).unwrap();
+    let plan = socket_plan(allowed.path());
+    let Some(direct) = run(test, helper("connect", &[&agent]), &[Call::Connect], &plan) else {
+        return;
+    };
+    let via_link = run(test, helper("connect", &[&link]), &[Call::Connect], &plan).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(direct.result_line(), format!("errno {EACCES}"));
+    assert_eq!(via_link.result_line(), format!("errno {EACCES}"));
+    assert_eq!(counter.join().unwrap(), 0, "the agent saw a connection");
+    assert!(
+        direct
+            .events
+            .iter()
+            .any(|e| e.decision == Decision::Denied(EACCES) && e.reason == Reason::SocketOutside)
+    );
+}
+
+#[test]
+fn abstract_socket_connect_is_refused_not_continued() {
+    let test = "abstract_socket_connect_is_refused_not_continued";
+    let allowed = tempfile::tempdir().unwrap();
+    let name = format!("vetto-test-{}", std::process::id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes());
+    let Ok(addr) = addr else {
+        skip(test, "abstract socket addresses unsupported");
+        return;
+    };
+    let (stop, counter) = count_connections(UnixListener::bind_addr(&addr).unwrap());
+    let Some(job) = run(
+        test,
+        helper("connect-abstract", &[Path::new(&name)]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(job.result_line(), format!("errno {EACCES}"));
+    assert_eq!(counter.join().unwrap(), 0);
+}
+
+#[test]
+fn non_dumpable_job_fails_closed_with_eperm() {
+    let test = "non_dumpable_job_fails_closed_with_eperm";
+    if nix::unistd::geteuid().is_root() {
+        // CAP_SYS_PTRACE reads non-dumpable processes: nothing to fail closed on.
+        eprintln!("SKIP {test}: the supervisor runs as root; run as an unprivileged user");
+        return;
+    }
+    let allowed = tempfile::tempdir().unwrap();
+    let sock = allowed.path().join("app.sock");
+    let _listener = UnixListener::bind(&sock).unwrap();
+    let Some(job) = run(
+        test,
+        helper("connect-nondumpable", &[&sock]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    assert_eq!(job.result_line(), format!("errno {EPERM}"));
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.decision == Decision::Denied(EPERM) && e.reason == Reason::Unreadable)
+    );
+}
+
+#[test]
+fn racing_thread_flipping_sockaddr_never_reaches_denied_socket() {
+    let test = "racing_thread_flipping_sockaddr_never_reaches_denied_socket";
+    let allowed = tempfile::tempdir().unwrap();
+    let agent_dir = tempfile::tempdir().unwrap();
+    let good = allowed.path().join("ok.sock");
+    let bad = agent_dir.path().join("agent.sock");
+    let (stop_good, good_count) = count_connections(UnixListener::bind(&good).unwrap());
+    let (stop_bad, bad_count) = count_connections(UnixListener::bind(&bad).unwrap());
+    let Some(job) = run(
+        test,
+        helper("race", &[&good, &bad]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    stop_good.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop_bad.store(true, std::sync::atomic::Ordering::Relaxed);
+    let line = job.result_line();
+    eprintln!("race: {line}");
+    assert_eq!(
+        bad_count.join().unwrap(),
+        0,
+        "a flipped address reached the denied socket ({line})"
+    );
+    let _ = good_count.join().unwrap();
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.decision == Decision::Denied(EACCES)),
+        "the race never tried the denied path"
+    );
+}
+
+/// Not a test: the body of the child processes above (re-executed with
+/// `VETTO_NOTIFY_HELPER`); without it, it does nothing.
+#[test]
+fn zz_child_helper() {
+    let Some(action) = std::env::var_os("VETTO_NOTIFY_HELPER") else {
+        return;
+    };
+    let arg = |i: usize| PathBuf::from(std::env::var_os(format!("VETTO_NOTIFY_ARG{i}")).unwrap());
+    let ping = |s: std::io::Result<std::os::unix::net::UnixStream>| match s {
+        Ok(mut s) => {
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            s.write_all(b"ping").unwrap();
+            let mut buf = [0u8; 4];
+            s.read_exact(&mut buf).unwrap();
+            println!("RESULT ok {}", String::from_utf8_lossy(&buf));
+        }
+        Err(e) => println!("RESULT errno {}", e.raw_os_error().unwrap_or(-1)),
+    };
+    match action.to_str().unwrap() {
+        "connect" => ping(std::os::unix::net::UnixStream::connect(arg(0))),
+        "connect-nondumpable" => {
+            nix::sys::prctl::set_dumpable(false).unwrap();
+            ping(std::os::unix::net::UnixStream::connect(arg(0)));
+        }
+        "connect-abstract" => {
+            let name = arg(0);
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(
+                name.as_os_str().as_encoded_bytes(),
+            )
+            .unwrap();
+            ping(std::os::unix::net::UnixStream::connect_addr(&addr));
+        }
+        "race-rename" => {
+            let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
+            println!("RESULT tries {tries}");
+        }
+        "race" => {
+            let r = race_connect(&arg(0), &arg(1), 2.0).unwrap();
+            println!("RESULT tries {} connected {}", r.tries, r.connected);
+        }
+        other => panic!("unknown helper action {other}"),
+    }
+}
