@@ -27,7 +27,7 @@ fn config_of(p: &Path) -> Option<String> {
 
 /// Evidence in the sandboxed world: no pre-commit hook (at `.git/hooks`,
 /// wherever `.git` ended up, or via `core.hooksPath`), `.git/config` byte
-/// for byte what it was, and git still works.
+/// for byte what it was, and the next commit runs no planted hook.
 fn assert_git_intact(w: &World, original_config: &str, out: &Out) {
     let hook = w.project.join(".git/hooks/pre-commit");
     assert!(
@@ -46,15 +46,19 @@ fn assert_git_intact(w: &World, original_config: &str, out: &Out) {
         ".git/config changed\n{}",
         out.dump()
     );
-    let status = w.run_bare(&["git", "rev-parse", "--git-dir", "HEAD"]);
-    status.assert_success();
-    let run_hook = w.sh_bare("git commit -q --allow-empty -m after-job && echo committed");
-    run_hook.assert_stdout_contains("committed");
-    assert!(
-        !run_hook.stdout().contains("PWNED"),
-        "a planted hook ran at the next commit\n{}",
-        run_hook.dump()
-    );
+    // The next commit, outside the sandbox, runs no planted hook. (A job
+    // may delete what git lets it write — objects, refs, HEAD — as it may
+    // delete any project file; that loses data but plants nothing, so the
+    // commit is only required to succeed while the repository is whole.)
+    let whole = w
+        .run_bare(&["git", "rev-parse", "--git-dir", "HEAD"])
+        .code()
+        == 0;
+    let next = w.sh_bare("git commit -q --allow-empty -m after-job && echo committed");
+    if whole {
+        next.assert_stdout_contains("committed");
+    }
+    next.assert_no_leak("PWNED");
 }
 
 /// Runs as an unprivileged user: the job writes `.git/hooks/pre-commit`.

@@ -33,7 +33,8 @@ fn project_files_are_readable_and_writable() {
 /// Runs as an unprivileged user: tools that create new top-level entries
 /// in the project — `npm install` (node_modules/, announced by
 /// package.json), `cargo build` (target/, announced by Cargo.toml), a new
-/// file at the root, a new directory at the root.
+/// file at the root (written, read back, appended to), a new directory at
+/// the root.
 #[test]
 fn new_top_level_entries_can_be_created() {
     require!(Feature::FsOnly);
@@ -48,7 +49,8 @@ fn new_top_level_entries_can_be_created() {
     );
     let out = w.sh_sandboxed(
         "set -e; mkdir -p node_modules/dep; touch node_modules/x; echo 'module.exports = 1' > node_modules/dep/index.js; \
-         mkdir -p target/debug; echo bin > target/debug/app; touch newfile; echo data > newfile2; mkdir newdir; echo ok",
+         mkdir -p target/debug; echo bin > target/debug/app; touch newfile; echo data > newfile2; mkdir newdir; \
+         cat newfile2; echo more >> newfile2; cat node_modules/dep/index.js; echo ok",
     );
     out.assert_success().assert_stdout_contains("ok");
     for rel in [
@@ -65,7 +67,10 @@ fn new_top_level_entries_can_be_created() {
             out.dump()
         );
     }
-    assert_eq!(read(&w.project.join("newfile2")).as_deref(), Some("data\n"));
+    assert_eq!(
+        read(&w.project.join("newfile2")).as_deref(),
+        Some("data\nmore\n")
+    );
 }
 
 /// Runs as an unprivileged user: `git status`, `git add -A && git commit`,
