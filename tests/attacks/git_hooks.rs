@@ -143,12 +143,16 @@ fn deleting_and_recreating_git_dir_is_blocked() {
     assert_git_intact(&w, &original, &out);
 }
 
-/// Runs as an unprivileged user: hard-link `.git/config` into the project
-/// and write through the link (same inode, writable name).
+/// Runs as an unprivileged user: hard-link `.git/config` and a hook into
+/// the project root and into `src/` (fully writable), and write through
+/// the links (same inode, writable name).
 #[test]
 fn hardlinking_git_config_is_blocked() {
     require!(Feature::FsOnly);
-    let script = "ln .git/config cfg-link; echo '[core] fsmonitor = echo PWNED' >> cfg-link; ln .git/hooks/pre-commit.sample hook-link; echo 'echo PWNED' >> hook-link";
+    let script = "ln .git/config cfg-link; echo '[core] fsmonitor = echo PWNED' >> cfg-link; \
+                  ln .git/config src/cfg-link; echo '[core] fsmonitor = echo PWNED' >> src/cfg-link; \
+                  ln .git/hooks/pre-commit.sample hook-link; echo 'echo PWNED' >> hook-link; \
+                  ln .git/hooks/pre-commit.sample src/hook-link; echo 'echo PWNED' >> src/hook-link";
     let (bare, w, out) = attack(script);
     let original = config_of(&World::new().project).unwrap();
     assert_ne!(
@@ -164,4 +168,44 @@ fn hardlinking_git_config_is_blocked() {
         "a hook sample was modified through a hard link\n{}",
         out.dump()
     );
+}
+
+/// Runs as an unprivileged user: the repository uses husky
+/// (`core.hooksPath = .husky`, hooks committed in `.husky/`); the job
+/// edits `.husky/pre-commit` and adds `.husky/pre-push`. Evidence: bare,
+/// the next commit runs the planted line; sandboxed, the hooks are
+/// unchanged and the next commit runs nothing planted.
+#[test]
+fn writing_husky_hooks_is_blocked() {
+    require!(Feature::FsOnly);
+    let setup = "set -e; mkdir -p .husky; printf '#!/bin/sh\\necho husky-ok\\n' > .husky/pre-commit; \
+                 chmod +x .husky/pre-commit; git config core.hooksPath .husky; git add .husky; git commit -q -m husky";
+    let script = "echo 'echo PWNED-by-husky' >> .husky/pre-commit; printf '#!/bin/sh\\necho PWNED\\n' > .husky/pre-push";
+
+    let bare = World::new();
+    bare.sh_bare(setup).assert_success();
+    bare.sh_bare(script);
+    // Git runs hooks with their output on stderr.
+    bare.sh_bare("echo x >> README.md; git commit -qam next")
+        .assert_stderr_contains("PWNED-by-husky");
+
+    let w = World::new();
+    w.sh_bare(setup).assert_success();
+    let before = std::fs::read_to_string(w.project.join(".husky/pre-commit")).unwrap();
+    let out = w.sh_sandboxed(&format!("{script}; echo script-finished"));
+    out.assert_ran().assert_stdout_contains("script-finished");
+    assert_eq!(
+        std::fs::read_to_string(w.project.join(".husky/pre-commit")).unwrap(),
+        before,
+        ".husky/pre-commit changed\n{}",
+        out.dump()
+    );
+    assert!(
+        !w.project.join(".husky/pre-push").exists(),
+        "a husky hook was added\n{}",
+        out.dump()
+    );
+    let next = w.sh_bare("echo x >> README.md; git commit -qam next");
+    next.assert_stderr_contains("husky-ok")
+        .assert_no_leak("PWNED");
 }

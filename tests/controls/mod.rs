@@ -153,3 +153,20 @@ a, _ = srv.accept(); c.sendall(b'ping'); print(a.recv(4).decode())\n";
         .assert_success()
         .assert_stdout_contains("ping");
 }
+
+/// Runs as an unprivileged user: a job's own abstract unix socket (test
+/// runners and language servers use them) still works: only sockets
+/// outside the sandbox are out of reach.
+#[test]
+fn abstract_socket_of_the_job_itself_works() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let script = "import os, socket\n\
+name = b'\\0vetto-control-%d' % os.getpid()\n\
+srv = socket.socket(socket.AF_UNIX); srv.bind(name); srv.listen(1)\n\
+c = socket.socket(socket.AF_UNIX); c.connect(name)\n\
+a, _ = srv.accept(); c.sendall(b'pong'); print(a.recv(4).decode())\n";
+    w.run_sandboxed(&["python3", "-c", script])
+        .assert_success()
+        .assert_stdout_contains("pong");
+}
