@@ -170,3 +170,21 @@ a, _ = srv.accept(); c.sendall(b'pong'); print(a.recv(4).decode())\n";
         .assert_success()
         .assert_stdout_contains("pong");
 }
+
+/// Runs as an unprivileged user: the same git and compiler work in a
+/// project whose root holds no masked file (no `.env`), which isolates the
+/// cause when the controls above fail only with a root `.env` (see
+/// docs/tiers.md, "What remains").
+#[test]
+fn git_and_compiler_work_without_root_dotenv() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    w.sh_bare("rm .env").assert_success();
+    let out = w.sh_sandboxed(
+        "set -e; cc -O0 -o hello src/main.c; ./hello; echo new > added.txt; cat added.txt; \
+         git add -A; git commit -q -m 'commit from sandbox'; git log --oneline | head -1",
+    );
+    out.assert_success()
+        .assert_stdout_contains("hello from c")
+        .assert_stdout_contains("commit from sandbox");
+}
