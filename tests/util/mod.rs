@@ -1055,8 +1055,13 @@ impl World {
 
     /// `vetto run --tier fs-only --project P [OPTIONS] -- ARGV`.
     pub fn sandboxed_with(&self, options: &[&str], argv: &[&str]) -> Run {
+        self.sandboxed_at("fs-only", options, argv)
+    }
+
+    /// `vetto run --tier TIER --project P [OPTIONS] -- ARGV`.
+    pub fn sandboxed_at(&self, tier: &str, options: &[&str], argv: &[&str]) -> Run {
         let project = self.project.to_str().unwrap();
-        let mut args = vec!["run", "--tier", "fs-only", "--project", project];
+        let mut args = vec!["run", "--tier", tier, "--project", project];
         args.extend_from_slice(options);
         args.push("--");
         args.extend_from_slice(argv);
@@ -1099,12 +1104,17 @@ impl World {
     /// `vetto __probe ARGS` inside the sandbox (the probe binary's directory
     /// is granted readable, nothing else is added).
     pub fn probe_sandboxed_with(&self, options: &[&str], args: &[&str]) -> Probe {
+        self.probe_sandboxed_at("fs-only", options, args)
+    }
+
+    /// The same at another tier.
+    pub fn probe_sandboxed_at(&self, tier: &str, options: &[&str], args: &[&str]) -> Probe {
         let bin_dir = vetto_bin_dir().to_str().unwrap();
         let mut opts = vec!["--allow-read", bin_dir];
         opts.extend_from_slice(options);
         let mut argv = vec![vetto_bin().to_str().unwrap(), PROBE];
         argv.extend_from_slice(args);
-        Probe::from_out(self.sandboxed_with(&opts, &argv).run())
+        Probe::from_out(self.sandboxed_at(tier, &opts, &argv).run())
     }
 
     pub fn probe_sandboxed(&self, args: &[&str]) -> Probe {
