@@ -61,18 +61,31 @@ fn assert_git_intact(w: &World, original_config: &str, out: &Out) {
     next.assert_no_leak("PWNED");
 }
 
-/// Runs as an unprivileged user: the job writes `.git/hooks/pre-commit`.
+/// Runs as an unprivileged user: the job writes `.git/hooks/pre-commit`,
+/// directly and through a symlink it makes in `src/`.
 #[test]
 fn writing_git_hook_is_blocked() {
     require!(Feature::FsOnly);
-    let script = format!("printf '{HOOK}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit");
+    let script = format!(
+        "printf '{HOOK}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
+         ln -s ../.git/hooks src/hooks-link; printf '{HOOK}' > src/hooks-link/pre-push"
+    );
     let (bare, w, out) = attack(&script);
     assert!(
         bare.project.join(".git/hooks/pre-commit").exists(),
         "control: bare hook write failed"
     );
+    assert!(
+        bare.project.join(".git/hooks/pre-push").exists(),
+        "control: bare hook write through the link failed"
+    );
     let original = config_of(&bare.project).unwrap();
     assert_git_intact(&w, &original, &out);
+    assert!(
+        !w.project.join(".git/hooks/pre-push").exists(),
+        "a hook was written through a symlink\n{}",
+        out.dump()
+    );
 }
 
 /// Runs as an unprivileged user: the job edits `.git/config` (a
