@@ -40,9 +40,9 @@ pub fn prepare() -> nix::Result<SignalWaiter> {
 }
 
 /// Wait for the sandbox to end and return how it ended.
-pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
+pub fn run(mut child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
     let (events, decisions) = mpsc::channel();
-    let server = match child.listener {
+    let server = match child.listener.take() {
         Some(listener) => match notify::serve(listener, &plan.notify, events) {
             Ok(server) => Some(server),
             Err(e) => {
@@ -90,6 +90,18 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
         && let Err(e) = server.join()
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");
+    }
+    let escaped = child.escaped();
+    if !escaped.is_empty() {
+        let names: Vec<String> = escaped
+            .iter()
+            .map(|p| format!("{} ({})", p.pid, p.argv.first().unwrap_or(&p.exe)))
+            .collect();
+        eprintln!(
+            "vetto: killed {} process(es) the command left running: {}",
+            escaped.len(),
+            names.join(", ")
+        );
     }
     // Violations become reports in `vetto ci`; `run` only counts them.
     let denied = decisions

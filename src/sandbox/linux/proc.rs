@@ -32,6 +32,19 @@ pub fn descendants(pid: u32) -> Vec<i32> {
     out
 }
 
+/// The argument vector of `pid` (empty when gone or unreadable), each
+/// argument cut at 4 KiB and at most 64 of them.
+pub fn cmdline(pid: i32) -> Vec<String> {
+    let Ok(raw) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return Vec::new();
+    };
+    raw.split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .take(64)
+        .map(|a| String::from_utf8_lossy(&a[..a.len().min(4096)]).into_owned())
+        .collect()
+}
+
 /// Resident memory of `pid` in bytes (0 when it is gone).
 pub fn rss_bytes(pid: i32) -> u64 {
     // statm's second field is resident pages.
