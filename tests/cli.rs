@@ -2,7 +2,8 @@
 //!
 //! Every test that runs a sandbox runs it for real, as an unprivileged user
 //! (see `util`), and proves each protection with evidence: the attack
-//! succeeds bare and fails inside `vetto run --tier fs-only`.
+//! succeeds bare and fails inside `vetto run`, at `--tier fs-only` and
+//! `--tier full`.
 
 #![expect(
     clippy::unwrap_used,

@@ -7,8 +7,8 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::time::Duration;
 
-use crate::require;
-use crate::util::{Feature, World, unique_sleep_arg};
+use crate::util::{Tier, World, unique_sleep_arg};
+use crate::{at_every_tier, require};
 
 fn serve(l: &UnixListener) -> usize {
     let mut n = 0;
@@ -31,10 +31,9 @@ fn serve(l: &UnixListener) -> usize {
 /// Runs as an unprivileged user: connect to an abstract socket the test
 /// listens on. Evidence: bare, the listener accepts; sandboxed, `connect`
 /// is refused with EPERM and nothing is accepted.
-#[test]
-fn connecting_to_abstract_unix_socket_outside_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn connecting_to_abstract_unix_socket_outside_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let name = format!("vetto-test-{}", unique_sleep_arg());
     let l =
         UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
@@ -65,3 +64,4 @@ fn connecting_to_abstract_unix_socket_outside_is_blocked() {
         p.out.dump()
     );
 }
+at_every_tier!(connecting_to_abstract_unix_socket_outside_is_blocked);

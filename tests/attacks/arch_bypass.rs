@@ -2,19 +2,18 @@
 //! (native number | 0x40000000) and i386 `int 0x80` (other numbers, other
 //! `AUDIT_ARCH`). A filter that matches native numbers only lets them pass.
 
-use crate::require;
-use crate::util::{Feature, World};
+use crate::util::{Feature, Tier, World};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: `socket(AF_INET)` through the x32 ABI,
 /// which the network-off filter must stop. Evidence: sandboxed, the call
 /// fails (EPERM, ENOSYS or SIGSYS) — never a socket. Bare, it works when
 /// the kernel has x32 (CONFIG_X86_X32_ABI); many kernels do not, and then
 /// the bare half only shows that there is nothing to bypass.
-#[test]
-fn x32_syscall_bypass_is_blocked() {
-    require!(Feature::FsOnly);
+fn x32_syscall_bypass_is_blocked(tier: Tier) {
+    require!(tier.feature());
     require!(Feature::X86_64);
-    let w = World::new();
+    let w = World::at(tier);
     let bare = w.probe_bare(&["x32-syscall"]);
     if !bare.ok() {
         eprintln!(
@@ -32,15 +31,15 @@ fn x32_syscall_bypass_is_blocked() {
         p.out.dump()
     );
 }
+at_every_tier!(x32_syscall_bypass_is_blocked);
 
 /// Runs as an unprivileged user: `socket(AF_INET)` through `int 0x80`.
 /// Evidence: bare, a socket is created (IA32 emulation); sandboxed, the
 /// call is refused (EPERM/ENOSYS) or the probe is killed by the filter (SIGSYS).
-#[test]
-fn i386_syscall_bypass_is_blocked() {
-    require!(Feature::FsOnly);
+fn i386_syscall_bypass_is_blocked(tier: Tier) {
+    require!(tier.feature());
     require!(Feature::X86_64);
-    let w = World::new();
+    let w = World::at(tier);
     let bare = w.probe_bare(&["i386-syscall"]);
     if !bare.ok() {
         crate::require_attack_possible!("i386-syscall", bare);
@@ -50,3 +49,4 @@ fn i386_syscall_bypass_is_blocked() {
     w.probe_sandboxed(&["i386-syscall"])
         .assert_blocked_with(&["EPERM", "EACCES", "ENOSYS"]);
 }
+at_every_tier!(i386_syscall_bypass_is_blocked);

@@ -4,16 +4,15 @@
 
 use std::time::Duration;
 
-use crate::require;
-use crate::util::{Feature, World, alive_with, eventually, unique_sleep_arg};
+use crate::util::{Tier, World, alive_with, eventually, unique_sleep_arg};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: `setsid sh -c "sleep & echo $! > P/daemon.pid" &`
 /// (its stdio detached, as daemons do) and the job exits at once. Evidence: bare, the daemon is alive after the
 /// command returned; sandboxed, it is gone once vetto has exited.
-#[test]
-fn daemon_does_not_survive_the_session() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn daemon_does_not_survive_the_session(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let marker = unique_sleep_arg();
     let pidfile = w.project.join("src/daemon.pid");
     let script = format!(
@@ -56,3 +55,4 @@ fn daemon_does_not_survive_the_session() {
         out.dump()
     );
 }
+at_every_tier!(daemon_does_not_survive_the_session);

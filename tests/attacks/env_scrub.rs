@@ -1,8 +1,8 @@
 //! Credentials in the environment: CI secrets and cloud keys exported to a
 //! step are the easiest thing for a malicious build script to take.
 
-use crate::require;
-use crate::util::{Feature, World};
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
 
 const SECRETS: [(&str, &str); 8] = [
     ("GITHUB_TOKEN", "CANARY-ghs-1"),
@@ -19,10 +19,9 @@ const SECRETS: [(&str, &str); 8] = [
 /// credential-like variables; the job prints its whole environment.
 /// Evidence: bare, every value is printed; sandboxed, no name or value
 /// appears, and vetto's stderr names each withheld variable with the count.
-#[test]
-fn credential_variables_are_withheld() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn credential_variables_are_withheld(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let mut bare = w.bare(&["env"]);
     let mut sandboxed = w.sandboxed(&["sh", "-c", "env; echo script-finished"]);
     for (k, v) in SECRETS {
@@ -54,13 +53,13 @@ fn credential_variables_are_withheld() {
         out.dump()
     );
 }
+at_every_tier!(credential_variables_are_withheld);
 
 /// Runs as an unprivileged user: `--env-pass NPM_TOKEN` passes exactly that
 /// one (the user said so by name) and nothing else.
-#[test]
-fn env_pass_passes_exactly_the_named_variable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn env_pass_passes_exactly_the_named_variable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let out = w
         .sandboxed_with(&["--env-pass", "NPM_TOKEN"], &["env"])
         .env("NPM_TOKEN", "CANARY-npm-passed")
@@ -70,3 +69,4 @@ fn env_pass_passes_exactly_the_named_variable() {
         .assert_stdout_contains("NPM_TOKEN=CANARY-npm-passed")
         .assert_no_leak("CANARY-ghs-withheld");
 }
+at_every_tier!(env_pass_passes_exactly_the_named_variable);

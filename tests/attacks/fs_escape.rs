@@ -1,17 +1,16 @@
 //! Writing outside the project and its temp dir: persistence in dotfiles,
 //! droppers in shared /tmp, tampering with sibling checkouts.
 
-use crate::require;
-use crate::util::{Feature, World, read, unique_sleep_arg};
+use crate::util::{Tier, World, read, unique_sleep_arg};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: a job appends to `$HOME/.bashrc`, drops a
 /// file in the shared `/tmp` and one in a directory next to the project.
 /// Evidence: bare, all three files change; sandboxed, none does while the
 /// script still runs to its end.
-#[test]
-fn writes_outside_project_and_tmpdir_are_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn writes_outside_project_and_tmpdir_are_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let shared_tmp = format!("/tmp/vetto-escape-{}", unique_sleep_arg());
     let bashrc = w.home.join(".bashrc");
     let sibling = w.outside.join("dropped");
@@ -60,13 +59,13 @@ fn writes_outside_project_and_tmpdir_are_blocked() {
         out.dump()
     );
 }
+at_every_tier!(writes_outside_project_and_tmpdir_are_blocked);
 
 /// Runs as an unprivileged user: a job creates a new file in `$HOME` (not an
 /// existing one) and a directory at the filesystem root of the world.
-#[test]
-fn creating_files_in_home_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn creating_files_in_home_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let script = "mkdir -p \"$HOME/.config/autostart\"; echo PWNED > \"$HOME/.profile\"; echo script-finished";
     let out = w.sh_sandboxed(script);
     out.assert_ran().assert_stdout_contains("script-finished");
@@ -88,15 +87,15 @@ fn creating_files_in_home_is_blocked() {
         "control: bare creation in $HOME failed"
     );
 }
+at_every_tier!(creating_files_in_home_is_blocked);
 
 /// Runs as an unprivileged user: a job drops a payload in `/dev/shm`, a
 /// host-wide tmpfs that other processes (and later jobs) read, and that
 /// outlives the session. Evidence: bare, the file is there after the
 /// command; sandboxed, it is not (never written, or removed at the end).
-#[test]
-fn files_dropped_in_dev_shm_do_not_outlive_the_session() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn files_dropped_in_dev_shm_do_not_outlive_the_session(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let dropped = format!("/dev/shm/vetto-escape-{}", unique_sleep_arg());
     let script = format!("echo PWNED > '{dropped}'; echo script-finished");
 
@@ -117,3 +116,4 @@ fn files_dropped_in_dev_shm_do_not_outlive_the_session() {
         out.dump()
     );
 }
+at_every_tier!(files_dropped_in_dev_shm_do_not_outlive_the_session);

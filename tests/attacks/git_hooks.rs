@@ -5,17 +5,17 @@
 
 use std::path::Path;
 
-use crate::require;
-use crate::util::{Feature, Out, World};
+use crate::util::{Out, Tier, World};
+use crate::{at_every_tier, require};
 
 const HOOK: &str = "#!/bin/sh\\necho PWNED-by-hook\\n";
 
 /// Run `script` bare in one world and sandboxed in another; return the
 /// worlds and the sandboxed output (the bare one must succeed).
-fn attack(script: &str) -> (World, World, Out) {
-    let bare_world = World::new();
+fn attack(tier: Tier, script: &str) -> (World, World, Out) {
+    let bare_world = World::at(tier);
     bare_world.sh_bare(script);
-    let sandbox_world = World::new();
+    let sandbox_world = World::at(tier);
     let out = sandbox_world.sh_sandboxed(&format!("{script}; echo script-finished"));
     out.assert_ran().assert_stdout_contains("script-finished");
     (bare_world, sandbox_world, out)
@@ -63,14 +63,13 @@ fn assert_git_intact(w: &World, original_config: &str, out: &Out) {
 
 /// Runs as an unprivileged user: the job writes `.git/hooks/pre-commit`,
 /// directly and through a symlink it makes in `src/`.
-#[test]
-fn writing_git_hook_is_blocked() {
-    require!(Feature::FsOnly);
+fn writing_git_hook_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let script = format!(
         "printf '{HOOK}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; \
          ln -s ../.git/hooks src/hooks-link; printf '{HOOK}' > src/hooks-link/pre-push"
     );
-    let (bare, w, out) = attack(&script);
+    let (bare, w, out) = attack(tier, &script);
     assert!(
         bare.project.join(".git/hooks/pre-commit").exists(),
         "control: bare hook write failed"
@@ -87,17 +86,17 @@ fn writing_git_hook_is_blocked() {
         out.dump()
     );
 }
+at_every_tier!(writing_git_hook_is_blocked);
 
 /// Runs as an unprivileged user: the job edits `.git/config` (a
 /// `core.hooksPath` and an `fsmonitor` command both run code later).
-#[test]
-fn writing_git_config_is_blocked() {
-    require!(Feature::FsOnly);
-    let w0 = World::new();
+fn writing_git_config_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w0 = World::at(tier);
     let original = config_of(&w0.project).unwrap();
     drop(w0);
     let script = "git config core.hooksPath /tmp/evil-hooks; printf '[core]\\n\\tfsmonitor = echo PWNED\\n' >> .git/config";
-    let (bare, w, out) = attack(script);
+    let (bare, w, out) = attack(tier, script);
     assert_ne!(
         config_of(&bare.project).unwrap(),
         original,
@@ -105,69 +104,69 @@ fn writing_git_config_is_blocked() {
     );
     assert_git_intact(&w, &original, &out);
 }
+at_every_tier!(writing_git_config_is_blocked);
 
 /// Runs as an unprivileged user: `mv .git .git2`, then build a fresh `.git`
 /// with a hook (and move the config back).
-#[test]
-fn renaming_git_dir_to_plant_hook_is_blocked() {
-    require!(Feature::FsOnly);
+fn renaming_git_dir_to_plant_hook_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let script = format!(
         "mv .git .git2; mkdir -p .git/hooks; cp -r .git2/. .git/; printf '{HOOK}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit; echo '[core] hooksPath = .git/hooks' >> .git/config"
     );
-    let (bare, w, out) = attack(&script);
+    let (bare, w, out) = attack(tier, &script);
     assert!(
         bare.project.join(".git/hooks/pre-commit").exists(),
         "control: bare rename trick failed"
     );
-    let original = config_of(&World::new().project).unwrap();
+    let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
+at_every_tier!(renaming_git_dir_to_plant_hook_is_blocked);
 
 /// Runs as an unprivileged user: replace `.git` with a symlink to a
 /// directory the job controls, which holds a hook.
-#[test]
-fn replacing_git_dir_with_symlink_is_blocked() {
-    require!(Feature::FsOnly);
+fn replacing_git_dir_with_symlink_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let script = format!(
         "cp -r .git evil; printf '{HOOK}' > evil/hooks/pre-commit; chmod +x evil/hooks/pre-commit; mv .git .git-old || rm -rf .git; ln -s evil .git"
     );
-    let (bare, w, out) = attack(&script);
+    let (bare, w, out) = attack(tier, &script);
     assert!(
         bare.project.join(".git/hooks/pre-commit").exists(),
         "control: bare symlink trick failed"
     );
-    let original = config_of(&World::new().project).unwrap();
+    let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
+at_every_tier!(replacing_git_dir_with_symlink_is_blocked);
 
 /// Runs as an unprivileged user: `rm -rf .git`, then recreate it with a hook.
-#[test]
-fn deleting_and_recreating_git_dir_is_blocked() {
-    require!(Feature::FsOnly);
+fn deleting_and_recreating_git_dir_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let script = format!(
         "rm -rf .git; mkdir -p .git/hooks; printf '{HOOK}' > .git/hooks/pre-commit; chmod +x .git/hooks/pre-commit"
     );
-    let (bare, w, out) = attack(&script);
+    let (bare, w, out) = attack(tier, &script);
     assert!(
         bare.project.join(".git/hooks/pre-commit").exists(),
         "control: bare delete trick failed"
     );
-    let original = config_of(&World::new().project).unwrap();
+    let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
+at_every_tier!(deleting_and_recreating_git_dir_is_blocked);
 
 /// Runs as an unprivileged user: hard-link `.git/config` and a hook into
 /// the project root and into `src/` (fully writable), and write through
 /// the links (same inode, writable name).
-#[test]
-fn hardlinking_git_config_is_blocked() {
-    require!(Feature::FsOnly);
+fn hardlinking_git_config_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let script = "ln .git/config cfg-link; echo '[core] fsmonitor = echo PWNED' >> cfg-link; \
                   ln .git/config src/cfg-link; echo '[core] fsmonitor = echo PWNED' >> src/cfg-link; \
                   ln .git/hooks/pre-commit.sample hook-link; echo 'echo PWNED' >> hook-link; \
                   ln .git/hooks/pre-commit.sample src/hook-link; echo 'echo PWNED' >> src/hook-link";
-    let (bare, w, out) = attack(script);
-    let original = config_of(&World::new().project).unwrap();
+    let (bare, w, out) = attack(tier, script);
+    let original = config_of(&World::at(tier).project).unwrap();
     assert_ne!(
         config_of(&bare.project).unwrap(),
         original,
@@ -182,27 +181,27 @@ fn hardlinking_git_config_is_blocked() {
         out.dump()
     );
 }
+at_every_tier!(hardlinking_git_config_is_blocked);
 
 /// Runs as an unprivileged user: the repository uses husky
 /// (`core.hooksPath = .husky`, hooks committed in `.husky/`); the job
 /// edits `.husky/pre-commit` and adds `.husky/pre-push`. Evidence: bare,
 /// the next commit runs the planted line; sandboxed, the hooks are
 /// unchanged and the next commit runs nothing planted.
-#[test]
-fn writing_husky_hooks_is_blocked() {
-    require!(Feature::FsOnly);
+fn writing_husky_hooks_is_blocked(tier: Tier) {
+    require!(tier.feature());
     let setup = "set -e; mkdir -p .husky; printf '#!/bin/sh\\necho husky-ok\\n' > .husky/pre-commit; \
                  chmod +x .husky/pre-commit; git config core.hooksPath .husky; git add .husky; git commit -q -m husky";
     let script = "echo 'echo PWNED-by-husky' >> .husky/pre-commit; printf '#!/bin/sh\\necho PWNED\\n' > .husky/pre-push";
 
-    let bare = World::new();
+    let bare = World::at(tier);
     bare.sh_bare(setup).assert_success();
     bare.sh_bare(script);
     // Git runs hooks with their output on stderr.
     bare.sh_bare("echo x >> README.md; git commit -qam next")
         .assert_stderr_contains("PWNED-by-husky");
 
-    let w = World::new();
+    let w = World::at(tier);
     w.sh_bare(setup).assert_success();
     let before = std::fs::read_to_string(w.project.join(".husky/pre-commit")).unwrap();
     let out = w.sh_sandboxed(&format!("{script}; echo script-finished"));
@@ -222,3 +221,4 @@ fn writing_husky_hooks_is_blocked() {
     next.assert_stderr_contains("husky-ok")
         .assert_no_leak("PWNED");
 }
+at_every_tier!(writing_husky_hooks_is_blocked);

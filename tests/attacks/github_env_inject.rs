@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
-use crate::require;
-use crate::util::{Feature, Run, World};
+use crate::util::{Run, Tier, World};
+use crate::{at_every_tier, require};
 
 const FILES: [(&str, &str); 5] = [
     ("GITHUB_ENV", "set_env_1f2e"),
@@ -82,21 +82,21 @@ fn check(w: &World, dir: &std::path::Path) {
 /// dir outside the project (as on GitHub-hosted runners). Evidence: bare,
 /// the variables are visible and the files get the line; sandboxed, the
 /// variables are absent from `env` and every file stays empty.
-#[test]
-fn github_env_injection_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn github_env_injection_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let dir = w.outside.join("_temp/_runner_file_commands");
     check(&w, &dir);
 }
+at_every_tier!(github_env_injection_is_blocked);
 
 /// Runs as an unprivileged user: the same, with the command files inside
 /// the (writable) project, e.g. a self-hosted runner whose temp dir is in
 /// the workspace. They must still not be writable.
-#[test]
-fn github_env_files_inside_project_are_not_writable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn github_env_files_inside_project_are_not_writable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let dir = w.project.join("_runner_temp");
     check(&w, &dir);
 }
+at_every_tier!(github_env_files_inside_project_are_not_writable);

@@ -1,6 +1,8 @@
 //! One file per threat. Each test proves both halves with evidence: the
 //! attack works bare (same user, same environment, no sandbox) and fails
-//! inside `vetto run --tier fs-only`.
+//! inside `vetto run`, at every tier (`NAME::at_fs_only`, `NAME::at_full`;
+//! see `at_every_tier!`). Where FULL stops an attack differently (the
+//! target is absent from its view rather than refused), the test says so.
 
 mod abstract_socket;
 mod arch_bypass;

@@ -5,8 +5,8 @@ use std::io::{ErrorKind, Read};
 use std::net::{TcpListener, UdpSocket};
 use std::time::Duration;
 
-use crate::require;
-use crate::util::{Feature, World};
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
 
 /// Connections the listener has accepted so far, with what they sent.
 fn accepted(l: &TcpListener) -> Vec<String> {
@@ -29,12 +29,13 @@ fn accepted(l: &TcpListener) -> Vec<String> {
 
 /// Runs as an unprivileged user: connect to a TCP listener on 127.0.0.1
 /// (and ::1 when the host has it) and send a line. Evidence: bare, the
-/// listener accepts the probe's line; sandboxed, `connect` is refused with
-/// EPERM and the listener accepts nothing.
-#[test]
-fn tcp_connect_to_loopback_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+/// listener accepts the probe's line; sandboxed, the listener accepts
+/// nothing: at FS-ONLY `connect` is refused with EPERM; at FULL the job has
+/// its own loopback, where nothing listens (ECONNREFUSED), and may create
+/// sockets freely.
+fn tcp_connect_to_loopback_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let mut listeners = vec![TcpListener::bind("127.0.0.1:0").unwrap()];
     if let Ok(l6) = TcpListener::bind("[::1]:0") {
         listeners.push(l6);
@@ -48,24 +49,33 @@ fn tcp_connect_to_loopback_is_blocked() {
             "control: the bare connection did not arrive at {addr}"
         );
 
-        w.probe_sandboxed(&["connect-tcp", &addr]).assert_blocked();
+        let p = w.probe_sandboxed(&["connect-tcp", &addr]);
+        match tier {
+            Tier::FsOnly => p.assert_blocked(),
+            Tier::Full => p.assert_blocked_with(&["ECONNREFUSED"]),
+        };
         assert_eq!(
             accepted(l),
             Vec::<String>::new(),
-            "a sandboxed connection reached {addr}"
+            "a sandboxed connection reached {addr} at tier {tier}\n{}",
+            p.out.dump()
         );
     }
     w.probe_bare(&["socket-inet"]).assert_ok();
-    w.probe_sandboxed(&["socket-inet"]).assert_blocked();
+    let p = w.probe_sandboxed(&["socket-inet"]);
+    match tier {
+        Tier::FsOnly => p.assert_blocked(),
+        Tier::Full => p.assert_ok(),
+    };
 }
+at_every_tier!(tcp_connect_to_loopback_is_blocked);
 
 /// Runs as an unprivileged user: the same with the tools a job would use
 /// (`curl`, python's socket module), which must fail without reaching the
 /// listener.
-#[test]
-fn tcp_connect_with_ordinary_tools_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn tcp_connect_with_ordinary_tools_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let script = format!(
@@ -80,14 +90,15 @@ fn tcp_connect_with_ordinary_tools_is_blocked() {
         out.dump()
     );
 }
+at_every_tier!(tcp_connect_with_ordinary_tools_is_blocked);
 
 /// Runs as an unprivileged user: send a UDP datagram to 127.0.0.1 (DNS
 /// tunnelling, syslog, statsd…). Evidence: bare, it arrives; sandboxed,
-/// it is refused and nothing arrives.
-#[test]
-fn udp_send_to_loopback_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+/// nothing arrives: at FS-ONLY the send is refused; at FULL it goes to the
+/// sandbox's own loopback (so the probe may report success) and is lost there.
+fn udp_send_to_loopback_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_nonblocking(true).unwrap();
     let addr = sock.local_addr().unwrap().to_string();
@@ -101,20 +112,27 @@ fn udp_send_to_loopback_is_blocked() {
     assert!(n > 0);
 
     let p = w.probe_sandboxed(&["udp-send", &addr]);
-    p.assert_blocked();
+    if tier == Tier::FsOnly {
+        p.assert_blocked();
+    } else {
+        p.out.assert_ran();
+    }
     match sock.recv_from(&mut buf) {
         Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-        other => panic!("a sandboxed datagram arrived: {other:?}\n{}", p.out.dump()),
+        other => panic!(
+            "a sandboxed datagram arrived at tier {tier}: {other:?}\n{}",
+            p.out.dump()
+        ),
     }
 }
+at_every_tier!(udp_send_to_loopback_is_blocked);
 
 /// Runs as an unprivileged user: with `--net host` said explicitly, the
 /// same connection reaches the listener (the network switch is real, and
 /// the blocks above come from `--net off`).
-#[test]
-fn net_host_allows_loopback_connections() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn net_host_allows_loopback_connections(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     w.probe_sandboxed_with(&["--net", "host"], &["connect-tcp", &addr])
@@ -125,3 +143,4 @@ fn net_host_allows_loopback_connections() {
         "the --net host connection did not arrive"
     );
 }
+at_every_tier!(net_host_allows_loopback_connections);

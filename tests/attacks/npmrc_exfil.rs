@@ -1,8 +1,8 @@
 //! The npm `postinstall` exfiltration: a dependency's install script reads
 //! the registry token from `~/.npmrc` (the shape of the 2025 npm worms).
 
-use crate::require;
-use crate::util::{Feature, NPM_CANARY, World};
+use crate::util::{NPM_CANARY, Tier, World};
+use crate::{at_every_tier, require};
 
 const POSTINSTALL: &str = "#!/bin/sh
 # what a malicious dependency runs at `npm install`
@@ -15,10 +15,9 @@ echo postinstall-finished
 /// Runs as an unprivileged user: `node_modules/evil/postinstall.sh` cats
 /// `~/.npmrc` and copies it next to itself. Evidence: bare, the token is
 /// printed and copied; sandboxed, neither.
-#[test]
-fn npm_postinstall_cannot_read_npmrc_token() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn npm_postinstall_cannot_read_npmrc_token(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let script = w.project.join("node_modules/evil/postinstall.sh");
     w.write(
         &w.project.join("node_modules/evil/package.json"),
@@ -46,3 +45,4 @@ fn npm_postinstall_cannot_read_npmrc_token() {
         out.dump()
     );
 }
+at_every_tier!(npm_postinstall_cannot_read_npmrc_token);

@@ -1,18 +1,17 @@
 //! Rewriting the sandbox's own policy: a job that edits `vetto.toml` in the
 //! project widens every later run (and the next CI job) without review.
 
-use crate::require;
-use crate::util::{Feature, World, read};
+use crate::util::{Tier, World, read};
+use crate::{at_every_tier, require};
 
 const POLICY: &str = "extends = [\"default\"]\n";
 
 /// Runs as an unprivileged user: the project's `vetto.toml` (picked up by
 /// default) is appended to, replaced by rename, and deleted. Evidence:
 /// bare, it changes; sandboxed, it is byte for byte what it was.
-#[test]
-fn project_policy_file_is_not_writable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn project_policy_file_is_not_writable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let policy = w.project.join("vetto.toml");
     w.write(&policy, POLICY);
     let script = "echo '[filesystem]' >> vetto.toml; echo 'write = [\"/\"]' >> vetto.toml; \
@@ -35,3 +34,4 @@ fn project_policy_file_is_not_writable() {
         out.dump()
     );
 }
+at_every_tier!(project_policy_file_is_not_writable);

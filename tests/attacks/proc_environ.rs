@@ -2,16 +2,15 @@
 //! `/proc/PID/environ` — another job step, the developer's shell, or vetto
 //! itself (which holds the variables it withheld from the job).
 
-use crate::require;
-use crate::util::{ENV_CANARY, Feature, World, vetto_bin, vetto_bin_dir};
+use crate::util::{ENV_CANARY, Tier, World, vetto_bin, vetto_bin_dir};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: a `sleep` started by the test (same user)
 /// carries a token in its environment; the job reads `/proc/PID/environ`.
 /// Evidence: bare, the token is found; sandboxed, the read is refused.
-#[test]
-fn reading_outside_process_environ_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn reading_outside_process_environ_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let victim = w.outside_sleep(&[("DEPLOY_TOKEN", ENV_CANARY)]);
     let pid = victim.pid().to_string();
     let bare = w.probe_bare(&["read-environ", &pid, ENV_CANARY]);
@@ -21,8 +20,12 @@ fn reading_outside_process_environ_is_blocked() {
         "control: the token was not in the bare read: {}",
         bare.json
     );
-    w.probe_sandboxed(&["read-environ", &pid, ENV_CANARY])
-        .assert_blocked();
+    // At FULL the process is not even in the sandbox's /proc.
+    let p = w.probe_sandboxed(&["read-environ", &pid, ENV_CANARY]);
+    match tier {
+        Tier::FsOnly => p.assert_blocked(),
+        Tier::Full => p.assert_blocked_with(&["ENOENT"]),
+    };
 
     let out = w.sh_sandboxed(&format!(
         "cat /proc/{pid}/environ | tr '\\0' '\\n'; echo script-finished"
@@ -31,16 +34,16 @@ fn reading_outside_process_environ_is_blocked() {
         .assert_stdout_contains("script-finished")
         .assert_no_leak(ENV_CANARY);
 }
+at_every_tier!(reading_outside_process_environ_is_blocked);
 
 /// Runs as an unprivileged user: vetto is started with a token in ITS
 /// environment (withheld from the job); the job scans every
 /// `/proc/*/environ` for it — vetto's supervisor included. A process
 /// outside holds it too, for the control. Evidence: bare, the scan finds it;
 /// sandboxed, it finds it nowhere.
-#[test]
-fn reading_vetto_supervisor_environ_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn reading_vetto_supervisor_environ_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let _victim = w.outside_sleep(&[("DEPLOY_TOKEN", ENV_CANARY)]);
     let bare = w.probe_bare(&["read-environ", "all", ENV_CANARY]);
     bare.assert_ok();
@@ -75,3 +78,4 @@ fn reading_vetto_supervisor_environ_is_blocked() {
         .count();
     assert_eq!(leaks, 0, "the token leaked\n{}", out.dump());
 }
+at_every_tier!(reading_vetto_supervisor_environ_is_blocked);

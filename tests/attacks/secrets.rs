@@ -1,12 +1,12 @@
 //! Reading credentials: SSH keys, cloud credentials, the project's `.env`.
 
-use crate::require;
-use crate::util::{AWS_CANARY, DOTENV_CANARY, Feature, SSH_CANARY, World};
+use crate::util::{AWS_CANARY, DOTENV_CANARY, SSH_CANARY, Tier, World};
+use crate::{at_every_tier, require};
 
 /// Bare, `script` prints `canary`; sandboxed it runs to the end but the
 /// canary appears nowhere.
-fn assert_secret_unreadable(script: &str, canary: &str) {
-    let w = World::new();
+fn assert_secret_unreadable(tier: Tier, script: &str, canary: &str) {
+    let w = World::at(tier);
     w.sh_bare(script).assert_stdout_contains(canary);
     let script = format!("{script}; echo script-finished");
     let out = w.sh_sandboxed(&script);
@@ -18,28 +18,27 @@ fn assert_secret_unreadable(script: &str, canary: &str) {
 /// Runs as an unprivileged user: `cat ~/.ssh/id_rsa`, `cp` it into the
 /// project, and a path with `..` and `.` in it. (Names in `~/.ssh` stay
 /// listable by design: docs/tiers.md, "What remains visible".)
-#[test]
-fn reading_ssh_private_key_is_blocked() {
-    require!(Feature::FsOnly);
-    assert_secret_unreadable("cat ~/.ssh/id_rsa", SSH_CANARY);
-    assert_secret_unreadable("cp ~/.ssh/id_rsa stolen && cat stolen", SSH_CANARY);
-    assert_secret_unreadable("cat \"$HOME/.ssh/../.ssh/./id_rsa\"", SSH_CANARY);
+fn reading_ssh_private_key_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    assert_secret_unreadable(tier, "cat ~/.ssh/id_rsa", SSH_CANARY);
+    assert_secret_unreadable(tier, "cp ~/.ssh/id_rsa stolen && cat stolen", SSH_CANARY);
+    assert_secret_unreadable(tier, "cat \"$HOME/.ssh/../.ssh/./id_rsa\"", SSH_CANARY);
 }
+at_every_tier!(reading_ssh_private_key_is_blocked);
 
 /// Runs as an unprivileged user: `cat ~/.aws/credentials`.
-#[test]
-fn reading_aws_credentials_is_blocked() {
-    require!(Feature::FsOnly);
-    assert_secret_unreadable("cat ~/.aws/credentials", AWS_CANARY);
+fn reading_aws_credentials_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    assert_secret_unreadable(tier, "cat ~/.aws/credentials", AWS_CANARY);
 }
+at_every_tier!(reading_aws_credentials_is_blocked);
 
 /// Runs as an unprivileged user: `cat P/.env` and `P/.env.production`, and
 /// a private key checked into the project.
-#[test]
-fn reading_project_dotenv_and_keys_is_blocked() {
-    require!(Feature::FsOnly);
-    assert_secret_unreadable("cat .env", DOTENV_CANARY);
-    assert_secret_unreadable("cat \"$PWD/.env\"", DOTENV_CANARY);
+fn reading_project_dotenv_and_keys_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    assert_secret_unreadable(tier, "cat .env", DOTENV_CANARY);
+    assert_secret_unreadable(tier, "cat \"$PWD/.env\"", DOTENV_CANARY);
 
     for (rel, canary) in [
         (".env.production", "CANARY-env-production-1"),
@@ -47,7 +46,7 @@ fn reading_project_dotenv_and_keys_is_blocked() {
         ("config/.env", "CANARY-nested-dotenv-3"),
         ("certs/server.key", "CANARY-tls-key-4"),
     ] {
-        let w = World::new();
+        let w = World::at(tier);
         w.write(&w.project.join(rel), &format!("{canary}\n"));
         let script = format!("cat '{rel}'");
         w.sh_bare(&script).assert_stdout_contains(canary);
@@ -57,3 +56,4 @@ fn reading_project_dotenv_and_keys_is_blocked() {
             .assert_no_leak(canary);
     }
 }
+at_every_tier!(reading_project_dotenv_and_keys_is_blocked);

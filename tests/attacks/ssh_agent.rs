@@ -8,8 +8,8 @@ use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::require;
-use crate::util::{Feature, World, user};
+use crate::util::{Tier, World, user};
+use crate::{at_every_tier, require};
 
 const AGENT_REPLY: &str = "CANARY-agent-identity-8c1d";
 
@@ -46,11 +46,11 @@ fn serve(l: &UnixListener) -> usize {
 /// Runs as an unprivileged user: `SSH_AUTH_SOCK` points at an agent
 /// stand-in in a temp dir outside the project, passed on purpose with
 /// `--env-pass SSH_AUTH_SOCK`. Evidence: bare, the probe connects (the
-/// listener accepts); sandboxed, `connect` is refused and nothing is accepted.
-#[test]
-fn connecting_to_ssh_agent_socket_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+/// listener accepts); sandboxed, nothing is accepted: at FS-ONLY `connect`
+/// is refused, at FULL the socket is not in the job's view (ENOENT).
+fn connecting_to_ssh_agent_socket_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let sock = w.outside.join("agent.sock");
     let l = agent_at(&sock);
     let path = sock.to_str().unwrap();
@@ -78,7 +78,11 @@ fn connecting_to_ssh_agent_socket_is_blocked() {
 
     let p = w.probe_sandboxed_with(&["--env-pass", "SSH_AUTH_SOCK"], &["connect-unix", path]);
     let clients = serve(&l);
-    p.assert_blocked();
+    // At FULL the socket is not even in the sandbox's view.
+    match tier {
+        Tier::FsOnly => p.assert_blocked(),
+        Tier::Full => p.assert_blocked_with(&["ENOENT"]),
+    };
     assert_eq!(
         clients,
         0,
@@ -94,3 +98,4 @@ fn connecting_to_ssh_agent_socket_is_blocked() {
     out.assert_ran().assert_no_leak(AGENT_REPLY);
     assert_eq!(serve(&l), 0, "python reached the agent\n{}", out.dump());
 }
+at_every_tier!(connecting_to_ssh_agent_socket_is_blocked);

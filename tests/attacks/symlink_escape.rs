@@ -1,16 +1,15 @@
 //! Symlinks in the project that point at secrets or at writable places
 //! outside (a malicious repository can ship them).
 
-use crate::require;
-use crate::util::{AWS_CANARY, Feature, SSH_CANARY, World, read};
+use crate::util::{AWS_CANARY, SSH_CANARY, Tier, World, read};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: the project ships `link -> ~/.ssh/id_rsa`
 /// and `home -> $HOME`; the job cats through them. Evidence: bare, the key
 /// is printed; sandboxed, it is not.
-#[test]
-fn symlink_in_project_to_secret_is_blocked() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn symlink_in_project_to_secret_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let script = format!(
         "ln -s '{key}' link; ln -s '{home}' homelink; cat link; cat homelink/.aws/credentials",
         key = w.home.join(".ssh/id_rsa").display(),
@@ -30,21 +29,21 @@ fn symlink_in_project_to_secret_is_blocked() {
         .assert_no_leak(AWS_CANARY);
 
     // And links the job makes itself.
-    let w = World::new();
+    let w = World::at(tier);
     let out = w.sh_sandboxed(&format!("{script}; echo script-finished"));
     out.assert_ran()
         .assert_stdout_contains("script-finished")
         .assert_no_leak(SSH_CANARY)
         .assert_no_leak(AWS_CANARY);
 }
+at_every_tier!(symlink_in_project_to_secret_is_blocked);
 
 /// Runs as an unprivileged user: the project ships `out -> <dir outside>`;
 /// the job writes through it. Evidence: bare, the file appears outside;
 /// sandboxed, it does not.
-#[test]
-fn symlink_in_project_to_outside_dir_is_not_writable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn symlink_in_project_to_outside_dir_is_not_writable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     std::os::unix::fs::symlink(&w.outside, w.project.join("out")).unwrap();
     std::os::unix::fs::lchown(
         w.project.join("out"),
@@ -68,3 +67,4 @@ fn symlink_in_project_to_outside_dir_is_not_writable() {
         out.dump()
     );
 }
+at_every_tier!(symlink_in_project_to_outside_dir_is_not_writable);

@@ -2,17 +2,16 @@
 //! capabilities over new mount and network namespaces, the kernel attack
 //! surface behind most container escapes.
 
-use crate::require;
-use crate::util::{Feature, World};
+use crate::util::{Feature, Tier, World};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: `unshare -Ur` and a raw
 /// `unshare(CLONE_NEWUSER)`. Evidence: bare, `unshare -Ur id -u` prints 0;
 /// sandboxed, it fails and the probe gets EPERM.
-#[test]
-fn unshare_user_namespace_is_blocked() {
-    require!(Feature::FsOnly);
+fn unshare_user_namespace_is_blocked(tier: Tier) {
+    require!(tier.feature());
     require!(Feature::Userns);
-    let w = World::new();
+    let w = World::at(tier);
     w.run_bare(&["unshare", "-Ur", "id", "-u"])
         .assert_success()
         .assert_stdout_contains("0");
@@ -24,3 +23,4 @@ fn unshare_user_namespace_is_blocked() {
         .assert_stdout_lacks("ESCAPED");
     w.probe_sandboxed(&["unshare-user"]).assert_blocked();
 }
+at_every_tier!(unshare_user_namespace_is_blocked);

@@ -1,15 +1,15 @@
-//! What must keep working inside `--tier fs-only`: a sandbox that breaks
-//! builds gets switched off. Each test runs real tools on the project.
+//! What must keep working inside the sandbox, at every tier: a sandbox
+//! that breaks builds gets switched off. Each test runs real tools on the
+//! project.
 
-use crate::require;
-use crate::util::{Feature, World, read};
+use crate::util::{Tier, World, read};
+use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: read, modify, create and delete files
 /// below existing project directories.
-#[test]
-fn project_files_are_readable_and_writable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn project_files_are_readable_and_writable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let out = w.sh_sandboxed(
         "set -e; cat README.md; echo 'edited in sandbox' >> README.md; mkdir -p src/gen; echo generated > src/gen/out.txt; \
          cp src/main.c src/copy.c; rm src/copy.c; mv hello.py hello2.py; mv hello2.py hello.py; echo ok",
@@ -29,16 +29,16 @@ fn project_files_are_readable_and_writable() {
     assert!(!w.project.join("src/copy.c").exists());
     assert!(w.project.join("hello.py").exists());
 }
+at_every_tier!(project_files_are_readable_and_writable);
 
 /// Runs as an unprivileged user: tools that create new top-level entries
 /// in the project — `npm install` (node_modules/, announced by
 /// package.json), `cargo build` (target/, announced by Cargo.toml), a new
 /// file at the root (written, read back, appended to), a new directory at
 /// the root.
-#[test]
-fn new_top_level_entries_can_be_created() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn new_top_level_entries_can_be_created(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     w.write(
         &w.project.join("package.json"),
         "{\"name\": \"demo\", \"version\": \"1.0.0\"}\n",
@@ -72,14 +72,14 @@ fn new_top_level_entries_can_be_created() {
         Some("data\nmore\n")
     );
 }
+at_every_tier!(new_top_level_entries_can_be_created);
 
 /// Runs as an unprivileged user: `git status`, `git add -A && git commit`,
 /// `git log` — git writes objects, the index and refs inside `.git` while
 /// hooks and config stay protected.
-#[test]
-fn git_status_add_commit_work() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn git_status_add_commit_work(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let out = w.sh_sandboxed(
         "set -e; git status --short; echo change >> README.md; echo new > added.txt; git add -A; \
          git commit -q -m 'commit from sandbox'; git log --oneline | head -1; git status --short | wc -l",
@@ -91,13 +91,13 @@ fn git_status_add_commit_work() {
     w.run_bare(&["git", "fsck", "--no-progress"])
         .assert_success();
 }
+at_every_tier!(git_status_add_commit_work);
 
 /// Runs as an unprivileged user: a C compiler (temporary files in
 /// `$TMPDIR`, output in the project), the binary it built, python and sh.
-#[test]
-fn compiler_and_interpreters_run() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn compiler_and_interpreters_run(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let out = w.sh_sandboxed(
         "set -e; cc -O0 -o hello src/main.c; ./hello; python3 hello.py; python3 -c 'import json, sys; print(json.dumps({\"ok\": sys.version_info >= (3,)}))'; \
          sh -c 'echo from-sh'; head -1 /etc/passwd >/dev/null",
@@ -108,13 +108,13 @@ fn compiler_and_interpreters_run() {
         .assert_stdout_contains("{\"ok\": true}")
         .assert_stdout_contains("from-sh");
 }
+at_every_tier!(compiler_and_interpreters_run);
 
 /// Runs as an unprivileged user: `$TMPDIR` (a fresh per-session directory)
 /// and `/dev/null` are writable; the session directory is gone afterwards.
-#[test]
-fn tmpdir_and_dev_null_are_writable() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn tmpdir_and_dev_null_are_writable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let out = w.sh_sandboxed(
         "set -e; test -n \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; cat \"$TMPDIR/f\"; f=$(mktemp); echo y > \"$f\"; mkdir \"$TMPDIR/d\"; touch \"$TMPDIR/d/g\"; \
          echo discard > /dev/null; echo \"tmpdir=$TMPDIR\"",
@@ -136,14 +136,14 @@ fn tmpdir_and_dev_null_are_writable() {
         "the session temp dir {tmpdir} was left behind"
     );
 }
+at_every_tier!(tmpdir_and_dev_null_are_writable);
 
 /// Runs as an unprivileged user: a build tool's own unix socket in `$TMPDIR`
 /// (servers, compilers' job servers) still works: only sockets outside the
 /// allowed paths are refused.
-#[test]
-fn unix_socket_in_session_tmpdir_works() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn unix_socket_in_session_tmpdir_works(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let script = "import os, socket\n\
 p = os.path.join(os.environ['TMPDIR'], 's.sock')\n\
 srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)\n\
@@ -153,14 +153,14 @@ a, _ = srv.accept(); c.sendall(b'ping'); print(a.recv(4).decode())\n";
         .assert_success()
         .assert_stdout_contains("ping");
 }
+at_every_tier!(unix_socket_in_session_tmpdir_works);
 
 /// Runs as an unprivileged user: a job's own abstract unix socket (test
 /// runners and language servers use them) still works: only sockets
 /// outside the sandbox are out of reach.
-#[test]
-fn abstract_socket_of_the_job_itself_works() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn abstract_socket_of_the_job_itself_works(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     let script = "import os, socket\n\
 name = b'\\0vetto-control-%d' % os.getpid()\n\
 srv = socket.socket(socket.AF_UNIX); srv.bind(name); srv.listen(1)\n\
@@ -170,15 +170,15 @@ a, _ = srv.accept(); c.sendall(b'pong'); print(a.recv(4).decode())\n";
         .assert_success()
         .assert_stdout_contains("pong");
 }
+at_every_tier!(abstract_socket_of_the_job_itself_works);
 
 /// Runs as an unprivileged user: the same git and compiler work in a
 /// project whose root holds no masked file (no `.env`), which isolates the
 /// cause when the controls above fail only with a root `.env` (see
 /// docs/tiers.md, "What remains").
-#[test]
-fn git_and_compiler_work_without_root_dotenv() {
-    require!(Feature::FsOnly);
-    let w = World::new();
+fn git_and_compiler_work_without_root_dotenv(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
     w.sh_bare("rm .env").assert_success();
     let out = w.sh_sandboxed(
         "set -e; cc -O0 -o hello src/main.c; ./hello; echo new > added.txt; cat added.txt; \
@@ -188,3 +188,4 @@ fn git_and_compiler_work_without_root_dotenv() {
         .assert_stdout_contains("hello from c")
         .assert_stdout_contains("commit from sandbox");
 }
+at_every_tier!(git_and_compiler_work_without_root_dotenv);

@@ -212,6 +212,9 @@ pub enum Feature {
     FsOnly,
     /// An x86_64 host (x32 and i386 syscall ABIs).
     X86_64,
+    /// The FULL tier as these tests use it: the FS-ONLY parts (Landlock and
+    /// the seccomp notifications still run on top) plus user namespaces.
+    Full,
 }
 
 impl Feature {
@@ -219,6 +222,11 @@ impl Feature {
     fn parts(self) -> Vec<Feature> {
         match self {
             Feature::FsOnly => vec![Feature::LandlockAbi(6), Feature::SeccompNotify],
+            Feature::Full => vec![
+                Feature::LandlockAbi(6),
+                Feature::SeccompNotify,
+                Feature::Userns,
+            ],
             f => vec![f],
         }
     }
@@ -290,7 +298,7 @@ pub fn check(f: Feature) -> Result<(), String> {
                     return Err("needs an x86_64 host".into());
                 }
             }
-            Feature::FsOnly => unreachable!("expanded by parts()"),
+            Feature::FsOnly | Feature::Full => unreachable!("expanded by parts()"),
         }
     }
     Ok(())
@@ -315,7 +323,7 @@ pub fn required_in(list: &str, f: Feature) -> bool {
                 Feature::Userns => *item == "userns",
                 Feature::SeccompNotify => *item == "seccomp-notify",
                 Feature::X86_64 => *item == "x86_64",
-                Feature::FsOnly => false,
+                Feature::FsOnly | Feature::Full => false,
             })
         })
 }
@@ -331,6 +339,61 @@ fn require_list_escalates_exactly_the_promised_features() {
     assert!(!required_in(ci, Feature::X86_64));
     assert!(!required_in("", Feature::FsOnly));
     assert!(required_in("all", Feature::X86_64));
+    assert!(required_in(ci, Feature::Full));
+    assert!(!required_in("landlock-abi>=6", Feature::Userns));
+}
+
+// ───────────────────────────── tiers ─────────────────────────────
+
+/// The tier a world's sandboxed runs ask for (`--tier NAME`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// Landlock + seccomp, no namespaces.
+    FsOnly,
+    /// Namespaces and a new root, with Landlock and seccomp on top.
+    Full,
+}
+
+impl Tier {
+    /// The name `--tier` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::FsOnly => "fs-only",
+            Tier::Full => "full",
+        }
+    }
+    /// What the host must offer for this tier's tests to run.
+    pub fn feature(self) -> Feature {
+        match self {
+            Tier::FsOnly => Feature::FsOnly,
+            Tier::Full => Feature::Full,
+        }
+    }
+}
+
+impl std::fmt::Display for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Run each named `fn NAME(tier: Tier)` at every tier, as the tests
+/// `NAME::at_fs_only` and `NAME::at_full` (a module and a function may
+/// share a name). The tier is also in every failure's command line.
+#[macro_export]
+macro_rules! at_every_tier {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn at_fs_only() {
+                super::$name($crate::util::Tier::FsOnly);
+            }
+            #[test]
+            fn at_full() {
+                super::$name($crate::util::Tier::Full);
+            }
+        }
+    )+};
 }
 
 /// The running test's name (libtest names each test's thread after it).
@@ -918,6 +981,8 @@ pub struct World {
     pub project: PathBuf,
     pub tmp: PathBuf,
     pub outside: PathBuf,
+    /// The tier [`World::sandboxed`] and friends run at.
+    pub tier: Tier,
     name: String,
 }
 
@@ -925,16 +990,29 @@ pub struct World {
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
 
 impl World {
+    /// A world whose sandboxed runs use `--tier fs-only`.
     pub fn new() -> World {
+        World::at(Tier::FsOnly)
+    }
+
+    /// A world whose sandboxed runs use `--tier TIER`.
+    pub fn at(tier: Tier) -> World {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = test_name();
-        let short: String = name
-            .rsplit("::")
-            .next()
-            .unwrap_or("t")
+        // The test's own name (short: unix socket paths in the world's
+        // temp dirs must stay under 108 bytes) and, for a tiered test, its tier.
+        let mut parts = name.rsplit("::");
+        let last = parts.next().unwrap_or("t");
+        let (test, tier_tag) = match last {
+            "at_full" => (parts.next().unwrap_or("t"), "-full"),
+            "at_fs_only" => (parts.next().unwrap_or("t"), "-fs"),
+            _ => (last, ""),
+        };
+        let short: String = test
             .chars()
             .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-            .take(40)
+            .take(32)
+            .chain(tier_tag.chars())
             .collect();
         let root = PathBuf::from(format!(
             "/tmp/vetto-test-{}-{}-{short}",
@@ -950,6 +1028,7 @@ impl World {
             tmp: root.join("tmp"),
             outside: root.join("outside"),
             root,
+            tier,
             name,
         };
         w.populate();
@@ -1053,9 +1132,9 @@ impl World {
         }
     }
 
-    /// `vetto run --tier fs-only --project P [OPTIONS] -- ARGV`.
+    /// `vetto run --tier TIER --project P [OPTIONS] -- ARGV` at the world's tier.
     pub fn sandboxed_with(&self, options: &[&str], argv: &[&str]) -> Run {
-        self.sandboxed_at("fs-only", options, argv)
+        self.sandboxed_at(self.tier.name(), options, argv)
     }
 
     /// `vetto run --tier TIER --project P [OPTIONS] -- ARGV`.
@@ -1104,7 +1183,7 @@ impl World {
     /// `vetto __probe ARGS` inside the sandbox (the probe binary's directory
     /// is granted readable, nothing else is added).
     pub fn probe_sandboxed_with(&self, options: &[&str], args: &[&str]) -> Probe {
-        self.probe_sandboxed_at("fs-only", options, args)
+        self.probe_sandboxed_at(self.tier.name(), options, args)
     }
 
     /// The same at another tier.
