@@ -15,5 +15,6 @@ mod util;
 
 mod attacks;
 mod controls;
+mod full;
 mod policy_cli;
 mod supervisor;
