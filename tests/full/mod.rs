@@ -259,8 +259,9 @@ fn tmp_is_private() {
 
 /// Runs as an unprivileged user: the masked secrets are absent from the
 /// view or empty stand-ins: `~/.ssh/id_rsa`, `~/.aws/credentials`,
-/// `~/.npmrc`, and the project's `.env`, which at FULL is an empty file
-/// (docs/tiers.md). No canary appears.
+/// `~/.npmrc`, keys and `.env` files deeper in the project, and the
+/// project's `.env`, which at FULL is an empty file (docs/tiers.md). No
+/// canary appears.
 #[test]
 fn masked_secrets_read_as_absent_or_empty() {
     require!(Feature::Full);
@@ -276,10 +277,26 @@ fn masked_secrets_read_as_absent_or_empty() {
             "f=\"$HOME/{rel}\"; if [ -e \"$f\" ]; then echo \"{rel}=$(wc -c < \"$f\")\"; cat \"$f\"; else echo '{rel}=absent'; fi; "
         );
     }
+    // Secrets the default policy masks inside the project, planted here.
+    let in_project = [
+        (".env.production", "CANARY-env-production-1"),
+        ("deploy/id_ed25519", "CANARY-deploy-key-2"),
+        ("config/.env", "CANARY-nested-dotenv-3"),
+        ("certs/server.key", "CANARY-tls-key-4"),
+    ];
+    for (rel, canary) in in_project {
+        w.write(&w.project.join(rel), &format!("{canary}\n"));
+        script += &format!(
+            "if [ -e '{rel}' ]; then echo \"{rel}=$(wc -c < '{rel}')\"; cat '{rel}'; else echo '{rel}=absent'; fi; "
+        );
+    }
     script += "echo \".env=$(wc -c < .env)\"; cat .env; echo script-finished";
 
     let bare = w.sh_bare(&script);
     for (_, canary) in files {
+        bare.assert_stdout_contains(canary);
+    }
+    for (_, canary) in in_project {
         bare.assert_stdout_contains(canary);
     }
     bare.assert_stdout_contains(DOTENV_CANARY);
@@ -292,6 +309,15 @@ fn masked_secrets_read_as_absent_or_empty() {
         assert!(
             matches!(seen.as_deref(), Some("absent" | "0")),
             "~/{rel} is neither absent nor empty inside: {seen:?}\n{}",
+            out.dump()
+        );
+    }
+    for (rel, canary) in in_project {
+        out.assert_no_leak(canary);
+        let seen = field(&out, rel);
+        assert!(
+            matches!(seen.as_deref(), Some("absent" | "0")),
+            "P/{rel} is neither absent nor empty inside: {seen:?}\n{}",
             out.dump()
         );
     }
