@@ -14,6 +14,8 @@
 //! (`attacks::daemon`, `supervisor::sigkill_of_vetto_kills_the_sandboxed_tree`),
 //! `unshare -Ur` fails (`attacks::userns`).
 
+use std::path::Path;
+
 use crate::require;
 use crate::util::{
     AWS_CANARY, DOTENV_CANARY, Feature, NPM_CANARY, Out, SSH_CANARY, Tier, World, read,
@@ -408,4 +410,72 @@ fn auto_picks_full_where_user_namespaces_work() {
         "{}",
         out.dump()
     );
+}
+
+/// Runs as an unprivileged user, with a project outside `/tmp`: the job's
+/// `TMPDIR` is the private `/tmp` itself, writable, and what the job
+/// leaves there is not on the host afterwards.
+#[test]
+fn tmpdir_is_the_private_tmp_when_the_project_is_elsewhere() {
+    require!(Feature::Full);
+    let w = World::at_in(Tier::Full, Path::new("/var/tmp"));
+    let tag = unique_sleep_arg();
+    let out = w.sh_sandboxed(&format!(
+        "echo tmpdir=$TMPDIR; echo x > \"$TMPDIR/vetto-left-{tag}\"; mktemp >/dev/null && echo mktemp-ok"
+    ));
+    out.assert_success().assert_stdout_contains("mktemp-ok");
+    assert_eq!(
+        field(&out, "tmpdir").as_deref(),
+        Some("/tmp"),
+        "{}",
+        out.dump()
+    );
+    let left = Path::new("/tmp").join(format!("vetto-left-{tag}"));
+    let on_host = left.exists();
+    let _ = std::fs::remove_file(&left);
+    assert!(
+        !on_host,
+        "the job's temp file is on the host's /tmp\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user inside a user namespace whose
+/// `user.max_user_namespaces` is 0 (a per-namespace limit: the rest of the
+/// host is untouched), which is what a host without unprivileged user
+/// namespaces looks like to vetto. Evidence: `--tier auto` runs the job at
+/// FS-ONLY, and `--tier full` refuses with 125 naming the missing feature.
+#[test]
+fn auto_falls_back_to_fs_only_where_user_namespaces_are_off() {
+    require!(Feature::Full);
+    let w = full();
+    let vetto = crate::util::vetto_bin().to_str().unwrap();
+    let project = w.project.to_str().unwrap();
+    let script = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces || exit 99; \
+         {vetto} run --project '{project}' -- sh -c 'echo tier=$VETTO_TIER'; echo auto-rc=$?; \
+         {vetto} run --tier full --project '{project}' -- true; echo full-rc=$?"
+    );
+    let out = w.run_bare(&["unshare", "-Ur", "sh", "-c", &script]);
+    out.assert_success();
+    assert_eq!(
+        field(&out, "tier").as_deref(),
+        Some("fs-only"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        field(&out, "auto-rc").as_deref(),
+        Some("0"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        field(&out, "full-rc").as_deref(),
+        Some("125"),
+        "{}",
+        out.dump()
+    );
+    out.assert_stderr_contains("user namespaces")
+        .assert_stderr_contains("--tier fs-only");
 }

@@ -997,6 +997,12 @@ impl World {
 
     /// A world whose sandboxed runs use `--tier TIER`.
     pub fn at(tier: Tier) -> World {
+        World::at_in(tier, Path::new("/tmp"))
+    }
+
+    /// The same, built in `parent` instead of `/tmp` (for what depends
+    /// on where the project lives, such as FULL's private `/tmp`).
+    pub fn at_in(tier: Tier, parent: &Path) -> World {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = test_name();
         // The test's own name (short: unix socket paths in the world's
@@ -1014,8 +1020,8 @@ impl World {
             .take(32)
             .chain(tier_tag.chars())
             .collect();
-        let root = PathBuf::from(format!(
-            "/tmp/vetto-test-{}-{}-{short}",
+        let root = parent.join(format!(
+            "vetto-test-{}-{}-{short}",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         ));
