@@ -479,3 +479,85 @@ fn auto_falls_back_to_fs_only_where_user_namespaces_are_off() {
     out.assert_stderr_contains("user namespaces")
         .assert_stderr_contains("--tier fs-only");
 }
+
+/// Runs as an unprivileged user: a System V message queue the test
+/// creates outside (as the same user) is listed and removable bare; inside
+/// (own IPC namespace) it does not exist, and removing it fails.
+#[test]
+fn host_sysv_ipc_objects_are_invisible() {
+    require!(Feature::Full);
+    let w = full();
+    let made = w.sh_bare("ipcmk -Q");
+    made.assert_success();
+    let id: String = made
+        .stdout()
+        .rsplit(':')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    assert!(
+        id.parse::<u32>().is_ok(),
+        "ipcmk printed no id\n{}",
+        made.dump()
+    );
+    // `ipcs -i` exits 0 even for a missing id: look the id up in the
+    // kernel's own table of this IPC namespace instead.
+    let probe = format!(
+        "awk -v id={id} 'NR > 1 && $2 == id {{ f = 1 }} END {{ exit !f }}' /proc/sysvipc/msg && echo QUEUE-\"\"SEEN; echo script-finished"
+    );
+    w.sh_bare(&probe).assert_stdout_contains("QUEUE-SEEN");
+
+    // The table is readable inside, so a missing line means a missing queue.
+    let out = w.sh_sandboxed(&format!(
+        "test -r /proc/sysvipc/msg && echo table-readable; {probe}; ipcrm -q {id} && echo RE\"\"MOVED"
+    ));
+    let still_there = w.sh_bare(&probe).stdout().contains("QUEUE-SEEN");
+    w.sh_bare(&format!("ipcrm -q {id}"));
+    out.assert_ran()
+        .assert_stdout_contains("script-finished")
+        .assert_stdout_contains("table-readable")
+        .assert_stdout_lacks("QUEUE-SEEN")
+        .assert_stdout_lacks("REMOVED");
+    assert!(
+        still_there,
+        "the job removed the host's queue\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user: `/dev` holds only the harmless devices
+/// (no disks, no `kmsg`, no `mem`), and `/dev/pts` is the sandbox's own:
+/// no terminal of the host is in it.
+#[test]
+fn dev_holds_only_the_minimal_devices() {
+    require!(Feature::Full);
+    let w = full();
+    let allowed = [
+        "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty",
+        "urandom", "zero", "core", "mqueue",
+    ];
+    let out = w.sh_sandboxed("echo dev=$(ls -A /dev); echo pts=$(ls -A /dev/pts)");
+    out.assert_success();
+    let dev = field(&out, "dev").unwrap_or_default();
+    for name in dev.split_whitespace() {
+        assert!(
+            allowed.contains(&name),
+            "/dev inside holds {name}\n{}",
+            out.dump()
+        );
+    }
+    for must in ["null", "zero", "urandom", "pts", "ptmx"] {
+        assert!(
+            dev.split_whitespace().any(|n| n == must),
+            "/dev inside lacks {must}\n{}",
+            out.dump()
+        );
+    }
+    let pts = field(&out, "pts").unwrap_or_default();
+    assert!(
+        pts.split_whitespace().all(|n| n == "ptmx"),
+        "/dev/pts inside holds a terminal: {pts}\n{}",
+        out.dump()
+    );
+}
