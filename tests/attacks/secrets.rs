@@ -57,3 +57,34 @@ fn reading_project_dotenv_and_keys_is_blocked(tier: Tier) {
     }
 }
 at_every_tier!(reading_project_dotenv_and_keys_is_blocked);
+
+/// Runs as an unprivileged user: overwrite, truncate, or delete and
+/// recreate the project's masked `.env` (a job planting its own database
+/// URL or cloud credentials for the next step to use). Evidence: bare, the
+/// file changes; sandboxed, it still holds the original secret afterwards
+/// (at FULL the job only ever sees an empty read-only stand-in).
+fn overwriting_masked_dotenv_is_blocked(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let dotenv = w.project.join(".env");
+    let original = std::fs::read_to_string(&dotenv).unwrap();
+    let script = "(echo PLANTED=1 > .env); (true > .env); rm -f .env; (echo PLANTED=2 > .env); echo script-finished";
+
+    w.sh_bare(script).assert_success();
+    assert_ne!(
+        std::fs::read_to_string(&dotenv).ok().as_deref(),
+        Some(original.as_str()),
+        "control: bare overwrite of .env failed"
+    );
+    w.write(&dotenv, &original);
+
+    let out = w.sh_sandboxed(script);
+    out.assert_ran().assert_stdout_contains("script-finished");
+    assert_eq!(
+        std::fs::read_to_string(&dotenv).ok().as_deref(),
+        Some(original.as_str()),
+        ".env was changed at tier {tier}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(overwriting_masked_dotenv_is_blocked);
