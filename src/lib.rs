@@ -23,6 +23,7 @@ pub mod exit;
 pub mod host;
 pub mod plan;
 pub mod policy;
+pub mod probe;
 pub mod report;
 pub mod sandbox;
 pub mod supervisor;

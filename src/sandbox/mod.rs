@@ -12,6 +12,8 @@ mod imp;
 mod imp;
 
 pub use imp::{SetupError, Spawned, Stage, caps, notify, process};
+// The probe's raw attempts (`vetto __probe`, `vetto verify`).
+pub use imp::try_syscall;
 
 /// A process the job left running when it ended; the sandbox's init
 /// reports it, then kills it.

@@ -1,0 +1,26 @@
+//! One file per threat. Each test proves both halves with evidence: the
+//! attack works bare (same user, same environment, no sandbox) and fails
+//! inside `vetto run`, at every tier (`NAME::at_fs_only`, `NAME::at_full`;
+//! see `at_every_tier!`). Where FULL stops an attack differently (the
+//! target is absent from its view rather than refused), the test says so.
+
+mod abstract_socket;
+mod arch_bypass;
+mod daemon;
+mod dangerous_syscalls;
+mod env_scrub;
+mod fs_escape;
+mod git_hooks;
+mod github_env_inject;
+mod io_uring;
+mod network;
+mod npmrc_exfil;
+mod policy_tamper;
+mod proc_environ;
+mod ptrace;
+mod seccomp_tier;
+mod secrets;
+mod signals;
+mod ssh_agent;
+mod symlink_escape;
+mod userns;
