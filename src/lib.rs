@@ -22,5 +22,6 @@ pub mod exit;
 pub mod host;
 pub mod plan;
 pub mod policy;
+pub mod probe;
 pub mod sandbox;
 pub mod supervisor;

@@ -3,6 +3,10 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // The hidden probe performs one action for tests and `vetto verify`.
+    if let Some(code) = vetto::probe::entry() {
+        return code;
+    }
     // The hidden stage entry must run before anything starts a thread: it
     // restricts this very process and then execs the job.
     if let Some(code) = vetto::sandbox::stage_entry() {

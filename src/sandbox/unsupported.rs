@@ -26,6 +26,87 @@ pub fn stage_entry() -> Option<ExitCode> {
     None
 }
 
+/// The probe's attempts: nothing to attempt without a backend.
+pub mod try_syscall {
+    use std::io;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    fn unsupported<T>() -> io::Result<T> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    pub fn errno_name(errno: i32) -> String {
+        format!("errno {errno}")
+    }
+    pub fn io_uring_setup() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn ptrace_seize(_pid: i32) -> io::Result<()> {
+        unsupported()
+    }
+    pub fn process_vm_read(_pid: i32, _addr: usize, _len: usize) -> io::Result<usize> {
+        unsupported()
+    }
+    pub fn socket_inet() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn connect_tcp(_addr: SocketAddr, _line: &[u8]) -> io::Result<()> {
+        unsupported()
+    }
+    pub fn udp_send(_addr: SocketAddr, _payload: &[u8]) -> io::Result<()> {
+        unsupported()
+    }
+    pub fn connect_unix(_path: &Path, _line: &[u8]) -> io::Result<Vec<u8>> {
+        unsupported()
+    }
+    pub fn connect_abstract(_name: &[u8], _line: &[u8]) -> io::Result<Vec<u8>> {
+        unsupported()
+    }
+    pub fn signal(_pid: i32, _sig: i32) -> io::Result<()> {
+        unsupported()
+    }
+    pub fn unshare_user() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn mount_tmpfs(_target: &Path) -> io::Result<()> {
+        unsupported()
+    }
+    pub fn bpf() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn perf_event_open() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn keyctl() -> io::Result<i64> {
+        unsupported()
+    }
+    pub fn tiocsti() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn read_environ(_pid: i32) -> io::Result<Vec<u8>> {
+        unsupported()
+    }
+    pub fn list_pids() -> io::Result<Vec<i32>> {
+        unsupported()
+    }
+    pub fn first_readable_mapping(_pid: i32) -> io::Result<usize> {
+        unsupported()
+    }
+    pub fn x32_socket() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn i386_socket() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn landlock_abi() -> io::Result<i64> {
+        unsupported()
+    }
+    pub fn seccomp_notify() -> io::Result<()> {
+        unsupported()
+    }
+}
+
 /// Kernel capability questions: on this platform every answer is "not supported".
 pub mod caps {
     use nix::errno::Errno;

@@ -25,6 +25,7 @@ pub mod process;
 mod seccomp;
 mod setup;
 mod sys;
+pub mod try_syscall;
 
 /// The hidden argument that selects the stage.
 const STAGE_ARG: &str = "__stage";

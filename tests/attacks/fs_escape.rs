@@ -1,0 +1,90 @@
+//! Writing outside the project and its temp dir: persistence in dotfiles,
+//! droppers in shared /tmp, tampering with sibling checkouts.
+
+use crate::require;
+use crate::util::{Feature, World, read, unique_sleep_arg};
+
+/// Runs as an unprivileged user: a job appends to `$HOME/.bashrc`, drops a
+/// file in the shared `/tmp` and one in a directory next to the project.
+/// Evidence: bare, all three files change; sandboxed, none does while the
+/// script still runs to its end.
+#[test]
+fn writes_outside_project_and_tmpdir_are_blocked() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let shared_tmp = format!("/tmp/vetto-escape-{}", unique_sleep_arg());
+    let bashrc = w.home.join(".bashrc");
+    let sibling = w.outside.join("dropped");
+    let script = format!(
+        "echo PWNED >> '{}'; echo PWNED > '{shared_tmp}'; echo PWNED > '{}'; echo script-finished",
+        bashrc.display(),
+        sibling.display()
+    );
+
+    w.sh_bare(&script).assert_success();
+    assert!(
+        read(&bashrc).unwrap().contains("PWNED"),
+        "control: bare append to .bashrc failed"
+    );
+    assert!(
+        read(shared_tmp.as_ref()).is_some(),
+        "control: bare write to /tmp failed"
+    );
+    assert!(
+        read(&sibling).is_some(),
+        "control: bare write next to the project failed"
+    );
+    std::fs::write(&bashrc, "# original bashrc\n").unwrap();
+    std::fs::remove_file(&shared_tmp).unwrap();
+    std::fs::remove_file(&sibling).unwrap();
+
+    let out = w.sh_sandboxed(&script);
+    out.assert_ran().assert_stdout_contains("script-finished");
+    assert_eq!(
+        read(&bashrc).as_deref(),
+        Some("# original bashrc\n"),
+        "~/.bashrc was modified\n{}",
+        out.dump()
+    );
+    let leaked = read(shared_tmp.as_ref());
+    let _ = std::fs::remove_file(&shared_tmp);
+    assert!(
+        leaked.is_none(),
+        "the job wrote {shared_tmp}\n{}",
+        out.dump()
+    );
+    assert!(
+        read(&sibling).is_none(),
+        "the job wrote {}\n{}",
+        sibling.display(),
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user: a job creates a new file in `$HOME` (not an
+/// existing one) and a directory at the filesystem root of the world.
+#[test]
+fn creating_files_in_home_is_blocked() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let script = "mkdir -p \"$HOME/.config/autostart\"; echo PWNED > \"$HOME/.profile\"; echo script-finished";
+    let out = w.sh_sandboxed(script);
+    out.assert_ran().assert_stdout_contains("script-finished");
+    assert!(
+        !w.home.join(".profile").exists(),
+        "the job created ~/.profile\n{}",
+        out.dump()
+    );
+    assert!(
+        !w.home.join(".config/autostart").exists(),
+        "the job created ~/.config/autostart\n{}",
+        out.dump()
+    );
+
+    let bare = w.sh_bare(script);
+    bare.assert_success();
+    assert!(
+        w.home.join(".profile").exists(),
+        "control: bare creation in $HOME failed"
+    );
+}

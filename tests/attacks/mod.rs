@@ -1,0 +1,23 @@
+//! One file per threat. Each test proves both halves with evidence: the
+//! attack works bare (same user, same environment, no sandbox) and fails
+//! inside `vetto run --tier fs-only`.
+
+mod abstract_socket;
+mod arch_bypass;
+mod daemon;
+mod dangerous_syscalls;
+mod env_scrub;
+mod fs_escape;
+mod git_hooks;
+mod github_env_inject;
+mod io_uring;
+mod network;
+mod npmrc_exfil;
+mod policy_tamper;
+mod proc_environ;
+mod ptrace;
+mod secrets;
+mod signals;
+mod ssh_agent;
+mod symlink_escape;
+mod userns;

@@ -1,0 +1,150 @@
+//! What must keep working inside `--tier fs-only`: a sandbox that breaks
+//! builds gets switched off. Each test runs real tools on the project.
+
+use crate::require;
+use crate::util::{Feature, World, read};
+
+/// Runs as an unprivileged user: read, modify, create and delete files
+/// below existing project directories.
+#[test]
+fn project_files_are_readable_and_writable() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let out = w.sh_sandboxed(
+        "set -e; cat README.md; echo 'edited in sandbox' >> README.md; mkdir -p src/gen; echo generated > src/gen/out.txt; \
+         cp src/main.c src/copy.c; rm src/copy.c; mv hello.py hello2.py; mv hello2.py hello.py; echo ok",
+    );
+    out.assert_success()
+        .assert_stdout_contains("# demo project")
+        .assert_stdout_contains("ok");
+    assert!(
+        read(&w.project.join("README.md"))
+            .unwrap()
+            .contains("edited in sandbox")
+    );
+    assert_eq!(
+        read(&w.project.join("src/gen/out.txt")).as_deref(),
+        Some("generated\n")
+    );
+    assert!(!w.project.join("src/copy.c").exists());
+    assert!(w.project.join("hello.py").exists());
+}
+
+/// Runs as an unprivileged user: tools that create new top-level entries
+/// in the project — `npm install` (node_modules/, announced by
+/// package.json), `cargo build` (target/, announced by Cargo.toml), a new
+/// file at the root, a new directory at the root.
+#[test]
+fn new_top_level_entries_can_be_created() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    w.write(
+        &w.project.join("package.json"),
+        "{\"name\": \"demo\", \"version\": \"1.0.0\"}\n",
+    );
+    w.write(
+        &w.project.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    let out = w.sh_sandboxed(
+        "set -e; mkdir -p node_modules/dep; touch node_modules/x; echo 'module.exports = 1' > node_modules/dep/index.js; \
+         mkdir -p target/debug; echo bin > target/debug/app; touch newfile; echo data > newfile2; mkdir newdir; echo ok",
+    );
+    out.assert_success().assert_stdout_contains("ok");
+    for rel in [
+        "node_modules/x",
+        "node_modules/dep/index.js",
+        "target/debug/app",
+        "newfile",
+        "newfile2",
+        "newdir",
+    ] {
+        assert!(
+            w.project.join(rel).exists(),
+            "{rel} was not created\n{}",
+            out.dump()
+        );
+    }
+    assert_eq!(read(&w.project.join("newfile2")).as_deref(), Some("data\n"));
+}
+
+/// Runs as an unprivileged user: `git status`, `git add -A && git commit`,
+/// `git log` — git writes objects, the index and refs inside `.git` while
+/// hooks and config stay protected.
+#[test]
+fn git_status_add_commit_work() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let out = w.sh_sandboxed(
+        "set -e; git status --short; echo change >> README.md; echo new > added.txt; git add -A; \
+         git commit -q -m 'commit from sandbox'; git log --oneline | head -1; git status --short | wc -l",
+    );
+    out.assert_success()
+        .assert_stdout_contains("commit from sandbox");
+    w.run_bare(&["git", "log", "-1", "--format=%s"])
+        .assert_stdout_contains("commit from sandbox");
+    w.run_bare(&["git", "fsck", "--no-progress"])
+        .assert_success();
+}
+
+/// Runs as an unprivileged user: a C compiler (temporary files in
+/// `$TMPDIR`, output in the project), the binary it built, python and sh.
+#[test]
+fn compiler_and_interpreters_run() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let out = w.sh_sandboxed(
+        "set -e; cc -O0 -o hello src/main.c; ./hello; python3 hello.py; python3 -c 'import json, sys; print(json.dumps({\"ok\": sys.version_info >= (3,)}))'; \
+         sh -c 'echo from-sh'; head -1 /etc/passwd >/dev/null",
+    );
+    out.assert_success()
+        .assert_stdout_contains("hello from c")
+        .assert_stdout_contains("hello from python")
+        .assert_stdout_contains("{\"ok\": true}")
+        .assert_stdout_contains("from-sh");
+}
+
+/// Runs as an unprivileged user: `$TMPDIR` (a fresh per-session directory)
+/// and `/dev/null` are writable; the session directory is gone afterwards.
+#[test]
+fn tmpdir_and_dev_null_are_writable() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let out = w.sh_sandboxed(
+        "set -e; test -n \"$TMPDIR\"; echo x > \"$TMPDIR/f\"; cat \"$TMPDIR/f\"; f=$(mktemp); echo y > \"$f\"; mkdir \"$TMPDIR/d\"; touch \"$TMPDIR/d/g\"; \
+         echo discard > /dev/null; echo \"tmpdir=$TMPDIR\"",
+    );
+    out.assert_success().assert_stdout_contains("tmpdir=");
+    let tmpdir = out
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("tmpdir="))
+        .unwrap()
+        .to_owned();
+    assert_ne!(
+        tmpdir,
+        w.tmp.to_str().unwrap(),
+        "the job got vetto's own TMPDIR, not a per-session one"
+    );
+    assert!(
+        !std::path::Path::new(&tmpdir).exists(),
+        "the session temp dir {tmpdir} was left behind"
+    );
+}
+
+/// Runs as an unprivileged user: a build tool's own unix socket in `$TMPDIR`
+/// (servers, compilers' job servers) still works: only sockets outside the
+/// allowed paths are refused.
+#[test]
+fn unix_socket_in_session_tmpdir_works() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let script = "import os, socket\n\
+p = os.path.join(os.environ['TMPDIR'], 's.sock')\n\
+srv = socket.socket(socket.AF_UNIX); srv.bind(p); srv.listen(1)\n\
+c = socket.socket(socket.AF_UNIX); c.connect(p)\n\
+a, _ = srv.accept(); c.sendall(b'ping'); print(a.recv(4).decode())\n";
+    w.run_sandboxed(&["python3", "-c", script])
+        .assert_success()
+        .assert_stdout_contains("ping");
+}

@@ -1,0 +1,202 @@
+//! The supervisor's contract: exit statuses, streams, signals, limits, and
+//! no process of the session outliving it.
+
+use std::time::Duration;
+
+use crate::require;
+use crate::util::{Feature, World, eventually, noise, pids_with, read, unique_sleep_arg};
+
+/// Runs as an unprivileged user: the command's exit status comes back
+/// unchanged; death by signal N is 128+N; a missing command is 127.
+#[test]
+fn exit_status_passes_through() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    w.sh_sandboxed("exit 42").assert_code(42);
+    w.run_sandboxed(&["true"]).assert_code(0);
+    w.run_sandboxed(&["false"]).assert_code(1);
+    w.sh_sandboxed("kill -TERM $$").assert_code(143);
+    w.sh_sandboxed("kill -KILL $$").assert_code(137);
+    w.run_sandboxed(&["/nonexistent/command"]).assert_code(127);
+}
+
+/// Runs as an unprivileged user: 1 MiB of random bytes through `cat`
+/// arrive unchanged on stdout, and through `cat >&2` on stderr.
+#[test]
+fn stdio_is_streamed_binary_safe() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let data = noise(1 << 20, 0x5eed);
+    let out = w.sandboxed(&["cat"]).stdin(data.clone()).run();
+    out.assert_success();
+    assert!(
+        out.stdout == data,
+        "stdout differs from stdin ({} vs {} bytes)",
+        out.stdout.len(),
+        data.len()
+    );
+
+    let out = w
+        .sandboxed(&["sh", "-c", "cat >&2"])
+        .stdin(data.clone())
+        .run();
+    out.assert_success();
+    assert!(out.stdout.is_empty(), "stdout got data meant for stderr");
+    assert!(
+        out.stderr.len() >= data.len()
+            && out
+                .stderr
+                .windows(data.len())
+                .any(|win| win == data.as_slice()),
+        "stderr does not carry stdin unchanged ({} bytes)",
+        out.stderr.len()
+    );
+}
+
+/// Runs as an unprivileged user: `--timeout 1s` on a command that sleeps
+/// 30 s and has a `setsid` grandchild. Evidence: exit 124, and no process
+/// of the session is left.
+#[test]
+fn timeout_kills_the_whole_tree() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let out = w
+        .sandboxed_with(
+            &["--timeout", "1s"],
+            &[
+                "sh",
+                "-c",
+                &format!("setsid sleep {marker} & sleep {marker}"),
+            ],
+        )
+        .timeout(Duration::from_secs(20))
+        .run();
+    out.assert_code(124);
+    assert!(
+        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        "processes survived the timeout\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user: a fork bomb under `--max-procs 20` tries
+/// to start 200 sleepers, then `exec`s (no fork needed) into a waiting
+/// sleep. Evidence: the test counts the sleepers from outside — far fewer
+/// than 200 — and after SIGTERM to vetto none of them is left.
+#[test]
+fn max_procs_contains_fork_bomb() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let script = format!(
+        "( i=0; while [ $i -lt 200 ]; do i=$((i+1)); sleep {marker} & done ); echo bomb-done; exec sleep {marker}"
+    );
+    let mut job = w
+        .sandboxed_with(
+            &["--max-procs", "20", "--timeout", "30s"],
+            &["sh", "-c", &script],
+        )
+        .timeout(Duration::from_secs(40))
+        .spawn();
+    job.wait_for_stdout("bomb-done", Duration::from_secs(20));
+    let started = sleepers(&marker).len();
+    job.signal(libc::SIGTERM);
+    let out = job.wait();
+    // The limit is RLIMIT_NPROC over the user's processes at the start
+    // plus N, so parallel tests moving that baseline give some slack; a
+    // bomb that got anywhere near 200 was not contained.
+    assert!(
+        (1..=60).contains(&started),
+        "{started} sleepers ran under --max-procs 20\n{}",
+        out.dump()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || sleepers(&marker).is_empty()),
+        "sleepers survived the session\n{}",
+        out.dump()
+    );
+}
+
+/// Processes whose command line is exactly `sleep MARKER`.
+fn sleepers(marker: &str) -> Vec<i32> {
+    pids_with(marker)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| c == format!("sleep\0{marker}\0").as_bytes())
+        })
+        .collect()
+}
+
+/// Runs as an unprivileged user: the same user already runs 30 processes
+/// outside the sandbox (an editor, a CI runner's other steps); a job under
+/// `--max-procs 20` that starts 3 must still work. The limit is "for the
+/// sandbox" (contract), not for the user.
+#[test]
+fn max_procs_counts_only_the_sandbox() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let _others: Vec<_> = (0..30).map(|_| w.outside_sleep(&[])).collect();
+    let out = w
+        .sandboxed_with(
+            &["--max-procs", "20"],
+            &[
+                "sh",
+                "-c",
+                "sleep 0.01 & sleep 0.01 & sleep 0.01 & wait && echo forked-ok",
+            ],
+        )
+        .run();
+    out.assert_success().assert_stdout_contains("forked-ok");
+}
+
+/// Runs as an unprivileged user: SIGTERM sent to vetto reaches the job,
+/// whose trap handler runs and decides the exit status.
+#[test]
+fn sigterm_to_vetto_is_forwarded() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let mut job = w
+        .sandboxed(&[
+            "sh",
+            "-c",
+            "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done",
+        ])
+        .timeout(Duration::from_secs(20))
+        .spawn();
+    job.wait_for_stdout("ready", Duration::from_secs(15));
+    job.signal(libc::SIGTERM);
+    let out = job.wait();
+    out.assert_code(7).assert_stdout_contains("got-term");
+}
+
+/// Runs as an unprivileged user: `kill -9` of vetto while the job runs a
+/// child and a `setsid` daemon. Evidence: every process of the session dies.
+#[test]
+fn sigkill_of_vetto_kills_the_sandboxed_tree() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let marker = unique_sleep_arg();
+    let pidfile = w.project.join("src/daemon.pid");
+    let script = format!(
+        "setsid sh -c 'sleep {marker} & echo $! > \"{}\"; wait' & sleep {marker} & while [ ! -s '{}' ]; do sleep 0.02; done; echo ready; wait",
+        pidfile.display(),
+        pidfile.display()
+    );
+    let mut job = w
+        .sandboxed(&["sh", "-c", &script])
+        .timeout(Duration::from_secs(30))
+        .spawn();
+    job.wait_for_stdout("ready", Duration::from_secs(15));
+    assert!(pids_with(&marker).len() >= 2, "the sleepers did not start");
+    job.signal(libc::SIGKILL);
+    let out = job.wait();
+    assert!(read(&pidfile).is_some());
+    assert!(
+        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        "processes outlived vetto: {:?}\n{}",
+        pids_with(&marker),
+        out.dump()
+    );
+}
