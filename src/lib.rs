@@ -25,3 +25,4 @@ pub mod policy;
 pub mod probe;
 pub mod sandbox;
 pub mod supervisor;
+pub mod verify;

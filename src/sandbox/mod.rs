@@ -14,7 +14,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, caps, notify, process, try_syscall};
+pub use imp::{SetupError, Spawned, caps, notify, process, try_syscall, verify_host};
 
 /// Start `command` inside the sandbox described by `plan`.
 pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {

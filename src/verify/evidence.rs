@@ -1,0 +1,435 @@
+//! Deciding each probe's result from what is observed outside the sandbox.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Verdict;
+use super::catalogue::{Canary, Evidence, Spec, Target};
+use super::exec::Captured;
+use super::world::{self, World};
+
+/// The state captured before the job ran, for "unchanged" evidence.
+#[derive(Debug, Default)]
+pub struct Before {
+    files: Vec<(Target, Option<Vec<u8>>)>,
+    git: Option<GitPrint>,
+}
+
+impl Before {
+    pub fn capture(world: &World, spec: &Spec, p: &Path) -> Before {
+        match spec.evidence {
+            Evidence::Unchanged(targets) => Before {
+                files: targets
+                    .iter()
+                    .map(|&t| (t, fs::read(world.target_path(t, p)).ok()))
+                    .collect(),
+                git: None,
+            },
+            Evidence::GitIntact => Before {
+                files: Vec::new(),
+                git: Some(GitPrint::of(p)),
+            },
+            _ => Before::default(),
+        }
+    }
+}
+
+/// What identifies `P/.git` and the things in it that run code later.
+#[derive(Debug, PartialEq, Eq)]
+struct GitPrint {
+    git_inode: Option<(u64, u64, bool)>,
+    hooks_inode: Option<(u64, u64, bool)>,
+    hooks: Vec<String>,
+    config: Option<Vec<u8>>,
+    top_level: Vec<String>,
+}
+
+impl GitPrint {
+    fn of(p: &Path) -> GitPrint {
+        let ino = |path: &Path| {
+            fs::symlink_metadata(path)
+                .ok()
+                .map(|m| (m.dev(), m.ino(), m.is_dir()))
+        };
+        let names = |path: &Path| {
+            let mut v: Vec<String> = fs::read_dir(path)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            v.sort();
+            v
+        };
+        GitPrint {
+            git_inode: ino(&p.join(".git")),
+            hooks_inode: ino(&p.join(".git/hooks")),
+            hooks: names(&p.join(".git/hooks")),
+            config: fs::read(p.join(".git/config")).ok(),
+            top_level: names(p),
+        }
+    }
+
+    fn differences(&self, after: &GitPrint) -> Vec<String> {
+        let mut d = Vec::new();
+        if self.git_inode != after.git_inode {
+            d.push("P/.git was replaced".to_owned());
+        }
+        if self.hooks_inode != after.hooks_inode {
+            d.push("P/.git/hooks was replaced".to_owned());
+        }
+        for h in after.hooks.iter().filter(|h| !self.hooks.contains(h)) {
+            d.push(format!("P/.git/hooks/{h} appeared"));
+        }
+        if self.config != after.config {
+            d.push("P/.git/config changed".to_owned());
+        }
+        for n in after
+            .top_level
+            .iter()
+            .filter(|n| !self.top_level.contains(n))
+        {
+            d.push(format!("P/{n} appeared"));
+        }
+        d
+    }
+}
+
+/// Decide the result of one probe.
+pub fn judge(
+    world: &World,
+    spec: &Spec,
+    p: &Path,
+    before: &Before,
+    job: &Captured,
+    bare: Option<&Captured>,
+    ran: bool,
+) -> (Verdict, String) {
+    // Evidence a job leaves even when it never ran (or was killed midway)
+    // is still evidence of an escape; absence of evidence is not proof.
+    let escaped = escape_evidence(world, spec, p, before, job);
+    if let Some(what) = escaped {
+        return (Verdict::NotContained, what);
+    }
+    if let Evidence::Works { stdout, files } = spec.evidence {
+        return control(world, p, job, stdout, files);
+    }
+    if job.status.is_none() {
+        return (
+            Verdict::Inconclusive,
+            "the job did not finish in time and was killed".to_owned(),
+        );
+    }
+    if !ran {
+        return (
+            Verdict::Inconclusive,
+            format!("the job did not run: {}", said(job)),
+        );
+    }
+    match spec.evidence {
+        Evidence::KernelAnswer => kernel_answer(job, bare),
+        Evidence::SetuidNoGain => setuid(job),
+        Evidence::CanaryAbsent(_) => (
+            Verdict::Contained,
+            format!("no canary in the job's output; it saw: {}", said(job)),
+        ),
+        Evidence::Unchanged(_) => (
+            Verdict::Contained,
+            format!("unchanged afterwards; the job saw: {}", said(job)),
+        ),
+        Evidence::GitIntact => (
+            Verdict::Contained,
+            format!(
+                ".git, its hooks and config are the same afterwards; the job saw: {}",
+                said(job)
+            ),
+        ),
+        Evidence::Silent(_) => (
+            Verdict::Contained,
+            format!(
+                "the host listener received nothing; the job saw: {}",
+                said(job)
+            ),
+        ),
+        Evidence::VictimAlive => (
+            Verdict::Contained,
+            format!(
+                "the host process is still running; the job saw: {}",
+                said(job)
+            ),
+        ),
+        Evidence::NoDaemonLeft => (
+            Verdict::Contained,
+            "no process of the job outlived the session".to_owned(),
+        ),
+        Evidence::HostProcessHidden => (
+            Verdict::Contained,
+            format!(
+                "the host process (pid {}) is not among the {} processes the job sees",
+                world.host_pid(),
+                job.stdout
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .count()
+                    .saturating_sub(1)
+            ),
+        ),
+        Evidence::Works { .. } => control(world, p, job, "", &[]),
+    }
+}
+
+/// The observable side effect of a successful attack, if any.
+fn escape_evidence(
+    world: &World,
+    spec: &Spec,
+    p: &Path,
+    before: &Before,
+    job: &Captured,
+) -> Option<String> {
+    match spec.evidence {
+        Evidence::CanaryAbsent(canaries) => {
+            let out = job.all();
+            canaries
+                .iter()
+                .find(|&&c| out.contains(&world.canary(c)))
+                .map(|&c| format!("the {} appeared in the job's output", canary_name(c)))
+        }
+        Evidence::Unchanged(_) => {
+            let changed: Vec<String> = before
+                .files
+                .iter()
+                .filter(|(t, was)| fs::read(world.target_path(*t, p)).ok() != *was)
+                .map(|(t, was)| {
+                    let what = if was.is_none() { "created" } else { "modified" };
+                    format!("{} was {what}", target_name(*t))
+                })
+                .collect();
+            (!changed.is_empty()).then(|| changed.join("; "))
+        }
+        Evidence::GitIntact => {
+            let d = before.git.as_ref()?.differences(&GitPrint::of(p));
+            (!d.is_empty()).then(|| d.join("; "))
+        }
+        Evidence::Silent(l) => {
+            let n = world.received(l);
+            (n > 0).then(|| format!("the host listener received {n} connection(s)/datagram(s)"))
+        }
+        Evidence::VictimAlive => world.victim_state().err(),
+        Evidence::NoDaemonLeft => {
+            let marker = world.daemon_marker.clone();
+            let argv = ["sleep", marker.as_str()];
+            let deadline = Instant::now() + Duration::from_millis(500);
+            let mut pids = world::pids_with_cmdline(&argv);
+            while !pids.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+                pids = world::pids_with_cmdline(&argv);
+            }
+            if pids.is_empty() {
+                return None;
+            }
+            for &pid in &pids {
+                let _ = crate::sandbox::verify_host::kill_process(pid);
+            }
+            Some(format!(
+                "the daemon (pid {pids:?}) was still running after the session ended (killed by verify)"
+            ))
+        }
+        Evidence::HostProcessHidden => {
+            let needle = format!("sleep {}", world.host_marker());
+            job.stdout
+                .contains(&needle)
+                .then(|| format!("the host process `{needle}` is listed in the job's /proc"))
+        }
+        Evidence::SetuidNoGain | Evidence::KernelAnswer | Evidence::Works { .. } => None,
+    }
+}
+
+fn control(
+    world: &World,
+    p: &Path,
+    job: &Captured,
+    stdout: &str,
+    files: &[(&str, &str)],
+) -> (Verdict, String) {
+    let want = world.expand(stdout, p);
+    let mut problems = Vec::new();
+    match job.code() {
+        Some(0) => {}
+        Some(c) => problems.push(format!("exit status {c}")),
+        None => problems.push("killed (time limit or signal)".to_owned()),
+    }
+    if !job.stdout.contains(&want) {
+        problems.push(format!("the output lacks `{want}`"));
+    }
+    for (path, content) in files {
+        let path = world.expand(path, p);
+        let content = world.expand(content, p);
+        match fs::read_to_string(&path) {
+            Ok(c) if c == content => {}
+            Ok(_) => problems.push(format!("{path} has other content")),
+            Err(e) => problems.push(format!("{path}: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        let files_note = if files.is_empty() {
+            String::new()
+        } else {
+            format!(", {} file(s) checked from outside", files.len())
+        };
+        (
+            Verdict::Works,
+            format!("exit 0, output as expected{files_note}"),
+        )
+    } else {
+        (
+            Verdict::Failed,
+            format!("{}; the job saw: {}", problems.join("; "), said(job)),
+        )
+    }
+}
+
+/// The probe's own JSON line.
+fn probe_json(out: &Captured) -> Option<Value> {
+    out.stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .and_then(|l| serde_json::from_str(l).ok())
+}
+
+fn probe_ok(v: &Value) -> bool {
+    v.get("ok").and_then(Value::as_bool).unwrap_or(false)
+}
+
+fn probe_error(v: &Value) -> String {
+    v.get("error")
+        .and_then(Value::as_str)
+        .unwrap_or("no error")
+        .to_owned()
+}
+
+fn kernel_answer(job: &Captured, bare: Option<&Captured>) -> (Verdict, String) {
+    if let Some(bare) = bare {
+        match probe_json(bare) {
+            Some(v) if probe_ok(&v) => {}
+            Some(v) => {
+                return (
+                    Verdict::NotApplicable,
+                    format!(
+                        "the host refuses it to unsandboxed processes too ({})",
+                        probe_error(&v)
+                    ),
+                );
+            }
+            None => {
+                return (
+                    Verdict::Inconclusive,
+                    format!(
+                        "the unsandboxed reference run printed no result: {}",
+                        said(bare)
+                    ),
+                );
+            }
+        }
+    }
+    match probe_json(job) {
+        Some(v) if probe_ok(&v) => (
+            Verdict::NotContained,
+            "the kernel accepted it inside the sandbox (kernel's answer: no side effect to observe)"
+                .to_owned(),
+        ),
+        Some(v) => (
+            Verdict::Contained,
+            format!(
+                "refused with {} (kernel's answer: no side effect to observe; it works unsandboxed)",
+                probe_error(&v)
+            ),
+        ),
+        None => (
+            Verdict::Inconclusive,
+            format!("the probe printed no result: {}", said(job)),
+        ),
+    }
+}
+
+fn setuid(job: &Captured) -> (Verdict, String) {
+    let uid_line = job.stdout.lines().find(|l| l.starts_with("Uid:"));
+    let fields: Vec<u32> = uid_line
+        .map(|l| {
+            l.split_whitespace()
+                .skip(1)
+                .filter_map(|f| f.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    match fields.as_slice() {
+        [real, effective, ..] if *effective == 0 && *real != 0 => (
+            Verdict::NotContained,
+            "the setuid binary ran with effective uid 0".to_owned(),
+        ),
+        [_, effective, ..] => (
+            Verdict::Contained,
+            format!(
+                "the setuid binary ran with effective uid {effective}, the caller's (no_new_privs)"
+            ),
+        ),
+        _ => (
+            Verdict::NotApplicable,
+            format!(
+                "the setuid binary could not be observed running: {}",
+                said(job)
+            ),
+        ),
+    }
+}
+
+/// The first thing the job (not vetto) said on stderr, or its probe error.
+fn said(job: &Captured) -> String {
+    if let Some(v) = probe_json(job) {
+        if !probe_ok(&v) {
+            return probe_error(&v);
+        }
+    }
+    let line = job
+        .stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| {
+            !l.is_empty()
+                && !l.starts_with("vetto: withheld")
+                && !l.starts_with("vetto: warning: degraded")
+        })
+        .unwrap_or("nothing");
+    let mut s: String = line.chars().take(140).collect();
+    if s.len() < line.len() {
+        s.push('…');
+    }
+    s
+}
+
+fn canary_name(c: Canary) -> &'static str {
+    match c {
+        Canary::SshKey => "SSH key canary",
+        Canary::AwsFile => "AWS credentials canary",
+        Canary::NpmToken => "npm token canary",
+        Canary::DotEnv => ".env canary",
+        Canary::GithubToken => "GITHUB_TOKEN canary",
+        Canary::AwsEnv => "AWS_SECRET_ACCESS_KEY canary",
+        Canary::HostEnv => "host process's secret",
+    }
+}
+
+fn target_name(t: Target) -> &'static str {
+    match t {
+        Target::HomeBashrc => "~/.bashrc",
+        Target::OutsidePlanted => "a file outside P",
+        Target::PreCommitHook => "P/.git/hooks/pre-commit",
+        Target::GitConfig => "P/.git/config",
+        Target::GithubEnv => "the GITHUB_ENV file",
+        Target::GithubPath => "the GITHUB_PATH file",
+    }
+}
