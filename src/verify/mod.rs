@@ -168,11 +168,12 @@ struct Context {
 /// Build the world, choose the tier, run every probe, collect the evidence.
 pub fn run(options: &Options) -> Result<Outcome, VerifyError> {
     let started = Instant::now();
-    let world = World::new(&std::env::temp_dir())?;
+    let mut world = World::new(&std::env::temp_dir())?;
     let (tier, degraded) = match resolve_tier(&world, options)? {
         Ok(t) => t,
         Err(refusal) => return Ok(Outcome::Refused(refusal)),
     };
+    world.start()?;
     let ctx = Context {
         tier,
         net_host: options.net_host,

@@ -85,26 +85,50 @@ pub struct World {
     github_env: PathBuf,
     github_path: PathBuf,
     pub agent: PathBuf,
-    abstract_name: String,
-    tcp_port: u16,
-    udp_port: u16,
     /// Random per run; every canary and marker derives from it.
     pub nonce: String,
     /// `sleep` argument of the quiet host process (its cmdline marker).
     host_marker: String,
+    victim_marker: String,
     /// `sleep` argument of the daemon the job tries to leave behind.
     pub daemon_marker: String,
-    host: Mutex<Child>,
-    victim: Mutex<Child>,
     pub git: bool,
     pub setuid: Option<PathBuf>,
+    /// Listeners and host processes, once [`World::start`] ran.
+    stand_ins: Option<StandIns>,
+}
+
+/// The outside world's running parts: started only once the tier is known
+/// (a refusal starts nothing), stopped when dropped.
+struct StandIns {
+    abstract_name: String,
+    tcp_port: u16,
+    udp_port: u16,
+    host: Mutex<Child>,
+    victim: Mutex<Child>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
     server: Option<JoinHandle<()>>,
 }
 
+impl Drop for StandIns {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
+        for c in [&self.host, &self.victim] {
+            if let Ok(mut c) = c.lock() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 impl World {
-    /// Build the world under `base` (the caller's temporary directory).
+    /// Lay out the world's files under `base` (the caller's temporary
+    /// directory); nothing runs yet.
     pub fn new(base: &Path) -> Result<World, WorldError> {
         let nonce = format!("{:016x}", random());
         let root = base.join(format!(
@@ -117,140 +141,129 @@ impl World {
             .create(&root)
             .map_err(create(&root))?;
         let digits = random() % 100_000;
-        let mut w = PartialWorld {
-            root: root.clone(),
-            children: Vec::new(),
+        // From here on, dropping `w` removes everything made so far.
+        let mut w = World {
+            home: root.join("home"),
+            outside: root.join("outside"),
+            tmp: root.join("tmp"),
+            bin: root.join("bin/vetto"),
+            template: root.join("template"),
+            projects: root.join("projects"),
+            github_env: root.join("runner/github_env"),
+            github_path: root.join("runner/github_path"),
+            agent: root.join("agent/agent.sock"),
+            host_marker: format!("86{digits:05}"),
+            victim_marker: format!("85{digits:05}"),
+            daemon_marker: format!("87{digits:05}"),
+            nonce,
+            git: false,
+            setuid: find_setuid(),
+            stand_ins: None,
+            root,
         };
-        let home = root.join("home");
-        let outside = root.join("outside");
-        let tmp = root.join("tmp");
-        let runner = root.join("runner");
-        let agent_dir = root.join("agent");
-        for d in [&home, &outside, &tmp, &runner, &agent_dir] {
+        w.populate()?;
+        Ok(w)
+    }
+
+    fn populate(&mut self) -> Result<(), WorldError> {
+        for d in [
+            &self.home,
+            &self.outside,
+            &self.tmp,
+            &self.projects,
+            &self.root.join("runner"),
+            &self.root.join("agent"),
+            &self.root.join("bin"),
+        ] {
             fs::create_dir_all(d).map_err(create(d))?;
         }
-        let canary = |c: Canary| canary_value(&nonce, c);
+        let home = &self.home;
         write(
             &home.join(".ssh/id_rsa"),
             &format!(
                 "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n",
-                canary(Canary::SshKey)
+                self.canary(Canary::SshKey)
             ),
         )?;
         write(
             &home.join(".aws/credentials"),
             &format!(
                 "[default]\naws_access_key_id = AKIAVETTOVERIFY\naws_secret_access_key = {}\n",
-                canary(Canary::AwsFile)
+                self.canary(Canary::AwsFile)
             ),
         )?;
         write(
             &home.join(".npmrc"),
             &format!(
                 "//registry.npmjs.org/:_authToken={}\n",
-                canary(Canary::NpmToken)
+                self.canary(Canary::NpmToken)
             ),
         )?;
         write(&home.join(".bashrc"), "# the user's .bashrc\n")?;
-        let github_env = runner.join("github_env");
-        let github_path = runner.join("github_path");
-        write(&github_env, "")?;
-        write(&github_path, "")?;
+        write(&self.github_env, "")?;
+        write(&self.github_path, "")?;
 
         // The vetto binary, so the probe can be executed inside every tier.
-        let bin_dir = root.join("bin");
-        fs::create_dir_all(&bin_dir).map_err(create(&bin_dir))?;
-        let bin = bin_dir.join("vetto");
         let exe = std::env::current_exe().map_err(WorldError::OwnExe)?;
-        fs::copy(&exe, &bin).map_err(create(&bin))?;
-        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).map_err(create(&bin))?;
+        fs::copy(&exe, &self.bin).map_err(create(&self.bin))?;
+        fs::set_permissions(&self.bin, fs::Permissions::from_mode(0o755))
+            .map_err(create(&self.bin))?;
 
-        let template = root.join("template");
-        let git = make_project(&template, &home, &canary(Canary::DotEnv))?;
-        let projects = root.join("projects");
-        fs::create_dir_all(&projects).map_err(create(&projects))?;
+        self.git = make_project(&self.template, home, &self.canary(Canary::DotEnv))?;
+        Ok(())
+    }
 
-        // Host processes: one holding a secret in its environment (and a
-        // unique command line), one to be signalled.
-        let host_marker = format!("86{digits:05}");
-        let host = spawn_sleep(&host_marker, Some(canary(Canary::HostEnv))).map_err(|source| {
-            WorldError::StandIn {
-                what: "host process",
-                source,
-            }
-        })?;
-        w.children.push(host);
-        let victim =
-            spawn_sleep(&format!("85{digits:05}"), None).map_err(|source| WorldError::StandIn {
-                what: "host process",
-                source,
-            })?;
-        w.children.push(victim);
-
-        // Listeners.
+    /// Start the stand-ins: listeners on 127.0.0.1 (TCP, UDP), an
+    /// ssh-agent-like pathname socket, an abstract socket, and two host
+    /// processes (one holding a secret in its environment, one to signal).
+    pub fn start(&mut self) -> Result<(), WorldError> {
         let stand_in = |what| move |source| WorldError::StandIn { what, source };
+        let host = spawn_sleep(&self.host_marker, Some(self.canary(Canary::HostEnv)))
+            .map_err(stand_in("host process"))?;
+        let victim = match spawn_sleep(&self.victim_marker, None) {
+            Ok(v) => v,
+            Err(e) => {
+                kill_child(host);
+                return Err(stand_in("host process")(e));
+            }
+        };
+        let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut ins = StandIns {
+            abstract_name: format!("vetto-verify-{}", self.nonce),
+            tcp_port: 0,
+            udp_port: 0,
+            host: Mutex::new(host),
+            victim: Mutex::new(victim),
+            counters: counters.clone(),
+            stop: stop.clone(),
+            server: None,
+        };
+        // `ins` is dropped (children killed) on any error below.
         let tcp = TcpListener::bind("127.0.0.1:0").map_err(stand_in("TCP listener"))?;
         let udp = UdpSocket::bind("127.0.0.1:0").map_err(stand_in("UDP socket"))?;
-        let agent = agent_dir.join("agent.sock");
-        let agent_l = UnixListener::bind(&agent).map_err(stand_in("ssh-agent socket"))?;
-        let abstract_name = format!("vetto-verify-{nonce}");
-        let abstract_l = verify_host::bind_abstract(abstract_name.as_bytes())
+        let agent = UnixListener::bind(&self.agent).map_err(stand_in("ssh-agent socket"))?;
+        let abstract_l = verify_host::bind_abstract(ins.abstract_name.as_bytes())
             .map_err(stand_in("abstract socket"))?;
-        let tcp_port = tcp.local_addr().map_err(stand_in("TCP listener"))?.port();
-        let udp_port = udp.local_addr().map_err(stand_in("UDP socket"))?.port();
+        ins.tcp_port = tcp.local_addr().map_err(stand_in("TCP listener"))?.port();
+        ins.udp_port = udp.local_addr().map_err(stand_in("UDP socket"))?.port();
         tcp.set_nonblocking(true)
             .map_err(stand_in("TCP listener"))?;
         udp.set_nonblocking(true).map_err(stand_in("UDP socket"))?;
-        agent_l
+        agent
             .set_nonblocking(true)
             .map_err(stand_in("ssh-agent socket"))?;
         abstract_l
             .set_nonblocking(true)
             .map_err(stand_in("abstract socket"))?;
-        let counters = Arc::new(Counters::default());
-        let stop = Arc::new(AtomicBool::new(false));
-        let server = {
-            let (counters, stop) = (counters.clone(), stop.clone());
+        ins.server = Some(
             std::thread::Builder::new()
                 .name("verify-listeners".into())
-                .spawn(move || serve(&tcp, &udp, &agent_l, &abstract_l, &counters, &stop))
-                .map_err(stand_in("listener thread"))?
-        };
-
-        let victim = w.children.pop();
-        let host = w.children.pop();
-        let (Some(host), Some(victim)) = (host, victim) else {
-            return Err(WorldError::StandIn {
-                what: "host process",
-                source: io::Error::other("lost track of a host process"),
-            });
-        };
-        std::mem::forget(w);
-        Ok(World {
-            root,
-            home,
-            outside,
-            tmp,
-            bin,
-            template,
-            projects,
-            github_env,
-            github_path,
-            agent,
-            abstract_name,
-            tcp_port,
-            udp_port,
-            host_marker,
-            daemon_marker: format!("87{digits:05}"),
-            nonce,
-            host: Mutex::new(host),
-            victim: Mutex::new(victim),
-            git,
-            setuid: find_setuid(),
-            counters,
-            stop,
-            server: Some(server),
-        })
+                .spawn(move || serve(&tcp, &udp, &agent, &abstract_l, &counters, &stop))
+                .map_err(stand_in("listener thread"))?,
+        );
+        self.stand_ins = Some(ins);
+        Ok(())
     }
 
     pub fn canary(&self, c: Canary) -> String {
@@ -291,9 +304,26 @@ impl World {
             ("{GITHUB_ENV}", self.github_env.display().to_string()),
             ("{GITHUB_PATH}", self.github_path.display().to_string()),
             ("{AGENT}", self.agent.display().to_string()),
-            ("{ABSTRACT}", self.abstract_name.clone()),
-            ("{TCPPORT}", self.tcp_port.to_string()),
-            ("{UDPPORT}", self.udp_port.to_string()),
+            (
+                "{ABSTRACT}",
+                self.stand_ins
+                    .as_ref()
+                    .map_or_else(String::new, |s| s.abstract_name.clone()),
+            ),
+            (
+                "{TCPPORT}",
+                self.stand_ins
+                    .as_ref()
+                    .map_or(0, |s| s.tcp_port)
+                    .to_string(),
+            ),
+            (
+                "{UDPPORT}",
+                self.stand_ins
+                    .as_ref()
+                    .map_or(0, |s| s.udp_port)
+                    .to_string(),
+            ),
             ("{HOSTPID}", self.host_pid().to_string()),
             ("{VICTIMPID}", self.victim_pid().to_string()),
             ("{DAEMON}", self.daemon_marker.clone()),
@@ -337,11 +367,17 @@ impl World {
     }
 
     pub fn host_pid(&self) -> u32 {
-        self.host.lock().map_or(0, |c| c.id())
+        self.stand_ins
+            .as_ref()
+            .and_then(|s| s.host.lock().ok().map(|c| c.id()))
+            .unwrap_or(0)
     }
 
     pub fn victim_pid(&self) -> u32 {
-        self.victim.lock().map_or(0, |c| c.id())
+        self.stand_ins
+            .as_ref()
+            .and_then(|s| s.victim.lock().ok().map(|c| c.id()))
+            .unwrap_or(0)
     }
 
     pub fn host_marker(&self) -> &str {
@@ -363,24 +399,27 @@ impl World {
     /// How many connections/datagrams a listener got, after the serving
     /// thread has completed a fresh round (so nothing queued is missed).
     pub fn received(&self, l: Listener) -> usize {
-        let start = self.counters.rounds.load(Ordering::Acquire);
+        let Some(ins) = &self.stand_ins else {
+            return 0;
+        };
+        let counters = &ins.counters;
+        let start = counters.rounds.load(Ordering::Acquire);
         let deadline = Instant::now() + Duration::from_millis(500);
-        while self.counters.rounds.load(Ordering::Acquire) < start + 2 && Instant::now() < deadline
-        {
+        while counters.rounds.load(Ordering::Acquire) < start + 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
         let c = match l {
-            Listener::Tcp => &self.counters.tcp,
-            Listener::Udp => &self.counters.udp,
-            Listener::SshAgent => &self.counters.agent,
-            Listener::Abstract => &self.counters.abstract_,
+            Listener::Tcp => &counters.tcp,
+            Listener::Udp => &counters.udp,
+            Listener::SshAgent => &counters.agent,
+            Listener::Abstract => &counters.abstract_,
         };
         c.load(Ordering::Acquire)
     }
 
     /// Is the signalled host process still running and not stopped?
     pub fn victim_state(&self) -> Result<(), String> {
-        let Ok(mut v) = self.victim.lock() else {
+        let Some(Ok(mut v)) = self.stand_ins.as_ref().map(|s| s.victim.lock()) else {
             return Err("lost track of the host process".into());
         };
         match v.try_wait() {
@@ -392,24 +431,11 @@ impl World {
             Err(e) => Err(format!("cannot wait for the host process: {e}")),
         }
     }
-
-    pub fn github_files(&self) -> [&Path; 2] {
-        [&self.github_env, &self.github_path]
-    }
 }
 
 impl Drop for World {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(s) = self.server.take() {
-            let _ = s.join();
-        }
-        for c in [&self.host, &self.victim] {
-            if let Ok(mut c) = c.lock() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
+        self.stand_ins = None;
         for pid in pids_with_cmdline(&["sleep", &self.daemon_marker]) {
             let _ = verify_host::kill_process(pid);
         }
@@ -417,20 +443,9 @@ impl Drop for World {
     }
 }
 
-/// What is torn down if `World::new` fails half way.
-struct PartialWorld {
-    root: PathBuf,
-    children: Vec<Child>,
-}
-
-impl Drop for PartialWorld {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = fs::remove_dir_all(&self.root);
-    }
+fn kill_child(mut c: Child) {
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 trait DirBuilderPrivate {
