@@ -24,7 +24,8 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let fast = host::probe();
     let probe_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let report = DoctorReport::new(host::confirm(fast), probe_us);
+    let mut report = DoctorReport::new(host::confirm(fast), probe_us);
+    report.policy = policy_here(&report.host);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -45,6 +46,131 @@ pub struct DoctorReport {
     pub tiers: Vec<TierVerdict>,
     /// The strongest tier the host can run; `None`: no tier at all.
     pub auto: Option<Tier>,
+    /// What each tier would do with the policy `vetto run` would use in
+    /// the current directory: the same plan the sandbox applies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyPlans>,
+}
+
+/// The policy of the current directory, planned at every tier.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyPlans {
+    /// The policy's sources (`preset:default`, a file).
+    pub sources: Vec<String>,
+    /// Strongest first.
+    pub tiers: Vec<TierPlan>,
+    /// What `vetto run` (tier auto) would take here; `None`: it refuses.
+    pub auto: Option<Tier>,
+}
+
+/// One tier's plan, summarised; or why it refuses the policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierPlan {
+    pub tier: Tier,
+    /// The refusal (exit 125) text, when the tier cannot enforce the policy.
+    pub refusal: Option<String>,
+    pub landlock_rules: usize,
+    pub mounts: usize,
+    pub seccomp_rules: usize,
+    /// Directories where the supervisor performs creation (carving).
+    pub carved_dirs: usize,
+    pub brokers_unix_sockets: bool,
+}
+
+/// Plan the current directory's policy at every tier, as `vetto run` would.
+fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
+    use crate::plan::{self, BuildOptions, TierRequest};
+    let args = super::PolicyArgs::default();
+    let session = std::env::temp_dir().join("vetto-doctor");
+    let request = args.load_request(&session, None).ok()?;
+    let policy = crate::policy::load(&request).ok()?;
+    let options = BuildOptions {
+        allow_degraded: false,
+        env: request.env.clone(),
+        cwd: request.cwd.clone(),
+    };
+    let tiers = Tier::ALL
+        .iter()
+        .map(
+            |&tier| match plan::build(&policy, host, TierRequest::Exactly(tier), &options) {
+                Ok(p) => TierPlan {
+                    tier,
+                    refusal: None,
+                    landlock_rules: p.landlock.as_ref().map_or(0, |l| l.rules.len()),
+                    mounts: p.namespaces.as_ref().map_or(0, |n| n.mounts.len()),
+                    seccomp_rules: p.seccomp.rules.len(),
+                    carved_dirs: p.notify.carved_dirs.len(),
+                    brokers_unix_sockets: p.notify.broker_unix_connect,
+                },
+                Err(refusal) => TierPlan {
+                    tier,
+                    refusal: Some(refusal.to_string()),
+                    landlock_rules: 0,
+                    mounts: 0,
+                    seccomp_rules: 0,
+                    carved_dirs: 0,
+                    brokers_unix_sockets: false,
+                },
+            },
+        )
+        .collect();
+    let auto = plan::build(&policy, host, TierRequest::Auto, &options)
+        .ok()
+        .map(|p| p.tier);
+    Some(PolicyPlans {
+        sources: policy.sources.iter().map(|s| s.name.clone()).collect(),
+        tiers,
+        auto,
+    })
+}
+
+fn render_policy(out: &mut String, plans: &PolicyPlans) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "this directory's policy ({})",
+        plans.sources.join(", ")
+    );
+    for t in &plans.tiers {
+        let head = format!("  {} {}", mark(t.refusal.is_none()), t.tier);
+        match &t.refusal {
+            None => {
+                let mut what = vec![format!("{} seccomp rules", t.seccomp_rules)];
+                if t.landlock_rules > 0 {
+                    what.push(format!("{} Landlock rules", t.landlock_rules));
+                }
+                if t.mounts > 0 {
+                    what.push(format!("{} mounts", t.mounts));
+                }
+                if t.carved_dirs > 0 {
+                    what.push(format!(
+                        "creation emulated in {} carved dirs",
+                        t.carved_dirs
+                    ));
+                }
+                if t.brokers_unix_sockets {
+                    what.push("unix sockets brokered".into());
+                }
+                row(out, &head, &what.join(", "));
+            }
+            Some(text) => {
+                let mut lines = text.lines();
+                row(
+                    out,
+                    &head,
+                    &format!("refused: {}", lines.next().unwrap_or_default()),
+                );
+                for more in lines {
+                    row(out, "", more);
+                }
+            }
+        }
+    }
+    let auto = plans.auto.map_or_else(
+        || "nothing: it refuses (exit 125)".to_owned(),
+        |t| t.to_string(),
+    );
+    row(out, "`vetto run` here takes", &auto);
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -70,6 +196,7 @@ impl DoctorReport {
             schema: DOCTOR_SCHEMA,
             tiers: host.tier_verdicts(),
             auto: host.best_tier(),
+            policy: None,
             landlock_features,
             probe_us,
             host,
@@ -215,6 +342,9 @@ pub fn render(report: &DoctorReport) -> String {
         "",
         "a policy may still be refused at that tier for one of its rules; `vetto run` names it",
     );
+    if let Some(plans) = &report.policy {
+        render_policy(&mut out, plans);
+    }
     out
 }
 

@@ -12,6 +12,15 @@ use crate::policy::{self, LoadRequest, Overrides};
 use crate::{exit, host, sandbox, supervisor};
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
+    // Started first: the stage's exec runs while we load and plan.
+    let stage = match sandbox::start_stage() {
+        Ok(stage) => stage,
+        Err(e) => {
+            eprintln!("vetto: {e}");
+            return Ok(ExitCode::from(e.exit_status()));
+        }
+    };
     let mut session_tmp = SessionTmp::reserve();
     let request = args
         .policy
@@ -49,8 +58,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }
-    let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
-    let child = match sandbox::spawn(&plan, &args.command) {
+    let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
             eprintln!("vetto: {e}");

@@ -43,6 +43,9 @@ struct Gap {
     /// Whether `--allow-degraded` may accept it (a missing feature the tier
     /// cannot work without at all is never acceptable).
     degradable: bool,
+    /// Accepted by naming the tier (`--tier seccomp` says "no filesystem
+    /// isolation" as plainly as `--allow-degraded` does).
+    accepted_by_naming: bool,
 }
 
 pub fn build_with_view(
@@ -73,7 +76,10 @@ pub fn build_with_view(
         let gaps = gaps(policy, host, tier);
         let blocking: Vec<&Gap> = gaps
             .iter()
-            .filter(|g| !(g.degradable && options.allow_degraded))
+            .filter(|g| {
+                let named = request == TierRequest::Exactly(tier) && g.accepted_by_naming;
+                !(g.degradable && (options.allow_degraded || named))
+            })
             .collect();
         if let Some(gap) = blocking.first() {
             // `auto` keeps looking only past tiers the host lacks outright;
@@ -89,8 +95,8 @@ pub fn build_with_view(
             .iter()
             .map(|g| {
                 format!(
-                    "{} is not enforced at tier {tier}: needs {}",
-                    g.rule, g.missing
+                    "tier {tier}: {} not enforced ({}; needs {})",
+                    g.rule, g.detail, g.missing
                 )
             })
             .collect();
@@ -137,6 +143,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
         missing,
         detail: detail.into(),
         degradable: false,
+        accepted_by_naming: false,
     };
     if let crate::host::Availability::Missing(why) = &host.seccomp {
         gaps.push(hard("the syscall filter", KernelFeature::Seccomp, why));
@@ -167,6 +174,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                         host.landlock_abi
                     ),
                     degradable: true,
+                    accepted_by_naming: false,
                 });
             }
             if let NetPolicy::Allow { hosts, .. } = &policy.net
@@ -194,6 +202,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                         missing: KernelFeature::LandlockAbi(3),
                         detail: format!("this kernel has ABI {abi}: truncate(2) is not restricted"),
                         degradable: true,
+                        accepted_by_naming: false,
                     });
                 }
                 if abi < 6 {
@@ -204,6 +213,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                             "this kernel has ABI {abi}: the job can signal host processes"
                         ),
                         degradable: true,
+                        accepted_by_naming: false,
                     });
                 }
             }
@@ -224,6 +234,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     missing: KernelFeature::LandlockAbi(1),
                     detail: "the SECCOMP tier has no filesystem isolation".into(),
                     degradable: true,
+                    accepted_by_naming: true,
                 });
             }
             if let NetPolicy::Allow { hosts, .. } = &policy.net
@@ -246,6 +257,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             missing: KernelFeature::SeccompUserNotify,
             detail: why.clone(),
             degradable: true,
+            accepted_by_naming: false,
         });
     }
     gaps
@@ -355,11 +367,8 @@ fn plan_for(
                 Vec::new()
             },
             broker_unix_connect: notify_available,
-            rules: policy
-                .fs
-                .iter()
-                .map(|r| (r.path.clone(), r.access))
-                .collect(),
+            // The job's own private /tmp counts as writable for sockets.
+            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
         };
         let landlock = LandlockPlan {
             abi,

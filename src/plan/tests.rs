@@ -387,12 +387,25 @@ fn no_landlock_is_refused_rather_than_silently_taking_seccomp() {
 }
 
 #[test]
-fn seccomp_tier_named_explicitly_still_needs_allow_degraded_for_fs_rules() {
-    let r = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Seccomp));
-    assert_eq!(
-        r.err().map(|r| r.missing),
-        Some(KernelFeature::LandlockAbi(1))
+fn seccomp_tier_named_explicitly_runs_and_says_what_it_drops() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Seccomp))?;
+    assert_eq!(plan.tier, Tier::Seccomp);
+    assert!(plan.landlock.is_none());
+    assert_eq!(plan.degraded.len(), 1, "one clear warning line");
+    assert!(
+        plan.degraded[0].contains("no filesystem isolation"),
+        "{:?}",
+        plan.degraded
     );
+    Ok(())
+}
+
+#[test]
+fn auto_never_takes_seccomp_for_a_policy_with_filesystem_rules() {
+    let mut host = HostCaps::everything();
+    host.landlock_abi = 0;
+    host.userns = Availability::Missing("no".into());
+    assert!(build_on(&host, TierRequest::Auto).is_err());
 }
 
 #[test]

@@ -1,10 +1,7 @@
 //! THE platform boundary: every `cfg(target_os)`, every `unsafe` block and
 //! every raw syscall of vetto lives beneath this module.
 
-use std::ffi::OsString;
 use std::process::ExitCode;
-
-use crate::plan::Plan;
 
 #[cfg(target_os = "linux")]
 #[path = "linux/mod.rs"]
@@ -14,11 +11,15 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, caps, notify, process, try_syscall, verify_host};
+pub use imp::{SetupError, Spawned, Stage, caps, notify, process};
+pub use imp::try_syscall;
+// `vetto verify`'s host-side stand-ins.
+pub use imp::verify_host;
 
-/// Start `command` inside the sandbox described by `plan`.
-pub fn spawn(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
-    imp::spawn_plan(plan, command)
+/// Start the sandbox stage ahead of the plan (see [`Stage::launch`]), so
+/// its start-up overlaps policy loading and planning.
+pub fn start_stage() -> Result<Stage, SetupError> {
+    imp::start_stage()
 }
 
 /// If this process was started as the hidden sandbox stage, run it and

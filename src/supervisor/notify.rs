@@ -19,7 +19,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -180,7 +180,6 @@ struct Carved {
 struct Shared {
     listener: Listener,
     carved: Vec<Carved>,
-    root: OwnedFd,
     broker: bool,
     /// Policy rules as written plus their canonical forms.
     rules: Vec<(PathBuf, Access)>,
@@ -243,7 +242,6 @@ impl Shared {
         Ok(Shared {
             listener,
             carved,
-            root: sys::open_root()?,
             broker: plan.broker_unix_connect,
             rules,
             connect_threads: AtomicUsize::new(0),
@@ -538,21 +536,22 @@ impl Shared {
         if name.is_empty() || name == b"." || name == b".." {
             return Err(Answer::Continue(Reason::Unsupported));
         }
-        let base_owned;
-        let base: BorrowedFd<'_> = if bytes.first() == Some(&b'/') {
-            self.root.as_fd()
+        // Absolute paths resolve from the job's own root (at FULL it is
+        // not ours), clamped to it with RESOLVE_IN_ROOT.
+        let absolute = bytes.first() == Some(&b'/');
+        let what = if absolute {
+            "root".to_string()
+        } else if dirfd == c::AT_FDCWD {
+            "cwd".to_string()
+        } else if dirfd >= 0 {
+            format!("fd/{dirfd}")
         } else {
-            let what = if dirfd == c::AT_FDCWD {
-                "cwd".to_string()
-            } else if dirfd >= 0 {
-                format!("fd/{dirfd}")
-            } else {
-                return Err(Answer::Continue(Reason::Unsupported));
-            };
-            base_owned = sys::open_proc_dir(n.tid, &what)
-                .map_err(|_| Answer::Continue(Reason::Unreadable))?;
-            base_owned.as_fd()
+            return Err(Answer::Continue(Reason::Unsupported));
         };
+        let base_owned =
+            sys::open_proc_dir(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?;
+        let base = base_owned.as_fd();
+        let in_root = if absolute { resolve::IN_ROOT } else { 0 };
         let parent_fd;
         let dir = if parent.is_empty() {
             base
@@ -563,7 +562,7 @@ impl Shared {
                 &p,
                 c::O_PATH | c::O_DIRECTORY,
                 0,
-                resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS,
+                resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | in_root,
             )
             .map_err(|_| Answer::Continue(Reason::Unsupported))?;
             parent_fd.as_fd()
@@ -658,9 +657,16 @@ impl Shared {
         };
         // Open the socket path relative to the job's cwd before the
         // validity check, so that one check covers every remote look-up.
+        // Absolute socket paths resolve from the job's root, relative ones
+        // from its cwd: what the path means to the job.
         let cwd = match &kind {
-            SockAddr::Path(p) if p.first() != Some(&b'/') => {
-                match sys::open_proc_dir(n.tid, "cwd") {
+            SockAddr::Path(p) => {
+                let what = if p.first() == Some(&b'/') {
+                    "root"
+                } else {
+                    "cwd"
+                };
+                match sys::open_proc_dir(n.tid, what) {
                     Ok(fd) => Some(fd),
                     Err(_) => return (Err(denied(c::EPERM, Reason::Unreadable)), shown),
                 }
@@ -718,7 +724,7 @@ impl Shared {
                     // skip Landlock's abstract-socket scoping.
                     return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
                 }
-                SockAddr::Path(p) => match self.check_socket_path(cwd.as_ref(), &p) {
+                SockAddr::Path(p) => match self.check_socket_path(cwd, &p) {
                     Ok(target) => Connect::Checked(target),
                     Err(answer) => return (Err(answer), shown),
                 },
@@ -727,18 +733,27 @@ impl Shared {
         (Ok((connect, sock)), shown)
     }
 
-    fn check_socket_path(&self, cwd: Option<&OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
+    fn check_socket_path(&self, base: Option<OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
         let denied = |errno, reason| Answer::Errno(errno, Decision::Denied(errno), reason);
         let c_path = sys::cstring(path).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
-        let base = match cwd {
-            Some(fd) => fd.as_fd(),
-            None => self.root.as_fd(),
+        let Some(base) = base else {
+            return Err(denied(c::EACCES, Reason::SocketOutside));
+        };
+        // An absolute path starts at the job's root and stays in it.
+        let in_root = if path.first() == Some(&b'/') {
+            resolve::IN_ROOT
+        } else {
+            0
         };
         // Follow symlinks as the kernel would; decide on what was reached.
-        let target =
-            sys::openat2(base, &c_path, c::O_PATH, 0, resolve::NO_MAGICLINKS).map_err(|e| {
-                Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside)
-            })?;
+        let target = sys::openat2(
+            base.as_fd(),
+            &c_path,
+            c::O_PATH,
+            0,
+            resolve::NO_MAGICLINKS | in_root,
+        )
+        .map_err(|e| Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside))?;
         let facts = sys::facts(target.as_fd()).map_err(|e| {
             Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside)
         })?;
@@ -976,7 +991,7 @@ mod tests {
     fn only_sockets_in_writable_rules_are_allowed() {
         #[expect(clippy::unwrap_used, reason = "tests")]
         let shared = Shared::new(
-            Listener::new(sys::open_root().unwrap()),
+            Listener::new(OwnedFd::from(std::fs::File::open("/").unwrap())),
             &NotifyPlan {
                 carved_dirs: vec![],
                 broker_unix_connect: true,

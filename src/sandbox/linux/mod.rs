@@ -91,25 +91,23 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
 }
 
-pub fn spawn_plan(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
+/// A stage process started before the plan exists: its exec and start-up
+/// overlap the supervisor's policy loading and planning. It waits for the
+/// plan on its pipe; dropped unlaunched, it is killed and reaped.
+#[derive(Debug)]
+pub struct Stage {
+    pid: i32,
+    plan_w: Option<File>,
+    status_r: Option<OwnedFd>,
+    notify: UnixStream,
+}
+
+pub fn start_stage() -> Result<Stage, SetupError> {
     let (plan_r, plan_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SetupError::Spawn(e.into()))?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SetupError::Spawn(e.into()))?;
     let (notify_ours, notify_theirs) = UnixStream::pair().map_err(SetupError::Spawn)?;
-
-    let supervisor = std::process::id();
-    let nproc_limit = plan.limits.max_procs.map(|n| {
-        // RLIMIT_NPROC counts every task of the real uid, not just ours.
-        process::tasks_of_uid(nix::unistd::getuid().as_raw()) + u64::from(n)
-    });
-    let request = StageRequest {
-        plan: plan.clone(),
-        argv: command.iter().map(|a| a.as_bytes().to_vec()).collect(),
-        supervisor: i32::try_from(supervisor).unwrap_or(i32::MAX),
-        nproc_limit,
-    };
-
     let fds = [
         plan_r.as_raw_fd(),
         status_w.as_raw_fd(),
@@ -131,46 +129,76 @@ pub fn spawn_plan(plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupErr
     }
     let child = cmd.spawn().map_err(SetupError::Spawn)?;
     drop((plan_r, status_w, notify_theirs));
-    let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-
-    let mut plan_w = File::from(plan_w);
-    let handover = serde_json::to_vec(&request)
-        .map_err(|e| SetupError::Handover(e.into()))
-        .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover));
-    drop(plan_w);
-    if let Err(e) = handover {
-        let _ = child_wait(pid);
-        return Err(e);
-    }
-
-    let listener = if plan
-        .seccomp
-        .rules
-        .iter()
-        .any(|r| r.action == crate::plan::syscalls::Action::Notify)
-    {
-        receive_listener(&notify_ours)
-    } else {
-        None
-    };
-
-    let mut report = Vec::new();
-    let _ = File::from(status_r)
-        .take(MAX_REPORT_BYTES)
-        .read_to_end(&mut report);
-    if !report.is_empty() {
-        let _ = child_wait(pid);
-        return Err(match serde_json::from_slice::<StageReport>(&report) {
-            Ok(StageReport::ExecFailed(errno)) => SetupError::Exec(errno),
-            Ok(StageReport::SetupFailed(message)) => SetupError::Stage(message),
-            Err(_) => SetupError::Stage("the sandbox stage failed".into()),
-        });
-    }
-    Ok(Spawned { pid, listener })
+    Ok(Stage {
+        pid: i32::try_from(child.id()).unwrap_or(i32::MAX),
+        plan_w: Some(File::from(plan_w)),
+        status_r: Some(status_r),
+        notify: notify_ours,
+    })
 }
 
-fn child_wait(pid: i32) -> nix::Result<nix::sys::wait::WaitStatus> {
-    nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None)
+impl Stage {
+    /// Hand the stage its plan and command; returns once the job has
+    /// exec'ed (or failed to start).
+    pub fn launch(mut self, plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
+        let nproc_limit = plan.limits.max_procs.map(|n| {
+            // RLIMIT_NPROC counts every task of the real uid, not just ours.
+            process::tasks_of_uid(nix::unistd::getuid().as_raw()) + u64::from(n)
+        });
+        let request = StageRequest {
+            plan: plan.clone(),
+            argv: command.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            supervisor: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+            nproc_limit,
+        };
+        let mut plan_w = self
+            .plan_w
+            .take()
+            .ok_or_else(|| SetupError::Handover(std::io::Error::from_raw_os_error(libc::EBADF)))?;
+        serde_json::to_vec(&request)
+            .map_err(|e| SetupError::Handover(e.into()))
+            .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover))?;
+        drop(plan_w);
+
+        let listener = if plan
+            .seccomp
+            .rules
+            .iter()
+            .any(|r| r.action == crate::plan::syscalls::Action::Notify)
+        {
+            receive_listener(&self.notify)
+        } else {
+            None
+        };
+
+        let mut report = Vec::new();
+        if let Some(status_r) = self.status_r.take() {
+            let _ = File::from(status_r)
+                .take(MAX_REPORT_BYTES)
+                .read_to_end(&mut report);
+        }
+        if !report.is_empty() {
+            return Err(match serde_json::from_slice::<StageReport>(&report) {
+                Ok(StageReport::ExecFailed(errno)) => SetupError::Exec(errno),
+                Ok(StageReport::SetupFailed(message)) => SetupError::Stage(message),
+                Err(_) => SetupError::Stage("the sandbox stage failed".into()),
+            });
+        }
+        let pid = self.pid;
+        // Launched: from here the supervisor owns the process.
+        self.pid = 0;
+        Ok(Spawned { pid, listener })
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            let pid = nix::unistd::Pid::from_raw(self.pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = nix::sys::wait::waitpid(pid, None);
+        }
+    }
 }
 
 /// The listener the stage sends over the socketpair, if it got that far.

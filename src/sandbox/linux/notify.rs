@@ -480,6 +480,10 @@ pub mod resolve {
     pub const NO_MAGICLINKS: u64 = libc::RESOLVE_NO_MAGICLINKS;
     pub const NO_SYMLINKS: u64 = libc::RESOLVE_NO_SYMLINKS;
     pub const BENEATH: u64 = libc::RESOLVE_BENEATH;
+    /// Absolute paths and `..` stay inside the directory given: used with
+    /// the job's `/proc/TID/root`, so a path means what it means to the job
+    /// (at FULL its root is not ours).
+    pub const IN_ROOT: u64 = libc::RESOLVE_IN_ROOT;
 }
 
 /// `openat2(dir, path, {flags | O_CLOEXEC, mode, resolve})`.
@@ -753,11 +757,6 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<PathBuf> {
 /// Make a C string of raw name bytes (no NUL inside by construction).
 pub fn cstring(bytes: &[u8]) -> io::Result<CString> {
     CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
-}
-
-/// `/`, for absolute paths of the job.
-pub fn open_root() -> io::Result<OwnedFd> {
-    open_dir_path(std::path::Path::new("/"))
 }
 
 /// The directory may compare names without regard to case or Unicode
