@@ -409,6 +409,27 @@ mod tests {
     }
 
     #[test]
+    fn report_is_one_json_object_with_the_documented_keys() {
+        let mut r = Report::new("io-uring");
+        r.errno = Some(1);
+        r.error = Some("EPERM".into());
+        let line = serde_json::to_string(&r).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"action":"io-uring","ok":false,"errno":1,"error":"EPERM"}"#
+        );
+
+        let mut r = Report::new("read-environ");
+        r.ok = true;
+        r.detail.insert("found".into(), true.into());
+        let line = serde_json::to_string(&r).unwrap_or_default();
+        assert_eq!(
+            line,
+            r#"{"action":"read-environ","ok":true,"errno":null,"error":null,"found":true}"#
+        );
+    }
+
+    #[test]
     fn marker_search() {
         assert!(contains(b"A=1\0TOKEN=abc\0", b"abc"));
         assert!(!contains(b"A=1\0", b"abc"));

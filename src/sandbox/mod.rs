@@ -12,6 +12,7 @@ mod imp;
 mod imp;
 
 pub use imp::{SetupError, Spawned, Stage, caps, notify, process};
+// The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
 pub use imp::verify_host;

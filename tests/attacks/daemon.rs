@@ -8,7 +8,7 @@ use crate::require;
 use crate::util::{Feature, World, alive_with, eventually, unique_sleep_arg};
 
 /// Runs as an unprivileged user: `setsid sh -c "sleep & echo $! > P/daemon.pid" &`
-/// and the job exits at once. Evidence: bare, the daemon is alive after the
+/// (its stdio detached, as daemons do) and the job exits at once. Evidence: bare, the daemon is alive after the
 /// command returned; sandboxed, it is gone once vetto has exited.
 #[test]
 fn daemon_does_not_survive_the_session() {
@@ -17,7 +17,7 @@ fn daemon_does_not_survive_the_session() {
     let marker = unique_sleep_arg();
     let pidfile = w.project.join("src/daemon.pid");
     let script = format!(
-        "setsid sh -c 'sleep {marker} & echo $! > \"{}\"' & wait; echo started",
+        "setsid sh -c 'sleep {marker} </dev/null >/dev/null 2>&1 & echo $! > \"{}\"' & wait; echo started",
         pidfile.display()
     );
     let read_pid = || -> i32 {

@@ -88,3 +88,32 @@ fn creating_files_in_home_is_blocked() {
         "control: bare creation in $HOME failed"
     );
 }
+
+/// Runs as an unprivileged user: a job drops a payload in `/dev/shm`, a
+/// host-wide tmpfs that other processes (and later jobs) read, and that
+/// outlives the session. Evidence: bare, the file is there after the
+/// command; sandboxed, it is not (never written, or removed at the end).
+#[test]
+fn files_dropped_in_dev_shm_do_not_outlive_the_session() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let dropped = format!("/dev/shm/vetto-escape-{}", unique_sleep_arg());
+    let script = format!("echo PWNED > '{dropped}'; echo script-finished");
+
+    w.sh_bare(&script).assert_success();
+    assert!(
+        read(dropped.as_ref()).is_some(),
+        "control: bare write to /dev/shm failed"
+    );
+    std::fs::remove_file(&dropped).unwrap();
+
+    let out = w.sh_sandboxed(&script);
+    out.assert_ran().assert_stdout_contains("script-finished");
+    let left = read(dropped.as_ref());
+    let _ = std::fs::remove_file(&dropped);
+    assert!(
+        left.is_none(),
+        "{dropped} outlived the session\n{}",
+        out.dump()
+    );
+}

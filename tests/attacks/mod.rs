@@ -16,6 +16,7 @@ mod npmrc_exfil;
 mod policy_tamper;
 mod proc_environ;
 mod ptrace;
+mod seccomp_tier;
 mod secrets;
 mod signals;
 mod ssh_agent;

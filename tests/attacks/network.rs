@@ -107,3 +107,21 @@ fn udp_send_to_loopback_is_blocked() {
         other => panic!("a sandboxed datagram arrived: {other:?}\n{}", p.out.dump()),
     }
 }
+
+/// Runs as an unprivileged user: with `--net host` said explicitly, the
+/// same connection reaches the listener (the network switch is real, and
+/// the blocks above come from `--net off`).
+#[test]
+fn net_host_allows_loopback_connections() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    w.probe_sandboxed_with(&["--net", "host"], &["connect-tcp", &addr])
+        .assert_ok();
+    assert_eq!(
+        accepted(&l).len(),
+        1,
+        "the --net host connection did not arrive"
+    );
+}

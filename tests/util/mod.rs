@@ -299,22 +299,38 @@ pub fn check(f: Feature) -> Result<(), String> {
 /// Is `f` (or one of its parts) listed in `VETTO_TEST_REQUIRE`, so that its
 /// absence must fail the test rather than skip it?
 pub fn required(f: Feature) -> bool {
-    let Ok(list) = std::env::var("VETTO_TEST_REQUIRE") else {
-        return false;
-    };
+    std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| required_in(&list, f))
+}
+
+/// [`required`] for a given `VETTO_TEST_REQUIRE` value.
+pub fn required_in(list: &str, f: Feature) -> bool {
     let items: Vec<&str> = list.split(',').map(str::trim).collect();
-    f.parts().into_iter().any(|part| {
-        items.iter().any(|item| match part {
-            Feature::LandlockAbi(n) => item
-                .strip_prefix("landlock-abi>=")
-                .and_then(|v| v.parse::<u8>().ok())
-                .is_some_and(|promised| promised >= n),
-            Feature::Userns => *item == "userns",
-            Feature::SeccompNotify => *item == "seccomp-notify",
-            Feature::X86_64 => *item == "x86_64",
-            Feature::FsOnly => false,
-        }) || items.contains(&"all")
-    })
+    items.contains(&"all")
+        || f.parts().into_iter().any(|part| {
+            items.iter().any(|item| match part {
+                Feature::LandlockAbi(n) => item
+                    .strip_prefix("landlock-abi>=")
+                    .and_then(|v| v.parse::<u8>().ok())
+                    .is_some_and(|promised| promised >= n),
+                Feature::Userns => *item == "userns",
+                Feature::SeccompNotify => *item == "seccomp-notify",
+                Feature::X86_64 => *item == "x86_64",
+                Feature::FsOnly => false,
+            })
+        })
+}
+
+#[test]
+fn require_list_escalates_exactly_the_promised_features() {
+    let ci = "landlock-abi>=6,userns,seccomp-notify";
+    assert!(required_in(ci, Feature::LandlockAbi(6)));
+    assert!(required_in(ci, Feature::LandlockAbi(4)));
+    assert!(!required_in(ci, Feature::LandlockAbi(7)));
+    assert!(required_in(ci, Feature::FsOnly));
+    assert!(required_in(ci, Feature::Userns));
+    assert!(!required_in(ci, Feature::X86_64));
+    assert!(!required_in("", Feature::FsOnly));
+    assert!(required_in("all", Feature::X86_64));
 }
 
 /// The running test's name (libtest names each test's thread after it).
@@ -1039,8 +1055,13 @@ impl World {
 
     /// `vetto run --tier fs-only --project P [OPTIONS] -- ARGV`.
     pub fn sandboxed_with(&self, options: &[&str], argv: &[&str]) -> Run {
+        self.sandboxed_at("fs-only", options, argv)
+    }
+
+    /// `vetto run --tier TIER --project P [OPTIONS] -- ARGV`.
+    pub fn sandboxed_at(&self, tier: &str, options: &[&str], argv: &[&str]) -> Run {
         let project = self.project.to_str().unwrap();
-        let mut args = vec!["run", "--tier", "fs-only", "--project", project];
+        let mut args = vec!["run", "--tier", tier, "--project", project];
         args.extend_from_slice(options);
         args.push("--");
         args.extend_from_slice(argv);
@@ -1083,12 +1104,17 @@ impl World {
     /// `vetto __probe ARGS` inside the sandbox (the probe binary's directory
     /// is granted readable, nothing else is added).
     pub fn probe_sandboxed_with(&self, options: &[&str], args: &[&str]) -> Probe {
+        self.probe_sandboxed_at("fs-only", options, args)
+    }
+
+    /// The same at another tier.
+    pub fn probe_sandboxed_at(&self, tier: &str, options: &[&str], args: &[&str]) -> Probe {
         let bin_dir = vetto_bin_dir().to_str().unwrap();
         let mut opts = vec!["--allow-read", bin_dir];
         opts.extend_from_slice(options);
         let mut argv = vec![vetto_bin().to_str().unwrap(), PROBE];
         argv.extend_from_slice(args);
-        Probe::from_out(self.sandboxed_with(&opts, &argv).run())
+        Probe::from_out(self.sandboxed_at(tier, &opts, &argv).run())
     }
 
     pub fn probe_sandboxed(&self, args: &[&str]) -> Probe {
