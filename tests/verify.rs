@@ -289,19 +289,42 @@ fn degraded_seccomp_tier_makes_filesystem_probes_not_contained() {
     }
 }
 
-/// Runs as an unprivileged user. A tier that cannot enforce the policy is
-/// refused with exit 125 and the refusal's words, before any probe runs.
+/// Runs as an unprivileged user. A tier the host cannot offer is refused
+/// with exit 125 and the refusal's words, before any probe runs. The host
+/// is made to lack user namespaces by running `vetto verify --tier full`
+/// inside an FS-ONLY sandbox, whose seccomp filter refuses `unshare`.
 #[test]
-fn seccomp_tier_without_allow_degraded_is_refused_with_125() {
-    let v = verify(&["--tier", "seccomp", "--json"]);
+fn full_tier_without_user_namespaces_is_refused_with_125() {
+    require!(Feature::FsOnly);
+    let bin = vetto_bin().to_str().unwrap();
+    let dir = util::vetto_bin_dir().to_str().unwrap();
+    let mut c = Command::new(bin);
+    c.args([
+        "run",
+        "--tier",
+        "fs-only",
+        "--project",
+        dir,
+        "--allow-read",
+        dir,
+    ])
+    .args(["--", bin, "verify", "--tier", "full", "--json"])
+    .current_dir("/")
+    .env_clear()
+    .env("PATH", util::PATH)
+    .env("HOME", dir)
+    .env("LC_ALL", "C");
+    as_user(&mut c);
+    let out = c.output().expect("run vetto");
+    let v = Verified {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
     assert_eq!(v.code, 125, "{}", v.dump());
-    assert!(
-        v.stderr.contains("cannot run at tier seccomp"),
-        "{}",
-        v.dump()
-    );
-    assert!(v.stderr.contains("--allow-degraded"), "{}", v.dump());
+    assert!(v.stderr.contains("cannot run at tier full"), "{}", v.dump());
+    assert!(v.stderr.contains("user namespaces"), "{}", v.dump());
     let doc = v.json();
     assert_eq!(doc["passed"], false);
-    assert!(doc["refused"].as_str().unwrap().contains("tier seccomp"));
+    assert!(doc["refused"].as_str().unwrap().contains("tier full"));
 }
