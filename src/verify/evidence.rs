@@ -433,3 +433,92 @@ fn target_name(t: Target) -> &'static str {
         Target::GithubPath => "the GITHUB_PATH file",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::ExitStatus;
+
+    use super::*;
+
+    fn captured(code: i32, stdout: &str, stderr: &str) -> Captured {
+        Captured {
+            status: Some(ExitStatus::from_raw(code << 8)),
+            stdout: stdout.to_owned(),
+            stderr: stderr.to_owned(),
+        }
+    }
+
+    const REFUSED: &str = r#"{"action":"io-uring","ok":false,"errno":1,"error":"EPERM"}"#;
+    const WORKED: &str = r#"{"action":"io-uring","ok":true,"errno":null,"error":null}"#;
+
+    #[test]
+    fn kernel_answer_is_not_applicable_when_the_host_refuses_it_to_everyone() {
+        let bare = captured(1, REFUSED, "");
+        let (v, why) = kernel_answer(&captured(1, REFUSED, ""), Some(&bare));
+        assert_eq!(v, Verdict::NotApplicable);
+        assert!(why.contains("EPERM"), "{why}");
+    }
+
+    #[test]
+    fn kernel_answer_ok_inside_the_sandbox_is_an_escape() {
+        let bare = captured(0, WORKED, "");
+        let (v, _) = kernel_answer(&captured(0, WORKED, ""), Some(&bare));
+        assert_eq!(v, Verdict::NotContained);
+        let (v, why) = kernel_answer(&captured(1, REFUSED, ""), Some(&bare));
+        assert_eq!(v, Verdict::Contained);
+        assert!(why.contains("EPERM"), "{why}");
+    }
+
+    #[test]
+    fn kernel_answer_without_a_result_line_proves_nothing() {
+        let bare = captured(0, WORKED, "");
+        let (v, _) = kernel_answer(&captured(127, "", "sh: vetto: not found"), Some(&bare));
+        assert_eq!(v, Verdict::Inconclusive);
+    }
+
+    #[test]
+    fn setuid_binary_running_as_root_is_an_escape() {
+        let (v, _) = setuid(&captured(0, "Uid:\t1001\t0\t0\t0\n", ""));
+        assert_eq!(v, Verdict::NotContained);
+        let (v, _) = setuid(&captured(0, "Uid:\t1001\t1001\t1001\t1001\n", ""));
+        assert_eq!(v, Verdict::Contained);
+        let (v, _) = setuid(&captured(0, "", "grep: /proc/9/status: No such file"));
+        assert_eq!(v, Verdict::NotApplicable);
+    }
+
+    #[test]
+    fn said_skips_vetto_s_own_lines_and_prefers_the_probe_error() {
+        let job = captured(
+            1,
+            "",
+            "vetto: withheld 2 credential-like variable(s) from the job: A, B\ncat: x: Permission denied\n",
+        );
+        assert_eq!(said(&job), "cat: x: Permission denied");
+        assert_eq!(said(&captured(1, REFUSED, "noise")), "EPERM");
+    }
+
+    #[test]
+    #[expect(clippy::unwrap_used, reason = "test setup")]
+    fn replacing_git_or_its_hooks_is_noticed() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path();
+        fs::create_dir_all(p.join(".git/hooks")).unwrap();
+        fs::write(p.join(".git/config"), "[core]\n").unwrap();
+        let before = GitPrint::of(p);
+        assert!(before.differences(&GitPrint::of(p)).is_empty());
+
+        fs::rename(p.join(".git/hooks"), p.join(".git/hooks.old")).unwrap();
+        fs::create_dir(p.join(".git/hooks")).unwrap();
+        fs::write(p.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        let d = before.differences(&GitPrint::of(p));
+        assert!(d.iter().any(|s| s.contains("hooks was replaced")), "{d:?}");
+        assert!(d.iter().any(|s| s.contains("pre-commit appeared")), "{d:?}");
+
+        fs::rename(p.join(".git"), p.join(".git.old")).unwrap();
+        std::os::unix::fs::symlink("/tmp", p.join(".git")).unwrap();
+        let d = before.differences(&GitPrint::of(p));
+        assert!(d.iter().any(|s| s.contains("P/.git was replaced")), "{d:?}");
+        assert!(d.iter().any(|s| s.contains(".git.old appeared")), "{d:?}");
+    }
+}

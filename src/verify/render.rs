@@ -86,3 +86,86 @@ pub fn verdict_line(r: &Report) -> String {
 pub fn json(r: &Report) -> Result<String, serde_json::Error> {
     serde_json::to_string_pretty(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::Tier;
+    use crate::verify::{Counts, ProbeResult, SCHEMA};
+
+    fn report(results: &[(&'static str, Kind, Verdict)]) -> Report {
+        let probes: Vec<ProbeResult> = results
+            .iter()
+            .map(|&(id, kind, result)| ProbeResult {
+                id,
+                kind,
+                technique: "t",
+                result,
+                evidence: "e".into(),
+                millis: 1,
+            })
+            .collect();
+        let ids = |v: Verdict| {
+            probes
+                .iter()
+                .filter(|p| p.result == v)
+                .map(|p| p.id)
+                .collect::<Vec<_>>()
+        };
+        Report {
+            schema: SCHEMA,
+            tier: Tier::FsOnly,
+            requested: "auto".into(),
+            net: "off",
+            allow_degraded: false,
+            degraded: vec![],
+            passed: !probes.iter().any(|p| p.result.is_failure()),
+            escaped: ids(Verdict::NotContained),
+            failed_controls: ids(Verdict::Failed),
+            inconclusive: ids(Verdict::Inconclusive),
+            counts: Counts::default(),
+            millis: 7,
+            probes,
+        }
+    }
+
+    #[test]
+    fn verdict_line_names_the_escapes_and_broken_controls() {
+        let r = report(&[
+            ("read-ssh-key", Kind::Attack, Verdict::NotContained),
+            ("io-uring", Kind::Attack, Verdict::Contained),
+            ("control-git-status", Kind::Control, Verdict::Failed),
+        ]);
+        let line = verdict_line(&r);
+        assert!(
+            line.starts_with("verdict: NOT CONTAINED at tier fs-only"),
+            "{line}"
+        );
+        assert!(line.contains("not contained: read-ssh-key"), "{line}");
+        assert!(line.contains("controls failed"), "{line}");
+    }
+
+    #[test]
+    fn a_clean_run_says_contained_and_the_table_lists_every_probe() {
+        let r = report(&[
+            ("read-ssh-key", Kind::Attack, Verdict::Contained),
+            ("x32-syscall", Kind::Attack, Verdict::NotApplicable),
+            ("control-project-write", Kind::Control, Verdict::Works),
+        ]);
+        let t = text(&r);
+        assert!(t.contains("verdict: CONTAINED at tier fs-only"), "{t}");
+        for id in ["read-ssh-key", "x32-syscall", "control-project-write"] {
+            assert!(t.contains(id), "{t}");
+        }
+    }
+
+    #[test]
+    #[expect(clippy::unwrap_used, reason = "test")]
+    fn json_results_are_kebab_case() {
+        let r = report(&[("a", Kind::Attack, Verdict::NotContained)]);
+        let doc: serde_json::Value = serde_json::from_str(&json(&r).unwrap()).unwrap();
+        assert_eq!(doc["probes"][0]["result"], "not-contained");
+        assert_eq!(doc["probes"][0]["kind"], "attack");
+        assert_eq!(doc["tier"], "fs-only");
+    }
+}
