@@ -37,6 +37,12 @@ pub mod verify_host {
     pub fn kill_process(_pid: i32) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
+    pub fn environ_range(_pid: u32) -> io::Result<(usize, usize)> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    pub fn read_remote(_pid: i32, _addr: usize, _len: usize) -> io::Result<Vec<u8>> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
 }
 
 /// The probe's attempts: nothing to attempt without a backend.

@@ -267,6 +267,14 @@ pub const CATALOGUE: &[Spec] = &[
         applies: Applies::Always,
     },
     Spec {
+        id: "read-host-memory",
+        kind: Kind::Attack,
+        technique: "process_vm_readv of a host process's environment block (ptrace access)",
+        job: Job::Extra(&["read-memory", "{HOSTPID}", "{HOSTENVADDR}", "{HOSTENVLEN}"]),
+        evidence: Evidence::CanaryAbsent(&[Canary::HostEnv]),
+        applies: Applies::Always,
+    },
+    Spec {
         id: "host-processes-visible",
         kind: Kind::Attack,
         technique: "list /proc/*/cmdline looking for a host process",
@@ -464,6 +472,7 @@ mod tests {
             "abstract-socket-host",
             "signal-host-process",
             "ptrace-host-process",
+            "read-host-memory",
             "io-uring",
             "user-namespace",
             "x32-syscall",

@@ -219,7 +219,18 @@ fn escape_evidence(
             let n = world.received(l);
             (n > 0).then(|| format!("the host listener received {n} connection(s)/datagram(s)"))
         }
-        Evidence::VictimAlive => world.victim_state().err(),
+        Evidence::VictimAlive => {
+            // A fatal signal is acted on when the victim next runs; give a
+            // loaded machine a moment before calling it alive.
+            let deadline = Instant::now() + Duration::from_millis(300);
+            loop {
+                match world.victim_state() {
+                    Err(what) => return Some(what),
+                    Ok(()) if Instant::now() >= deadline => return None,
+                    Ok(()) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        }
         Evidence::NoDaemonLeft => {
             let marker = world.daemon_marker.clone();
             let argv = ["sleep", marker.as_str()];

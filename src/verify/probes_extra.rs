@@ -2,8 +2,11 @@
 //! needs that are not single-syscall attempts of `vetto __probe`.
 //!
 //! ```text
-//! loopback NONCE   serve on 127.0.0.1 (ephemeral port) and talk to it; prints
-//!                  `loopback-echo NONCE` when the round trip worked
+//! loopback NONCE          serve on 127.0.0.1 (ephemeral port) and talk to it;
+//!                         prints `loopback-echo NONCE` when the round trip worked
+//! read-memory PID ADDR LEN  process_vm_readv of another process's memory; prints
+//!                         what it read (NULs as newlines), so a secret there is
+//!                         evidence in the output
 //! ```
 //!
 //! Exit status: 0 when the action worked, 1 when it failed, 2 on bad usage.
@@ -46,8 +49,29 @@ fn main(args: &[OsString]) -> ExitCode {
                 }
             }
         }
+        ["read-memory", pid, addr, len] => {
+            println!("{MARKER} read-memory");
+            let (Ok(pid), Ok(addr), Ok(len)) = (pid.parse(), addr.parse(), len.parse()) else {
+                eprintln!("read-memory: PID ADDR LEN must be numbers");
+                return ExitCode::from(2);
+            };
+            match crate::sandbox::verify_host::read_remote(pid, addr, len) {
+                Ok(bytes) => {
+                    let text: Vec<u8> = bytes
+                        .into_iter()
+                        .map(|b| if b == 0 { b'\n' } else { b })
+                        .collect();
+                    println!("{}", String::from_utf8_lossy(&text));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("read-memory: process_vm_readv: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
         _ => {
-            eprintln!("usage: vetto {COMMAND} loopback NONCE");
+            eprintln!("usage: vetto {COMMAND} loopback NONCE | read-memory PID ADDR LEN");
             ExitCode::from(2)
         }
     }

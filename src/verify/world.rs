@@ -296,7 +296,10 @@ impl World {
 
     /// Fill in the placeholders of a script or argument.
     pub fn expand(&self, template: &str, project: &Path) -> String {
-        let vars: [(&str, String); 16] = [
+        let (env_addr, env_len) = verify_host::environ_range(self.host_pid()).unwrap_or((0, 0));
+        let vars: [(&str, String); 18] = [
+            ("{HOSTENVADDR}", env_addr.to_string()),
+            ("{HOSTENVLEN}", env_len.to_string()),
             ("{HOME}", self.home.display().to_string()),
             ("{P}", project.display().to_string()),
             ("{OUTSIDE}", self.outside.display().to_string()),
