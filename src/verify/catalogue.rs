@@ -441,6 +441,17 @@ mod tests {
         }
     }
 
+    /// Probe ids are part of the `--json` document: a rename or removal
+    /// must be a reviewed snapshot diff (and a schema bump).
+    #[test]
+    fn probe_ids_snapshot() {
+        let list: Vec<String> = CATALOGUE
+            .iter()
+            .map(|s| format!("{:?} {}", s.kind, s.id))
+            .collect();
+        insta::assert_snapshot!(list.join("\n"));
+    }
+
     #[test]
     fn controls_and_attacks_have_matching_evidence() {
         for s in CATALOGUE {

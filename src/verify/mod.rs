@@ -249,11 +249,21 @@ fn run_all(world: &World, ctx: &Context, options: &Options) -> Vec<ProbeResult> 
             });
         }
     });
-    results
-        .into_inner()
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
+    // A missing result must never read as a pass.
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    CATALOGUE
+        .iter()
+        .zip(results)
+        .map(|(spec, r)| {
+            r.unwrap_or_else(|| ProbeResult {
+                id: spec.id,
+                kind: spec.kind,
+                technique: spec.technique,
+                result: Verdict::Inconclusive,
+                evidence: "the probe produced no result".to_owned(),
+                millis: 0,
+            })
+        })
         .collect()
 }
 
@@ -432,7 +442,10 @@ fn summarise(
         net: if options.net_host { "host" } else { "off" },
         allow_degraded: options.allow_degraded,
         degraded,
-        passed: !probes.iter().any(|p| p.result.is_failure()),
+        // Nothing proven (no contained attack, no working control) is not a pass.
+        passed: !probes.iter().any(|p| p.result.is_failure())
+            && counts.contained > 0
+            && counts.works > 0,
         escaped: ids(Verdict::NotContained),
         failed_controls: ids(Verdict::Failed),
         inconclusive: ids(Verdict::Inconclusive),
