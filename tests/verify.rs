@@ -21,6 +21,7 @@
 mod util;
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -64,10 +65,16 @@ impl Verified {
 
 /// `vetto verify ARGS` as the unprivileged test user.
 fn verify(args: &[&str]) -> Verified {
+    verify_in(args, Path::new("/tmp"))
+}
+
+/// The same, with `TMPDIR` (where verify builds its world) set to `tmp`.
+fn verify_in(args: &[&str], tmp: &Path) -> Verified {
     let mut c = Command::new(vetto_bin());
     c.arg("verify")
         .args(args)
         .current_dir("/")
+        .env("TMPDIR", tmp)
         .env_clear()
         .env("PATH", util::PATH)
         .env("USER", &util::user().name)
@@ -79,6 +86,21 @@ fn verify(args: &[&str]) -> Verified {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// An empty directory the test user owns.
+fn private_tmp(name: &str) -> PathBuf {
+    let dir = PathBuf::from(format!(
+        "/tmp/vetto-verify-test-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir(&dir).unwrap();
+    let u = util::user();
+    if u.drop_from_root {
+        std::os::unix::fs::chown(&dir, Some(u.uid), Some(u.gid)).unwrap();
+    }
+    dir
 }
 
 /// Probes that may be "not applicable" on a healthy host, and why.
@@ -169,8 +191,12 @@ fn verify_passes_at_full_tier() {
 #[test]
 fn verify_passes_at_fs_only_tier() {
     require!(Feature::FsOnly);
-    let v = verify(&["--tier", "fs-only", "--json"]);
+    let tmp = private_tmp("fs_only");
+    let v = verify_in(&["--tier", "fs-only", "--json"], &tmp);
     assert_all_contained(&v, "fs-only");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().collect();
+    assert!(left.is_empty(), "verify left its world behind: {left:?}");
+    std::fs::remove_dir(&tmp).unwrap();
     assert_document_shape(&v);
     let r = v.results();
     assert_eq!(r["host-processes-visible"], "not-applicable");

@@ -290,7 +290,10 @@ pub const CATALOGUE: &[Spec] = &[
         technique: "leave a setsid/double-forked daemon behind",
         job: Job::Sh(concat!(
             "if command -v setsid >/dev/null 2>&1; then (setsid sleep {DAEMON} </dev/null >/dev/null 2>&1 &); ",
-            "else (sleep {DAEMON} </dev/null >/dev/null 2>&1 &); fi; sleep 0.1",
+            "else (sleep {DAEMON} </dev/null >/dev/null 2>&1 &); fi; sleep 0.1\n",
+            // Say that the daemon runs, so a daemon that never started
+            // cannot pass for one that was killed.
+            "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done | grep -q '^sleep {DAEMON} *$' && echo DAEMON-RUNNING",
         )),
         evidence: Evidence::NoDaemonLeft,
         applies: Applies::Always,

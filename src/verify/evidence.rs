@@ -12,6 +12,9 @@ use super::catalogue::{Canary, Evidence, Spec, Target};
 use super::exec::Captured;
 use super::world::{self, World};
 
+/// Printed by the daemon probe while its daemon runs.
+const DAEMON_RUNNING: &str = "DAEMON-RUNNING";
+
 /// The state captured before the job ran, for "unchanged" evidence.
 #[derive(Debug, Default)]
 pub struct Before {
@@ -163,22 +166,36 @@ pub fn judge(
                 said(job)
             ),
         ),
+        Evidence::NoDaemonLeft if !job.stdout.contains(DAEMON_RUNNING) => (
+            Verdict::Inconclusive,
+            format!("the daemon never started: {}", said(job)),
+        ),
         Evidence::NoDaemonLeft => (
             Verdict::Contained,
-            "no process of the job outlived the session".to_owned(),
+            "the daemon ran during the session and was gone when it ended".to_owned(),
         ),
-        Evidence::HostProcessHidden => (
-            Verdict::Contained,
-            format!(
-                "the host process (pid {}) is not among the {} processes the job sees",
-                world.host_pid(),
-                job.stdout
-                    .lines()
-                    .filter(|l| !l.trim().is_empty())
-                    .count()
-                    .saturating_sub(1)
-            ),
-        ),
+        Evidence::HostProcessHidden => {
+            // The marker line aside, the job lists at least itself.
+            let seen = job
+                .stdout
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .count()
+                .saturating_sub(1);
+            if seen == 0 {
+                return (
+                    Verdict::Inconclusive,
+                    format!("the job listed no process at all: {}", said(job)),
+                );
+            }
+            (
+                Verdict::Contained,
+                format!(
+                    "the host process (pid {}) is not among the {seen} processes the job sees",
+                    world.host_pid()
+                ),
+            )
+        }
         Evidence::Works { .. } => control(world, p, job, "", &[]),
     }
 }

@@ -647,3 +647,24 @@ fn serve(
         std::thread::sleep(Duration::from_millis(2));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[expect(clippy::unwrap_used, reason = "test")]
+    fn a_surviving_daemon_is_found_by_its_command_line_and_a_dead_one_is_not() {
+        let marker = format!("88{:05}", random() % 100_000);
+        let child = spawn_sleep(&marker, None).unwrap();
+        let pid = i32::try_from(child.id()).unwrap();
+        assert_eq!(pids_with_cmdline(&["sleep", &marker]), vec![pid]);
+        kill_child(child);
+        assert!(pids_with_cmdline(&["sleep", &marker]).is_empty());
+    }
+
+    #[test]
+    fn proc_state_of_the_running_test_is_running() {
+        assert_eq!(proc_state(std::process::id()), Some('R'));
+    }
+}
