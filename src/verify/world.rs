@@ -664,7 +664,15 @@ mod tests {
     }
 
     #[test]
-    fn proc_state_of_the_running_test_is_running() {
-        assert_eq!(proc_state(std::process::id()), Some('R'));
+    #[expect(clippy::unwrap_used, reason = "test")]
+    fn proc_state_reads_a_sleeping_process_and_nothing_for_a_missing_one() {
+        let child = spawn_sleep("5", None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while proc_state(child.id()) != Some('S') && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(proc_state(child.id()), Some('S'));
+        kill_child(child);
+        assert_eq!(proc_state(u32::MAX), None);
     }
 }
