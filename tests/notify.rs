@@ -200,6 +200,7 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     let (_tmp, p) = project();
     let script = "set -e; umask 027; mkdir newdir; touch newfile; echo hi > data; mv newfile renamed; \
                   ln -s data link; rm link renamed; rmdir newdir; mkdir keep; \
+                  echo more >> data; echo again > data; \
                   cd .git && touch index.lock && mv index.lock index && echo RESULT ok";
     let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
         return;
@@ -226,7 +227,7 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
             "{suffix}: expected an emulated {call_prefix}*, got {events:?}"
         );
     }
-    assert_eq!(std::fs::read_to_string(p.join("data")).unwrap(), "hi\n");
+    assert_eq!(std::fs::read_to_string(p.join("data")).unwrap(), "again\n");
     assert!(!p.join("renamed").exists() && !p.join("newdir").exists() && !p.join("link").exists());
     assert!(p.join(".git/index").exists());
     use std::os::unix::fs::PermissionsExt;
@@ -245,7 +246,9 @@ fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
         return;
     }
     let (_tmp, p) = project();
-    let script = "mv .git .git-old; mkdir .GIT; touch .Git.; rm -rf .git; \
+    std::fs::hard_link(p.join(".git/config"), p.join("cfglink")).unwrap();
+    let script = "echo x >> cfglink; echo x > cfglink; mv cfglink .git/config; \
+                  mv .git .git-old; mkdir .GIT; touch .Git.; rm -rf .git; \
                   cd .git; mv hooks h2; mv config c2; mkdir HOOKS; ln -s /tmp config; \
                   touch hooks/post-checkout; echo x >> config; echo RESULT done";
     let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
@@ -496,6 +499,48 @@ fn abstract_socket_connect_is_refused_not_continued() {
 }
 
 #[test]
+fn jobs_own_abstract_socket_still_works() {
+    let test = "jobs_own_abstract_socket_still_works";
+    let allowed = tempfile::tempdir().unwrap();
+    let Some(job) = run(
+        test,
+        helper("abstract-self", &[]),
+        &[Call::Connect],
+        &socket_plan(allowed.path()),
+    ) else {
+        return;
+    };
+    assert_eq!(job.result_line(), "ok pong");
+    assert!(
+        job.events
+            .iter()
+            .any(|e| e.reason == Reason::SocketAbstract && e.decision == Decision::Emulated)
+    );
+}
+
+#[test]
+fn blocked_connects_to_a_full_backlog_do_not_stall_other_calls() {
+    let test = "blocked_connects_to_a_full_backlog_do_not_stall_other_calls";
+    let (_tmp, p) = project();
+    let sock = p.join("src/full.sock");
+    // Never accepts: after the backlog fills, blocking connects wait.
+    let listener = UnixListener::bind(&sock).unwrap();
+    let mut plan = carve_plan(&p);
+    plan.broker_unix_connect = true;
+    plan.rules = vec![(p.clone(), Access::Write)];
+    let mut calls = CREATION.to_vec();
+    calls.push(Call::Connect);
+    let mut cmd = helper("stall", &[&sock]);
+    cmd.current_dir(&p);
+    let Some(job) = run(test, cmd, &calls, &plan) else {
+        return;
+    };
+    drop(listener);
+    assert_eq!(job.result_line(), "ok");
+    assert!(p.join("after-stall").is_dir());
+}
+
+#[test]
 fn non_dumpable_job_fails_closed_with_eperm() {
     let test = "non_dumpable_job_fails_closed_with_eperm";
     if nix::unistd::geteuid().is_root() {
@@ -590,6 +635,46 @@ fn zz_child_helper() {
             .unwrap();
             ping(std::os::unix::net::UnixStream::connect_addr(&addr));
         }
+        "bench-mkdir" => {
+            let n: usize = std::env::var("VETTO_NOTIFY_N").unwrap().parse().unwrap();
+            let times = timed(n, || {
+                std::fs::create_dir("bench-d").unwrap();
+                std::fs::remove_dir("bench-d").unwrap();
+            });
+            println!("RESULT {}", summary(times));
+        }
+        "bench-connect" => {
+            let n: usize = std::env::var("VETTO_NOTIFY_N").unwrap().parse().unwrap();
+            let path = arg(0);
+            let times = timed(n, || {
+                let _ = std::os::unix::net::UnixStream::connect(&path);
+            });
+            println!("RESULT {}", summary(times));
+        }
+        "abstract-self" => {
+            let name = format!("vetto-self-{}", std::process::id());
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            let server = serve_once(listener, Duration::from_secs(10));
+            ping(std::os::unix::net::UnixStream::connect_addr(&addr));
+            let _ = server.join();
+        }
+        "stall" => {
+            let path = arg(0);
+            for _ in 0..5 {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut keep = Vec::new();
+                    while let Ok(s) = std::os::unix::net::UnixStream::connect(&path) {
+                        keep.push(s);
+                    }
+                });
+            }
+            std::thread::sleep(Duration::from_millis(500));
+            std::fs::create_dir("after-stall").unwrap();
+            println!("RESULT ok");
+            std::process::exit(0);
+        }
         "race-rename" => {
             let tries = race_rename("plain", ".git", "parked", 2.0).unwrap();
             println!("RESULT tries {tries}");
@@ -600,4 +685,107 @@ fn zz_child_helper() {
         }
         other => panic!("unknown helper action {other}"),
     }
+}
+
+fn timed(n: usize, mut f: impl FnMut()) -> Vec<Duration> {
+    (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn summary(mut times: Vec<Duration>) -> String {
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let total: Duration = times.iter().sum();
+    format!(
+        "median {:.1} us, p90 {:.1} us, total {:.0} ms",
+        us(times[times.len() / 2]),
+        us(times[times.len() * 9 / 10]),
+        total.as_secs_f64() * 1e3
+    )
+}
+
+/// Costs for docs/notify.md: `cargo test --release --test notify
+/// bench_notify_costs -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark, run by hand"]
+fn bench_notify_costs() {
+    let test = "bench_notify_costs";
+    let n = std::env::var("VETTO_NOTIFY_N").unwrap_or_else(|_| "10000".into());
+    let (_tmp, p) = project();
+    let report = |what: &str, job: Option<Job>| {
+        if let Some(job) = job {
+            println!("{what:<44} {}", job.result_line());
+        }
+    };
+    let bare = || {
+        let mut cmd = helper("bench-mkdir", &[]);
+        cmd.current_dir(&p).env("VETTO_NOTIFY_N", &n);
+        cmd
+    };
+    let out = bare().output().unwrap();
+    let job = Job {
+        output: out,
+        events: vec![],
+    };
+    println!(
+        "{:<44} {}",
+        "mkdir+rmdir bare (project root)",
+        job.result_line()
+    );
+    let mut cmd = bare();
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[&p.join("src")]).unwrap();
+    report(
+        "mkdir+rmdir emulated (carved project root)",
+        run(test, cmd, CREATION, &carve_plan(&p)),
+    );
+    let mut cmd = bare();
+    cmd.current_dir(p.join("src"));
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[&p.join("src")]).unwrap();
+    report(
+        "mkdir+rmdir notified+continued (subdir)",
+        run(test, cmd, CREATION, &carve_plan(&p)),
+    );
+
+    let allowed = tempfile::tempdir().unwrap();
+    let sock = allowed.path().join("b.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            drop(s);
+        }
+    });
+    let connect = || {
+        let mut cmd = helper("bench-connect", &[&sock]);
+        cmd.env("VETTO_NOTIFY_N", &n);
+        cmd
+    };
+    let job = Job {
+        output: connect().output().unwrap(),
+        events: vec![],
+    };
+    println!("{:<44} {}", "unix connect bare", job.result_line());
+    report(
+        "unix connect brokered (allowed)",
+        run(
+            test,
+            connect(),
+            &[Call::Connect],
+            &socket_plan(allowed.path()),
+        ),
+    );
+    let outside = tempfile::tempdir().unwrap();
+    report(
+        "unix connect refused (outside policy)",
+        run(
+            test,
+            connect(),
+            &[Call::Connect],
+            &socket_plan(outside.path()),
+        ),
+    );
 }

@@ -58,6 +58,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }
+    let shared_before = supervisor::snapshot_shared(&plan);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
@@ -65,9 +66,43 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(e.exit_status()));
         }
     };
-    let outcome = supervisor::run(child, &plan, &signals);
-    if outcome == crate::exit::Outcome::TimedOut {
-        eprintln!("vetto: the command was killed after the --timeout");
+    let session = supervisor::run(child, &plan, &signals, &shared_before);
+    let outcome = session.outcome;
+    match session.limit {
+        Some(supervisor::LimitHit::Timeout { max_ms }) => {
+            eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
+        }
+        Some(supervisor::LimitHit::Memory { max, observed }) => eprintln!(
+            "vetto: the command was killed: its processes used {observed} bytes, over the --max-memory of {max}"
+        ),
+        None => {}
+    }
+    if !session.escaped.is_empty() {
+        let names: Vec<String> = session
+            .escaped
+            .iter()
+            .map(|p| format!("{} ({})", p.pid, p.argv.first().unwrap_or(&p.exe)))
+            .collect();
+        eprintln!(
+            "vetto: killed {} process(es) the command left running: {}",
+            session.escaped.len(),
+            names.join(", ")
+        );
+    }
+    if !session.scrubbed.is_empty() {
+        let names: Vec<String> = session
+            .scrubbed
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "vetto: removed what the command left in shared directories: {}",
+            names.join(", ")
+        );
+    }
+    let denied = session.denials();
+    if denied > 0 {
+        eprintln!("vetto: the sandbox denied {denied} operation(s)");
     }
     drop(session_tmp);
     Ok(outcome.exit_code())

@@ -10,6 +10,9 @@ use crate::policy::{Access, FsRule, NetPolicy, Origin, Policy};
 /// The newest Landlock ABI vetto knows how to use.
 pub const MAX_LANDLOCK_ABI: u8 = 7;
 
+/// World-writable host directories every process shares.
+const SHARED_DIRS: [&str; 2] = ["/dev/shm", "/dev/mqueue"];
+
 /// The FULL tier's private /tmp, which is also its `TMPDIR`.
 const PRIVATE_TMP: &str = "/tmp";
 
@@ -417,9 +420,20 @@ fn plan_for(
         ("VETTO_TIER".to_string(), tier.to_string()),
     ];
     let env = env::plan(&policy.env, &options.env, &session_env);
+    // At FULL /dev/shm is the sandbox's own tmpfs; below it the host's.
+    let scrub_dirs = if tier < Tier::Full {
+        SHARED_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| fs::decide_rule(&policy.fs, d).map(|r| r.access) == Some(Access::Write))
+            .collect()
+    } else {
+        Vec::new()
+    };
     Plan {
         tier,
         session_tmp,
+        scrub_dirs,
         namespaces,
         landlock,
         seccomp,

@@ -42,6 +42,10 @@ pub struct Plan {
     pub notify: fs::NotifyPlan,
     /// Directories created before the job starts (so Landlock can grant them).
     pub prepare_dirs: Vec<PathBuf>,
+    /// Host directories shared by every process (`/dev/shm`) that the job
+    /// may write below FULL: entries it leaves there are removed when the
+    /// session ends, so nothing planted there outlives it.
+    pub scrub_dirs: Vec<PathBuf>,
     pub env: env::EnvPlan,
     pub net: NetPolicy,
     pub limits: Limits,

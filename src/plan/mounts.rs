@@ -86,10 +86,11 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
         let kind = view.kind(path);
         let m = match (access, kind) {
             (_, None) => continue,
-            (Access::Deny, Some(_)) if covered.is_none() || covered == Some(Access::Deny) => {
-                // Not mounted at all: already absent.
-                continue;
-            }
+            // Beneath a masked directory: already hidden.
+            (Access::Deny, Some(_)) if covered == Some(Access::Deny) => continue,
+            // Elsewhere an empty stand-in takes the secret's place, even
+            // where nothing around it is mounted: reading it gives nothing,
+            // and vetto sees the attempt (inotify on the stand-in).
             (Access::Deny, Some(EntryKind::Dir)) => Mount::MaskDir { path: path.clone() },
             (Access::Deny, Some(_)) => Mount::MaskFile { path: path.clone() },
             (_, Some(EntryKind::Symlink)) => match view.read_link(path) {

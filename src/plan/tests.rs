@@ -516,3 +516,23 @@ fn project_under_tmp_keeps_git_protected_at_full() -> Result<(), Refusal> {
     assert_eq!(plan.session_tmp, Some(PathBuf::from("/tmp/vetto-test")));
     Ok(())
 }
+
+#[test]
+fn writable_dev_shm_is_scrubbed_below_full_so_nothing_planted_there_persists() -> Result<(), Refusal>
+{
+    let mut rules = project_rules();
+    rules.push(rule("/dev/shm", Access::Write));
+    let plan = |tier| {
+        build::build_with_view(
+            &policy(rules.clone()),
+            &HostCaps::everything(),
+            TierRequest::Exactly(tier),
+            &options(),
+            &project_fs(),
+        )
+    };
+    assert_eq!(plan(Tier::FsOnly)?.scrub_dirs, [PathBuf::from("/dev/shm")]);
+    // At FULL /dev/shm is the sandbox's own tmpfs.
+    assert!(plan(Tier::Full)?.scrub_dirs.is_empty());
+    Ok(())
+}

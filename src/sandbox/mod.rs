@@ -17,6 +17,16 @@ pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
 pub use imp::verify_host;
 
+/// A process the job left running when it ended; the sandbox's init
+/// reports it, then kills it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EscapedProcess {
+    /// As the sandbox saw it (its own PID namespace at FULL).
+    pub pid: i32,
+    pub exe: String,
+    pub argv: Vec<String>,
+}
+
 /// Start the sandbox stage ahead of the plan (see [`Stage::launch`]), so
 /// its start-up overlaps policy loading and planning.
 pub fn start_stage() -> Result<Stage, SetupError> {

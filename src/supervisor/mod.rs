@@ -9,6 +9,9 @@ use nix::sys::wait::WaitStatus;
 
 pub mod notify;
 
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 
 use crate::exit::Outcome;
@@ -39,10 +42,117 @@ pub fn prepare() -> nix::Result<SignalWaiter> {
     SignalWaiter::block(&FORWARDED)
 }
 
-/// Wait for the sandbox to end and return how it ended.
-pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
+/// How often the process tree is sampled (memory limit, resource figures).
+const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// Resource samples kept; beyond it every other one is dropped, so a long
+/// session keeps an even, bounded timeline.
+const MAX_SAMPLES: usize = 4096;
+/// Seccomp-notification decisions kept for the reports (the rest counted).
+const MAX_DECISIONS: usize = 10_000;
+
+/// One sample of the whole sandboxed process tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sample {
+    /// Milliseconds since the job started.
+    pub t: u64,
+    pub cpu_user_ms: u64,
+    pub cpu_sys_ms: u64,
+    pub rss_bytes: u64,
+    pub procs: u32,
+}
+
+/// A resource limit that ended the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHit {
+    Timeout { max_ms: u64 },
+    Memory { max: u64, observed: u64 },
+}
+
+/// Everything the supervisor observed about one session.
+#[derive(Debug)]
+pub struct Session {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    /// CPU of the whole tree (every process was reaped by the end).
+    pub cpu_user_ms: u64,
+    pub cpu_sys_ms: u64,
+    pub peak_rss_bytes: u64,
+    pub peak_procs: u32,
+    pub samples: Vec<Sample>,
+    pub limit: Option<LimitHit>,
+    /// Processes the job left running (killed at the end).
+    pub escaped: Vec<crate::sandbox::EscapedProcess>,
+    /// What the seccomp-notification handler decided, in order.
+    pub decisions: Vec<notify::NotifyEvent>,
+    /// Decisions beyond [`MAX_DECISIONS`], not kept.
+    pub decisions_dropped: u64,
+    /// What the job left in shared host directories, removed at the end.
+    pub scrubbed: Vec<PathBuf>,
+}
+
+impl Session {
+    /// Decisions that are violations (denied or protected).
+    pub fn denials(&self) -> usize {
+        self.decisions.iter().filter(|d| d.is_violation()).count()
+    }
+}
+
+/// The entries of the plan's shared directories before the job starts, so
+/// that what it adds can be removed afterwards. Call before launching.
+pub fn snapshot_shared(plan: &Plan) -> Vec<(PathBuf, HashSet<OsString>)> {
+    plan.scrub_dirs
+        .iter()
+        .map(|d| (d.clone(), entries(d)))
+        .collect()
+}
+
+fn entries(dir: &Path) -> HashSet<OsString> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect()
+}
+
+/// Remove what the session added to the shared directories: only entries
+/// that are new and belong to this user (others' files are not ours to
+/// touch), never following symlinks.
+fn scrub_shared(before: &[(PathBuf, HashSet<OsString>)]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = nix::unistd::getuid().as_raw();
+    let mut removed = Vec::new();
+    for (dir, old) in before {
+        for name in entries(dir).difference(old) {
+            let path = dir.join(name);
+            let Ok(md) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            if md.uid() != uid {
+                continue;
+            }
+            let gone = if md.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if gone.is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    removed
+}
+
+/// Wait for the sandbox to end and return what happened.
+pub fn run(
+    mut child: Spawned,
+    plan: &Plan,
+    signals: &SignalWaiter,
+    shared_before: &[(PathBuf, HashSet<OsString>)],
+) -> Session {
     let (events, decisions) = mpsc::channel();
-    let server = match child.listener {
+    let server = match child.listener.take() {
         Some(listener) => match notify::serve(listener, &plan.notify, events) {
             Ok(server) => Some(server),
             Err(e) => {
@@ -56,7 +166,22 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
     };
     let start = Instant::now();
     let deadline = plan.limits.timeout.map(|t| start + t);
-    let outcome = loop {
+    let mut session = Session {
+        outcome: Outcome::Exited(0),
+        duration: Duration::ZERO,
+        cpu_user_ms: 0,
+        cpu_sys_ms: 0,
+        peak_rss_bytes: 0,
+        peak_procs: 0,
+        samples: Vec::new(),
+        limit: None,
+        escaped: Vec::new(),
+        decisions: Vec::new(),
+        decisions_dropped: 0,
+        scrubbed: Vec::new(),
+    };
+    let mut next_sample = start;
+    session.outcome = loop {
         let wait = deadline
             .map(|d| d.saturating_duration_since(Instant::now()).min(TICK))
             .unwrap_or(TICK);
@@ -66,6 +191,7 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
         {
             process::send(child.pid, *sig);
         }
+        keep_decisions(&mut session, &decisions);
         if let Some(ws) = process::try_wait(child.pid) {
             break match ws {
                 WaitStatus::Exited(_, code) => Outcome::Exited(code),
@@ -74,15 +200,29 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
             };
         }
         process::reap_orphans(child.pid);
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if let Some(d) = deadline
+            && Instant::now() >= d
+        {
+            let max_ms = plan.limits.timeout.map_or(0, |t| t.as_millis() as u64);
+            session.limit = Some(LimitHit::Timeout { max_ms });
             break Outcome::TimedOut;
         }
-        if let Some(max) = plan.limits.max_memory
-            && tree_rss() > max
-        {
-            break Outcome::LimitKilled;
+        if Instant::now() >= next_sample {
+            next_sample += SAMPLE_EVERY;
+            let sample = sample_tree(start);
+            record(&mut session, sample);
+            if let Some(max) = plan.limits.max_memory
+                && sample.rss_bytes > max
+            {
+                session.limit = Some(LimitHit::Memory {
+                    max,
+                    observed: sample.rss_bytes,
+                });
+                break Outcome::LimitKilled;
+            }
         }
     };
+    session.duration = start.elapsed();
     // Whatever is left (the whole tree on a limit; escaped stragglers if the
     // init was killed) dies with the session.
     process::kill_all_descendants();
@@ -91,24 +231,52 @@ pub fn run(child: Spawned, plan: &Plan, signals: &SignalWaiter) -> Outcome {
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
-    // Violations become reports in `vetto ci`; `run` only counts them.
-    let denied = decisions
-        .try_iter()
-        .filter(notify::NotifyEvent::is_violation)
-        .count();
-    if denied > 0 {
-        eprintln!("vetto: {denied} operation(s) were denied by the sandbox");
-    }
+    keep_decisions(&mut session, &decisions);
+    session.escaped = child.escaped();
+    (session.cpu_user_ms, session.cpu_sys_ms) = process::reaped_children_cpu_ms();
     for dir in &plan.prepare_dirs {
         // Only removes what stayed empty: the job's output is kept.
         let _ = std::fs::remove_dir(dir);
     }
-    outcome
+    session.scrubbed = scrub_shared(shared_before);
+    session
 }
 
-fn tree_rss() -> u64 {
-    process::descendants(std::process::id())
-        .into_iter()
-        .map(process::rss_bytes)
-        .sum()
+fn keep_decisions(session: &mut Session, decisions: &mpsc::Receiver<notify::NotifyEvent>) {
+    for d in decisions.try_iter() {
+        if session.decisions.len() < MAX_DECISIONS {
+            session.decisions.push(d);
+        } else {
+            session.decisions_dropped += 1;
+        }
+    }
+}
+
+fn record(session: &mut Session, sample: Sample) {
+    session.peak_rss_bytes = session.peak_rss_bytes.max(sample.rss_bytes);
+    session.peak_procs = session.peak_procs.max(sample.procs);
+    if session.samples.len() >= MAX_SAMPLES {
+        let mut i = 0;
+        session.samples.retain(|_| {
+            i += 1;
+            i % 2 == 0
+        });
+    }
+    session.samples.push(sample);
+}
+
+/// CPU, memory and process count of every process beneath vetto.
+fn sample_tree(start: Instant) -> Sample {
+    let mut s = Sample {
+        t: start.elapsed().as_millis() as u64,
+        ..Sample::default()
+    };
+    for pid in process::descendants(std::process::id()) {
+        let (user, sys) = process::cpu_ms(pid);
+        s.cpu_user_ms += user;
+        s.cpu_sys_ms += sys;
+        s.rss_bytes += process::rss_bytes(pid);
+        s.procs += 1;
+    }
+    s
 }

@@ -17,14 +17,15 @@
 //! always safe for creations (Landlock denies them in carved directories)
 //! and never used for `connect()`, whose target Landlock does not check.
 
+use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::plan::fs::{NotifyPlan, decide};
@@ -74,7 +75,8 @@ pub enum Reason {
     SocketAllowed,
     /// A pathname unix socket outside the writable part of the policy.
     SocketOutside,
-    /// An abstract unix socket: its owner cannot be checked, refused.
+    /// An abstract unix socket: allowed only when the job's own processes
+    /// listen on it (Landlock's scoping, reproduced).
     SocketAbstract,
     /// A socket address without a name to check (other families, unnamed).
     SocketNoName,
@@ -184,6 +186,12 @@ struct Shared {
     /// Policy rules as written plus their canonical forms.
     rules: Vec<(PathBuf, Access)>,
     connect_threads: AtomicUsize,
+    /// Regular files the supervisor created in carved directories, by
+    /// (dev, ino): Landlock never granted them, so reopening them with
+    /// `O_CREAT` (`>>`, `>`) is performed here too. New inodes in a carved
+    /// directory only come from the supervisor, so a number in this set
+    /// cannot name anything the carve protects.
+    created: Mutex<HashSet<(u64, u64)>>,
 }
 
 /// What to answer.
@@ -205,8 +213,9 @@ enum Answer {
 enum Connect {
     /// To the checked socket inode behind this `O_PATH` descriptor.
     Checked(OwnedFd),
-    /// With the job's address (copied), where no name is resolved.
-    Raw([u8; SOCKADDR_MAX], usize),
+    /// With the job's address (copied): no name resolved, or an abstract
+    /// name whose listener belongs to the job.
+    Raw([u8; SOCKADDR_MAX], usize, Reason),
 }
 
 impl Shared {
@@ -245,11 +254,19 @@ impl Shared {
             broker: plan.broker_unix_connect,
             rules,
             connect_threads: AtomicUsize::new(0),
+            created: Mutex::new(HashSet::new()),
         })
     }
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
         let (answer, path) = match n.call {
+            // Numbers of another ABI could mean anything, `connect` among
+            // them: refuse rather than CONTINUE (the BPF should never
+            // notify them).
+            _ if !n.native => (
+                Answer::Errno(c::ENOSYS, Decision::Denied(c::ENOSYS), Reason::NotHandled),
+                None,
+            ),
             Call::Connect if self.broker => {
                 let (decision, path) = self.connect(&n);
                 match decision {
@@ -327,6 +344,13 @@ impl Shared {
                 (Decision::Emulated, Reason::CarvedDir)
             }
         };
+        // "The kernel handled it" carries no information and is by far the
+        // most common answer (every create outside carved directories).
+        if decision == Decision::Continued
+            && matches!(reason, Reason::NotCarved | Reason::NotHandled)
+        {
+            return;
+        }
         let _ = events.send(NotifyEvent {
             tid: n.tid,
             syscall: n.call.name(),
@@ -410,17 +434,76 @@ impl Shared {
             resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
         );
         let answer = match created {
-            Ok(fd) => Answer::Fd {
-                fd,
-                cloexec: flags & c::O_CLOEXEC != 0,
-                undo: Some((target.carved, name)),
-            },
-            // It exists (perhaps just now): Landlock decides on the
-            // existing inode, exactly as without the supervisor.
-            Err(e) if sys::errno_of(&e) == c::EEXIST => Answer::Continue(Reason::Exists),
+            Ok(fd) => {
+                if let Ok(f) = sys::facts(fd.as_fd()) {
+                    self.remember(f);
+                }
+                Answer::Fd {
+                    fd,
+                    cloexec: flags & c::O_CLOEXEC != 0,
+                    undo: Some((target.carved, name)),
+                }
+            }
+            // It exists (perhaps just now): unless the supervisor made it,
+            // Landlock decides on the existing inode, exactly as without
+            // the supervisor.
+            Err(e) if sys::errno_of(&e) == c::EEXIST => self
+                .reopen_created(dir, &name, flags)
+                .unwrap_or(Answer::Continue(Reason::Exists)),
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
         };
         (answer, shown)
+    }
+
+    fn remember(&self, f: FileFacts) {
+        if let Ok(mut set) = self.created.lock() {
+            set.insert((f.dev, f.ino));
+        }
+    }
+
+    fn was_created_here(&self, f: &FileFacts) -> bool {
+        self.created
+            .lock()
+            .map(|set| set.contains(&(f.dev, f.ino)))
+            .unwrap_or(false)
+    }
+
+    /// Open again a regular file this supervisor created (and nothing
+    /// else: checked on the opened descriptor, before any truncation).
+    fn reopen_created(&self, dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> Option<Answer> {
+        if flags & c::O_EXCL != 0 {
+            return None;
+        }
+        // O_NONBLOCK: a FIFO swapped in cannot stall the worker.
+        let fd = sys::openat2(
+            dir,
+            name,
+            (flags & c::O_KEPT) | c::O_NOFOLLOW | c::O_NONBLOCK,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        )
+        .ok()?;
+        let f = sys::facts(fd.as_fd()).ok()?;
+        if !f.is_regular() || f.nlink != 1 || !self.was_created_here(&f) {
+            return None;
+        }
+        if flags & c::O_NONBLOCK == 0 && sys::clear_nonblocking(fd.as_fd()).is_err() {
+            return None;
+        }
+        if flags & c::O_TRUNC != 0 {
+            if let Err(e) = sys::truncate_to_zero(fd.as_fd()) {
+                return Some(Answer::Errno(
+                    sys::errno_of(&e),
+                    Decision::Emulated,
+                    Reason::CarvedDir,
+                ));
+            }
+        }
+        Some(Answer::Fd {
+            fd,
+            cloexec: flags & c::O_CLOEXEC != 0,
+            undo: None,
+        })
     }
 
     /// `mkdir*`, `unlink*`, `rmdir`, `symlink*`.
@@ -714,15 +797,31 @@ impl Shared {
             // handles no TCP where such sockets can be created (network
             // off blocks them at socket()). Performing it ourselves keeps
             // the job from swapping in a unix socket after the check.
-            Connect::Raw(addr, len)
+            Connect::Raw(addr, len, Reason::SocketNoName)
         } else {
             match kind {
-                SockAddr::Other => Connect::Raw(addr, len),
-                SockAddr::Abstract(_) => {
+                SockAddr::Other => Connect::Raw(addr, len, Reason::SocketNoName),
+                SockAddr::Abstract(name) => {
                     // CONTINUE would let the job rewrite the address into a
-                    // path after this check; performing it ourselves would
-                    // skip Landlock's abstract-socket scoping.
-                    return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
+                    // path after this check, and a connect of ours skips
+                    // Landlock's abstract-socket scoping: so reproduce the
+                    // scoping here (the listener must belong to the job).
+                    match abstract_owner(&name) {
+                        Owner::Job => Connect::Raw(addr, len, Reason::SocketAbstract),
+                        Owner::Nobody => {
+                            return (
+                                Err(Answer::Errno(
+                                    c::ECONNREFUSED,
+                                    Decision::Emulated,
+                                    Reason::SocketAbstract,
+                                )),
+                                shown,
+                            );
+                        }
+                        Owner::Outside => {
+                            return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
+                        }
+                    }
                 }
                 SockAddr::Path(p) => match self.check_socket_path(cwd, &p) {
                     Ok(target) => Connect::Checked(target),
@@ -793,13 +892,13 @@ impl Shared {
     ) {
         let reason = match connect {
             Connect::Checked(_) => Reason::SocketAllowed,
-            Connect::Raw(..) => Reason::SocketNoName,
+            Connect::Raw(_, _, reason) => reason,
         };
         let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
         let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
             let result = match &connect {
                 Connect::Checked(target) => sys::connect_to_checked(sock.as_fd(), target.as_fd()),
-                Connect::Raw(addr, len) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
+                Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
             };
             let answer = match result {
                 Ok(()) => Answer::Value(0, reason),
@@ -877,6 +976,41 @@ fn classify(addr: &[u8]) -> SockAddr {
         .position(|&b| b == 0)
         .unwrap_or(sun_path.len());
     SockAddr::Path(sun_path[..end].to_vec())
+}
+
+enum Owner {
+    /// Every listener of the name is held by a process of the job.
+    Job,
+    /// No listener.
+    Nobody,
+    /// Anything else (outside, unknown, ambiguous).
+    Outside,
+}
+
+/// Who listens on the abstract `name`: the job's processes (descendants of
+/// the supervisor), nobody, or someone else. Slow (walks /proc) and only
+/// for abstract connects, which are rare. A listener could change between
+/// this look and the connect only if a process outside the sandbox binds
+/// the very name the job just released.
+fn abstract_owner(name: &[u8]) -> Owner {
+    let inodes = match sys::abstract_listeners(name) {
+        Ok(Some(inodes)) => inodes,
+        _ => return Owner::Outside,
+    };
+    if inodes.is_empty() {
+        return Owner::Nobody;
+    }
+    let Ok(job) = sys::descendants() else {
+        return Owner::Outside;
+    };
+    if inodes
+        .iter()
+        .all(|&ino| job.iter().any(|&pid| sys::holds_socket(pid, ino)))
+    {
+        Owner::Job
+    } else {
+        Owner::Outside
+    }
 }
 
 /// Copy a path argument once, bounded to `PATH_MAX`.

@@ -89,7 +89,26 @@ impl StageReport {
 pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
+    /// The init's reports, readable once it has exited.
+    reports: UnixStream,
 }
+
+impl Spawned {
+    /// The processes the job left running, as the init reported them
+    /// before killing them. Call after the sandbox has ended.
+    pub fn escaped(&self) -> Vec<crate::sandbox::EscapedProcess> {
+        let mut text = Vec::new();
+        let _ = (&self.reports)
+            .take(MAX_ESCAPE_BYTES)
+            .read_to_end(&mut text);
+        text.split(|b| *b == b'\n')
+            .filter_map(|line| serde_json::from_slice(line).ok())
+            .collect()
+    }
+}
+
+/// Upper bound on what the init may report.
+const MAX_ESCAPE_BYTES: u64 = 1 << 20;
 
 /// A stage process started before the plan exists: its exec and start-up
 /// overlap the supervisor's policy loading and planning. It waits for the
@@ -187,7 +206,12 @@ impl Stage {
         let pid = self.pid;
         // Launched: from here the supervisor owns the process.
         self.pid = 0;
-        Ok(Spawned { pid, listener })
+        let reports = self.notify.try_clone().map_err(SetupError::Spawn)?;
+        Ok(Spawned {
+            pid,
+            listener,
+            reports,
+        })
     }
 }
 

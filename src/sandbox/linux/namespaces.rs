@@ -55,7 +55,9 @@ pub fn enter(plan: &NamespacePlan) -> Result<(), String> {
 const BASE: &str = "/tmp";
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
-const EMPTY_FILE: &str = "/empty";
+/// Where each masked file's own empty stand-in is made (one inode per mask,
+/// so a watch on it names the path that was opened).
+const MASKS: &str = "/masks";
 
 /// In the sandbox's PID 1 (it owns the new mount namespace): build the new
 /// root from `plan.mounts`, switch to it, bring loopback up. The order
@@ -89,17 +91,11 @@ pub fn build_root(plan: &NamespacePlan) -> Result<(), String> {
         Some("mode=0755"),
     )
     .map_err(|e| format!("mount root tmpfs: {e}"))?;
-    fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o444)
-        .open(EMPTY_FILE)
-        .map_err(|e| format!("create {EMPTY_FILE}: {e}"))?;
+    mkdir(Path::new(MASKS))?;
 
     // 3. The policy's view, parents before children.
-    for m in &plan.mounts {
-        apply(m).map_err(|e| format!("{}: {e}", m.path().display()))?;
+    for (i, m) in plan.mounts.iter().enumerate() {
+        apply(i, m).map_err(|e| format!("{}: {e}", m.path().display()))?;
     }
 
     // 4. Switch to the new root and let go of the host's.
@@ -183,7 +179,7 @@ fn bind(src: &Path, dest: &Path, writable: bool) -> Result<(), String> {
     sys::mount_setattr_recursive(dest, attrs).map_err(|e| format!("read-only/nosuid: {e}"))
 }
 
-fn apply(m: &Mount) -> Result<(), String> {
+fn apply(index: usize, m: &Mount) -> Result<(), String> {
     let none: Option<&str> = None;
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     match m {
@@ -212,9 +208,20 @@ fn apply(m: &Mount) -> Result<(), String> {
             }
             symlink(target, &dest).map_err(|e| format!("symlink: {e}"))
         }
-        Mount::MaskFile { path } => bind(Path::new(EMPTY_FILE), &inside(path), false),
+        Mount::MaskFile { path } => {
+            let stand_in = Path::new(MASKS).join(index.to_string());
+            fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .mode(0o444)
+                .open(&stand_in)
+                .map_err(|e| format!("create {}: {e}", stand_in.display()))?;
+            bind(&stand_in, &inside(path), false)
+        }
         Mount::MaskDir { path } => {
             let dest = inside(path);
+            mkdir(&dest)?;
             mount(
                 Some("tmpfs"),
                 &dest,

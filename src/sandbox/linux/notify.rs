@@ -43,6 +43,7 @@ pub mod consts {
     pub const O_WRONLY: i32 = libc::O_WRONLY;
     pub const O_CLOEXEC: i32 = libc::O_CLOEXEC;
     pub const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
+    pub const O_NONBLOCK: i32 = libc::O_NONBLOCK;
     pub const O_PATH: i32 = libc::O_PATH;
     pub const O_DIRECTORY: i32 = libc::O_DIRECTORY;
     /// Flags of an `O_CREAT` open that the supervisor reproduces on the
@@ -86,6 +87,7 @@ pub mod consts {
     pub const EBADF: i32 = libc::EBADF;
     pub const EFAULT: i32 = libc::EFAULT;
     pub const EAGAIN: i32 = libc::EAGAIN;
+    pub const ENOSYS: i32 = libc::ENOSYS;
 }
 
 /// The notified system calls the supervisor knows, whatever their number
@@ -204,7 +206,8 @@ pub struct Notif {
     /// A thread id, not a process id.
     pub tid: i32,
     pub call: Call,
-    /// The call came in with the native architecture's numbering.
+    /// The call came in with the native architecture's numbering (not
+    /// i386 or x32, whose numbers mean other calls).
     pub native: bool,
     pub args: [u64; 6],
 }
@@ -276,7 +279,9 @@ impl Listener {
                 _ => Err(err),
             };
         }
-        let native = raw.data.arch == NATIVE_ARCH;
+        // x32 calls arrive with the x86_64 arch and bit 30 set in the number.
+        let x32 = cfg!(target_arch = "x86_64") && raw.data.nr & 0x4000_0000 != 0;
+        let native = raw.data.arch == NATIVE_ARCH && !x32;
         Ok(Some(Notif {
             id: raw.id,
             tid: raw.pid as i32,
@@ -580,6 +585,10 @@ pub struct FileFacts {
 }
 
 impl FileFacts {
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+
     pub fn is_socket(&self) -> bool {
         self.mode & libc::S_IFMT == libc::S_IFSOCK
     }
@@ -678,6 +687,23 @@ pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no argument.
     let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
     Ok(flags & libc::O_NONBLOCK != 0)
+}
+
+/// Switch the open file description's `O_NONBLOCK` off (after an open
+/// that used it against FIFOs and the job did not ask for it).
+pub fn clear_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL takes no argument.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: F_SETFL takes an int of flags.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
+/// `ftruncate(fd, 0)`.
+pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) })?;
+    Ok(())
 }
 
 /// The process id the peer of a connected unix socket had at `listen()`.
@@ -846,6 +872,90 @@ pub fn parent_of(pid: i32) -> io::Result<i32> {
         .next()
         .and_then(|p| p.parse().ok())
         .ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Inodes of the listening unix sockets bound to the abstract `name`
+/// (`/proc/net/unix`, this network namespace). `Ok(None)` when the name
+/// cannot be matched unambiguously in that file (the kernel prints NUL
+/// as `@` and other bytes raw, so spaces, `@` and control bytes are out).
+pub fn abstract_listeners(name: &[u8]) -> io::Result<Option<Vec<u64>>> {
+    const SO_ACCEPTCON: u32 = 0x0001_0000;
+    if name.is_empty() || name.iter().any(|&b| b <= b' ' || b == b'@' || b >= 0x7f) {
+        return Ok(None);
+    }
+    let table = std::fs::read("/proc/net/unix")?;
+    let mut inodes = Vec::new();
+    for line in table.split(|&b| b == b'\n').skip(1) {
+        let fields: Vec<&[u8]> = line
+            .split(|&b| b == b' ')
+            .filter(|f| !f.is_empty())
+            .collect();
+        let (Some(flags), Some(inode), Some(path)) = (fields.get(3), fields.get(6), fields.get(7))
+        else {
+            continue;
+        };
+        let parse_hex = |f: &[u8]| {
+            std::str::from_utf8(f)
+                .ok()
+                .and_then(|t| u32::from_str_radix(t, 16).ok())
+        };
+        if parse_hex(flags).is_none_or(|f| f & SO_ACCEPTCON == 0) {
+            continue;
+        }
+        if path.first() == Some(&b'@') && &path[1..] == name {
+            if let Some(ino) = std::str::from_utf8(inode).ok().and_then(|t| t.parse().ok()) {
+                inodes.push(ino);
+            }
+        }
+    }
+    Ok(Some(inodes))
+}
+
+/// Process ids of every process that descends from this one (the job's
+/// whole tree when this is the subreaper supervisor).
+pub fn descendants() -> io::Result<Vec<i32>> {
+    let own = own_pid();
+    let mut parent = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Ok(ppid) = parent_of(pid) {
+            parent.insert(pid, ppid);
+        }
+    }
+    let mut found = Vec::new();
+    for &pid in parent.keys() {
+        let mut at = pid;
+        // Bounded walk: pid chains are short, a cycle (pid reuse) is not.
+        for _ in 0..4096 {
+            match parent.get(&at) {
+                Some(&p) if p == own => {
+                    found.push(pid);
+                    break;
+                }
+                Some(&p) if p > 1 => at = p,
+                _ => break,
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Process `pid` has a descriptor of the socket with this inode.
+pub fn holds_socket(pid: i32, inode: u64) -> bool {
+    let want = format!("socket:[{inode}]");
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str().as_bytes() == want.as_bytes())
+    })
 }
 
 /// This process's id.

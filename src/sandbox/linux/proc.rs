@@ -32,6 +32,19 @@ pub fn descendants(pid: u32) -> Vec<i32> {
     out
 }
 
+/// The argument vector of `pid` (empty when gone or unreadable), each
+/// argument cut at 4 KiB and at most 64 of them.
+pub fn cmdline(pid: i32) -> Vec<String> {
+    let Ok(raw) = fs::read(format!("/proc/{pid}/cmdline")) else {
+        return Vec::new();
+    };
+    raw.split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .take(64)
+        .map(|a| String::from_utf8_lossy(&a[..a.len().min(4096)]).into_owned())
+        .collect()
+}
+
 /// Resident memory of `pid` in bytes (0 when it is gone).
 pub fn rss_bytes(pid: i32) -> u64 {
     // statm's second field is resident pages.
@@ -88,4 +101,52 @@ pub fn tasks_of_uid(uid: u32) -> u64 {
         }
     }
     n
+}
+
+/// CPU time of `pid` and of its reaped children, in milliseconds:
+/// (user, system), from /proc/PID/stat (utime, stime, cutime, cstime).
+pub fn cpu_ms(pid: i32) -> (u64, u64) {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return (0, 0);
+    };
+    // The command name is in parentheses and may contain spaces: the
+    // fields that follow start after the last ')'.
+    let Some(rest) = text.rfind(')').map(|i| &text[i + 1..]) else {
+        return (0, 0);
+    };
+    let fields: Vec<u64> = rest
+        .split_ascii_whitespace()
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let [utime, stime, cutime, cstime] = fields[..] else {
+        return (0, 0);
+    };
+    let tick_ms = 1000 / clock_ticks().max(1);
+    ((utime + cutime) * tick_ms, (stime + cstime) * tick_ms)
+}
+
+fn clock_ticks() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .and_then(|v| u64::try_from(v).ok())
+        .unwrap_or(100)
+}
+
+/// CPU time of every child this process has waited for (and theirs), in
+/// milliseconds: (user, system).
+pub fn reaped_children_cpu_ms() -> (u64, u64) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    match getrusage(UsageWho::RUSAGE_CHILDREN) {
+        Ok(u) => {
+            let ms = |tv: nix::sys::time::TimeVal| {
+                u64::try_from(tv.tv_sec()).unwrap_or(0) * 1000
+                    + u64::try_from(tv.tv_usec()).unwrap_or(0) / 1000
+            };
+            (ms(u.user_time()), ms(u.system_time()))
+        }
+        Err(_) => (0, 0),
+    }
 }

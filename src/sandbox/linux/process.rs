@@ -6,7 +6,9 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-pub use super::proc::{descendants, rss_bytes, tasks_of_uid};
+pub use super::proc::{
+    cmdline, cpu_ms, descendants, reaped_children_cpu_ms, rss_bytes, tasks_of_uid,
+};
 pub use super::sys::Caught;
 
 /// Become a subreaper (orphaned descendants are re-parented to us) and

@@ -248,7 +248,11 @@ fn apply(
         )
         .map_err(|e| format!("cannot hand the notification listener to vetto: {e}"))?;
     }
-    drop(notify_fd);
+    // The same socket then carries the init's reports (processes the job
+    // left running). Non-blocking: a full buffer drops reports, it never
+    // stalls the init.
+    let reports = std::os::unix::net::UnixStream::from(notify_fd);
+    let _ = reports.set_nonblocking(true);
 
     // 15. Fork the job.
     // SAFETY: this process is single-threaded (a fresh exec that started no
@@ -269,7 +273,7 @@ fn apply(
             // Closing our copy lets the supervisor see EOF once the job has
             // exec'ed (the job's copy is close-on-exec).
             drop(status.take());
-            init(child, &waited, death, request.supervisor)
+            init(child, &waited, death, request.supervisor, reports)
         }
     }
 }
@@ -319,7 +323,13 @@ fn resolve_program(argv: &[Vec<u8>], env: &[(String, String)]) -> Result<CString
 
 /// The sandbox's init: wait for the job, pass signals on, and when the job
 /// ends (or vetto dies) kill every process left and exit as the job did.
-fn init(job: Pid, waited: &SigSet, death: Signal, supervisor: i32) -> ! {
+fn init(
+    job: Pid,
+    waited: &SigSet,
+    death: Signal,
+    supervisor: i32,
+    mut reports: std::os::unix::net::UnixStream,
+) -> ! {
     let mut job_status: Option<WaitStatus> = None;
     loop {
         if let Some(caught) = sys::sigtimedwait(waited, Duration::from_secs(3600)) {
@@ -348,11 +358,39 @@ fn init(job: Pid, waited: &SigSet, death: Signal, supervisor: i32) -> ! {
         }
         if let Some(ws) = job_status {
             // The session is over: nothing the job started outlives it.
+            report_escapes(&mut reports);
             kill_descendants();
             exit_like(ws);
         }
     }
 }
+
+/// Tell vetto which processes the job left running (daemons, background
+/// jobs) before they are killed: one JSON line each, at most
+/// [`MAX_ESCAPE_REPORTS`].
+fn report_escapes(reports: &mut std::os::unix::net::UnixStream) {
+    for pid in super::proc::descendants(std::process::id())
+        .into_iter()
+        .take(MAX_ESCAPE_REPORTS)
+    {
+        let escaped = super::super::EscapedProcess {
+            pid,
+            exe: std::fs::read_link(format!("/proc/{pid}/exe"))
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            argv: super::proc::cmdline(pid),
+        };
+        if let Ok(mut line) = serde_json::to_vec(&escaped) {
+            line.push(b'\n');
+            if reports.write_all(&line).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// How many left-over processes the init reports (it kills them all).
+const MAX_ESCAPE_REPORTS: usize = 64;
 
 /// SIGKILL every descendant until none is left, reaping as we go.
 pub fn kill_descendants() {
