@@ -189,14 +189,36 @@ fn sigkill_of_vetto_kills_the_sandboxed_tree() {
         .timeout(Duration::from_secs(30))
         .spawn();
     job.wait_for_stdout("ready", Duration::from_secs(15));
-    assert!(pids_with(&marker).len() >= 2, "the sleepers did not start");
+    // Every process of the session, by pid (so a process whose command
+    // line cannot be read at the moment of the check is not missed).
+    let mut session = pids_with(&marker);
+    let daemon: i32 = read(&pidfile).unwrap().trim().parse().unwrap();
+    session.push(daemon);
+    assert!(
+        session.len() >= 3,
+        "the sleepers did not start: {session:?}"
+    );
     job.signal(libc::SIGKILL);
     let out = job.wait();
-    assert!(read(&pidfile).is_some());
     assert!(
-        eventually(Duration::from_secs(5), || pids_with(&marker).is_empty()),
+        eventually(Duration::from_secs(5), || {
+            session.iter().all(|&pid| !alive(pid)) && pids_with(&marker).is_empty()
+        }),
         "processes outlived vetto: {:?}\n{}",
-        pids_with(&marker),
+        session
+            .iter()
+            .filter(|&&pid| alive(pid))
+            .collect::<Vec<_>>(),
         out.dump()
     );
+}
+
+/// Is `pid` a live (not zombie) process? Only for pids seen moments ago
+/// as part of this test's session: the window for pid reuse is tiny.
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
 }
