@@ -303,8 +303,11 @@ pub const CATALOGUE: &[Spec] = &[
         kind: Kind::Attack,
         technique: "run a setuid-root binary and read its effective uid",
         job: Job::Sh(concat!(
-            "(sleep 2 2>/dev/null) | {SETUID} >/dev/null 2>&1 & pid=$!\n",
-            "sleep 0.3; grep '^Uid:' /proc/$pid/status; kill $pid 2>/dev/null",
+            "(sleep 3 2>/dev/null) | {SETUID} >/dev/null 2>&1 & pid=$!\n",
+            // Wait until the process IS the setuid program (exec done), so
+            // the shell's fork is never mistaken for it.
+            "n=0; while [ $n -lt 30 ]; do grep -q '^Name:[[:space:]]*{SETUIDNAME}$' /proc/$pid/status 2>/dev/null && break; sleep 0.1; n=$((n+1)); done\n",
+            "grep -E '^(Name|Uid):' /proc/$pid/status; kill $pid 2>/dev/null",
         )),
         evidence: Evidence::SetuidNoGain,
         applies: Applies::Setuid,

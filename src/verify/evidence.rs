@@ -136,7 +136,7 @@ pub fn judge(
     }
     match spec.evidence {
         Evidence::KernelAnswer => kernel_answer(job, bare),
-        Evidence::SetuidNoGain => setuid(job),
+        Evidence::SetuidNoGain => setuid(job, bare, &world.setuid_name()),
         Evidence::CanaryAbsent(_) => (
             Verdict::Contained,
             format!("no canary in the job's output; it saw: {}", said(job)),
@@ -384,34 +384,62 @@ fn kernel_answer(job: &Captured, bare: Option<&Captured>) -> (Verdict, String) {
     }
 }
 
-fn setuid(job: &Captured) -> (Verdict, String) {
-    let uid_line = job.stdout.lines().find(|l| l.starts_with("Uid:"));
-    let fields: Vec<u32> = uid_line
+/// The real and effective uid of the setuid program as the job printed
+/// them (`Name:` and `Uid:` lines of its `/proc/PID/status`), or why not.
+fn setuid_uids(job: &Captured, name: &str) -> Result<(u32, u32), String> {
+    let observed = job
+        .stdout
+        .lines()
+        .any(|l| l.strip_prefix("Name:").is_some_and(|n| n.trim() == name));
+    if !observed {
+        return Err(format!(
+            "the setuid program `{name}` could not be observed running: {}",
+            said(job)
+        ));
+    }
+    let fields: Vec<u32> = job
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
         .map(|l| {
             l.split_whitespace()
-                .skip(1)
                 .filter_map(|f| f.parse().ok())
                 .collect()
         })
         .unwrap_or_default();
     match fields.as_slice() {
-        [real, effective, ..] if *effective == 0 && *real != 0 => (
+        [real, effective, ..] => Ok((*real, *effective)),
+        _ => Err(format!("no Uid line for `{name}`: {}", said(job))),
+    }
+}
+
+fn setuid(job: &Captured, bare: Option<&Captured>, name: &str) -> (Verdict, String) {
+    if let Some(bare) = bare {
+        match setuid_uids(bare, name) {
+            Ok((real, 0)) if real != 0 => {}
+            Ok((_, effective)) => {
+                return (
+                    Verdict::NotApplicable,
+                    format!(
+                        "`{name}` does not gain root unsandboxed either (effective uid {effective}; a nosuid mount?)"
+                    ),
+                );
+            }
+            Err(why) => return (Verdict::NotApplicable, format!("unsandboxed, {why}")),
+        }
+    }
+    match setuid_uids(job, name) {
+        Ok((real, 0)) if real != 0 => (
             Verdict::NotContained,
-            "the setuid binary ran with effective uid 0".to_owned(),
+            format!("`{name}` ran with effective uid 0"),
         ),
-        [_, effective, ..] => (
+        Ok((_, effective)) => (
             Verdict::Contained,
             format!(
-                "the setuid binary ran with effective uid {effective}, the caller's (no_new_privs)"
+                "`{name}` ran with effective uid {effective}, the caller's (it gets 0 unsandboxed)"
             ),
         ),
-        _ => (
-            Verdict::NotApplicable,
-            format!(
-                "the setuid binary could not be observed running: {}",
-                said(job)
-            ),
-        ),
+        Err(why) => (Verdict::NotApplicable, why),
     }
 }
 
@@ -507,12 +535,30 @@ mod tests {
 
     #[test]
     fn setuid_binary_running_as_root_is_an_escape() {
-        let (v, _) = setuid(&captured(0, "Uid:\t1001\t0\t0\t0\n", ""));
-        assert_eq!(v, Verdict::NotContained);
-        let (v, _) = setuid(&captured(0, "Uid:\t1001\t1001\t1001\t1001\n", ""));
-        assert_eq!(v, Verdict::Contained);
-        let (v, _) = setuid(&captured(0, "", "grep: /proc/9/status: No such file"));
-        assert_eq!(v, Verdict::NotApplicable);
+        let ran = |uid: &str| captured(0, &format!("Name:\tpasswd\nUid:\t{uid}\n"), "");
+        let root = ran("1001\t0\t0\t0");
+        let user = ran("1001\t1001\t1001\t1001");
+        assert_eq!(
+            setuid(&root, Some(&root), "passwd").0,
+            Verdict::NotContained
+        );
+        assert_eq!(setuid(&user, Some(&root), "passwd").0, Verdict::Contained);
+        let gone = captured(0, "", "grep: /proc/9/status: No such file");
+        assert_eq!(
+            setuid(&gone, Some(&root), "passwd").0,
+            Verdict::NotApplicable
+        );
+        // The shell's fork before the exec is not the setuid program.
+        let fork = captured(0, "Name:\tsh\nUid:\t1001\t1001\t1001\t1001\n", "");
+        assert_eq!(
+            setuid(&fork, Some(&root), "passwd").0,
+            Verdict::NotApplicable
+        );
+        // No gain unsandboxed either (nosuid): nothing to prove.
+        assert_eq!(
+            setuid(&user, Some(&user), "passwd").0,
+            Verdict::NotApplicable
+        );
     }
 
     #[test]

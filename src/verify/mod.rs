@@ -321,11 +321,15 @@ fn attempt(
 ) -> Result<(Verdict, String), world::WorldError> {
     let p = world.project_for(spec.id)?;
     let before = evidence::Before::capture(world, spec, &p);
-    let bare = match (spec.evidence, spec.job) {
-        (catalogue::Evidence::KernelAnswer, Job::Probe(args)) => {
-            let mut c = Command::new(world.bin());
-            c.arg(crate::probe::COMMAND)
-                .args(args.iter().map(|a| world.expand(a, &p)));
+    // Where the evidence is the kernel's answer or a process's credentials,
+    // the same job runs unsandboxed first: an attack the host refuses to
+    // everyone proves nothing about the sandbox.
+    let bare = match spec.evidence {
+        catalogue::Evidence::KernelAnswer | catalogue::Evidence::SetuidNoGain => {
+            let argv = job_argv(world, spec.job, &p);
+            let (program, args) = argv.split_first().unzip();
+            let mut c = Command::new(program.map_or("sh", String::as_str));
+            c.args(args.unwrap_or_default());
             prepare(&mut c, world, &p);
             Some(exec::run(c, PROBE_LIMIT))
         }

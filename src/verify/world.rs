@@ -297,7 +297,7 @@ impl World {
     /// Fill in the placeholders of a script or argument.
     pub fn expand(&self, template: &str, project: &Path) -> String {
         let (env_addr, env_len) = verify_host::environ_range(self.host_pid()).unwrap_or((0, 0));
-        let vars: [(&str, String); 18] = [
+        let vars: [(&str, String); 19] = [
             ("{HOSTENVADDR}", env_addr.to_string()),
             ("{HOSTENVLEN}", env_len.to_string()),
             ("{HOME}", self.home.display().to_string()),
@@ -338,6 +338,7 @@ impl World {
                     .map_or_else(|| "/nonexistent".into(), |p| p.display().to_string()),
             ),
             ("{HOOK}", r"printf '#!/bin/sh\necho pwned\n'".to_owned()),
+            ("{SETUIDNAME}", self.setuid_name()),
         ];
         vars.iter()
             .fold(template.to_owned(), |s, (k, v)| s.replace(k, v))
@@ -367,6 +368,16 @@ impl World {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect()
+    }
+
+    /// The setuid program's name as `/proc/PID/status` shows it (at most
+    /// 15 bytes, the kernel's `comm`).
+    pub fn setuid_name(&self) -> String {
+        self.setuid
+            .as_ref()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().chars().take(15).collect())
+            .unwrap_or_default()
     }
 
     pub fn host_pid(&self) -> u32 {
