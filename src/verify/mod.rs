@@ -367,7 +367,7 @@ fn attempt(
         }
         None => None,
     };
-    Ok(evidence::judge(
+    let (verdict, evidence) = evidence::judge(
         world,
         spec,
         &p,
@@ -375,7 +375,8 @@ fn attempt(
         &job,
         bare.as_ref(),
         ran(spec.job, &job),
-    ))
+    );
+    Ok((verdict, world.abbreviate(&evidence, &p)))
 }
 
 fn prepare(c: &mut Command, world: &World, p: &std::path::Path) {

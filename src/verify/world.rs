@@ -344,6 +344,18 @@ impl World {
             .fold(template.to_owned(), |s, (k, v)| s.replace(k, v))
     }
 
+    /// Shorten the world's paths in a message: the probe's project reads
+    /// `P`, the fake home `~`, the rest of the world `$WORLD`.
+    pub fn abbreviate(&self, text: &str, project: &Path) -> String {
+        [
+            (project.display().to_string(), "P"),
+            (self.home.display().to_string(), "~"),
+            (self.root.display().to_string(), "$WORLD"),
+        ]
+        .iter()
+        .fold(text.to_owned(), |s, (long, short)| s.replace(long, short))
+    }
+
     /// The environment `vetto run` gets: controlled, with the secrets an
     /// ordinary CI job or developer shell has.
     pub fn env(&self) -> BTreeMap<String, String> {
