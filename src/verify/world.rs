@@ -297,7 +297,7 @@ impl World {
     /// Fill in the placeholders of a script or argument.
     pub fn expand(&self, template: &str, project: &Path) -> String {
         let (env_addr, env_len) = verify_host::environ_range(self.host_pid()).unwrap_or((0, 0));
-        let vars: [(&str, String); 19] = [
+        let vars: [(&str, String); 20] = [
             ("{HOSTENVADDR}", env_addr.to_string()),
             ("{HOSTENVLEN}", env_len.to_string()),
             ("{HOME}", self.home.display().to_string()),
@@ -339,9 +339,15 @@ impl World {
             ),
             ("{HOOK}", r"printf '#!/bin/sh\necho pwned\n'".to_owned()),
             ("{SETUIDNAME}", self.setuid_name()),
+            ("{SHMFILE}", self.shm_file().display().to_string()),
         ];
         vars.iter()
             .fold(template.to_owned(), |s, (k, v)| s.replace(k, v))
+    }
+
+    /// The file the `/dev/shm` probe tries to leave behind.
+    pub fn shm_file(&self) -> PathBuf {
+        PathBuf::from(format!("/dev/shm/vetto-verify-{}", self.nonce))
     }
 
     /// Shorten the world's paths in a message: the probe's project reads
@@ -419,6 +425,7 @@ impl World {
             Target::GitConfig => p.join(".git/config"),
             Target::GithubEnv => self.github_env.clone(),
             Target::GithubPath => self.github_path.clone(),
+            Target::DevShmDrop => self.shm_file(),
         }
     }
 
@@ -462,6 +469,7 @@ impl World {
 impl Drop for World {
     fn drop(&mut self) {
         self.stand_ins = None;
+        let _ = fs::remove_file(self.shm_file());
         for pid in pids_with_cmdline(&["sleep", &self.daemon_marker]) {
             let _ = verify_host::kill_process(pid);
         }
