@@ -108,6 +108,11 @@ const MAY_NOT_APPLY: &[&str] = &[
     "x32-syscall",             // kernels without CONFIG_X86_X32_ABI
     "i386-syscall",            // kernels without IA32 emulation
     "io-uring",                // kernel.io_uring_disabled
+    "mount",                   // the host refuses it to everyone
+    "bpf",                     // kernel.unprivileged_bpf_disabled
+    "perf-event-open",         // kernel.perf_event_paranoid
+    "keyctl",                  // kernels without keys
+    "dev-shm-drop",            // hosts without /dev/shm
     "ptrace-host-process",     // Yama ptrace_scope
     "user-namespace",          // hosts without unprivileged user namespaces
     "setuid-gains-nothing",    // no setuid-root binary installed
