@@ -18,11 +18,13 @@
 //! All operating-system specific and `unsafe` code lives under [`sandbox`].
 
 pub mod cli;
+pub mod events;
 pub mod exit;
 pub mod host;
 pub mod plan;
 pub mod policy;
 pub mod probe;
+pub mod report;
 pub mod sandbox;
 pub mod supervisor;
 pub mod verify;

@@ -139,6 +139,7 @@ fn carve_plan(p: &Path) -> NotifyPlan {
         ],
         broker_unix_connect: false,
         rules: vec![],
+        ..NotifyPlan::default()
     }
 }
 
@@ -359,6 +360,7 @@ fn socket_plan(allowed_dir: &Path) -> NotifyPlan {
             (PathBuf::from("/"), Access::Read),
             (allowed_dir.to_path_buf(), Access::Write),
         ],
+        ..NotifyPlan::default()
     }
 }
 

@@ -9,8 +9,10 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::exit;
 
+pub mod ci;
 mod doctor;
 mod policy;
+pub mod report;
 mod run;
 mod verify;
 
@@ -31,6 +33,10 @@ pub struct Cli {
 pub enum Command {
     /// Sandbox COMMAND and stream its output (local and agent use)
     Run(Box<RunArgs>),
+    /// Like `run`, plus reports for CI (SARIF, HTML, JSONL, step summary)
+    Ci(Box<CiArgs>),
+    /// Re-render reports from a session log
+    Report(ReportArgs),
     /// What this host can enforce: tier, Landlock ABI, user namespaces, seccomp
     Doctor(DoctorArgs),
     /// Check and explain policies
@@ -148,6 +154,38 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    #[command(flatten)]
+    pub run: Box<RunArgs>,
+    /// Also fail (exit 3) when the command passed but violations were recorded
+    #[arg(
+        long = "fail-on",
+        value_name = "violation|never",
+        default_value = "violation"
+    )]
+    pub fail_on: ci::FailOn,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The session log (session.jsonl) to render
+    #[arg(long, value_name = "FILE")]
+    pub session: PathBuf,
+    /// Write SARIF here
+    #[arg(long, value_name = "F")]
+    pub sarif: Option<PathBuf>,
+    /// Write the HTML report here
+    #[arg(long, value_name = "F")]
+    pub html: Option<PathBuf>,
+    /// Write the Markdown summary here
+    #[arg(long, value_name = "F")]
+    pub summary: Option<PathBuf>,
+    /// SARIF automationDetails category (default: vetto/<job>)
+    #[arg(long, value_name = "NAME")]
+    pub category: Option<String>,
+}
+
 /// Parse `std::env::args_os`, run, and turn the result into an exit status.
 pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -164,6 +202,8 @@ pub fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Run(args) => run::run(*args),
+        Command::Ci(args) => ci::ci(*args),
+        Command::Report(args) => report::report(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Policy(PolicyCommand::Check { files }) => policy::check(&files),
         Command::Policy(PolicyCommand::Explain(args)) => policy::explain(*args),

@@ -58,6 +58,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }
+    // Whatever happens from here, the spares do not outlive the session.
+    let _spares = RemoveOnDrop(plan.notify.spares.as_ref().map(|p| p.dir.clone()));
     let shared_before = supervisor::snapshot_shared(&plan);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
@@ -144,6 +146,17 @@ impl PolicyArgs {
                 presets: self.preset.clone(),
             },
         })
+    }
+}
+
+/// A directory vetto made for the session, removed with everything in it.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 

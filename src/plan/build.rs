@@ -363,6 +363,35 @@ fn plan_for(
                 access: handled,
             });
         }
+        // New entries in carved directories are made from spares granted
+        // by inode before the domain existed (see `SparePool`).
+        let spares = (notify_available
+            && carved.carved_dirs.iter().any(|d| d.path == policy.project))
+        .then(|| spare_pool(policy, &carved.list_only_dirs, view))
+        .flatten();
+        if let Some(pool) = &spares {
+            for name in &pool.files {
+                carved.rules.push(LandlockRule {
+                    path: pool.dir.join(name),
+                    access: handled & rights::FILE,
+                });
+            }
+            for name in &pool.dirs {
+                carved.rules.push(LandlockRule {
+                    path: pool.dir.join(name),
+                    access: handled,
+                });
+            }
+            if let Some(git) = carved
+                .carved_dirs
+                .iter_mut()
+                .find(|d| Some(d.path.as_path()) == pool.dir.parent())
+                && let Some(name) = pool.dir.file_name()
+            {
+                git.protected_names
+                    .push(name.to_string_lossy().into_owned());
+            }
+        }
         let notify = NotifyPlan {
             carved_dirs: if notify_available {
                 carved.carved_dirs
@@ -372,6 +401,7 @@ fn plan_for(
             broker_unix_connect: notify_available,
             // The job's own private /tmp counts as writable for sockets.
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+            spares,
         };
         let landlock = LandlockPlan {
             abi,
@@ -386,6 +416,7 @@ fn plan_for(
             carved_dirs: Vec::new(),
             broker_unix_connect: notify_available && tier >= Tier::FsOnly,
             rules: Vec::new(),
+            spares: None,
         };
         (None, notify, Vec::new())
     };
@@ -480,4 +511,27 @@ fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
     markers
         .iter()
         .any(|m| view.kind(&project.join(m)).is_some())
+}
+
+/// The spare pool for a carved project: inside its `.git` directory (same
+/// filesystem, and invisible to `git status` and to builds), named after
+/// the session. Without a `.git` directory there is no pool. Spare files
+/// only where a directory is list-only.
+fn spare_pool(policy: &Policy, list_only: &[PathBuf], view: &dyn FsView) -> Option<fs::SparePool> {
+    let git = policy.project.join(".git");
+    if view.kind(&git) != Some(fs::EntryKind::Dir) {
+        return None;
+    }
+    let session = policy.session_tmp.file_name()?.to_string_lossy();
+    let files = if list_only.is_empty() {
+        0
+    } else {
+        fs::SparePool::FILES
+    };
+    Some(fs::SparePool {
+        dir: git.join(format!("{session}-spares")),
+        files: (0..files).map(|i| format!("f{i}")).collect(),
+        dirs: (0..fs::SparePool::DIRS).map(|i| format!("d{i}")).collect(),
+        file_dirs: list_only.to_vec(),
+    })
 }

@@ -84,6 +84,35 @@ pub struct CarvedDir {
     pub protected_names: Vec<String>,
 }
 
+/// Entries made before the domain exists and granted by their own inode.
+/// Landlock rules follow an inode across renames, so a spare the
+/// supervisor renames into a carved directory becomes a new entry the job
+/// can fully use: a directory it can fill (a plainly created directory
+/// there would stay read-only), or, in a list-only directory (a masked file
+/// sits in it), a file it can read back and execute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SparePool {
+    /// Where the spares wait: inside the project's `.git` (same filesystem,
+    /// invisible to `git status`); created by the stage, removed by vetto
+    /// when the session ends.
+    pub dir: PathBuf,
+    /// Names of spare regular files in `dir`.
+    pub files: Vec<String>,
+    /// Names of spare directories in `dir`.
+    pub dirs: Vec<String>,
+    /// Carved directories whose new files come from spares (the list-only
+    /// ones); new directories come from spares in every carved directory
+    /// on the pool's filesystem.
+    pub file_dirs: Vec<PathBuf>,
+}
+
+impl SparePool {
+    /// Spares per session: enough for the few top-level entries a build or
+    /// agent creates; beyond them vetto falls back to plain creation.
+    pub const FILES: usize = 16;
+    pub const DIRS: usize = 4;
+}
+
 /// What the supervisor decides through seccomp user notification.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotifyPlan {
@@ -94,6 +123,9 @@ pub struct NotifyPlan {
     pub broker_unix_connect: bool,
     /// The filesystem rules, for deciding socket paths (longest match wins).
     pub rules: Vec<(PathBuf, Access)>,
+    /// Spares for the project root when a masked file sits in it.
+    #[serde(default)]
+    pub spares: Option<SparePool>,
 }
 
 impl NotifyPlan {
@@ -230,6 +262,10 @@ pub fn rights_for(access: Access, handled: u64) -> u64 {
 pub struct Carved {
     pub rules: Vec<LandlockRule>,
     pub carved_dirs: Vec<CarvedDir>,
+    /// Writable carved directories that can only be listed (a masked file
+    /// sits directly in them): what the job creates there could not be
+    /// read back without a [`SparePool`].
+    pub list_only_dirs: Vec<PathBuf>,
 }
 
 /// Translate policy rules into Landlock grants.
@@ -313,6 +349,9 @@ fn carve_dir(
             path: dir.to_path_buf(),
             protected_names: protected.clone(),
         });
+        if ancestor & rights::READ_FILE == 0 {
+            out.list_only_dirs.push(dir.to_path_buf());
+        }
     }
     let mut names = view.children(dir);
     names.sort();

@@ -536,3 +536,30 @@ fn writable_dev_shm_is_scrubbed_below_full_so_nothing_planted_there_persists() -
     assert!(plan(Tier::Full)?.scrub_dirs.is_empty());
     Ok(())
 }
+
+#[test]
+fn carved_project_gets_spare_dirs_and_spare_files_only_where_list_only() -> Result<(), Refusal> {
+    let plan = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::FsOnly))?;
+    let pool = plan.notify.spares.as_ref();
+    assert_eq!(pool.map(|p| p.dirs.len()), Some(fs::SparePool::DIRS));
+    // /p holds a masked .env: it can only be listed, so files need spares.
+    assert_eq!(pool.map(|p| p.files.len()), Some(fs::SparePool::FILES));
+    assert_eq!(
+        pool.map(|p| p.file_dirs.clone()),
+        Some(vec![PathBuf::from("/p")])
+    );
+    let pool_dir = pool.map(|p| p.dir.clone()).unwrap_or_default();
+    assert!(pool_dir.starts_with("/p/.git"), "{}", pool_dir.display());
+    // Every spare is granted by its own rule; none of them is the pool.
+    let ll = plan.landlock.map(|l| l.rules).unwrap_or_default();
+    assert!(
+        ll.iter()
+            .any(|r| r.path == pool_dir.join("d0") && r.access == ALL)
+    );
+    assert!(
+        ll.iter()
+            .any(|r| r.path == pool_dir.join("f0") && r.access == ALL & rights::FILE)
+    );
+    assert!(!ll.iter().any(|r| r.path == pool_dir));
+    Ok(())
+}

@@ -192,6 +192,36 @@ struct Shared {
     /// directory only come from the supervisor, so a number in this set
     /// cannot name anything the carve protects.
     created: Mutex<HashSet<(u64, u64)>>,
+    /// Spares for a list-only carved directory (see `SparePool`).
+    spares: Option<Spares>,
+}
+
+/// Files and directories made before the Landlock domain existed and
+/// granted by their own inode: renamed into a list-only carved directory
+/// they become new entries the job can fully use (a plainly created file
+/// there could be written through its descriptor but never reopened).
+#[derive(Debug)]
+struct Spares {
+    pool: OwnedFd,
+    /// Device of the pool: a rename reaches only the same filesystem.
+    dev: u64,
+    /// Indices in `Shared::carved` of the directories new files are made
+    /// from spares in (the list-only ones).
+    file_dirs: Vec<usize>,
+    files: Mutex<Vec<CString>>,
+    dirs: Mutex<Vec<CString>>,
+}
+
+impl Spares {
+    fn take(list: &Mutex<Vec<CString>>) -> Option<CString> {
+        list.lock().ok()?.pop()
+    }
+
+    fn give_back(list: &Mutex<Vec<CString>>, name: CString) {
+        if let Ok(mut l) = list.lock() {
+            l.push(name);
+        }
+    }
 }
 
 /// What to answer.
@@ -248,9 +278,34 @@ impl Shared {
                 }
             }
         }
+        let spares = plan.spares.as_ref().and_then(|pool| {
+            let fd = sys::open_dir_path(&pool.dir).ok()?;
+            let dev = sys::facts(fd.as_fd()).ok()?.dev;
+            let file_dirs = pool
+                .file_dirs
+                .iter()
+                .filter_map(|d| {
+                    let f = sys::facts(sys::open_dir_path(d).ok()?.as_fd()).ok()?;
+                    carved.iter().position(|c| c.dev == f.dev && c.ino == f.ino)
+                })
+                .collect();
+            let names = |list: &[String]| -> Vec<CString> {
+                list.iter()
+                    .filter_map(|n| CString::new(n.as_bytes()).ok())
+                    .collect()
+            };
+            Some(Spares {
+                pool: fd,
+                dev,
+                file_dirs,
+                files: Mutex::new(names(&pool.files)),
+                dirs: Mutex::new(names(&pool.dirs)),
+            })
+        });
         Ok(Shared {
             listener,
             carved,
+            spares,
             broker: plan.broker_unix_connect,
             rules,
             connect_threads: AtomicUsize::new(0),
@@ -426,13 +481,16 @@ impl Shared {
         }
         let dir = self.carved[target.carved].fd.as_fd();
         let name = target.name_c.clone();
-        let created = sys::openat2(
-            dir,
-            &name,
-            (flags & c::O_KEPT) | c::O_CREAT | c::O_EXCL | c::O_NOFOLLOW,
-            mode & 0o7777 & !umask,
-            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
-        );
+        let created = match self.file_from_spare(target.carved, &name, flags, mode & !umask) {
+            Some(result) => result,
+            None => sys::openat2(
+                dir,
+                &name,
+                (flags & c::O_KEPT) | c::O_CREAT | c::O_EXCL | c::O_NOFOLLOW,
+                mode & 0o7777 & !umask,
+                resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+            ),
+        };
         let answer = match created {
             Ok(fd) => {
                 if let Ok(f) = sys::facts(fd.as_fd()) {
@@ -453,6 +511,79 @@ impl Shared {
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
         };
         (answer, shown)
+    }
+
+    /// Create `name` in carved directory `carved` from a spare file: open
+    /// the spare (so the descriptor is the spare's inode whatever happens
+    /// to names meanwhile), empty it and give it the job's mode, then move
+    /// it into place without replacing anything. `None`: no spare here.
+    fn file_from_spare(
+        &self,
+        carved: usize,
+        name: &CStr,
+        flags: i32,
+        mode: u32,
+    ) -> Option<io::Result<OwnedFd>> {
+        let spares = self
+            .spares
+            .as_ref()
+            .filter(|s| s.file_dirs.contains(&carved))?;
+        let spare = Spares::take(&spares.files)?;
+        let fd = match sys::openat2(
+            spares.pool.as_fd(),
+            &spare,
+            (flags & c::O_KEPT) | c::O_NOFOLLOW | c::O_NONBLOCK,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        ) {
+            Ok(fd) => fd,
+            // Gone or replaced: the spare is spent; create plainly.
+            Err(_) => return None,
+        };
+        let usable = sys::facts(fd.as_fd()).is_ok_and(|f| f.is_regular() && f.nlink == 1)
+            && (flags & c::O_NONBLOCK != 0 || sys::clear_nonblocking(fd.as_fd()).is_ok())
+            && sys::truncate_to_zero(fd.as_fd()).is_ok()
+            && sys::fchmod(fd.as_fd(), mode & 0o7777).is_ok();
+        if !usable {
+            return None;
+        }
+        let dir = self.carved[carved].fd.as_fd();
+        match sys::renameat2(spares.pool.as_fd(), &spare, dir, name, c::RENAME_NOREPLACE) {
+            Ok(()) => Some(Ok(fd)),
+            Err(e) => {
+                Spares::give_back(&spares.files, spare);
+                // The name exists: answer as the plain path would; any
+                // other failure (another filesystem): create plainly.
+                (sys::errno_of(&e) == c::EEXIST).then_some(Err(e))
+            }
+        }
+    }
+
+    /// `mkdir` in carved directory `carved` from a spare directory, which
+    /// stays fully writable to the job beneath its new name.
+    fn dir_from_spare(&self, carved: usize, name: &CStr, mode: u32) -> Option<io::Result<()>> {
+        let spares = self
+            .spares
+            .as_ref()
+            .filter(|s| s.dev == self.carved[carved].dev)?;
+        let spare = Spares::take(&spares.dirs)?;
+        let fd = sys::openat2(
+            spares.pool.as_fd(),
+            &spare,
+            c::O_RDONLY | c::O_DIRECTORY | c::O_NOFOLLOW,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        )
+        .ok()?;
+        sys::fchmod(fd.as_fd(), mode & 0o7777).ok()?;
+        let dir = self.carved[carved].fd.as_fd();
+        match sys::renameat2(spares.pool.as_fd(), &spare, dir, name, c::RENAME_NOREPLACE) {
+            Ok(()) => Some(Ok(())),
+            Err(e) => {
+                Spares::give_back(&spares.dirs, spare);
+                (sys::errno_of(&e) == c::EEXIST).then_some(Err(e))
+            }
+        }
     }
 
     fn remember(&self, f: FileFacts) {
@@ -550,7 +681,9 @@ impl Shared {
         let dir = self.carved[target.carved].fd.as_fd();
         let name = &target.name_c;
         let result = match op {
-            Op::Mkdir(mode) => sys::mkdirat(dir, name, mode & 0o7777 & !umask),
+            Op::Mkdir(mode) => self
+                .dir_from_spare(target.carved, name, mode & !umask)
+                .unwrap_or_else(|| sys::mkdirat(dir, name, mode & 0o7777 & !umask)),
             Op::Unlink(flags) => sys::unlinkat(dir, name, flags),
             Op::Symlink(_) => match &target_bytes {
                 Some(t) => sys::symlinkat(t, dir, name),
@@ -1135,6 +1268,7 @@ mod tests {
                     (PathBuf::from("/work/p/.env"), Access::Deny),
                     (PathBuf::from("/work/p/.git"), Access::Protect),
                 ],
+                ..NotifyPlan::default()
             },
         )
         .unwrap();

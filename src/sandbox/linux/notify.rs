@@ -40,6 +40,7 @@ pub mod consts {
     pub const O_CREAT: i32 = libc::O_CREAT;
     pub const O_EXCL: i32 = libc::O_EXCL;
     pub const O_TRUNC: i32 = libc::O_TRUNC;
+    pub const O_RDONLY: i32 = libc::O_RDONLY;
     pub const O_WRONLY: i32 = libc::O_WRONLY;
     pub const O_CLOEXEC: i32 = libc::O_CLOEXEC;
     pub const O_NOFOLLOW: i32 = libc::O_NOFOLLOW;
@@ -700,6 +701,13 @@ pub fn clear_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
 }
 
 /// `ftruncate(fd, 0)`.
+/// `fchmod(fd, mode)`.
+pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid fd.
+    cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?;
+    Ok(())
+}
+
 pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: plain syscall on a valid fd.
     cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) })?;

@@ -160,6 +160,11 @@ fn apply(
             Err(e) => return Err(format!("cannot create {}: {e}", dir.display()).into()),
         }
     }
+    //    Likewise the spares the supervisor turns into the job's new
+    //    entries in a list-only project root (docs/tiers.md).
+    if let Some(pool) = &plan.notify.spares {
+        make_spares(pool).map_err(|e| format!("cannot create {}: {e}", pool.dir.display()))?;
+    }
 
     // 6. FULL tier: namespaces. This process stays outside as a relay;
     //    its child is the sandbox's PID 1 and carries on with the sequence
@@ -276,6 +281,24 @@ fn apply(
             init(child, &waited, death, request.supervisor, reports)
         }
     }
+}
+
+fn make_spares(pool: &crate::plan::fs::SparePool) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new().mode(0o700).create(&pool.dir)?;
+    for name in &pool.files {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(pool.dir.join(name))?;
+    }
+    for name in &pool.dirs {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(pool.dir.join(name))?;
+    }
+    Ok(())
 }
 
 fn exec_status(e: Errno) -> u8 {

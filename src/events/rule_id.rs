@@ -1,0 +1,470 @@
+//! The stable violation classes. Each id is the SARIF `ruleId`, the name of
+//! its page under `docs/rules/`, and the key reviewers filter on, so a rename
+//! is a breaking change (the `rule_ids_are_stable` snapshot makes it a
+//! reviewed diff).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// The project's home (SARIF `informationUri`). The one place to change
+/// when the repository's public address is settled.
+pub const HOMEPAGE: &str = "https://github.com/vetto-sandbox/vetto";
+/// Where the rule pages live; the SARIF `helpUri` of every rule.
+pub const DOCS_BASE: &str = "https://github.com/vetto-sandbox/vetto/blob/main/docs/rules/";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum RuleId {
+    FsWriteDenied,
+    FsReadDenied,
+    SecretReadDenied,
+    GitPersistenceBlocked,
+    CiControlFileBlocked,
+    UnixSocketDenied,
+    NetSocketDenied,
+    NetEgressBlocked,
+    SyscallDenied,
+    ProcessEscaped,
+    LimitTimeout,
+    LimitMemory,
+    LimitProcs,
+    SecretEnvWithheld,
+}
+
+/// How loud a class is in code scanning (SARIF `level`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Note,
+    Warning,
+    Error,
+}
+
+impl RuleId {
+    pub const ALL: [RuleId; 14] = [
+        RuleId::FsWriteDenied,
+        RuleId::FsReadDenied,
+        RuleId::SecretReadDenied,
+        RuleId::GitPersistenceBlocked,
+        RuleId::CiControlFileBlocked,
+        RuleId::UnixSocketDenied,
+        RuleId::NetSocketDenied,
+        RuleId::NetEgressBlocked,
+        RuleId::SyscallDenied,
+        RuleId::ProcessEscaped,
+        RuleId::LimitTimeout,
+        RuleId::LimitMemory,
+        RuleId::LimitProcs,
+        RuleId::SecretEnvWithheld,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied => "fs-write-denied",
+            RuleId::FsReadDenied => "fs-read-denied",
+            RuleId::SecretReadDenied => "secret-read-denied",
+            RuleId::GitPersistenceBlocked => "git-persistence-blocked",
+            RuleId::CiControlFileBlocked => "ci-control-file-blocked",
+            RuleId::UnixSocketDenied => "unix-socket-denied",
+            RuleId::NetSocketDenied => "net-socket-denied",
+            RuleId::NetEgressBlocked => "net-egress-blocked",
+            RuleId::SyscallDenied => "syscall-denied",
+            RuleId::ProcessEscaped => "process-escaped",
+            RuleId::LimitTimeout => "limit-timeout",
+            RuleId::LimitMemory => "limit-memory",
+            RuleId::LimitProcs => "limit-procs",
+            RuleId::SecretEnvWithheld => "secret-env-withheld",
+        }
+    }
+
+    /// SARIF `name`: PascalCase, as code scanning shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied => "FsWriteDenied",
+            RuleId::FsReadDenied => "FsReadDenied",
+            RuleId::SecretReadDenied => "SecretReadDenied",
+            RuleId::GitPersistenceBlocked => "GitPersistenceBlocked",
+            RuleId::CiControlFileBlocked => "CiControlFileBlocked",
+            RuleId::UnixSocketDenied => "UnixSocketDenied",
+            RuleId::NetSocketDenied => "NetSocketDenied",
+            RuleId::NetEgressBlocked => "NetEgressBlocked",
+            RuleId::SyscallDenied => "SyscallDenied",
+            RuleId::ProcessEscaped => "ProcessEscaped",
+            RuleId::LimitTimeout => "LimitTimeout",
+            RuleId::LimitMemory => "LimitMemory",
+            RuleId::LimitProcs => "LimitProcs",
+            RuleId::SecretEnvWithheld => "SecretEnvWithheld",
+        }
+    }
+
+    /// One line: what happened.
+    pub fn description(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied => "A write outside the policy's writable paths was denied",
+            RuleId::FsReadDenied => "A read outside the policy's readable paths was denied",
+            RuleId::SecretReadDenied => "A read of a masked secret was denied",
+            RuleId::GitPersistenceBlocked => {
+                "A write to .git/hooks or .git/config (persistence beyond the job) was blocked"
+            }
+            RuleId::CiControlFileBlocked => {
+                "A write to a CI control file (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT …) was blocked"
+            }
+            RuleId::UnixSocketDenied => {
+                "A connection to a host Unix socket (ssh-agent, docker, D-Bus) was denied"
+            }
+            RuleId::NetSocketDenied => "A network socket was denied while the network is off",
+            RuleId::NetEgressBlocked => {
+                "A connection to a host outside the egress allow-list was blocked"
+            }
+            RuleId::SyscallDenied => {
+                "A dangerous system call (ptrace, io_uring, unshare, mount, bpf …) was denied"
+            }
+            RuleId::ProcessEscaped => {
+                "A process was still alive when the session ended and was killed"
+            }
+            RuleId::LimitTimeout => "The job ran past its --timeout and was killed",
+            RuleId::LimitMemory => "The job exceeded its memory limit and was killed",
+            RuleId::LimitProcs => "The job hit its process limit",
+            RuleId::SecretEnvWithheld => {
+                "A credential-like environment variable was withheld from the job"
+            }
+        }
+    }
+
+    /// A paragraph: why vetto blocks this and what an attacker gets from it.
+    pub fn full_description(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied => {
+                "The job tried to create, modify, rename or delete a file that the policy does not \
+                 make writable. Writes outside the project and the build outputs are how malicious \
+                 packages plant code that outlives the job (shell profiles, other repositories, \
+                 caches that later jobs trust)."
+            }
+            RuleId::FsReadDenied => {
+                "The job tried to read a file that the policy does not make readable. Reading \
+                 outside the project is how a dependency gathers credentials and host details to \
+                 exfiltrate."
+            }
+            RuleId::SecretReadDenied => {
+                "The job tried to read a path that the policy masks as a secret (for example \
+                 ~/.ssh, ~/.npmrc, ~/.aws or a project .env file). vetto detected the attempt \
+                 without letting the content through. Build tools rarely need these files; \
+                 credential stealers always do."
+            }
+            RuleId::GitPersistenceBlocked => {
+                "The job tried to write to .git/hooks or .git/config. A hook or a config entry \
+                 (core.fsmonitor, core.hooksPath, a credential helper) runs code on the developer's \
+                 or the next job's machine long after this job ended."
+            }
+            RuleId::CiControlFileBlocked => {
+                "The job tried to write to a file that the CI runner reads back between steps \
+                 (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT, GITHUB_STATE, GITHUB_STEP_SUMMARY). \
+                 Writing to GITHUB_ENV or GITHUB_PATH injects environment variables or binaries \
+                 into every later step, including steps that hold deployment secrets."
+            }
+            RuleId::UnixSocketDenied => {
+                "The job tried to connect to a Unix socket outside the sandbox. The ssh-agent \
+                 socket signs as the developer; the Docker socket is root on the host."
+            }
+            RuleId::NetSocketDenied => {
+                "The job tried to open a network socket while the policy turns the network off. \
+                 Exfiltration and second-stage downloads need the network."
+            }
+            RuleId::NetEgressBlocked => {
+                "The job tried to reach a host that is not on the egress allow-list. The proxy \
+                 refused the connection."
+            }
+            RuleId::SyscallDenied => {
+                "The job made a system call that the sandbox never allows (ptrace, io_uring, \
+                 unshare/setns, mount, bpf, kernel module or keyring calls …). These calls are \
+                 used to escape sandboxes or attack the kernel, and builds do not need them."
+            }
+            RuleId::ProcessEscaped => {
+                "A process started by the job was still running when the job's main command \
+                 ended. Daemonised processes are how a job leaves something behind on a runner; \
+                 vetto killed it."
+            }
+            RuleId::LimitTimeout => {
+                "The job ran longer than its --timeout; vetto killed the whole process tree."
+            }
+            RuleId::LimitMemory => {
+                "The job's process tree used more memory than --max-memory; vetto killed it."
+            }
+            RuleId::LimitProcs => {
+                "The job tried to start more processes or threads than --max-procs allows \
+                 (a fork bomb, or a build that needs a higher limit)."
+            }
+            RuleId::SecretEnvWithheld => {
+                "The job's environment contained a credential-like variable (a token, a key, a \
+                 password) that vetto's scrubbing withheld from the job. This is informational: \
+                 it records what the job did not get."
+            }
+        }
+    }
+
+    /// The exact policy change that would allow it, and why you may not want
+    /// to make it. Markdown.
+    pub fn help_markdown(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied => {
+                "If the job legitimately writes there, make the path writable in `vetto.toml`:\n\n\
+                 ```toml\n[fs]\nwrite = [\"<path>\"]\n```\n\n\
+                 or pass `--allow-write <path>`. Prefer the narrowest directory: a writable home \
+                 or a writable parent of the project lets a dependency plant code that runs later."
+            }
+            RuleId::FsReadDenied => {
+                "If the job legitimately reads it, make the path readable in `vetto.toml`:\n\n\
+                 ```toml\n[fs]\nread = [\"<path>\"]\n```\n\n\
+                 or pass `--allow-read <path>`. Everything readable is also exfiltrable when the \
+                 network is open: do not add your home directory."
+            }
+            RuleId::SecretReadDenied => {
+                "Masked secrets stay masked unless you remove the mask. If a step truly needs a \
+                 credential, give it that single file for that step only:\n\n\
+                 ```toml\n[fs]\nread = [\"~/.npmrc\"]   # and drop it from `deny`\n```\n\n\
+                 Think twice: the process that asked was identified above, and a build step that \
+                 reads `~/.ssh` or `~/.aws` is the classic shape of a credential stealer."
+            }
+            RuleId::GitPersistenceBlocked => {
+                "Jobs should not need to change hooks or the repository config. If a tool really \
+                 installs hooks (husky, pre-commit), run that install outside vetto, or allow it \
+                 explicitly:\n\n```toml\n[fs]\nwrite = [\"${PROJECT}/.git/hooks\"]\n```\n\n\
+                 A hook runs with the developer's full rights on the next `git commit`."
+            }
+            RuleId::CiControlFileBlocked => {
+                "Write step outputs from a separate, trusted step instead. Allowing it:\n\n\
+                 ```toml\n[fs]\nwrite = [\"${GITHUB_OUTPUT}\"]\n```\n\n\
+                 Never allow `GITHUB_ENV` or `GITHUB_PATH`: a line written there changes the \
+                 environment of every later step, including the ones that hold secrets."
+            }
+            RuleId::UnixSocketDenied => {
+                "If the job needs the socket (for example a Docker build), allow that one path:\n\n\
+                 ```toml\n[fs]\nwrite = [\"/var/run/docker.sock\"]\n```\n\n\
+                 Access to the Docker socket is root on the host, and the ssh-agent socket signs \
+                 as you: the sandbox no longer contains a job that has either."
+            }
+            RuleId::NetSocketDenied => {
+                "If the job needs the network, allow the hosts it needs through the proxy:\n\n\
+                 ```toml\n[net]\nallow = [\"registry.npmjs.org\"]\n```\n\n\
+                 or `--allow-domain HOST`. `--net host` opens everything: a dependency can then \
+                 send anything it could read anywhere."
+            }
+            RuleId::NetEgressBlocked => {
+                "If the host is expected, add it to the allow-list:\n\n\
+                 ```toml\n[net]\nallow = [\"<host>\"]\n```\n\n\
+                 or `--allow-domain <host>`. Check who asked first: unexpected hosts contacted by \
+                 a dependency are the usual sign of exfiltration."
+            }
+            RuleId::SyscallDenied => {
+                "There is no policy switch for these calls: builds and tests do not need them, and \
+                 allowing them would let the job leave the sandbox. If a tool needs one (a \
+                 debugger needs ptrace), run it outside vetto."
+            }
+            RuleId::ProcessEscaped => {
+                "Make the job wait for the processes it starts (stop background servers at the \
+                 end of the step). There is no policy switch: vetto always kills what outlives \
+                 the job."
+            }
+            RuleId::LimitTimeout => {
+                "If the job needs longer, raise the limit:\n\n```toml\n[limits]\ntimeout = \"30m\"\n```\n\n\
+                 or `--timeout 30m`. A hung job is often waiting on the network that the policy \
+                 turned off."
+            }
+            RuleId::LimitMemory => {
+                "If the job needs more memory, raise the limit:\n\n```toml\n[limits]\nmax_memory = \"4GiB\"\n```\n\n\
+                 or `--max-memory 4GiB`."
+            }
+            RuleId::LimitProcs => {
+                "If the build needs more processes, raise the limit:\n\n```toml\n[limits]\nmax_procs = 4096\n```\n\n\
+                 or `--max-procs 4096`. A limit protects the runner from fork bombs."
+            }
+            RuleId::SecretEnvWithheld => {
+                "If the job needs the variable, pass it explicitly:\n\n\
+                 ```toml\n[env]\npass = [\"<NAME>\"]\n```\n\n\
+                 or `--env-pass <NAME>`. Every dependency that runs in the job can read it."
+            }
+        }
+    }
+
+    /// Plain-text help (SARIF `help.text`).
+    pub fn help_text(self) -> String {
+        self.help_markdown()
+            .replace("```toml\n", "")
+            .replace("\n```", "")
+            .replace('`', "")
+    }
+
+    /// GitHub's `security-severity` (0.0–10.0; ≥ 9 critical, ≥ 7 high,
+    /// ≥ 4 medium).
+    pub fn security_severity(self) -> f64 {
+        match self {
+            RuleId::SecretReadDenied | RuleId::CiControlFileBlocked => 9.0,
+            RuleId::GitPersistenceBlocked | RuleId::UnixSocketDenied => 8.5,
+            RuleId::SyscallDenied | RuleId::ProcessEscaped => 8.0,
+            RuleId::NetEgressBlocked | RuleId::NetSocketDenied => 7.0,
+            RuleId::FsWriteDenied => 6.0,
+            RuleId::FsReadDenied => 5.0,
+            RuleId::LimitProcs => 4.0,
+            RuleId::LimitTimeout | RuleId::LimitMemory => 2.0,
+            RuleId::SecretEnvWithheld => 1.0,
+        }
+    }
+
+    /// Recorded for the reviewer but not a reason to fail the job (a
+    /// withheld variable is vetto doing its job, not the job misbehaving).
+    pub fn is_informational(self) -> bool {
+        matches!(self, RuleId::SecretEnvWithheld)
+    }
+
+    pub fn level(self) -> Level {
+        match self.security_severity() {
+            s if s >= 7.0 => Level::Error,
+            s if s >= 4.0 => Level::Warning,
+            _ => Level::Note,
+        }
+    }
+
+    /// The coarse class the reports group by.
+    pub fn class(self) -> &'static str {
+        match self {
+            RuleId::FsWriteDenied | RuleId::FsReadDenied => "filesystem",
+            RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => "secrets",
+            RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => "persistence",
+            RuleId::UnixSocketDenied | RuleId::NetSocketDenied | RuleId::NetEgressBlocked => {
+                "network"
+            }
+            RuleId::SyscallDenied | RuleId::ProcessEscaped => "process",
+            RuleId::LimitTimeout | RuleId::LimitMemory | RuleId::LimitProcs => "limits",
+        }
+    }
+
+    /// SARIF `properties.tags`.
+    pub fn tags(self) -> Vec<&'static str> {
+        let mut tags = vec!["security", "sandbox", self.class()];
+        match self {
+            RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => tags.push("credentials"),
+            RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
+                tags.push("supply-chain")
+            }
+            RuleId::NetEgressBlocked | RuleId::NetSocketDenied => tags.push("exfiltration"),
+            _ => {}
+        }
+        tags
+    }
+
+    pub fn docs_url(self) -> String {
+        format!("{DOCS_BASE}{}.md", self.as_str())
+    }
+}
+
+impl fmt::Display for RuleId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for RuleId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RuleId::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| {
+                let all: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+                format!("unknown rule id `{s}`; expected one of: {}", all.join(", "))
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn rule_ids_are_stable() {
+        let ids: Vec<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+        insta::assert_yaml_snapshot!(ids);
+    }
+
+    #[test]
+    fn docs_base_is_under_the_homepage() {
+        assert!(DOCS_BASE.starts_with(HOMEPAGE));
+    }
+
+    #[test]
+    fn rule_ids_are_unique_and_round_trip() {
+        let ids: HashSet<_> = RuleId::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(ids.len(), RuleId::ALL.len());
+        for r in RuleId::ALL {
+            assert_eq!(r.as_str().parse::<RuleId>(), Ok(r));
+            let json = serde_json::to_string(&r).unwrap_or_default();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert!(!r.help_markdown().is_empty() && !r.full_description().is_empty());
+            assert!((0.0..=10.0).contains(&r.security_severity()));
+        }
+    }
+
+    #[test]
+    fn every_rule_has_a_docs_page() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules");
+        for r in RuleId::ALL {
+            let page = dir.join(format!("{}.md", r.as_str()));
+            let expected = docs_page(r);
+            if std::env::var_os("VETTO_BLESS").is_some() {
+                let _ = std::fs::create_dir_all(&dir);
+                let _ = std::fs::write(&page, &expected);
+            }
+            let actual = std::fs::read_to_string(&page).unwrap_or_default();
+            assert_eq!(
+                actual,
+                expected,
+                "{} is out of date; regenerate with VETTO_BLESS=1 cargo test every_rule_has_a_docs_page",
+                page.display()
+            );
+        }
+    }
+
+    #[test]
+    fn rules_index_lists_every_rule() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/rules/README.md");
+        let mut expected = String::from(
+            "# Rule ids\n\n<!-- generated from src/events/rule_id.rs by `VETTO_BLESS=1 cargo test rules_index`; edit there -->\n\n\
+             Every violation vetto records has one of these stable ids (the SARIF `ruleId`).\n\n\
+             | id | class | severity | what happened |\n|---|---|---:|---|\n",
+        );
+        for r in RuleId::ALL {
+            expected.push_str(&format!(
+                "| [`{id}`]({id}.md) | {} | {:.1} | {} |\n",
+                r.class(),
+                r.security_severity(),
+                r.description(),
+                id = r.as_str()
+            ));
+        }
+        if std::env::var_os("VETTO_BLESS").is_some() {
+            let _ = std::fs::write(&path, &expected);
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap_or_default(), expected);
+    }
+
+    fn docs_page(r: RuleId) -> String {
+        format!(
+            "# `{id}`\n\n<!-- generated from src/events/rule_id.rs by `VETTO_BLESS=1 cargo test every_rule_has_a_docs_page`; edit there -->\n\n\
+             **{desc}.**\n\n| | |\n|---|---|\n| class | {class} |\n| SARIF level | {level:?} |\n| security-severity | {sev:.1} |\n| tags | {tags} |\n\n\
+             ## What happened\n\n{full}\n\n## How to allow it, and why you may not want to\n\n{help}\n",
+            id = r.as_str(),
+            desc = r.description(),
+            class = r.class(),
+            level = r.level(),
+            sev = r.security_severity(),
+            tags = r.tags().join(", "),
+            full = r.full_description(),
+            help = r.help_markdown(),
+        )
+    }
+}

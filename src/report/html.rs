@@ -1,0 +1,598 @@
+//! `report.html`: one self-contained page for reviewers. Inline CSS and
+//! SVG, no script, no external request, a strict CSP. The template is
+//! embedded (`templates/report.html.j2`) and rendered by minijinja with HTML
+//! auto-escaping forced on for every value: paths, argv and host names come
+//! from the sandboxed side and are hostile.
+
+use std::collections::BTreeMap;
+
+use minijinja::{AutoEscape, Environment};
+use serde::Serialize;
+
+use super::{Finding, Model, ReportError, Verdict, human_bytes, human_ms};
+use crate::events::{ProcessKind, RuleId};
+
+/// Findings rendered in full; the rest are counted (keeps the page under a
+/// few MB for a storm of distinct violations).
+pub const MAX_FINDINGS: usize = 2_000;
+/// Markers drawn on the timeline.
+const MAX_MARKS: usize = 400;
+
+const TEMPLATE: &str = include_str!("../../templates/report.html.j2");
+const STYLE: &str = include_str!("../../templates/style.css");
+
+/// Render `report.html`.
+pub fn render(model: &Model) -> Result<String, ReportError> {
+    let mut env = Environment::new();
+    env.set_auto_escape_callback(|_| AutoEscape::Html);
+    env.add_template("report.html", TEMPLATE)?;
+    let view = View::build(model);
+    Ok(env
+        .get_template("report.html")?
+        .render(minijinja::value::Serde(&view))?)
+}
+
+#[derive(Serialize)]
+struct View {
+    style: &'static str,
+    verdict: &'static str,
+    verdict_text: &'static str,
+    command: String,
+    status: String,
+    tier: String,
+    audit: bool,
+    enforced: Vec<String>,
+    degraded: Vec<String>,
+    started_at: String,
+    duration: String,
+    cwd: String,
+    project: String,
+    git: Option<String>,
+    total: u64,
+    distinct: usize,
+    hidden: usize,
+    counts: Vec<RuleCount>,
+    classes: Vec<ClassGroup>,
+    packages: Vec<ActorGroup>,
+    timeline: Timeline,
+    charts: Vec<Chart>,
+    totals: Vec<(String, String)>,
+    policy_digest: String,
+    policy_sources: Vec<(String, String)>,
+    policy_rules: Vec<String>,
+    host: Vec<(String, String)>,
+    vetto_version: String,
+    warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct RuleCount {
+    id: &'static str,
+    count: u64,
+    level: &'static str,
+    description: &'static str,
+    docs: String,
+}
+
+#[derive(Serialize)]
+struct ClassGroup {
+    class: &'static str,
+    count: u64,
+    findings: Vec<FindingView>,
+}
+
+#[derive(Serialize)]
+struct FindingView {
+    rule: &'static str,
+    level: &'static str,
+    description: &'static str,
+    docs: String,
+    target: String,
+    action: &'static str,
+    actor: String,
+    package: Option<String>,
+    count: u64,
+    first: String,
+    last: String,
+    chain: Vec<String>,
+    argv: String,
+    cwd: String,
+    suggestion: String,
+    detail: String,
+    provenance: String,
+    policy_rule: Option<String>,
+    informational: bool,
+}
+
+#[derive(Serialize)]
+struct ActorGroup {
+    actor: String,
+    is_package: bool,
+    count: u64,
+    rules: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Timeline {
+    duration: String,
+    marks: Vec<Mark>,
+    rows: Vec<TimelineRow>,
+    more: usize,
+}
+
+#[derive(Serialize)]
+struct Mark {
+    x: String,
+    level: &'static str,
+    title: String,
+}
+
+#[derive(Serialize)]
+struct TimelineRow {
+    at: String,
+    level: &'static str,
+    what: String,
+}
+
+#[derive(Serialize)]
+struct Chart {
+    title: &'static str,
+    peak: String,
+    points: String,
+    area: String,
+    empty: bool,
+}
+
+fn level(r: RuleId) -> &'static str {
+    match r.level() {
+        crate::events::rule_id::Level::Error => "error",
+        crate::events::rule_id::Level::Warning => "warning",
+        crate::events::rule_id::Level::Note => "note",
+    }
+}
+
+impl View {
+    fn build(m: &Model) -> View {
+        let s = &m.start;
+        let roots = s.roots();
+        let (verdict, verdict_text) = match m.verdict() {
+            Verdict::Clean => ("clean", "Clean: the command passed and nothing was blocked"),
+            Verdict::Violations if s.audit => (
+                "violations",
+                "Violations observed: audit mode, nothing was blocked",
+            ),
+            Verdict::Violations => (
+                "violations",
+                "Violations: the command passed, but the sandbox recorded violations",
+            ),
+            Verdict::Failed => ("failed", "The command failed"),
+            Verdict::Incomplete => (
+                "incomplete",
+                "Incomplete: the session log ends abruptly (vetto was killed)",
+            ),
+        };
+        let status = match &m.end {
+            Some(e) => format!("{} ({})", e.exit_code, super::outcome_text(e.outcome)),
+            None => "unknown".into(),
+        };
+        let finding_view = |f: &Finding| {
+            let v = &f.violation;
+            FindingView {
+                rule: v.rule.as_str(),
+                level: level(v.rule),
+                description: v.rule.description(),
+                docs: v.rule.docs_url(),
+                target: match v.target.path() {
+                    Some(p) => roots.normalise(p),
+                    None => v.target.display(),
+                },
+                action: match v.action {
+                    crate::events::Action::Blocked => "blocked",
+                    crate::events::Action::Observed => "observed",
+                },
+                actor: f.actor(),
+                package: v
+                    .attribution
+                    .as_ref()
+                    .map(|p| format!("{} — {}", p.display(), roots.normalise(&p.manifest))),
+                count: f.count,
+                first: format!("+{}", human_ms(v.time.since(s.started_at))),
+                last: format!("+{}", human_ms(f.last.since(s.started_at))),
+                chain: std::iter::once(format!(
+                    "{} (pid {})",
+                    roots.normalise(&v.process.exe),
+                    v.process.pid
+                ))
+                .chain(
+                    v.process
+                        .parent_chain
+                        .iter()
+                        .map(|(pid, exe)| format!("{} (pid {pid})", roots.normalise(exe))),
+                )
+                .collect(),
+                argv: super::shell_join(&v.process.argv),
+                cwd: roots.normalise(&v.process.cwd),
+                suggestion: m.suggestion(f),
+                detail: v.detail.clone(),
+                provenance: serde_json::to_value(v.provenance)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                informational: v.rule.is_informational(),
+                policy_rule: v.policy_rule.as_ref().map(|p| {
+                    format!(
+                        "{}:{} {}",
+                        roots.normalise(std::path::Path::new(&p.source)),
+                        p.line,
+                        p.written
+                    )
+                }),
+            }
+        };
+        let shown = &m.findings[..m.findings.len().min(MAX_FINDINGS)];
+        let mut classes: Vec<ClassGroup> = Vec::new();
+        for f in shown {
+            let class = f.violation.rule.class();
+            match classes.iter_mut().find(|c| c.class == class) {
+                Some(c) => {
+                    c.count += f.count;
+                    c.findings.push(finding_view(f));
+                }
+                None => classes.push(ClassGroup {
+                    class,
+                    count: f.count,
+                    findings: vec![finding_view(f)],
+                }),
+            }
+        }
+        let mut actors: BTreeMap<String, ActorGroup> = BTreeMap::new();
+        for f in &m.findings {
+            let a = actors.entry(f.actor()).or_insert_with(|| ActorGroup {
+                actor: f.actor(),
+                is_package: f.violation.attribution.is_some(),
+                count: 0,
+                rules: vec![],
+            });
+            a.count += f.count;
+            if !a.rules.contains(&f.violation.rule.as_str()) {
+                a.rules.push(f.violation.rule.as_str());
+            }
+        }
+        let mut packages: Vec<ActorGroup> = actors.into_values().collect();
+        packages.sort_by(|a, b| b.is_package.cmp(&a.is_package).then(b.count.cmp(&a.count)));
+
+        let mut warnings = Vec::new();
+        if m.torn_tail || m.end.is_none() {
+            warnings.push("The session log ends abruptly: vetto or the runner was killed. This report shows what was recorded until then.".to_string());
+        }
+        if m.skipped_lines > 0 {
+            warnings.push(format!(
+                "{} line(s) of the session log could not be read.",
+                m.skipped_lines
+            ));
+        }
+        if !s.degraded.is_empty() {
+            warnings.push(
+                "This tier did not enforce every rule of the policy (--allow-degraded).".into(),
+            );
+        }
+        if let Some(e) = &m.end
+            && e.dropped_distinct > 0
+        {
+            warnings.push(format!(
+                "{} further distinct violation(s) were counted but not recorded individually.",
+                e.dropped_distinct
+            ));
+        }
+
+        let mut totals = vec![];
+        if let Some(e) = &m.end {
+            totals.push(("CPU user".into(), human_ms(e.cpu_user_ms)));
+            totals.push(("CPU system".into(), human_ms(e.cpu_sys_ms)));
+            totals.push(("peak memory".into(), human_bytes(e.peak_rss_bytes)));
+            totals.push(("peak processes".into(), e.peak_procs.to_string()));
+            if e.proxy_bytes > 0 {
+                totals.push(("through the proxy".into(), human_bytes(e.proxy_bytes)));
+            }
+        }
+        let h = &s.host;
+        let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+        View {
+            style: STYLE,
+            verdict,
+            verdict_text,
+            command: m.command_line(),
+            status,
+            tier: s.tier.to_string(),
+            audit: s.audit,
+            enforced: s.enforced.clone(),
+            degraded: s.degraded.clone(),
+            started_at: s.started_at.to_string(),
+            duration: human_ms(m.duration_ms()),
+            cwd: s.cwd.display().to_string(),
+            project: s.project.display().to_string(),
+            git: s.git.as_ref().map(|g| match &g.branch {
+                Some(b) => format!("{} ({b})", g.commit),
+                None => g.commit.clone(),
+            }),
+            total: m.total_violations,
+            distinct: m.findings.len(),
+            hidden: m.findings.len() - shown.len(),
+            counts: m
+                .counts_by_rule
+                .iter()
+                .map(|(r, n)| RuleCount {
+                    id: r.as_str(),
+                    count: *n,
+                    level: level(*r),
+                    description: r.description(),
+                    docs: r.docs_url(),
+                })
+                .collect(),
+            classes,
+            packages,
+            timeline: timeline(m),
+            charts: charts(m),
+            totals,
+            policy_digest: s.policy.digest.clone(),
+            policy_sources: s
+                .policy
+                .sources
+                .iter()
+                .map(|p| (p.name.clone(), p.digest.clone()))
+                .collect(),
+            policy_rules: s.policy.rules.clone(),
+            host: vec![
+                ("kernel".into(), h.kernel.clone()),
+                ("architecture".into(), h.arch.clone()),
+                ("Landlock ABI".into(), h.landlock_abi.to_string()),
+                ("user namespaces".into(), yes(h.userns)),
+                ("seccomp".into(), yes(h.seccomp)),
+                ("seccomp user notification".into(), yes(h.seccomp_notify)),
+            ],
+            vetto_version: s.vetto_version.clone(),
+            warnings,
+        }
+    }
+}
+
+fn timeline(m: &Model) -> Timeline {
+    let t0 = m.start.started_at;
+    let total = m.duration_ms().max(1);
+    let x = |ms: u64| format!("{:.1}", (ms.min(total) as f64 / total as f64) * 1000.0);
+    let roots = m.start.roots();
+    let mut rows: Vec<(u64, &'static str, String)> = Vec::new();
+    for f in &m.findings {
+        let v = &f.violation;
+        let target = match v.target.path() {
+            Some(p) => roots.normalise(p),
+            None => v.target.display(),
+        };
+        let times = if f.count > 1 {
+            format!(" (×{})", f.count)
+        } else {
+            String::new()
+        };
+        rows.push((
+            v.time.since(t0),
+            level(v.rule),
+            format!("{}: {target} by {}{times}", v.rule.as_str(), f.actor()),
+        ));
+    }
+    for l in &m.limits {
+        rows.push((
+            l.time.since(t0),
+            "error",
+            format!(
+                "limit {} reached ({} of {})",
+                match l.limit {
+                    crate::events::LimitKind::Timeout => "timeout",
+                    crate::events::LimitKind::Memory => "memory",
+                    crate::events::LimitKind::Procs => "processes",
+                },
+                l.observed,
+                l.max
+            ),
+        ));
+    }
+    for p in &m.processes {
+        let what = match p.kind {
+            ProcessKind::Exec => format!("exec {}", super::shell_join(&p.argv)),
+            ProcessKind::Exit { status } => format!("pid {} exited {status}", p.pid),
+            ProcessKind::Escaped => format!(
+                "pid {} ({}) outlived the job",
+                p.pid,
+                roots.normalise(&p.exe)
+            ),
+        };
+        rows.push((p.time.since(t0), "note", what));
+    }
+    if let Some(e) = &m.end {
+        rows.push((
+            e.duration_ms,
+            "note",
+            format!("session ended: exit status {}", e.exit_code),
+        ));
+    }
+    rows.sort_by_key(|r| r.0);
+    let marks = rows
+        .iter()
+        .take(MAX_MARKS)
+        .map(|(t, lvl, what)| Mark {
+            x: x(*t),
+            level: lvl,
+            title: format!("+{} {what}", human_ms(*t)),
+        })
+        .collect();
+    let limit = 200;
+    let more = rows.len().saturating_sub(limit);
+    Timeline {
+        duration: human_ms(total),
+        marks,
+        rows: rows
+            .into_iter()
+            .take(limit)
+            .map(|(t, level, what)| TimelineRow {
+                at: format!("+{}", human_ms(t)),
+                level,
+                what,
+            })
+            .collect(),
+        more,
+    }
+}
+
+/// CPU (% of one core), memory and processes over time, as SVG polylines
+/// in a 600×100 box.
+fn charts(m: &Model) -> Vec<Chart> {
+    let r = &m.resources;
+    let total = m
+        .duration_ms()
+        .max(r.last().map(|s| s.t).unwrap_or(0))
+        .max(1);
+    let cpu: Vec<(u64, f64)> = r
+        .windows(2)
+        .map(|w| {
+            let dt = w[1].t.saturating_sub(w[0].t).max(1) as f64;
+            let used = (w[1].cpu_user_ms + w[1].cpu_sys_ms)
+                .saturating_sub(w[0].cpu_user_ms + w[0].cpu_sys_ms) as f64;
+            (w[1].t, used / dt * 100.0)
+        })
+        .collect();
+    let mem: Vec<(u64, f64)> = r.iter().map(|s| (s.t, s.rss_bytes as f64)).collect();
+    let procs: Vec<(u64, f64)> = r.iter().map(|s| (s.t, f64::from(s.procs))).collect();
+    let peak = |v: &[(u64, f64)]| v.iter().map(|p| p.1).fold(0.0, f64::max);
+    vec![
+        chart("CPU", &cpu, total, format!("{:.0}% of a core", peak(&cpu))),
+        chart("Memory", &mem, total, human_bytes(peak(&mem) as u64)),
+        chart("Processes", &procs, total, format!("{:.0}", peak(&procs))),
+    ]
+}
+
+fn chart(title: &'static str, pts: &[(u64, f64)], total: u64, peak_label: String) -> Chart {
+    let peak = pts
+        .iter()
+        .map(|p| p.1)
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
+    // Down-sample to at most 600 points: one per horizontal unit.
+    let step = (pts.len() / 600).max(1);
+    let coords: Vec<(f64, f64)> = pts
+        .iter()
+        .step_by(step)
+        .map(|(t, v)| (*t as f64 / total as f64 * 600.0, 100.0 - (v / peak * 95.0)))
+        .collect();
+    let points = coords
+        .iter()
+        .map(|(x, y)| format!("{x:.1},{y:.1}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let area = match (coords.first(), coords.last()) {
+        (Some(first), Some(last)) => format!("{:.1},100 {points} {:.1},100", first.0, last.0),
+        _ => String::new(),
+    };
+    Chart {
+        title,
+        peak: peak_label,
+        points,
+        area,
+        empty: coords.len() < 2,
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn hostile_file_names_render_as_text() {
+        let html = render(&fixture::attack_model()).unwrap();
+        assert!(
+            !html.contains("<img src=x"),
+            "unescaped <img> in the report"
+        );
+        assert!(
+            !html.contains("<script>alert"),
+            "unescaped <script> in the report"
+        );
+        assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    #[test]
+    fn the_page_is_self_contained_and_locked_down() {
+        let html = render(&fixture::attack_model()).unwrap();
+        assert!(html.contains(
+            r#"<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">"#
+        ));
+        assert!(!html.contains("<script"), "no JavaScript");
+        for needle in ["src=\"http", "href=\"//", "@import", "url(http", "<link"] {
+            assert!(!html.contains(needle), "external reference: {needle}");
+        }
+    }
+
+    #[test]
+    fn html_structure() {
+        // Pin the page's outline (headings and section ids), not every byte.
+        let html = render(&fixture::attack_model()).unwrap();
+        let outline: Vec<&str> = html
+            .lines()
+            .map(str::trim)
+            .filter(|l| {
+                l.starts_with("<h1")
+                    || l.starts_with("<h2")
+                    || l.starts_with("<h3")
+                    || l.starts_with("<section")
+            })
+            .collect();
+        insta::assert_snapshot!(outline.join("\n"));
+    }
+
+    #[test]
+    fn a_storm_of_distinct_violations_keeps_the_page_small() {
+        let events = fixture::storm_session(5_000, 5_000);
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let model = crate::report::Model::build(&log).unwrap();
+        let html = render(&model).unwrap();
+        assert!(html.len() < 5 * 1024 * 1024, "{} bytes", html.len());
+        assert!(html.contains("3000 more distinct violation(s) are not shown"));
+    }
+
+    #[test]
+    fn every_attack_appears_with_its_package() {
+        let html = render(&fixture::attack_model()).unwrap();
+        for rule in [
+            "secret-read-denied",
+            "git-persistence-blocked",
+            "ci-control-file-blocked",
+            "syscall-denied",
+            "process-escaped",
+        ] {
+            assert!(html.contains(rule), "{rule} missing");
+        }
+        assert!(html.contains("npm:evil@6.6.6"));
+    }
+}
+
+/// `VETTO_SAMPLE_DIR=/tmp/x cargo test --lib write_sample_report -- --ignored`
+/// writes the attack session's report for looking at in a browser.
+#[cfg(test)]
+#[test]
+#[ignore = "writes a sample for manual review"]
+fn write_sample_report() {
+    if let Some(dir) = std::env::var_os("VETTO_SAMPLE_DIR") {
+        let dir = std::path::PathBuf::from(dir);
+        let _ = std::fs::write(
+            dir.join("session.jsonl"),
+            super::fixture::to_jsonl(&super::fixture::attack_session()),
+        );
+        if let Ok(html) = render(&super::fixture::attack_model()) {
+            let _ = std::fs::write(dir.join("report.html"), html);
+        }
+        let _ = std::fs::write(
+            dir.join("storm.jsonl"),
+            super::fixture::to_jsonl(&super::fixture::storm_session(30_000, 30_000)),
+        );
+    }
+}

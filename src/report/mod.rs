@@ -1,0 +1,413 @@
+//! Reports: pure functions of a [`SessionLog`]. Nothing here touches the
+//! kernel, and every failure is a returned [`ReportError`]: the caller
+//! prints it and keeps the command's exit status.
+//!
+//! [`Model::build`] folds the log once (aggregated findings with counts,
+//! resource samples, the verdict); each renderer reads the model.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::events::log::{LogError, SessionLog};
+use crate::events::{
+    AggregationKey, Event, LimitEvent, ProcessEvent, ResourceSample, RuleId, SessionEnd,
+    SessionStart, Timestamp, Violation,
+};
+use crate::exit::Outcome;
+
+pub mod annotations;
+pub mod html;
+pub mod sarif;
+pub mod summary;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("cannot serialise the {what} report")]
+    Serialize {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("cannot render the HTML report")]
+    Render(#[from] minijinja::Error),
+    #[error("cannot write {path}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Write `contents` to `path` via a temporary file in the same directory,
+/// so a full disk leaves no half-written report behind.
+pub fn write_file(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
+    let err = |source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = path.with_file_name(name);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        std::io::Write::write_all(&mut f, contents)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(err)?;
+    Ok(())
+}
+
+/// One distinct violation with how often it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// The first occurrence, as logged.
+    pub violation: Violation,
+    pub count: u64,
+    pub last: Timestamp,
+    pub key: AggregationKey,
+}
+
+impl Finding {
+    /// Stable across runs and machines: a hash of the aggregation key (rule,
+    /// normalised target, package or executable) — never pids or times.
+    pub fn fingerprint(&self) -> String {
+        self.key.fingerprint()
+    }
+
+    /// Who did it, as reviewers read it.
+    pub fn actor(&self) -> String {
+        match &self.violation.attribution {
+            Some(p) => p.display(),
+            None => self.violation.process.exe.display().to_string(),
+        }
+    }
+}
+
+/// How the session went, in one word for the reviewer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The command passed and nothing was blocked or observed.
+    Clean,
+    /// The command passed but violations were recorded.
+    Violations,
+    /// The command failed (its own status, a signal, a limit).
+    Failed,
+    /// The log has no session end: vetto was killed or is still running.
+    Incomplete,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Clean => "clean",
+            Verdict::Violations => "violations",
+            Verdict::Failed => "failed",
+            Verdict::Incomplete => "incomplete",
+        }
+    }
+}
+
+/// Everything the renderers need, folded from the log once.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub start: SessionStart,
+    pub end: Option<SessionEnd>,
+    /// Sorted: most severe first, then most frequent, then by key.
+    pub findings: Vec<Finding>,
+    pub resources: Vec<ResourceSample>,
+    pub limits: Vec<LimitEvent>,
+    pub processes: Vec<ProcessEvent>,
+    /// Occurrences counted by rule (repeats included).
+    pub counts_by_rule: Vec<(RuleId, u64)>,
+    pub total_violations: u64,
+    /// Occurrences of rules that are not informational: what `--fail-on
+    /// violation` and the verdict count.
+    pub failing_violations: u64,
+    pub torn_tail: bool,
+    pub skipped_lines: usize,
+}
+
+impl Model {
+    pub fn build(log: &SessionLog) -> Option<Model> {
+        let start = log.start()?.clone();
+        let roots = start.roots();
+        let mut findings: Vec<Finding> = Vec::new();
+        let mut by_key: HashMap<AggregationKey, usize> = HashMap::new();
+        let mut by_id: HashMap<String, usize> = HashMap::new();
+        let mut resources = Vec::new();
+        let mut limits = Vec::new();
+        let mut processes = Vec::new();
+        for e in &log.events {
+            match e {
+                Event::Violation(v) => {
+                    let key = AggregationKey::of(v, &roots);
+                    if let Some(&i) = by_key.get(&key) {
+                        findings[i].count += 1;
+                        findings[i].last = findings[i].last.max(v.time);
+                    } else {
+                        by_id.insert(key.id(), findings.len());
+                        by_key.insert(key.clone(), findings.len());
+                        findings.push(Finding {
+                            violation: (**v).clone(),
+                            count: 1,
+                            last: v.time,
+                            key,
+                        });
+                    }
+                }
+                Event::Repeated(r) => {
+                    if let Some(&i) = by_id.get(&r.key) {
+                        // `count` is the running total for the key.
+                        findings[i].count = findings[i].count.max(r.count);
+                        findings[i].last = findings[i].last.max(r.last);
+                    }
+                }
+                Event::Resource(s) => resources.push(*s),
+                Event::Limit(l) => limits.push(l.clone()),
+                Event::Process(p) => processes.push(p.clone()),
+                _ => {}
+            }
+        }
+        findings.sort_by(|a, b| {
+            let sa = a.violation.rule.security_severity();
+            let sb = b.violation.rule.security_severity();
+            sb.total_cmp(&sa)
+                .then(b.count.cmp(&a.count))
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        let end = log.end().cloned();
+        let mut counts: std::collections::BTreeMap<RuleId, u64> = std::collections::BTreeMap::new();
+        for f in &findings {
+            *counts.entry(f.violation.rule).or_default() += f.count;
+        }
+        // The writer's totals include violations beyond the aggregator's cap.
+        if let Some(end) = &end {
+            for (rule, n) in &end.violations_by_rule {
+                let c = counts.entry(*rule).or_default();
+                *c = (*c).max(*n);
+            }
+        }
+        let total_violations = counts.values().sum();
+        let failing_violations = counts
+            .iter()
+            .filter(|(r, _)| !r.is_informational())
+            .map(|(_, n)| n)
+            .sum();
+        let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
+        counts_by_rule.sort_by(|a, b| {
+            b.0.security_severity()
+                .total_cmp(&a.0.security_severity())
+                .then(b.1.cmp(&a.1))
+        });
+        Some(Model {
+            start,
+            end,
+            findings,
+            resources,
+            limits,
+            processes,
+            counts_by_rule,
+            total_violations,
+            failing_violations,
+            torn_tail: log.torn_tail,
+            skipped_lines: log.skipped.len(),
+        })
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        match &self.end {
+            None => Verdict::Incomplete,
+            Some(end) if end.exit_code != 0 => Verdict::Failed,
+            Some(_) if self.failing_violations > 0 => Verdict::Violations,
+            Some(_) => Verdict::Clean,
+        }
+    }
+
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.end.as_ref().map(|e| e.outcome)
+    }
+
+    /// The command line, shell-quoted for display.
+    pub fn command_line(&self) -> String {
+        shell_join(&self.start.command)
+    }
+
+    /// A path relative to the project, with `/` separators, when inside it.
+    pub fn repo_relative(&self, path: &Path) -> Option<String> {
+        let rel = path.strip_prefix(&self.start.project).ok()?;
+        if rel.as_os_str().is_empty() {
+            return None;
+        }
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if parts.iter().any(|p| p == "..") {
+            return None;
+        }
+        Some(parts.join("/"))
+    }
+
+    /// Duration in milliseconds (from the end event, else the last sample).
+    pub fn duration_ms(&self) -> u64 {
+        match &self.end {
+            Some(e) => e.duration_ms,
+            None => self.resources.last().map(|r| r.t).unwrap_or(0),
+        }
+    }
+
+    /// Rough, policy-file-shaped suggestion to allow a finding.
+    pub fn suggestion(&self, f: &Finding) -> String {
+        let roots = self.start.roots();
+        let v = &f.violation;
+        let p = || {
+            v.target
+                .path()
+                .map(|p| roots.normalise(p).replace("$PROJECT", "${PROJECT}"))
+        };
+        match v.rule {
+            RuleId::FsWriteDenied
+            | RuleId::GitPersistenceBlocked
+            | RuleId::CiControlFileBlocked
+            | RuleId::UnixSocketDenied => {
+                format!("[fs] write = [\"{}\"]", p().unwrap_or_default())
+            }
+            RuleId::FsReadDenied | RuleId::SecretReadDenied => {
+                format!("[fs] read = [\"{}\"]", p().unwrap_or_default())
+            }
+            RuleId::NetEgressBlocked => match &v.target {
+                crate::events::Target::Host { host, .. } => format!("[net] allow = [\"{host}\"]"),
+                other => format!("[net] allow = [\"{}\"]", other.display()),
+            },
+            RuleId::NetSocketDenied => {
+                "[net] allow = [\"<host>\"]  (or --allow-domain HOST)".into()
+            }
+            RuleId::SecretEnvWithheld => match &v.target {
+                crate::events::Target::EnvVar { name } => format!("[env] pass = [\"{name}\"]"),
+                _ => "[env] pass = [\"<NAME>\"]".into(),
+            },
+            RuleId::LimitTimeout => "[limits] timeout = \"<longer>\"".into(),
+            RuleId::LimitMemory => "[limits] max_memory = \"<more>\"".into(),
+            RuleId::LimitProcs => "[limits] max_procs = <more>".into(),
+            RuleId::SyscallDenied | RuleId::ProcessEscaped => {
+                "no policy switch: fix the job".into()
+            }
+        }
+    }
+}
+
+/// How the command ended, in words.
+pub fn outcome_text(o: Outcome) -> String {
+    match o {
+        Outcome::Exited(c) => format!("exited {c}"),
+        Outcome::Signaled(n) => format!("killed by signal {n}"),
+        Outcome::TimedOut => "killed at the --timeout".into(),
+        Outcome::LimitKilled => "killed at the memory limit".into(),
+        Outcome::ExecFailed(c) => format!("could not start ({c})"),
+    }
+}
+
+/// `sh`-style quoting, for showing commands.
+pub fn shell_join(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Human size: `1.5 MiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// Human duration: `1m 02.5s`.
+pub fn human_ms(ms: u64) -> String {
+    if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m {:04.1}s", ms / 60_000, (ms % 60_000) as f64 / 1000.0)
+    }
+}
+
+#[doc(hidden)]
+pub mod fixture;
+
+/// Which files to write; `None` skips one.
+#[derive(Debug, Clone, Default)]
+pub struct Outputs {
+    pub sarif: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub summary: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// The standard names inside a report directory.
+    pub fn in_dir(dir: &Path) -> Self {
+        Outputs {
+            sarif: Some(dir.join("vetto.sarif")),
+            html: Some(dir.join("report.html")),
+            summary: Some(dir.join("summary.md")),
+        }
+    }
+}
+
+/// Render and write every requested output. One failing output does not
+/// stop the others; the failures are returned for the caller to print.
+pub fn write_outputs(
+    model: &Model,
+    outputs: &Outputs,
+    sarif_opts: &sarif::SarifOptions,
+) -> Vec<ReportError> {
+    let mut errors = Vec::new();
+    if let Some(path) = &outputs.sarif
+        && let Err(e) = sarif::render(model, sarif_opts).and_then(|b| write_file(path, &b))
+    {
+        errors.push(e);
+    }
+    if let Some(path) = &outputs.html
+        && let Err(e) = html::render(model).and_then(|s| write_file(path, s.as_bytes()))
+    {
+        errors.push(e);
+    }
+    if let Some(path) = &outputs.summary
+        && let Err(e) = write_file(path, summary::render(model).as_bytes())
+    {
+        errors.push(e);
+    }
+    errors
+}
+
+/// Read a session log and fold it into a model.
+pub fn load(session: &Path) -> Result<Model, ReportError> {
+    let log = SessionLog::read(session)?;
+    Model::build(&log).ok_or_else(|| {
+        ReportError::Log(LogError::NoStart {
+            path: session.to_path_buf(),
+        })
+    })
+}

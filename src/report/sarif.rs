@@ -1,0 +1,572 @@
+//! SARIF 2.1.0 for GitHub code scanning.
+//!
+//! Every result gets one location inside the repository, chosen in this
+//! order: the attributed package's manifest; the target itself when it lies
+//! in the repository; the policy file line that decided it; the workflow
+//! file; the first policy file in the repository; `README.md`. GitHub's
+//! limits (25,000 results a run, 1,000 locations a result, 10 MB gzipped)
+//! are never exceeded: findings are already aggregated, the least severe are
+//! cut first, and the cut is stated in the run's notifications.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde_json::{Value, json};
+use serde_sarif::sarif;
+
+use super::{Finding, Model, ReportError};
+use crate::events::{RuleId, Target};
+
+/// GitHub: at most 25,000 results per run.
+pub const MAX_RESULTS: usize = 25_000;
+/// GitHub: at most 10 MB gzipped; keep a margin for the envelope.
+pub const MAX_GZIPPED_BYTES: usize = 9_500_000;
+/// The `partialFingerprints` key (versioned: a change of the key's recipe
+/// must change its name, or GitHub would see every alert as new).
+pub const FINGERPRINT_KEY: &str = "vettoViolation/v1";
+
+#[derive(Debug, Clone)]
+pub struct SarifOptions {
+    /// `automationDetails.id` category; defaults to `vetto/<job>`.
+    pub category: Option<String>,
+    pub max_results: usize,
+    pub max_gzipped_bytes: usize,
+}
+
+impl Default for SarifOptions {
+    fn default() -> Self {
+        SarifOptions {
+            category: None,
+            max_results: MAX_RESULTS,
+            max_gzipped_bytes: MAX_GZIPPED_BYTES,
+        }
+    }
+}
+
+/// Render the SARIF file (pretty JSON bytes).
+pub fn render(model: &Model, opts: &SarifOptions) -> Result<Vec<u8>, ReportError> {
+    let mut limit = model.findings.len().min(opts.max_results);
+    loop {
+        let log = build(model, opts, limit);
+        let bytes = serde_json::to_vec(&log).map_err(|source| ReportError::Serialize {
+            what: "SARIF",
+            source,
+        })?;
+        if limit == 0 || gzipped_len(&bytes) <= opts.max_gzipped_bytes {
+            return Ok(bytes);
+        }
+        limit /= 2;
+    }
+}
+
+fn gzipped_len(bytes: &[u8]) -> usize {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    if enc.write_all(bytes).is_err() {
+        return usize::MAX;
+    }
+    enc.finish().map(|v| v.len()).unwrap_or(usize::MAX)
+}
+
+fn text(s: impl Into<String>) -> sarif::Message {
+    sarif::Message::builder().text(s.into()).build()
+}
+
+fn mstring(text: impl Into<String>, markdown: Option<String>) -> sarif::MultiformatMessageString {
+    match markdown {
+        Some(md) => sarif::MultiformatMessageString::builder()
+            .text(text.into())
+            .markdown(md)
+            .build(),
+        None => sarif::MultiformatMessageString::builder()
+            .text(text.into())
+            .build(),
+    }
+}
+
+fn bag(tags: Option<Vec<String>>, props: BTreeMap<String, Value>) -> sarif::PropertyBag {
+    match tags {
+        Some(t) => sarif::PropertyBag::builder()
+            .tags(t)
+            .additional_properties(props)
+            .build(),
+        None => sarif::PropertyBag::builder()
+            .additional_properties(props)
+            .build(),
+    }
+}
+
+fn rule(r: RuleId) -> sarif::ReportingDescriptor {
+    let props = BTreeMap::from([
+        (
+            "security-severity".to_string(),
+            json!(format!("{:.1}", r.security_severity())),
+        ),
+        ("precision".to_string(), json!("very-high")),
+        ("problem.severity".to_string(), json!(level_str(r))),
+    ]);
+    sarif::ReportingDescriptor::builder()
+        .id(r.as_str())
+        .name(r.name())
+        .short_description(mstring(r.description(), None))
+        .full_description(mstring(r.full_description(), None))
+        .help(mstring(r.help_text(), Some(r.help_markdown().to_string())))
+        .help_uri(r.docs_url())
+        .default_configuration(
+            sarif::ReportingConfiguration::builder()
+                .level(json!(level_str(r)))
+                .build(),
+        )
+        .properties(bag(
+            Some(r.tags().into_iter().map(String::from).collect()),
+            props,
+        ))
+        .build()
+}
+
+fn level_str(r: RuleId) -> &'static str {
+    match r.level() {
+        crate::events::rule_id::Level::Error => "error",
+        crate::events::rule_id::Level::Warning => "warning",
+        crate::events::rule_id::Level::Note => "note",
+    }
+}
+
+fn result_level(r: RuleId) -> sarif::ResultLevel {
+    match r.level() {
+        crate::events::rule_id::Level::Error => sarif::ResultLevel::Error,
+        crate::events::rule_id::Level::Warning => sarif::ResultLevel::Warning,
+        crate::events::rule_id::Level::Note => sarif::ResultLevel::Note,
+    }
+}
+
+/// Where in the repository a finding is shown, and why there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoLocation {
+    /// Relative to the repository root, `/`-separated, not yet URI-encoded.
+    pub path: String,
+    pub line: u32,
+    pub why: &'static str,
+}
+
+/// The location chosen for a finding (see the module doc for the order).
+pub fn locate(model: &Model, f: &Finding) -> RepoLocation {
+    let v = &f.violation;
+    let at = |path: String, line: u32, why| RepoLocation { path, line, why };
+    if let Some(p) = &v.attribution
+        && let Some(rel) = model.repo_relative(&p.manifest)
+    {
+        return at(rel, 1, "the manifest of the package responsible");
+    }
+    if let Some(path) = v.target.path()
+        && !matches!(v.target, Target::Process { .. })
+        && let Some(rel) = model.repo_relative(path)
+    {
+        return at(rel, 1, "the path the job reached for");
+    }
+    if let Some(pr) = &v.policy_rule
+        && let Some(rel) = model.repo_relative(std::path::Path::new(&pr.source))
+    {
+        return at(rel, pr.line.max(1), "the policy rule that decided it");
+    }
+    if let Some(wf) = model.start.ci.as_ref().and_then(|c| c.workflow.clone()) {
+        return at(wf, 1, "the workflow that ran the job");
+    }
+    for src in &model.start.policy.sources {
+        let p = std::path::Path::new(&src.name);
+        let rel = if p.is_absolute() {
+            model.repo_relative(p)
+        } else if !src.name.starts_with('<') {
+            Some(src.name.clone())
+        } else {
+            None
+        };
+        if let Some(rel) = rel {
+            return at(rel, 1, "the policy file");
+        }
+    }
+    at(
+        "README.md".into(),
+        1,
+        "the repository (no closer location known)",
+    )
+}
+
+/// Percent-encode a relative path for `artifactLocation.uri`.
+pub fn uri_encode(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn message(model: &Model, f: &Finding, loc: &RepoLocation) -> String {
+    let v = &f.violation;
+    let roots = model.start.roots();
+    let verb = match v.action {
+        crate::events::Action::Blocked => "blocked",
+        crate::events::Action::Observed => "observed in audit mode (not blocked)",
+    };
+    let target = match v.target.path() {
+        Some(p) => roots.normalise(p),
+        None => v.target.display(),
+    };
+    let who = match &v.attribution {
+        Some(p) => format!(
+            "package {} ({})",
+            p.display(),
+            roots.normalise(&v.process.exe)
+        ),
+        None => roots.normalise(&v.process.exe),
+    };
+    let times = if f.count > 1 {
+        format!(", {} times", f.count)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {target} by {who} — {verb}{times}. {}. Shown here: {}.",
+        v.rule.as_str(),
+        v.rule.description(),
+        loc.why
+    )
+}
+
+fn result(model: &Model, f: &Finding) -> sarif::Result {
+    let v = &f.violation;
+    let loc = locate(model, f);
+    let region = sarif::Region::builder()
+        .start_line(i64::from(loc.line))
+        .build();
+    let physical = sarif::PhysicalLocation::builder()
+        .artifact_location(
+            sarif::ArtifactLocation::builder()
+                .uri(uri_encode(&loc.path))
+                .uri_base_id("%SRCROOT%")
+                .build(),
+        )
+        .region(region)
+        .build();
+    let location = sarif::Location::builder()
+        .physical_location(physical)
+        .build();
+    let roots = model.start.roots();
+    let mut props = BTreeMap::from([
+        ("target".to_string(), json!(v.target.normalised(&roots))),
+        ("action".to_string(), json!(v.action)),
+        ("provenance".to_string(), json!(v.provenance)),
+        ("firstSeen".to_string(), json!(v.time.to_string())),
+        ("lastSeen".to_string(), json!(f.last.to_string())),
+        ("exe".to_string(), json!(roots.normalise(&v.process.exe))),
+    ]);
+    if let Some(p) = &v.attribution {
+        props.insert("package".into(), json!(p.display()));
+    }
+    sarif::Result::builder()
+        .rule_id(v.rule.as_str())
+        .rule_index(rule_index(v.rule))
+        .level(result_level(v.rule))
+        .kind(sarif::ResultKind::Fail)
+        .message(text(message(model, f, &loc)))
+        .locations(vec![location])
+        .partial_fingerprints(BTreeMap::from([(
+            FINGERPRINT_KEY.to_string(),
+            f.fingerprint(),
+        )]))
+        .occurrence_count(i64::try_from(f.count).unwrap_or(i64::MAX))
+        .properties(bag(None, props))
+        .build()
+}
+
+fn rule_index(r: RuleId) -> i64 {
+    RuleId::ALL.iter().position(|x| *x == r).unwrap_or(0) as i64
+}
+
+fn build(model: &Model, opts: &SarifOptions, limit: usize) -> sarif::Sarif {
+    let results: Vec<sarif::Result> = model
+        .findings
+        .iter()
+        .take(limit)
+        .map(|f| result(model, f))
+        .collect();
+    let omitted = model.findings.len() - results.len();
+    let driver = sarif::ToolComponent::builder()
+        .name("vetto")
+        .semantic_version(model.start.vetto_version.clone())
+        .version(model.start.vetto_version.clone())
+        .information_uri(crate::events::rule_id::HOMEPAGE)
+        .rules(RuleId::ALL.into_iter().map(rule).collect::<Vec<_>>())
+        .build();
+    let mut notes = Vec::new();
+    if omitted > 0 {
+        notes.push(
+            sarif::Notification::builder()
+                .level(json!("warning"))
+                .message(text(format!(
+                    "{omitted} of {} distinct violations were left out to stay within GitHub's limits; \
+                     the least severe were cut. The session log and report.html have them all.",
+                    model.findings.len()
+                )))
+                .build(),
+        );
+    }
+    if model.torn_tail || model.end.is_none() {
+        notes.push(
+            sarif::Notification::builder()
+                .level(json!("warning"))
+                .message(text(
+                    "The session log ends abruptly (vetto was killed); the report shows what was recorded.",
+                ))
+                .build(),
+        );
+    }
+    let start = &model.start;
+    let mut inv_props = BTreeMap::from([
+        ("tier".to_string(), json!(start.tier)),
+        ("enforced".to_string(), json!(start.enforced)),
+        ("audit".to_string(), json!(start.audit)),
+        ("policyDigest".to_string(), json!(start.policy.digest)),
+        ("verdict".to_string(), json!(model.verdict().as_str())),
+    ]);
+    if let Some(end) = &model.end {
+        inv_props.insert("outcome".into(), json!(end.outcome));
+    }
+    let inv = sarif::Invocation::builder()
+        .execution_successful(model.end.is_some())
+        .command_line(model.command_line())
+        .arguments(start.command.clone())
+        .start_time_utc(start.started_at.to_string())
+        .working_directory(
+            sarif::ArtifactLocation::builder()
+                .uri(format!(
+                    "file://{}",
+                    uri_encode(&start.cwd.to_string_lossy())
+                ))
+                .build(),
+        )
+        .tool_execution_notifications(notes)
+        .properties(bag(None, inv_props));
+    let inv = match &model.end {
+        Some(end) => inv
+            .exit_code(i64::from(end.exit_code))
+            .end_time_utc(end.ended_at.to_string())
+            .build(),
+        None => inv.build(),
+    };
+    let category = opts.category.clone().unwrap_or_else(|| {
+        match start.ci.as_ref().and_then(|c| c.job.as_deref()) {
+            Some(job) => format!("vetto/{job}"),
+            None => "vetto".to_string(),
+        }
+    });
+    let automation = sarif::RunAutomationDetails::builder()
+        .id(format!("{category}/"))
+        .build();
+    let mut run = sarif::Run::builder()
+        .tool(sarif::Tool::builder().driver(driver).build())
+        .results(results)
+        .invocations(vec![inv])
+        .automation_details(automation)
+        .column_kind(json!("utf16CodeUnits"))
+        .original_uri_base_ids(BTreeMap::from([(
+            "%SRCROOT%".to_string(),
+            sarif::ArtifactLocation::builder()
+                .uri(format!(
+                    "file://{}/",
+                    uri_encode(&start.project.to_string_lossy()).trim_end_matches('/')
+                ))
+                .build(),
+        )]))
+        .build();
+    if let Some(git) = &start.git
+        && let Some(remote) = &git.remote_url
+    {
+        let vcs = sarif::VersionControlDetails::builder()
+            .repository_uri(remote.clone())
+            .revision_id(git.commit.clone())
+            .mapped_to(
+                sarif::ArtifactLocation::builder()
+                    .uri_base_id("%SRCROOT%")
+                    .build(),
+            );
+        let vcs = match &git.branch {
+            Some(b) => vcs.branch(b.clone()).build(),
+            None => vcs.build(),
+        };
+        run.version_control_provenance = Some(vec![vcs]);
+    }
+    sarif::Sarif::builder()
+        .schema("https://json.schemastore.org/sarif-2.1.0.json".to_string())
+        .version(json!("2.1.0"))
+        .runs(vec![run])
+        .build()
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::events::log::SessionLog;
+    use crate::report::fixture;
+
+    fn schema_errors(sarif: &Value) -> Vec<String> {
+        let schema: Value =
+            serde_json::from_str(include_str!("../../tests/fixtures/sarif-schema-2.1.0.json"))
+                .unwrap();
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .unwrap();
+        validator
+            .iter_errors(sarif)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect()
+    }
+
+    /// GitHub's own checks on top of the schema.
+    fn assert_github_accepts(sarif: &Value) {
+        let errors = schema_errors(sarif);
+        assert!(errors.is_empty(), "schema errors: {errors:#?}");
+        let runs = sarif["runs"].as_array().unwrap();
+        assert!(!runs.is_empty() && runs.len() <= 20);
+        for run in runs {
+            for rule in run["tool"]["driver"]["rules"].as_array().unwrap() {
+                for field in ["shortDescription", "fullDescription", "help"] {
+                    assert!(
+                        rule[field]["text"].is_string(),
+                        "rule {} lacks {field}",
+                        rule["id"]
+                    );
+                }
+                assert!(rule["properties"]["security-severity"].is_string());
+            }
+            let results = run["results"].as_array().unwrap();
+            assert!(results.len() <= MAX_RESULTS);
+            for r in results {
+                let locs = r["locations"].as_array().unwrap();
+                assert!(!locs.is_empty() && locs.len() <= 1000);
+                let uri = locs[0]["physicalLocation"]["artifactLocation"]["uri"]
+                    .as_str()
+                    .unwrap();
+                assert!(
+                    !uri.starts_with('/') && !uri.contains("..") && !uri.contains("://"),
+                    "{uri}"
+                );
+                assert!(r["partialFingerprints"][FINGERPRINT_KEY].is_string());
+                assert!(r["message"]["text"].is_string());
+            }
+        }
+    }
+
+    fn render_value(model: &Model) -> Value {
+        serde_json::from_slice(&render(model, &SarifOptions::default()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn attack_session_sarif_is_schema_valid_and_github_ready() {
+        let sarif = render_value(&fixture::attack_model());
+        assert_github_accepts(&sarif);
+        insta::assert_json_snapshot!("sarif_attack_session", sarif);
+        // The validator is not vacuous.
+        let mut broken = sarif.clone();
+        broken["runs"][0]["results"][0]["level"] = json!("fatal");
+        assert!(!schema_errors(&broken).is_empty());
+    }
+
+    #[test]
+    fn every_result_is_located_in_the_repository() {
+        let model = fixture::attack_model();
+        let locs: Vec<_> = model
+            .findings
+            .iter()
+            .map(|f| (f.violation.rule.as_str(), locate(&model, f).path))
+            .collect();
+        insta::assert_yaml_snapshot!(locs);
+    }
+
+    #[test]
+    fn fingerprints_are_stable_across_runs_on_other_machines() {
+        // Another run: other pids, times, temp dir and checkout path.
+        let a = fixture::attack_model();
+        let text = fixture::to_jsonl(&fixture::attack_session())
+            .replace(fixture::PROJECT, "/builds/other/checkout")
+            .replace("/tmp/vetto-77-abc", "/tmp/vetto-999-zzz")
+            .replace("\"pid\":101", "\"pid\":5101")
+            .replace("2026-01-01T00:00:0", "2026-03-04T05:06:0");
+        let b = Model::build(&SessionLog::parse(&text)).unwrap();
+        let fp = |m: &Model| {
+            let mut v: Vec<_> = m.findings.iter().map(|f| f.fingerprint()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(fp(&a), fp(&b));
+        assert_eq!(
+            fp(&a).len(),
+            a.findings.len(),
+            "distinct findings, distinct fingerprints"
+        );
+    }
+
+    #[test]
+    fn a_flood_of_distinct_violations_stays_within_githubs_limits() {
+        // GitHub's real cap, scaled down 25x to keep the test fast.
+        assert_eq!(SarifOptions::default().max_results, 25_000);
+        let events = fixture::storm_session(1_200, 1_200);
+        let model = Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        assert_eq!(model.findings.len(), 1_200);
+        let opts = SarifOptions {
+            max_results: 1_000,
+            ..Default::default()
+        };
+        let sarif: Value = serde_json::from_slice(&render(&model, &opts).unwrap()).unwrap();
+        let results = sarif["runs"][0]["results"].as_array().unwrap();
+        assert_eq!(results.len(), 1_000);
+        let notes = &sarif["runs"][0]["invocations"][0]["toolExecutionNotifications"];
+        assert!(
+            notes[0]["message"]["text"]
+                .as_str()
+                .unwrap()
+                .contains("200 of 1200")
+        );
+    }
+
+    #[test]
+    fn results_are_halved_until_the_gzipped_size_fits() {
+        let events = fixture::storm_session(2_000, 2_000);
+        let model = Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        let opts = SarifOptions {
+            max_gzipped_bytes: 40_000,
+            ..Default::default()
+        };
+        let bytes = render(&model, &opts).unwrap();
+        assert!(gzipped_len(&bytes) <= 40_000);
+        let sarif: Value = serde_json::from_slice(&bytes).unwrap();
+        let n = sarif["runs"][0]["results"].as_array().unwrap().len();
+        assert!(n > 0 && n < 2_000, "{n}");
+    }
+
+    #[test]
+    fn a_killed_session_still_renders_valid_sarif() {
+        let text = fixture::to_jsonl(&fixture::attack_session());
+        let cut = text
+            .rfind("{\"schema\":1,\"type\":\"session-end\"")
+            .unwrap();
+        let model = Model::build(&SessionLog::parse(&text[..cut + 30])).unwrap();
+        assert!(model.end.is_none() && model.torn_tail);
+        let sarif = render_value(&model);
+        assert_github_accepts(&sarif);
+        assert_eq!(
+            sarif["runs"][0]["invocations"][0]["executionSuccessful"],
+            json!(false)
+        );
+    }
+
+    #[test]
+    fn uris_are_percent_encoded() {
+        assert_eq!(uri_encode("src/a b/<img>.js"), "src/a%20b/%3Cimg%3E.js");
+    }
+}

@@ -1,0 +1,225 @@
+//! `summary.md`: short Markdown for `$GITHUB_STEP_SUMMARY` (and the PR
+//! comment). Kept under GitHub's 1 MiB per step; everything from the
+//! sandboxed side is put in code spans with pipes escaped, so a file name
+//! cannot inject Markdown, HTML or @-mentions.
+
+use std::fmt::Write;
+
+use super::{Model, Verdict, human_bytes, human_ms, outcome_text};
+
+/// GitHub refuses step summaries over 1 MiB; keep a margin.
+pub const MAX_BYTES: usize = 1024 * 1024 - 16 * 1024;
+/// Findings listed in the table (the rest are counted).
+pub const TOP: usize = 50;
+
+/// Render `summary.md`.
+pub fn render(model: &Model) -> String {
+    render_capped(model, MAX_BYTES)
+}
+
+pub fn render_capped(model: &Model, max_bytes: usize) -> String {
+    let mut out = String::new();
+    let verdict = match model.verdict() {
+        Verdict::Clean => "✅ **vetto: clean** — the command passed and nothing was blocked",
+        Verdict::Violations if model.start.audit => {
+            "⚠️ **vetto: violations observed** — audit mode: nothing was blocked"
+        }
+        Verdict::Violations => {
+            "❌ **vetto: violations** — the command passed, but the sandbox recorded violations"
+        }
+        Verdict::Failed => "❌ **vetto: the command failed**",
+        Verdict::Incomplete => {
+            "⚠️ **vetto: incomplete** — the session log ends abruptly (vetto was killed)"
+        }
+    };
+    let _ = writeln!(out, "### {verdict}\n");
+    let s = &model.start;
+    let _ = writeln!(out, "| | |\n|---|---|");
+    let _ = writeln!(out, "| command | {} |", code(&model.command_line()));
+    let status = match &model.end {
+        Some(e) => format!("{} ({})", e.exit_code, outcome_text(e.outcome)),
+        None => "unknown".into(),
+    };
+    let _ = writeln!(out, "| exit status | {status} |");
+    let _ = writeln!(
+        out,
+        "| tier | {}{} |",
+        code(s.tier.as_str()),
+        if s.audit {
+            " (audit: observed, not blocked)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(out, "| enforced | {} |", cell(&s.enforced.join(", ")));
+    if !s.degraded.is_empty() {
+        let _ = writeln!(
+            out,
+            "| **not enforced** | {} |",
+            cell(&s.degraded.join(", "))
+        );
+    }
+    let _ = writeln!(out, "| duration | {} |", human_ms(model.duration_ms()));
+    if let Some(e) = &model.end {
+        let _ = writeln!(
+            out,
+            "| resources | CPU {} user / {} sys, peak memory {}, peak {} processes |",
+            human_ms(e.cpu_user_ms),
+            human_ms(e.cpu_sys_ms),
+            human_bytes(e.peak_rss_bytes),
+            e.peak_procs
+        );
+    }
+    let _ = writeln!(out, "| policy | {} |", code(&s.policy.digest));
+    let _ = writeln!(out);
+
+    if model.total_violations > 0 {
+        let _ = writeln!(
+            out,
+            "**{} violation(s), {} distinct**\n",
+            model.total_violations,
+            model.findings.len()
+        );
+        let _ = writeln!(out, "| rule | count |\n|---|---:|");
+        for (rule, n) in &model.counts_by_rule {
+            let _ = writeln!(out, "| [{}]({}) | {n} |", rule.as_str(), rule.docs_url());
+        }
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "| rule | target | by | count | to allow |\n|---|---|---|---:|---|"
+        );
+        let roots = s.roots();
+        let mut listed = 0;
+        for f in model.findings.iter().take(TOP) {
+            let v = &f.violation;
+            let target = match v.target.path() {
+                Some(p) => roots.normalise(p),
+                None => v.target.display(),
+            };
+            let by = match &v.attribution {
+                Some(p) => p.display(),
+                None => roots.normalise(&v.process.exe),
+            };
+            let row = format!(
+                "| {} | {} | {} | {} | {} |\n",
+                v.rule.as_str(),
+                code(&target),
+                code(&by),
+                f.count,
+                code(&model.suggestion(f)),
+            );
+            // Leave room for the closing note.
+            if out.len() + row.len() > max_bytes.saturating_sub(512) {
+                break;
+            }
+            out.push_str(&row);
+            listed += 1;
+        }
+        let rest = model.findings.len() - listed;
+        if rest > 0 {
+            let _ = writeln!(
+                out,
+                "\n_…and {rest} more distinct violation(s), left out to keep this summary short; see `report.html` and `vetto.sarif`._"
+            );
+        }
+    }
+    if model.torn_tail || model.skipped_lines > 0 {
+        let _ = writeln!(
+            out,
+            "\n_The session log was cut short or had unreadable lines; this summary shows what was recorded._"
+        );
+    }
+    if out.len() > max_bytes {
+        let mut cut = max_bytes.saturating_sub(200);
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("\n\n_(truncated to stay under GitHub's 1 MiB step-summary limit)_\n");
+    }
+    out
+}
+
+/// Untrusted text as an inline code span inside a table cell.
+pub fn code(s: &str) -> String {
+    let clean: String = s
+        .chars()
+        .map(|c| match c {
+            '`' => '\'',
+            '\n' | '\r' => '⏎',
+            c if c.is_control() => '�',
+            c => c,
+        })
+        .collect();
+    format!("`{}`", clean.replace('|', "\\|"))
+}
+
+/// Trusted-ish prose in a table cell: pipes and angle brackets escaped.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\n', " ")
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::events::log::SessionLog;
+    use crate::report::fixture;
+
+    #[test]
+    fn attack_session_summary() {
+        insta::assert_snapshot!(render(&fixture::attack_model()));
+    }
+
+    #[test]
+    fn file_names_cannot_inject_markdown_or_html() {
+        let md = render(&fixture::attack_model());
+        assert!(
+            md.contains("`~/work/app/app/../<img src=x onerror=alert(1)>`")
+                || md.contains("<img src=x onerror=alert(1)>`")
+        );
+        for line in md.lines().filter(|l| l.contains("<img")) {
+            // Only ever inside a code span.
+            let before = &line[..line.find("<img").unwrap()];
+            assert_eq!(before.matches('`').count() % 2, 1, "{line}");
+        }
+        assert_eq!(code("a|b`c\nd"), "`a\\|b'c⏎d`");
+    }
+
+    #[test]
+    fn a_timed_out_job_is_reported_as_failed_with_its_status() {
+        let events: Vec<_> = fixture::attack_session()
+            .into_iter()
+            .map(|e| match e {
+                crate::events::Event::SessionEnd(mut end) => {
+                    end.outcome = crate::exit::Outcome::TimedOut;
+                    end.exit_code = 124;
+                    crate::events::Event::SessionEnd(end)
+                }
+                other => other,
+            })
+            .collect();
+        let model =
+            crate::report::Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        assert_eq!(model.verdict(), crate::report::Verdict::Failed);
+        let md = render(&model);
+        assert!(
+            md.contains("| exit status | 124 (killed at the --timeout) |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn a_huge_session_is_truncated_under_the_step_summary_limit() {
+        let events = fixture::storm_session(3_000, 3_000);
+        let model =
+            crate::report::Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        let md = render_capped(&model, 8_000);
+        assert!(md.len() <= 8_000, "{}", md.len());
+        assert!(md.contains("more distinct violation(s)"));
+    }
+}

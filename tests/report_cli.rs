@@ -1,0 +1,138 @@
+//! `vetto report --session FILE` re-renders every output from a log.
+
+use std::process::Command;
+
+#[test]
+#[expect(clippy::unwrap_used, reason = "test")]
+fn report_rerenders_sarif_html_and_summary_from_a_session_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("session.jsonl");
+    let text = vetto::report::fixture::to_jsonl(&vetto::report::fixture::attack_session());
+    // A session killed mid-write: the last line is torn.
+    std::fs::write(&log, format!("{text}{{\"schema\":1,\"type\":\"resou")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_vetto"))
+        .arg("report")
+        .arg("--session")
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in ["vetto.sarif", "report.html", "summary.md"] {
+        assert!(tmp.path().join(f).is_file(), "{f} missing");
+    }
+    let sarif = tmp.path().join("only.sarif");
+    let out = Command::new(env!("CARGO_BIN_EXE_vetto"))
+        .args(["report", "--session"])
+        .arg(&log)
+        .arg("--sarif")
+        .arg(&sarif)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(sarif.is_file());
+}
+
+#[test]
+#[expect(clippy::unwrap_used, reason = "test")]
+fn report_into_an_unwritable_place_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("session.jsonl");
+    std::fs::write(
+        &log,
+        vetto::report::fixture::to_jsonl(&vetto::report::fixture::attack_session()),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_vetto"))
+        .args(["report", "--session"])
+        .arg(&log)
+        .arg("--html")
+        .arg(tmp.path().join("no/such/dir/report.html"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot write") && stderr.contains("report.html"),
+        "{stderr}"
+    );
+}
+
+/// Renders the attack report in headless Chromium at desktop and phone
+/// widths: no console errors (a blocked external request or script would
+/// show as a CSP violation there) and screenshots under
+/// `target/report-screenshots/` for a human to look at. Skips (saying so)
+/// when Chromium is missing, unless `VETTO_TEST_REQUIRE` names `chromium`.
+#[test]
+#[expect(clippy::unwrap_used, reason = "test")]
+fn report_renders_in_headless_chromium_without_console_errors() {
+    let chromium = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    let Some(chromium) = chromium else {
+        let required = std::env::var("VETTO_TEST_REQUIRE").unwrap_or_default();
+        assert!(
+            !required.contains("chromium"),
+            "chromium is required but missing"
+        );
+        eprintln!(
+            "SKIP report_renders_in_headless_chromium_without_console_errors: chromium not installed"
+        );
+        return;
+    };
+    let out_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let log = out_dir.join("session.jsonl");
+    std::fs::write(
+        &log,
+        vetto::report::fixture::to_jsonl(&vetto::report::fixture::attack_session()),
+    )
+    .unwrap();
+    let html = out_dir.join("report.html");
+    let st = Command::new(env!("CARGO_BIN_EXE_vetto"))
+        .args(["report", "--session"])
+        .arg(&log)
+        .arg("--html")
+        .arg(&html)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for (name, size) in [("desktop", "1280,2000"), ("phone", "390,2000")] {
+        let profile = tempfile::tempdir().unwrap();
+        let shot = out_dir.join(format!("report-{name}.png"));
+        let out = Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(format!("--screenshot={}", shot.display()))
+            .arg(format!("--window-size={size}"))
+            .arg(format!("file://{}", html.display()))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(shot.is_file(), "no screenshot: {stderr}");
+        for bad in ["CONSOLE", "Refused to", "Content Security Policy"] {
+            assert!(
+                !stderr.contains(bad),
+                "{name}: {bad} in chromium's log:\n{stderr}"
+            );
+        }
+    }
+}
