@@ -440,24 +440,31 @@ pub const CATALOGUE: &[Spec] = &[
     Spec {
         id: "control-top-level-create",
         kind: Kind::Control,
-        technique: "create a new directory and file at the top of P (as target/, node_modules/, Cargo.lock)",
+        technique: "create a new directory and a file at the top of P, write into them, read them back (as target/, Cargo.lock)",
         job: Job::Sh(
-            "mkdir {P}/verify-dir && test -d {P}/verify-dir && echo {NONCE} > {P}/verify-file && echo created",
+            "mkdir {P}/verify-dir && echo {NONCE} > {P}/verify-dir/f && echo {NONCE} > {P}/verify-file && cat {P}/verify-file {P}/verify-dir/f",
         ),
         evidence: Evidence::Works {
-            stdout: "created",
-            files: &[("{P}/verify-file", "{NONCE}\n")],
+            stdout: "{NONCE}\n{NONCE}",
+            files: &[
+                ("{P}/verify-file", "{NONCE}\n"),
+                ("{P}/verify-dir/f", "{NONCE}\n"),
+            ],
         },
         applies: Applies::Always,
     },
     Spec {
         id: "control-git-status",
         kind: Kind::Control,
-        technique: "git status and git log in P",
-        job: Job::Sh("cd {P} && git status --porcelain && git log -1 --format=%s"),
+        technique: "git status, add and commit a new file, git log in P",
+        job: Job::Sh(concat!(
+            "cd {P} && git status --porcelain && echo {NONCE} > added.txt && git add added.txt && ",
+            "git -c user.name=vetto -c user.email=verify@vetto.invalid commit -q -m 'commit {NONCE}' && ",
+            "git log --format=%s | tr '\\n' ' '",
+        )),
         evidence: Evidence::Works {
-            stdout: "vetto verify world",
-            files: &[],
+            stdout: "commit {NONCE} vetto verify world",
+            files: &[("{P}/added.txt", "{NONCE}\n")],
         },
         applies: Applies::Git,
     },
