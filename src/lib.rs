@@ -27,3 +27,4 @@ pub mod probe;
 pub mod report;
 pub mod sandbox;
 pub mod supervisor;
+pub mod verify;

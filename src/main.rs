@@ -7,6 +7,9 @@ fn main() -> ExitCode {
     if let Some(code) = vetto::probe::entry() {
         return code;
     }
+    if let Some(code) = vetto::verify::probe_entry() {
+        return code;
+    }
     // The hidden stage entry must run before anything starts a thread: it
     // restricts this very process and then execs the job.
     if let Some(code) = vetto::sandbox::stage_entry() {

@@ -14,6 +14,7 @@ mod doctor;
 mod policy;
 pub mod report;
 mod run;
+mod verify;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,6 +42,24 @@ pub enum Command {
     /// Check and explain policies
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Run built-in attack probes inside the sandbox and show what is contained
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// auto (default): the tier `vetto run` would take; a named tier runs exactly that tier or refuses
+    #[arg(long, value_name = "auto|full|fs-only|seccomp", default_value = "auto")]
+    pub tier: crate::plan::TierRequest,
+    /// Machine-readable output
+    #[arg(long)]
+    pub json: bool,
+    /// Verify with the network `off` (default) or `host` (the network probes then escape)
+    #[arg(long, value_name = "off|host", value_parser = ["off", "host"])]
+    pub net: Option<String>,
+    /// Accept a tier that cannot enforce every rule (the probes show what is lost)
+    #[arg(long = "allow-degraded")]
+    pub allow_degraded: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -188,6 +207,7 @@ pub fn main() -> ExitCode {
         Command::Doctor(args) => doctor::doctor(args),
         Command::Policy(PolicyCommand::Check { files }) => policy::check(&files),
         Command::Policy(PolicyCommand::Explain(args)) => policy::explain(*args),
+        Command::Verify(args) => verify::verify(args),
     };
     match result {
         Ok(code) => code,

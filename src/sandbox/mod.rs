@@ -14,6 +14,8 @@ mod imp;
 pub use imp::{SetupError, Spawned, Stage, caps, notify, process};
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
+// `vetto verify`'s host-side stand-ins.
+pub use imp::verify_host;
 
 /// A process the job left running when it ended; the sandbox's init
 /// reports it, then kills it.

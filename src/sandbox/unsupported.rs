@@ -26,6 +26,25 @@ pub fn stage_entry() -> Option<ExitCode> {
     None
 }
 
+/// `vetto verify`'s host-side helpers: nothing to build without a backend.
+pub mod verify_host {
+    use std::io;
+    use std::os::unix::net::UnixListener;
+
+    pub fn bind_abstract(_name: &[u8]) -> io::Result<UnixListener> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    pub fn kill_process(_pid: i32) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    pub fn environ_range(_pid: u32) -> io::Result<(usize, usize)> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    pub fn read_remote(_pid: i32, _addr: usize, _len: usize) -> io::Result<Vec<u8>> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 /// The probe's attempts: nothing to attempt without a backend.
 pub mod try_syscall {
     use std::io;

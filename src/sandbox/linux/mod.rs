@@ -26,6 +26,7 @@ mod seccomp;
 mod setup;
 mod sys;
 pub mod try_syscall;
+pub mod verify_host;
 
 /// The hidden argument that selects the stage.
 const STAGE_ARG: &str = "__stage";
