@@ -402,6 +402,7 @@ fn plan_for(
             // The job's own private /tmp counts as writable for sockets.
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             spares,
+            denied_calls: Vec::new(),
         };
         let landlock = LandlockPlan {
             abi,
@@ -419,6 +420,7 @@ fn plan_for(
             broker_unix_connect: notify_available,
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             spares: None,
+            denied_calls: Vec::new(),
         };
         (None, notify, Vec::new())
     };
@@ -437,11 +439,23 @@ fn plan_for(
             mounts,
         }
     });
-    let seccomp = syscalls::plan(
+    let mut seccomp = syscalls::plan(
         filter_net,
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
+    seccomp.record_denials = notify_available;
+    let mut notify = notify;
+    if seccomp.record_denials {
+        notify.denied_calls = seccomp
+            .rules
+            .iter()
+            .filter(|r| r.action == syscalls::Action::Deny)
+            .map(|r| r.name.clone())
+            .collect();
+        notify.denied_calls.sort();
+        notify.denied_calls.dedup();
+    }
     let tmp = match &session_tmp {
         Some(dir) => dir.to_string_lossy().into_owned(),
         None => PRIVATE_TMP.to_string(),

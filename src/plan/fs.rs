@@ -126,6 +126,10 @@ pub struct NotifyPlan {
     /// Spares for the project root when a masked file sits in it.
     #[serde(default)]
     pub spares: Option<SparePool>,
+    /// Calls the filter refuses outright but notifies, so the supervisor
+    /// answers `EPERM` and records the attempt (`SeccompPlan::record_denials`).
+    #[serde(default)]
+    pub denied_calls: Vec<String>,
 }
 
 impl NotifyPlan {

@@ -46,6 +46,10 @@ pub struct SeccompPlan {
     /// Rules; a syscall may have several (any matching rule applies, the
     /// strongest action wins: `Deny` > `Unsupported` > `Notify`).
     pub rules: Vec<SyscallRule>,
+    /// Denied calls are notified and answered `EPERM` by the supervisor,
+    /// which records each attempt (when seccomp user notification exists).
+    #[serde(default)]
+    pub record_denials: bool,
 }
 
 /// Constants from the Linux UAPI used by the rules below (same on every
@@ -145,6 +149,17 @@ const DANGEROUS: &[(&str, &str)] = &[
     ("uselib", "obsolete loader interface"),
     ("vhangup", "hangs up the controlling terminal"),
 ];
+
+/// The `'static` spelling of a call name this module uses (for events).
+pub fn static_name(name: &str) -> Option<&'static str> {
+    const OTHERS: [&str; 5] = ["socket", "socketpair", "clone", "ioctl", "connect"];
+    DANGEROUS
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(OTHERS)
+        .chain(CREATION.iter().copied())
+        .find(|n| *n == name)
+}
 
 /// Syscalls that create, remove or rename directory entries: notified so
 /// the supervisor can emulate them in carved directories.
@@ -295,5 +310,8 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
             ));
         }
     }
-    SeccompPlan { rules }
+    SeccompPlan {
+        rules,
+        record_denials: false,
+    }
 }

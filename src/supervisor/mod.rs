@@ -336,7 +336,15 @@ pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
         parent_chain: facts.parents,
     };
     let path = d.path.clone().unwrap_or_default();
-    let (rule, target) = if d.syscall == "connect" {
+    let (rule, target) = if d.reason == notify::Reason::Forbidden {
+        let rule = if d.syscall == "socket" {
+            RuleId::NetSocketDenied
+        } else {
+            RuleId::SyscallDenied
+        };
+        let name = d.syscall.to_string();
+        (rule, Target::Syscall { name })
+    } else if d.syscall == "connect" {
         (RuleId::UnixSocketDenied, Target::Socket { path })
     } else {
         let name = path

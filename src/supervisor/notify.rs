@@ -80,6 +80,9 @@ pub enum Reason {
     SocketAbstract,
     /// A socket address without a name to check (other families, unnamed).
     SocketNoName,
+    /// A call the plan refuses outright (ptrace, io_uring, mount, network
+    /// sockets when the network is off …), notified only to be recorded.
+    Forbidden,
 }
 
 /// One decision, for the session log.
@@ -205,6 +208,8 @@ struct Shared {
     created: Mutex<HashSet<(u64, u64)>>,
     /// Spares for a list-only carved directory (see `SparePool`).
     spares: Option<Spares>,
+    /// Numbers and names of the calls the plan refuses outright.
+    denied: Vec<(i64, &'static str)>,
 }
 
 /// Files and directories made before the Landlock domain existed and
@@ -313,10 +318,19 @@ impl Shared {
                 dirs: Mutex::new(names(&pool.dirs)),
             })
         });
+        let denied = plan
+            .denied_calls
+            .iter()
+            .filter_map(|name| {
+                let name = crate::plan::syscalls::static_name(name)?;
+                Some((sys::syscall_number(name)?, name))
+            })
+            .collect();
         Ok(Shared {
             listener,
             carved,
             spares,
+            denied,
             broker: plan.broker_unix_connect,
             rules,
             pool: ConnectPool::new(),
@@ -360,14 +374,46 @@ impl Shared {
             {
                 self.creation(&n)
             }
-            _ => (Answer::Continue(Reason::NotHandled), None),
+            // Creations with nothing carved: Landlock decides.
+            Call::Open
+            | Call::Openat
+            | Call::Creat
+            | Call::Mkdir
+            | Call::Mkdirat
+            | Call::Rename
+            | Call::Renameat
+            | Call::Renameat2
+            | Call::Unlink
+            | Call::Unlinkat
+            | Call::Rmdir
+            | Call::Symlink
+            | Call::Symlinkat => (Answer::Continue(Reason::NotHandled), None),
+            // Anything else is here only because the plan refuses it and
+            // wants the attempt recorded. Never CONTINUE: refuse.
+            _ => (
+                Answer::Errno(c::EPERM, Decision::Denied(c::EPERM), Reason::Forbidden),
+                None,
+            ),
         };
-        self.answer(&n, answer, path, events);
+        let syscall = match answer {
+            Answer::Errno(_, _, Reason::Forbidden) => self.denied_name(n.nr),
+            _ => n.call.name(),
+        };
+        self.answer(&n, syscall, answer, path, events);
+    }
+
+    /// The name of a call the plan refuses outright, from its number.
+    fn denied_name(&self, nr: i64) -> &'static str {
+        self.denied
+            .iter()
+            .find(|(number, _)| *number == nr)
+            .map_or("unknown", |(_, name)| *name)
     }
 
     fn answer(
         &self,
         n: &Notif,
+        syscall: &'static str,
         answer: Answer,
         path: Option<PathBuf>,
         events: &Sender<NotifyEvent>,
@@ -426,7 +472,7 @@ impl Shared {
         }
         let _ = events.send(NotifyEvent {
             tid: n.tid,
-            syscall: n.call.name(),
+            syscall,
             path,
             decision,
             reason,
@@ -1081,7 +1127,7 @@ impl Shared {
                 // its own descriptor, which shares our file description.
                 Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, reason),
             };
-            shared.answer(&n, answer, path, events);
+            shared.answer(&n, n.call.name(), answer, path, events);
         };
         if !may_block {
             run(self, events);

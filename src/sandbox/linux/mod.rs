@@ -179,11 +179,12 @@ impl Stage {
             .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover))?;
         drop(plan_w);
 
-        let listener = if plan
-            .seccomp
-            .rules
-            .iter()
-            .any(|r| r.action == crate::plan::syscalls::Action::Notify)
+        let listener = if plan.seccomp.record_denials
+            || plan
+                .seccomp
+                .rules
+                .iter()
+                .any(|r| r.action == crate::plan::syscalls::Action::Notify)
         {
             receive_listener(&self.notify)
         } else {

@@ -29,6 +29,9 @@ pub const SOCKADDR_UN_LEN: usize = size_of::<libc::sockaddr_un>();
 const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
 
 /// Constants the decision logic needs, so it names no `libc` item itself.
+/// Numbers of the calls the plan names (for the calls it refuses outright).
+pub use super::seccomp::syscall_number;
+
 pub mod consts {
     pub const AT_FDCWD: i32 = libc::AT_FDCWD;
     pub const AT_REMOVEDIR: i32 = libc::AT_REMOVEDIR;
@@ -210,6 +213,8 @@ pub struct Notif {
     /// The call came in with the native architecture's numbering (not
     /// i386 or x32, whose numbers mean other calls).
     pub native: bool,
+    /// The raw system-call number (to name a call refused outright).
+    pub nr: i64,
     pub args: [u64; 6],
 }
 
@@ -292,6 +297,7 @@ impl Listener {
                 Call::Other
             },
             native,
+            nr: i64::from(raw.data.nr),
             args: raw.data.args,
         }))
     }

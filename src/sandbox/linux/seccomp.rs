@@ -53,6 +53,12 @@ const ARCH: (TargetArch, u32, &str) = (TargetArch::aarch64, 0xc000_00b7, "aarch6
 /// notify rules.
 pub fn install(plan: &SeccompPlan) -> Result<Option<OwnedFd>, SeccompError> {
     let mut listener = None;
+    // Denied calls go to the supervisor too when it records them: it
+    // answers EPERM itself (and, failing that, the kernel answers ENOSYS).
+    let filter_of = |rule: &SyscallRule| match rule.action {
+        Action::Deny if plan.record_denials => Action::Notify,
+        other => other,
+    };
     for (action, ret) in [
         (Action::Deny, SeccompAction::Errno(libc::EPERM as u32)),
         (
@@ -61,7 +67,11 @@ pub fn install(plan: &SeccompPlan) -> Result<Option<OwnedFd>, SeccompError> {
         ),
         (Action::Notify, SeccompAction::Trace(MARK)),
     ] {
-        let rules: Vec<&SyscallRule> = plan.rules.iter().filter(|r| r.action == action).collect();
+        let rules: Vec<&SyscallRule> = plan
+            .rules
+            .iter()
+            .filter(|r| filter_of(r) == action)
+            .collect();
         if rules.is_empty() {
             continue;
         }
@@ -223,7 +233,7 @@ fn cond(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, Sec
 }
 
 /// Syscall names the plan uses → this architecture's numbers.
-fn syscall_number(name: &str) -> Option<i64> {
+pub fn syscall_number(name: &str) -> Option<i64> {
     let nr = match name {
         "io_uring_setup" => libc::SYS_io_uring_setup,
         "io_uring_enter" => libc::SYS_io_uring_enter,
