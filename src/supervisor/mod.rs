@@ -322,6 +322,19 @@ const PERSISTENCE_NAMES: [&str; 9] = [
     "lefthook.yml",
 ];
 
+/// One of the runner's command files (`$GITHUB_ENV` & co): writing them
+/// injects environment, PATH entries or outputs into later steps.
+fn is_ci_control_file(path: &Path) -> bool {
+    crate::policy::CI_CONTROL_VARS
+        .iter()
+        .filter_map(std::env::var_os)
+        .any(|f| Path::new(&f) == path)
+        || path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "_runner_file_commands")
+}
+
 /// A notification decision as a violation (`None` if it is not one).
 pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
     if !d.is_violation() {
@@ -352,7 +365,9 @@ pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
             .map(|n| n.to_string_lossy().to_lowercase())
             .unwrap_or_default();
         let in_git = path.components().any(|c| c.as_os_str() == ".git");
-        let rule = if in_git || PERSISTENCE_NAMES.contains(&name.as_str()) {
+        let rule = if is_ci_control_file(&path) {
+            RuleId::CiControlFileBlocked
+        } else if in_git || PERSISTENCE_NAMES.contains(&name.as_str()) {
             RuleId::GitPersistenceBlocked
         } else {
             RuleId::FsWriteDenied

@@ -80,6 +80,9 @@ pub enum Reason {
     SocketAbstract,
     /// A socket address without a name to check (other families, unnamed).
     SocketNoName,
+    /// A creation, removal or rename the policy does not allow where it
+    /// lands (outside every carved directory): Landlock refuses it.
+    OutsidePolicy,
     /// A call the plan refuses outright (ptrace, io_uring, mount, network
     /// sockets when the network is off …), notified only to be recorded.
     Forbidden,
@@ -101,7 +104,8 @@ pub struct NotifyEvent {
 impl NotifyEvent {
     /// Protected-name hits and policy denials are what reports call violations.
     pub fn is_violation(&self) -> bool {
-        matches!(self.decision, Decision::Denied(_)) || self.reason == Reason::Protected
+        matches!(self.decision, Decision::Denied(_))
+            || matches!(self.reason, Reason::Protected | Reason::OutsidePolicy)
     }
 }
 
@@ -423,7 +427,8 @@ impl Shared {
         // (only for violations: the common answers stay cheap).
         let violating = matches!(
             answer,
-            Answer::Errno(_, Decision::Denied(_), _) | Answer::Continue(Reason::Protected)
+            Answer::Errno(_, Decision::Denied(_), _)
+                | Answer::Continue(Reason::Protected | Reason::OutsidePolicy)
         );
         let process = violating.then(|| crate::sandbox::process::describe(n.tid));
         // A failed answer means the thread is gone (ENOENT): nothing to do.
@@ -532,7 +537,7 @@ impl Shared {
         }
         let target = match self.locate(n, dirfd, &path, false) {
             Ok(t) => t,
-            Err(answer) => return (answer, shown),
+            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
         };
         let umask = match sys::thread_umask(n.tid) {
             Ok(u) => u,
@@ -728,7 +733,7 @@ impl Shared {
         };
         let target = match self.locate(n, dirfd, &path, dir_op) {
             Ok(t) => t,
-            Err(answer) => return (answer, shown),
+            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
         };
         let umask = match op {
             Op::Mkdir(_) => match sys::thread_umask(n.tid) {
@@ -783,6 +788,21 @@ impl Shared {
             (Ok(f), Ok(t)) => (Some(f), Some(t)),
             (Ok(f), Err(Answer::Continue(Reason::NotCarved))) => (Some(f), None),
             (Err(Answer::Continue(Reason::NotCarved)), Ok(t)) => (None, Some(t)),
+            (
+                Err(Answer::Continue(Reason::NotCarved)),
+                Err(Answer::Continue(Reason::NotCarved)),
+            ) => {
+                // Neither side carved: Landlock decides; record a rename
+                // the policy would refuse on either side.
+                let a = self.judge_outside(n, old_dirfd, &old, Answer::Continue(Reason::NotCarved));
+                let a = match a {
+                    Answer::Continue(Reason::NotCarved) => {
+                        self.judge_outside(n, new_dirfd, &new, Answer::Continue(Reason::NotCarved))
+                    }
+                    other => other,
+                };
+                return (a, shown);
+            }
             (Err(a), _) | (_, Err(a)) => return (a, shown),
         };
         if !self.listener.id_valid(n.id) {
@@ -864,6 +884,39 @@ impl Shared {
             name_c,
             trailing,
         })
+    }
+
+    /// A creation outside the carved directories is Landlock's to decide;
+    /// when the policy does not make its target writable the kernel will
+    /// refuse it, so record the attempt (the answer stays CONTINUE). The
+    /// path is the job's, made absolute lexically: this names the attempt
+    /// in reports and decides nothing.
+    fn judge_outside(&self, n: &Notif, dirfd: i32, path: &CStr, answer: Answer) -> Answer {
+        if !matches!(answer, Answer::Continue(Reason::NotCarved)) {
+            return answer;
+        }
+        let bytes = path.to_bytes();
+        let absolute = if bytes.first() == Some(&b'/') {
+            PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+        } else {
+            let what = if dirfd == c::AT_FDCWD {
+                "cwd".to_string()
+            } else if dirfd >= 0 {
+                format!("fd/{dirfd}")
+            } else {
+                return answer;
+            };
+            match std::fs::read_link(format!("/proc/{}/{what}", n.tid)) {
+                Ok(base) => base.join(std::ffi::OsStr::from_bytes(bytes)),
+                Err(_) => return answer,
+            }
+        };
+        let target = lexical(&absolute);
+        let rules = self.rules.iter().map(|(p, a)| (p.as_path(), *a));
+        match decide(rules, &target) {
+            Some((Access::Write, _)) => answer,
+            _ => Answer::Continue(Reason::OutsidePolicy),
+        }
     }
 
     fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {
@@ -1391,6 +1444,21 @@ fn done(result: io::Result<()>) -> Answer {
 
 fn libc_efault() -> i32 {
     c::EFAULT
+}
+
+/// `path` without `.` and `..` components (lexically; for naming only).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
