@@ -113,6 +113,23 @@ add "vetto fs-only" "$v" run --tier fs-only --project "$proj" -- /bin/true
 add "vetto full" "$v" run --tier full --project "$proj" -- /bin/true
 add "bwrap ro-bind" bwrap --ro-bind / / /bin/true
 add "bwrap unshare-all" bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true
+# bubblewrap doing work comparable to vetto's FULL tier with the default
+# policy: all namespaces, a root built from the same system paths, the
+# project writable, fresh /proc, minimal /dev, private /tmp, no capabilities
+# (it has no Landlock and no seccomp filter here: vetto does more).
+comparable=(bwrap --unshare-all --die-with-parent --cap-drop ALL)
+for d in /usr /etc /opt /sys /var/lib; do
+    [[ -d $d ]] && comparable+=(--ro-bind "$d" "$d")
+done
+for l in /bin /sbin /lib /lib64 /lib32 /libx32; do
+    if [[ -L $l ]]; then
+        comparable+=(--symlink "$(readlink "$l")" "$l")
+    elif [[ -d $l ]]; then
+        comparable+=(--ro-bind "$l" "$l")
+    fi
+done
+comparable+=(--proc /proc --dev /dev --tmpfs /tmp --bind "$proj" "$proj" --chdir "$proj" /bin/true)
+add "bwrap comparable" "${comparable[@]}"
 add "vetto doctor --json" "$v" doctor --json
 
 # ---- the rounds -----------------------------------------------------------------
