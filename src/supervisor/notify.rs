@@ -201,8 +201,12 @@ struct Shared {
     listener: Listener,
     carved: Vec<Carved>,
     broker: bool,
-    /// Policy rules as written plus their canonical forms.
+    /// Policy rules as written.
     rules: Vec<(PathBuf, Access)>,
+    /// The rules plus their canonical forms (a rule path through a
+    /// symlink also names its target), made on first use: most sessions
+    /// never need them, and resolving every rule costs a start-up.
+    resolved: std::sync::OnceLock<Vec<(PathBuf, Access)>>,
     pool: ConnectPool,
     /// Regular files the supervisor created in carved directories, by
     /// (dev, ino): Landlock never granted them, so reopening them with
@@ -290,14 +294,7 @@ impl Shared {
                 case_insensitive: sys::case_insensitive_dir(&dir.path),
             });
         }
-        let mut rules = plan.rules.clone();
-        for (path, access) in &plan.rules {
-            if let Ok(real) = std::fs::canonicalize(path) {
-                if &real != path {
-                    rules.push((real, *access));
-                }
-            }
-        }
+        let rules = plan.rules.clone();
         let spares = plan.spares.as_ref().and_then(|pool| {
             let fd = sys::open_dir_path(&pool.dir).ok()?;
             let dev = sys::facts(fd.as_fd()).ok()?.dev;
@@ -337,6 +334,7 @@ impl Shared {
             denied,
             broker: plan.broker_unix_connect,
             rules,
+            resolved: std::sync::OnceLock::new(),
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
         })
@@ -912,7 +910,7 @@ impl Shared {
             }
         };
         let target = lexical(&absolute);
-        let rules = self.rules.iter().map(|(p, a)| (p.as_path(), *a));
+        let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
         match decide(rules, &target) {
             Some((Access::Write, _)) => answer,
             _ => Answer::Continue(Reason::OutsidePolicy),
@@ -1149,8 +1147,22 @@ impl Shared {
         if !real.is_absolute() || real.as_os_str().as_bytes().ends_with(b" (deleted)") {
             return false;
         }
-        let rules = self.rules.iter().map(|(p, a)| (p.as_path(), *a));
+        let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
         matches!(decide(rules, real), Some((Access::Write, _)))
+    }
+
+    fn resolved_rules(&self) -> &[(PathBuf, Access)] {
+        self.resolved.get_or_init(|| {
+            let mut rules = self.rules.clone();
+            for (path, access) in &self.rules {
+                if let Ok(real) = std::fs::canonicalize(path)
+                    && &real != path
+                {
+                    rules.push((real, *access));
+                }
+            }
+            rules
+        })
     }
 
     /// Connect the job's socket (our copy) and answer. A blocking socket
