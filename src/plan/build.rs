@@ -322,7 +322,24 @@ fn plan_for(
         } else {
             rules.clone()
         };
-        let mut carved = fs::carve(&landlock_rules, handled, view);
+        // At FULL the private /tmp holds only what the policy binds beneath
+        // it: carve it as the sandbox sees it, not as the host's /tmp.
+        let sandbox_view = PrivateTmpView {
+            host: view,
+            beneath: rules
+                .iter()
+                .filter(|r| r.path.as_path() != Path::new(PRIVATE_TMP))
+                .filter_map(|r| r.path.strip_prefix(PRIVATE_TMP).ok())
+                .filter_map(|rest| rest.components().next())
+                .map(|c| c.as_os_str().to_os_string())
+                .collect(),
+        };
+        let carve_view: &dyn FsView = if tier == Tier::Full {
+            &sandbox_view
+        } else {
+            view
+        };
+        let mut carved = fs::carve(&landlock_rules, handled, carve_view);
         if tier == Tier::Full
             && carved
                 .rules
@@ -550,4 +567,32 @@ fn spare_pool(policy: &Policy, list_only: &[PathBuf], view: &dyn FsView) -> Opti
         dirs: (0..fs::SparePool::DIRS).map(|i| format!("d{i}")).collect(),
         file_dirs: list_only.to_vec(),
     })
+}
+
+/// The FULL tier's view for carving: the host's filesystem, except that
+/// the private /tmp lists only the entries the policy binds into it.
+struct PrivateTmpView<'a> {
+    host: &'a dyn FsView,
+    beneath: Vec<std::ffi::OsString>,
+}
+
+impl FsView for PrivateTmpView<'_> {
+    fn kind(&self, path: &Path) -> Option<fs::EntryKind> {
+        self.host.kind(path)
+    }
+
+    fn children(&self, dir: &Path) -> Vec<std::ffi::OsString> {
+        if dir == Path::new(PRIVATE_TMP) {
+            let mut names = self.beneath.clone();
+            names.sort();
+            names.dedup();
+            names
+        } else {
+            self.host.children(dir)
+        }
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.host.read_link(path)
+    }
 }

@@ -563,3 +563,33 @@ fn carved_project_gets_spare_dirs_and_spare_files_only_where_list_only() -> Resu
     assert!(!ll.iter().any(|r| r.path == pool_dir));
     Ok(())
 }
+
+#[test]
+fn full_tier_carves_its_private_tmp_as_the_sandbox_sees_it() -> Result<(), Refusal> {
+    // The host's /tmp holds unrelated entries; the sandbox's /tmp only
+    // what the policy binds there, so only those are granted.
+    let fs = FakeFs::with(&[
+        ("/tmp/p/.git/hooks/x.sample", FILE),
+        ("/tmp/p/src/a.rs", FILE),
+        ("/tmp/someone-elses-dir/file", FILE),
+    ]);
+    let mut policy = policy(vec![
+        rule("/tmp/p", Access::Write),
+        rule("/tmp/p/.git/hooks", Access::Protect),
+    ]);
+    policy.project = "/tmp/p".into();
+    let plan = build::build_with_view(
+        &policy,
+        &HostCaps::everything(),
+        TierRequest::Exactly(Tier::Full),
+        &options(),
+        &fs,
+    )?;
+    let rules = plan.landlock.map(|l| l.rules).unwrap_or_default();
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r.path.starts_with("/tmp/someone-elses-dir"))
+    );
+    Ok(())
+}
