@@ -218,7 +218,12 @@ struct Shared {
     spares: Option<Spares>,
     /// Numbers and names of the calls the plan refuses outright.
     denied: Vec<(i64, &'static str)>,
+    /// Process facts by thread id, for violations (bounded).
+    described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
+
+/// Threads whose process facts are remembered at once.
+const DESCRIBED_MAX: usize = 4096;
 
 /// Files and directories made before the Landlock domain existed and
 /// granted by their own inode: renamed into a list-only carved directory
@@ -335,6 +340,7 @@ impl Shared {
             broker: plan.broker_unix_connect,
             rules,
             resolved: std::sync::OnceLock::new(),
+            described: Mutex::new(std::collections::HashMap::new()),
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
         })
@@ -404,6 +410,24 @@ impl Shared {
         self.answer(&n, syscall, answer, path, events);
     }
 
+    /// Who thread `tid` belongs to; remembered per thread, so a storm of
+    /// denials from one process reads /proc once, not once per call.
+    fn describe(&self, tid: i32) -> crate::sandbox::process::ProcessFacts {
+        if let Ok(cache) = self.described.lock()
+            && let Some(facts) = cache.get(&tid)
+        {
+            return facts.clone();
+        }
+        let facts = crate::sandbox::process::describe(tid);
+        if let Ok(mut cache) = self.described.lock() {
+            if cache.len() >= DESCRIBED_MAX {
+                cache.clear();
+            }
+            cache.insert(tid, facts.clone());
+        }
+        facts
+    }
+
     /// The name of a call the plan refuses outright, from its number.
     fn denied_name(&self, nr: i64) -> &'static str {
         self.denied
@@ -428,7 +452,7 @@ impl Shared {
             Answer::Errno(_, Decision::Denied(_), _)
                 | Answer::Continue(Reason::Protected | Reason::OutsidePolicy)
         );
-        let process = violating.then(|| crate::sandbox::process::describe(n.tid));
+        let process = violating.then(|| self.describe(n.tid));
         // A failed answer means the thread is gone (ENOENT): nothing to do.
         let (decision, reason) = match answer {
             Answer::Drop => return,
