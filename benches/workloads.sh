@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Real work under the sandbox, side by side with the same work bare, in one
+# run: `git add -A` of 2,000 new files (every object a notified create at
+# FS-ONLY) and extracting a 2,000-file tarball into the project.
+#
+#   benches/workloads.sh            # builds --release; as root measures as `tester`
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+user=${BENCH_USER:-tester}
+if [[ -z ${VETTO:-} ]]; then
+    (cd "$repo" && cargo build --release --quiet)
+    VETTO="$repo/target/release/vetto"
+fi
+command -v hyperfine >/dev/null || { echo "needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
+scratch=$(mktemp -d /tmp/vetto-work.XXXXXX)
+trap 'rm -rf "$scratch"' EXIT
+cp "$VETTO" "$scratch/vetto"
+p="$scratch/project"
+mkdir -p "$p/src" "$scratch/tarsrc/pkg"
+for i in $(seq 2000); do echo "file $i" >"$p/src/f$i.txt"; echo "data $i" >"$scratch/tarsrc/pkg/d$i.txt"; done
+tar -C "$scratch/tarsrc" -cf "$p/pkg.tar" pkg
+git -C "$p" init -q
+printf 'pkg/\n' >"$p/.gitignore"
+as_user=()
+if [[ $(id -u) == 0 ]]; then
+    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
+    chown -R "$user:" "$scratch"
+    chmod 755 "$scratch"
+    as_user=(runuser -u "$user" --)
+fi
+v="$scratch/vetto"
+reset='rm -rf .git/index .git/objects/?? pkg'
+cd "$p"
+"${as_user[@]}" hyperfine -N --warmup 2 --runs 10 --style basic --export-markdown "$scratch/w.md" \
+    --prepare "sh -c '$reset'" \
+    -n 'git add -A, bare' 'git add -A' \
+    -n 'git add -A, vetto fs-only' "$v run --tier fs-only -- git add -A" \
+    -n 'git add -A, vetto full' "$v run --tier full -- git add -A" \
+    -n 'tar x, bare' 'tar xf pkg.tar' \
+    -n 'tar x, vetto fs-only' "$v run --tier fs-only -- tar xf pkg.tar" \
+    -n 'tar x, vetto full' "$v run --tier full -- tar xf pkg.tar" >/dev/null
+cat "$scratch/w.md"
