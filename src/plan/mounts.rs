@@ -54,6 +54,19 @@ pub struct NamespacePlan {
     pub mounts: Vec<Mount>,
 }
 
+impl NamespacePlan {
+    /// The masked paths with their index in `mounts` (which names each
+    /// stand-in) and whether they are directories: the objects vetto
+    /// watches to see reads of secrets.
+    pub fn masks(&self) -> impl Iterator<Item = (usize, &Path, bool)> {
+        self.mounts.iter().enumerate().filter_map(|(i, m)| match m {
+            Mount::MaskFile { path } => Some((i, path.as_path(), false)),
+            Mount::MaskDir { path } => Some((i, path.as_path(), true)),
+            _ => None,
+        })
+    }
+}
+
 /// The new root for `rules`: parents before children, so nested rules
 /// (a read-only path under a writable one, a masked file under the
 /// project) are mounted on top of their parent.

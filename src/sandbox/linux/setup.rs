@@ -184,6 +184,11 @@ fn apply(
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
                     .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
                 namespaces::build_root(ns)?;
+                // Watch the masked stand-ins now, before the job exists, so
+                // vetto sees even its first read of a secret.
+                if ns.masks().next().is_some() {
+                    super::maskwatch::watch_and_send(ns, notify_fd.as_fd())?;
+                }
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
                 sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
