@@ -445,3 +445,24 @@ fn ci_copies_binary_output_byte_identical() {
         ran.stdout.len()
     );
 }
+
+/// The job's SIGPIPE has its default action, as outside: in `(yes; echo
+/// $?) | head -n1`, `yes` dies of SIGPIPE (status 141) instead of getting
+/// EPIPE and complaining — at every tier, and through `ci`'s copy too.
+#[test]
+fn the_job_dies_of_sigpipe_as_it_would_outside() {
+    if !require("the_job_dies_of_sigpipe_as_it_would_outside", "seccomp") {
+        return;
+    }
+    let script = "(yes; echo \"yes:$?\" >&2) | head -n1 >/dev/null";
+    let w = World::new();
+    let bare = run(w.command("sh", &["-c", script]));
+    assert!(bare.stderr.contains("yes:141"), "bare: {}", bare.stderr);
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    for args in [vec!["run"], vec!["ci", "--report-dir", &report]] {
+        let mut args = args.clone();
+        args.extend(["--", "sh", "-c", script]);
+        let ran = w.vetto(&args);
+        assert!(ran.stderr.contains("yes:141"), "{args:?}: {}", ran.stderr);
+    }
+}
