@@ -256,8 +256,8 @@ fn binary_blob() -> Vec<u8> {
 
 // ───────────────────────────── masked secrets ─────────────────────────────
 
-/// `cat .env; cat ~/.npmrc` at FULL: the secrets read as empty files, and
-/// vetto names both reads in the session log (inotify on the masks' empty
+/// `cat .env; cat ~/.npmrc; ls ~/.ssh` at FULL: the secrets read as empty,
+/// and vetto names each read in the session log (inotify on the masks' empty
 /// stand-ins, set before the job starts). Runs as an unprivileged user.
 #[test]
 fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
@@ -273,12 +273,17 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
         "home/.npmrc",
         format!("//registry/:_authToken={NPM_CANARY}\n").as_bytes(),
     );
-    let attack = "cat .env; cat ~/.npmrc";
+    std::fs::create_dir(w.home.join(".ssh")).unwrap();
+    w.give_away(&w.home.join(".ssh"));
+    w.write("home/.ssh/id_ed25519", b"CANARY-observe-ssh-key-19b0\n");
+    let ssh = w.home.join(".ssh");
+    let attack = "cat .env; cat ~/.npmrc; ls ~/.ssh; cat ~/.ssh/id_ed25519 || true";
 
     // Bare, the attack works: this is what the sandbox must stop.
     let bare = run(w.command("sh", &["-c", attack]));
     let bare_out = String::from_utf8_lossy(&bare.stdout);
     assert!(bare_out.contains(DOTENV_CANARY) && bare_out.contains(NPM_CANARY));
+    assert!(bare_out.contains("CANARY-observe-ssh-key"));
 
     let project = w.project.to_str().unwrap().to_owned();
     let report = w.report_dir().to_str().unwrap().to_owned();
@@ -297,7 +302,7 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
     ]);
     let out = String::from_utf8_lossy(&ran.stdout);
     assert!(
-        !out.contains(DOTENV_CANARY) && !out.contains(NPM_CANARY),
+        !out.contains("CANARY") && !out.contains("id_ed25519"),
         "a secret leaked: {out}"
     );
     assert!(!ran.stderr.contains("CANARY"), "{}", ran.stderr);
@@ -315,7 +320,9 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
         .iter()
         .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
         .collect();
-    for secret in [&dotenv, &npmrc] {
+    // A masked directory is seen when it is listed (an open); a lookup of
+    // a name inside its empty stand-in fails before any open, unseen.
+    for secret in [&dotenv, &npmrc, &ssh] {
         let hit = reads
             .iter()
             .find(|v| v["target"]["path"] == secret.to_str().unwrap())
@@ -356,6 +363,51 @@ fn untouched_masked_secrets_are_not_reported() {
         "listing a directory or testing a name is not a read"
     );
     assert!(!ran.stderr.contains("masked secrets"), "{}", ran.stderr);
+}
+
+/// A storm of reads of a secret stays one line in the session log (the
+/// repeats are counted, not logged) and the job is not slowed into the
+/// timeout. Runs as an unprivileged user.
+#[test]
+fn a_storm_of_secret_reads_is_aggregated() {
+    if !require("a_storm_of_secret_reads_is_aggregated", "userns") {
+        return;
+    }
+    let w = World::new();
+    w.write("project/.env", DOTENV_CANARY.as_bytes());
+    w.write("home/.npmrc", NPM_CANARY.as_bytes());
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--timeout",
+        "30s",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 3000 ]; do : < .env; : < ~/.npmrc; i=$((i+1)); done",
+    ]);
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    let log = w.session_log();
+    let firsts = log
+        .iter()
+        .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
+        .count();
+    assert_eq!(firsts, 2, "one line per secret");
+    let end = log.iter().find(|l| l["type"] == "session-end").unwrap();
+    let counted = end["violations_by_rule"]["secret-read-denied"]
+        .as_u64()
+        .unwrap();
+    // Alternating opens are never merged by the kernel: all are counted
+    // unless its queue overflowed (then vetto says so).
+    assert!(
+        counted == 6000 || ran.stderr.contains("were not counted"),
+        "counted {counted}; stderr: {}",
+        ran.stderr
+    );
 }
 
 // ───────────────────────────── forged workflow commands ─────────────────────────────

@@ -136,3 +136,39 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
     mounts.sort_by(|a, b| a.path().cmp(b.path()));
     mounts
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_name_each_stand_in_by_its_mount_index() {
+        let ns = NamespacePlan {
+            net: true,
+            hostname: "vetto".into(),
+            mounts: vec![
+                Mount::Tmpfs {
+                    path: "/tmp".into(),
+                },
+                Mount::MaskDir {
+                    path: "/home/u/.ssh".into(),
+                },
+                Mount::Bind {
+                    path: "/p".into(),
+                    writable: true,
+                },
+                Mount::MaskFile {
+                    path: "/p/.env".into(),
+                },
+            ],
+        };
+        let masks: Vec<_> = ns.masks().collect();
+        assert_eq!(
+            masks,
+            [
+                (1, Path::new("/home/u/.ssh"), true),
+                (3, Path::new("/p/.env"), false)
+            ]
+        );
+    }
+}

@@ -101,10 +101,12 @@ pub struct Session {
     pub secret_reads_lost: bool,
 }
 
-/// A masked path the job opened or read, and how often.
+/// A masked path the job opened, and how often.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRead {
     pub path: PathBuf,
+    /// Opens seen (the kernel merges back-to-back opens of the same path
+    /// that vetto has not read yet into one).
     pub count: u64,
 }
 

@@ -59,8 +59,11 @@ pub(super) fn watch_and_send(ns: &NamespacePlan, sock: BorrowedFd<'_>) -> Result
     };
     if let Some(inotify) = &inotify {
         for (index, path, is_dir) in ns.masks() {
-            let mut flags =
-                AddWatchFlags::IN_OPEN | AddWatchFlags::IN_ACCESS | AddWatchFlags::IN_DONT_FOLLOW;
+            // Opens only: every read, listing or mapping of the stand-in
+            // needs one (no descriptor of it exists before the watch), and
+            // IN_ACCESS would count a directory listing twice and fill the
+            // queue faster in a flood.
+            let mut flags = AddWatchFlags::IN_OPEN | AddWatchFlags::IN_DONT_FOLLOW;
             if is_dir {
                 flags |= AddWatchFlags::IN_ONLYDIR;
             }
@@ -170,8 +173,8 @@ pub(super) fn receive(sock: &UnixStream, ns: &NamespacePlan) -> Option<MaskWatch
 }
 
 impl MaskWatch {
-    /// The masked paths opened or read since the last call, one entry per
-    /// event the kernel queued (it merges identical consecutive ones).
+    /// The masked paths opened since the last call, one entry per open the
+    /// kernel queued (it merges identical consecutive ones).
     /// Never blocks; reads a bounded amount each call.
     pub fn drain(&self) -> MaskReads {
         let mut reads = MaskReads::default();
@@ -188,9 +191,7 @@ impl MaskWatch {
             for e in events {
                 if e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
                     reads.lost = true;
-                } else if e
-                    .mask
-                    .intersects(AddWatchFlags::IN_OPEN | AddWatchFlags::IN_ACCESS)
+                } else if e.mask.contains(AddWatchFlags::IN_OPEN)
                     && let Some(path) = self.paths.get(&e.wd.as_raw())
                 {
                     reads.paths.push(path.clone());
