@@ -59,7 +59,11 @@ impl CiReportOptions {
 
 pub fn ci(args: CiArgs) -> anyhow::Result<ExitCode> {
     let opts = CiReportOptions::from_args(&args);
-    match super::run::execute(&args.run, Some(&opts.report_dir))? {
+    match super::run::execute(
+        &args.run,
+        Some(&opts.report_dir),
+        super::run::Output::Neutralised,
+    )? {
         super::run::Executed::Refused(code) => Ok(ExitCode::from(code)),
         super::run::Executed::Ran {
             outcome,

@@ -11,13 +11,14 @@ use crate::events::log::{ChannelSink, EventSink, SessionWriter, spawn_writer};
 use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions};
 use crate::policy::{self, LoadRequest, Overrides};
+use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // `run` writes reports only when asked, and its status is always the
     // command's own.
     let report_dir = args.report_dir.clone();
-    match execute(&args, report_dir.as_deref())? {
+    match execute(&args, report_dir.as_deref(), Output::Direct)? {
         Executed::Refused(code) => Ok(ExitCode::from(code)),
         Executed::Ran { outcome, log } => match (report_dir, log) {
             (Some(dir), Some(log)) => {
@@ -46,16 +47,40 @@ pub enum Executed {
     },
 }
 
+/// How the job's stdout and stderr reach vetto's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Inherited: the job writes to vetto's own (`run`).
+    Direct,
+    /// Through vetto, with forged workflow commands broken (`ci`: the
+    /// runner would execute `::set-env`, `::add-path` … that the job
+    /// prints). Stdin stays inherited.
+    Neutralised,
+}
+
 /// The whole pipeline: policy → plan → sandbox → supervisor, with a
 /// session log in `log_dir` when given (the reports are the caller's).
-pub fn execute(args: &RunArgs, log_dir: Option<&Path>) -> anyhow::Result<Executed> {
+pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow::Result<Executed> {
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     // Started first: the stage's exec runs while we load and plan.
-    let stage = match sandbox::start_stage() {
+    let stage_output = match output {
+        Output::Direct => sandbox::StageOutput::Inherit,
+        Output::Neutralised => sandbox::StageOutput::Pipe,
+    };
+    let mut stage = match sandbox::start_stage(stage_output) {
         Ok(stage) => stage,
         Err(e) => {
             eprintln!("vetto: {e}");
             return Ok(Executed::Refused(e.exit_status()));
+        }
+    };
+    // Copying starts now: whatever the stage or the job prints is read as
+    // it comes, so neither can block on a full pipe.
+    let copier = match stage.take_output().map(OutputCopier::start).transpose() {
+        Ok(copier) => copier,
+        Err(e) => {
+            eprintln!("vetto: cannot start copying the command's output: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
         }
     };
     let mut session_tmp = SessionTmp::reserve();
@@ -115,6 +140,8 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>) -> anyhow::Result<Execute
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
+            // The stage is gone: whatever it printed is out by now.
+            finish_output(copier);
             eprintln!("vetto: {e}");
             return Ok(Executed::Refused(e.exit_status()));
         }
@@ -122,6 +149,9 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>) -> anyhow::Result<Execute
     let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
     let session = supervisor::run(child, &plan, &signals, &shared_before, sink);
     let outcome = session.outcome;
+    // Every process of the sandbox is dead: the job's output ends here,
+    // before vetto's own last words.
+    finish_output(copier);
     tell(&session);
     let log = log.map(|(path, sink, writer)| {
         sink.emit(Event::SessionEnd(Box::new(SessionEnd {
@@ -147,6 +177,16 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>) -> anyhow::Result<Execute
     let log = log.map(|path| keep_log(path, &session_tmp));
     drop(session_tmp);
     Ok(Executed::Ran { outcome, log })
+}
+
+fn finish_output(copier: Option<OutputCopier>) {
+    if let Some(copier) = copier
+        && !copier.finish(supervisor::output::FINISH_GRACE)
+    {
+        eprintln!(
+            "vetto: warning: the command's output is still open after it ended (a process outside the sandbox holds it); stopped waiting for it"
+        );
+    }
 }
 
 /// One line each for what the user should know about the session.
@@ -181,6 +221,25 @@ fn tell(session: &supervisor::Session) {
         eprintln!(
             "vetto: removed what the command left in shared directories: {}",
             names.join(", ")
+        );
+    }
+    if !session.secret_reads.is_empty() {
+        let paths: Vec<String> = session
+            .secret_reads
+            .iter()
+            .map(|r| match r.count {
+                1 => r.path.display().to_string(),
+                n => format!("{} ({n}×)", r.path.display()),
+            })
+            .collect();
+        eprintln!(
+            "vetto: the command tried to read masked secrets: {} (they read as empty)",
+            paths.join(", ")
+        );
+    }
+    if session.secret_reads_lost {
+        eprintln!(
+            "vetto: warning: some reads of masked secrets were not counted (too many at once)"
         );
     }
     let denied = session.denials();

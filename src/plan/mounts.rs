@@ -54,6 +54,19 @@ pub struct NamespacePlan {
     pub mounts: Vec<Mount>,
 }
 
+impl NamespacePlan {
+    /// The masked paths with their index in `mounts` (which names each
+    /// stand-in) and whether they are directories: the objects vetto
+    /// watches to see reads of secrets.
+    pub fn masks(&self) -> impl Iterator<Item = (usize, &Path, bool)> {
+        self.mounts.iter().enumerate().filter_map(|(i, m)| match m {
+            Mount::MaskFile { path } => Some((i, path.as_path(), false)),
+            Mount::MaskDir { path } => Some((i, path.as_path(), true)),
+            _ => None,
+        })
+    }
+}
+
 /// The new root for `rules`: parents before children, so nested rules
 /// (a read-only path under a writable one, a masked file under the
 /// project) are mounted on top of their parent.
@@ -122,4 +135,40 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
     // anything the policy binds beneath them.
     mounts.sort_by(|a, b| a.path().cmp(b.path()));
     mounts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_name_each_stand_in_by_its_mount_index() {
+        let ns = NamespacePlan {
+            net: true,
+            hostname: "vetto".into(),
+            mounts: vec![
+                Mount::Tmpfs {
+                    path: "/tmp".into(),
+                },
+                Mount::MaskDir {
+                    path: "/home/u/.ssh".into(),
+                },
+                Mount::Bind {
+                    path: "/p".into(),
+                    writable: true,
+                },
+                Mount::MaskFile {
+                    path: "/p/.env".into(),
+                },
+            ],
+        };
+        let masks: Vec<_> = ns.masks().collect();
+        assert_eq!(
+            masks,
+            [
+                (1, Path::new("/home/u/.ssh"), true),
+                (3, Path::new("/p/.env"), false)
+            ]
+        );
+    }
 }

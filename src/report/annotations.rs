@@ -93,37 +93,173 @@ pub fn neutralise_line(line: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Copy the job's output from `input` to `output` line by line,
-/// neutralising workflow commands ([`neutralise_line`]). Bytes that are not
-/// UTF-8 pass through untouched; a last line without a newline is copied
-/// too. Returns the number of bytes read.
-pub fn copy_neutralised(
-    mut input: impl std::io::BufRead,
-    mut output: impl std::io::Write,
-) -> std::io::Result<u64> {
-    let mut line = Vec::with_capacity(4096);
-    let mut total = 0u64;
-    loop {
-        line.clear();
-        let n = input.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
+/// The zero-width space [`Neutraliser`] inserts, as bytes.
+const ZWSP: &[u8] = "\u{200B}".as_bytes();
+
+/// The job's output as a byte stream, with every workflow command the
+/// runner would read in it broken — the streaming form of
+/// [`neutralise_line`]. Bytes pass through unchanged and as soon as they
+/// arrive (a prompt or a progress bar without a newline is not held
+/// back), except that a zero-width space goes between the colons of `::`
+/// at the start of a line (after blanks) and between `##` and `[`
+/// anywhere; only an incomplete UTF-8 character in a line's leading blanks
+/// waits for its next bytes. Memory stays bounded whatever the job prints
+/// (no line is ever buffered whole), and bytes that are not UTF-8 pass
+/// untouched.
+#[derive(Debug, Clone)]
+pub struct Neutraliser {
+    /// Only blanks so far on this line: a `::` here is a command.
+    blank: bool,
+    /// The last byte out was a `:` that ended a line's blanks.
+    colon: bool,
+    /// `#`s at the end of what went out (at most 2 counted).
+    hashes: u8,
+    /// The start of a character in a line's blanks whose rest has not
+    /// arrived yet (at most 3 bytes).
+    carry: Vec<u8>,
+}
+
+impl Default for Neutraliser {
+    fn default() -> Self {
+        Neutraliser {
+            blank: true,
+            colon: false,
+            hashes: 0,
+            carry: Vec::new(),
         }
-        total += n as u64;
-        match std::str::from_utf8(&line) {
-            Ok(text) => output.write_all(neutralise_line(text).as_bytes())?,
-            Err(_) => {
-                // Neutralise on a lossy view only if it holds a command;
-                // otherwise keep the bytes exactly.
-                let lossy = String::from_utf8_lossy(&line);
-                match neutralise_line(&lossy) {
-                    Cow::Borrowed(_) => output.write_all(&line)?,
-                    Cow::Owned(fixed) => output.write_all(fixed.as_bytes())?,
+    }
+}
+
+impl Neutraliser {
+    /// Append `input`, neutralised, to `out`.
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        let joined;
+        let data: &[u8] = if self.carry.is_empty() {
+            input
+        } else {
+            let mut j = std::mem::take(&mut self.carry);
+            j.extend_from_slice(input);
+            joined = j;
+            &joined
+        };
+        let mut i = 0;
+        while i < data.len() {
+            if self.blank {
+                match leading_char(&data[i..]) {
+                    Lead::Blank(len) => {
+                        out.extend_from_slice(&data[i..i + len]);
+                        i += len;
+                        self.hashes = 0;
+                        continue;
+                    }
+                    Lead::Incomplete => {
+                        self.carry = data[i..].to_vec();
+                        return;
+                    }
+                    Lead::Other => {
+                        self.blank = false;
+                        if data[i] == b':' {
+                            out.push(b':');
+                            i += 1;
+                            self.colon = true;
+                            self.hashes = 0;
+                            continue;
+                        }
+                    }
                 }
             }
+            let b = data[i];
+            if std::mem::take(&mut self.colon) && b == b':' {
+                out.extend_from_slice(ZWSP);
+            }
+            if b == b'[' && self.hashes >= 2 {
+                out.extend_from_slice(ZWSP);
+            }
+            out.push(b);
+            self.hashes = if b == b'#' {
+                (self.hashes + 1).min(2)
+            } else {
+                0
+            };
+            if b == b'\n' {
+                self.blank = true;
+            }
+            i += 1;
         }
+    }
+
+    /// At the end of the stream: what was held back.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.carry);
+    }
+}
+
+enum Lead {
+    /// A whitespace character of this many bytes (`str::trim_start`'s).
+    Blank(usize),
+    /// The bytes end inside a multi-byte character.
+    Incomplete,
+    /// Anything else, including bytes that are not UTF-8.
+    Other,
+}
+
+fn leading_char(bytes: &[u8]) -> Lead {
+    let width = match bytes.first() {
+        Some(b) if *b < 0x80 => 1,
+        Some(b) if *b >= 0xF0 => 4,
+        Some(b) if *b >= 0xE0 => 3,
+        Some(b) if *b >= 0xC0 => 2,
+        _ => return Lead::Other,
+    };
+    let Some(head) = bytes.get(..width) else {
+        // A truncated sequence is only worth waiting for if what arrived
+        // so far is a valid start.
+        return match std::str::from_utf8(bytes) {
+            Err(e) if e.error_len().is_none() => Lead::Incomplete,
+            _ => Lead::Other,
+        };
+    };
+    match std::str::from_utf8(head)
+        .ok()
+        .and_then(|s| s.chars().next())
+    {
+        Some(c) if c.is_whitespace() => Lead::Blank(width),
+        _ => Lead::Other,
+    }
+}
+
+/// Size of each read of the job's output.
+const COPY_CHUNK: usize = 64 << 10;
+
+/// Copy the job's output from `input` to `output` through a
+/// [`Neutraliser`], flushing after every read so output appears as the job
+/// writes it. Returns the number of bytes read. Stops at end of input, or
+/// at the first error of either side.
+pub fn copy_neutralised(
+    mut input: impl std::io::Read,
+    mut output: impl std::io::Write,
+) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut out = Vec::with_capacity(COPY_CHUNK + COPY_CHUNK / 2);
+    let mut n = Neutraliser::default();
+    let mut total = 0u64;
+    loop {
+        let got = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(got) => got,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        total += got as u64;
+        out.clear();
+        n.push(&buf[..got], &mut out);
+        output.write_all(&out)?;
         output.flush()?;
     }
+    out.clear();
+    n.finish(&mut out);
+    output.write_all(&out)?;
+    output.flush()?;
     Ok(total)
 }
 
@@ -200,6 +336,96 @@ mod tests {
         );
         assert!(out.windows(2).any(|w| w == b"\xff\xfe"), "binary kept");
         assert!(text.ends_with("last ::x"));
+    }
+
+    /// Does the runner see a workflow command in this line?
+    fn runner_sees_command(line: &str) -> bool {
+        line.trim_start().starts_with("::") || line.contains("##[")
+    }
+
+    fn stream(chunks: &[&[u8]]) -> Vec<u8> {
+        let mut n = Neutraliser::default();
+        let mut out = Vec::new();
+        for c in chunks {
+            n.push(c, &mut out);
+        }
+        n.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn forged_commands_split_across_reads_are_still_neutralised() {
+        let input = "ok\n::set-env name=A::1\n \u{a0}\t::add-path::/x\nbar ##[set-env name=B;]2\n\
+                     a::b\n##[x]\n\r::add-mask::y\n::\n:\n# ## #[ ###[\n";
+        let bytes = input.as_bytes();
+        let whole = stream(&[bytes]);
+        // Split at every byte, in two and in three pieces: the runner never
+        // sees a command, and ordinary lines come out unchanged.
+        for i in 0..=bytes.len() {
+            for j in i..=bytes.len() {
+                let out = stream(&[&bytes[..i], &bytes[i..j], &bytes[j..]]);
+                let text = String::from_utf8(out.clone()).unwrap_or_default();
+                for line in text.split('\n') {
+                    assert!(!runner_sees_command(line), "split {i},{j}: {line:?}");
+                }
+                assert_eq!(
+                    text.replace('\u{200B}', ""),
+                    input,
+                    "split {i},{j}: only zero-width spaces are added"
+                );
+                if i == 0 {
+                    assert_eq!(out, whole, "a split changes nothing");
+                }
+            }
+        }
+        let text = String::from_utf8(whole).unwrap_or_default();
+        assert!(
+            text.starts_with("ok\n:\u{200B}:set-env name=A::1\n"),
+            "{text}"
+        );
+        assert!(text.contains("\na::b\n"), "{text}");
+    }
+
+    #[test]
+    fn binary_output_without_commands_passes_byte_for_byte() {
+        let mut x: u32 = 0x1234_5678;
+        let blob: Vec<u8> = (0..200_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                match (x >> 8) as u8 {
+                    b'#' | b':' => 0,
+                    b => b,
+                }
+            })
+            .collect();
+        let mut out = Vec::new();
+        let n = copy_neutralised(&blob[..], &mut out).unwrap_or_default();
+        assert_eq!(n, blob.len() as u64);
+        assert!(out == blob);
+        // Chunked at odd places too, including inside multi-byte blanks.
+        let pieces: Vec<&[u8]> = blob.chunks(7).collect();
+        assert!(stream(&pieces) == blob);
+    }
+
+    #[test]
+    fn a_line_without_end_is_streamed_not_buffered() {
+        // Nothing is held back but an incomplete character in leading
+        // blanks: a prompt or progress bar shows as it is written.
+        let mut n = Neutraliser::default();
+        let mut out = Vec::new();
+        n.push(b"Password: ", &mut out);
+        assert_eq!(out, b"Password: ");
+        out.clear();
+        n.push(&vec![b'x'; 1 << 20], &mut out);
+        assert_eq!(out.len(), 1 << 20);
+        let mut m = Neutraliser::default();
+        out.clear();
+        m.push(b"\xc2", &mut out);
+        assert!(out.is_empty() && m.carry.len() == 1);
+        m.push(b"\xa0::add-mask::z", &mut out);
+        assert_eq!(out, "\u{a0}:\u{200B}:add-mask::z".as_bytes());
     }
 
     #[test]

@@ -11,7 +11,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, Stage, caps, notify, process};
+pub use imp::{MaskWatch, SetupError, Spawned, Stage, caps, notify, process};
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
@@ -27,10 +27,39 @@ pub struct EscapedProcess {
     pub argv: Vec<String>,
 }
 
+/// Masked paths something opened or read, as [`MaskWatch::drain`] saw
+/// them (FULL tier): one entry per event, the process unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MaskReads {
+    pub paths: Vec<std::path::PathBuf>,
+    /// The kernel's event queue overflowed: some reads were not seen.
+    pub lost: bool,
+}
+
+/// Where the job's stdout and stderr go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageOutput {
+    /// vetto's own (`run`).
+    Inherit,
+    /// Pipes that vetto reads ([`Stage::take_output`]), so it can filter
+    /// what the job prints (`ci`: forged workflow commands).
+    Pipe,
+}
+
+/// The read ends of the job's stdout and stderr ([`StageOutput::Pipe`]).
+/// They reach end of file when the last process holding a write end is
+/// gone.
+#[derive(Debug)]
+pub struct JobOutput {
+    pub stdout: std::fs::File,
+    pub stderr: std::fs::File,
+}
+
 /// Start the sandbox stage ahead of the plan (see [`Stage::launch`]), so
-/// its start-up overlaps policy loading and planning.
-pub fn start_stage() -> Result<Stage, SetupError> {
-    imp::start_stage()
+/// its start-up overlaps policy loading and planning. The job inherits the
+/// stage's stdin, and its stdout and stderr as `output` says.
+pub fn start_stage(output: StageOutput) -> Result<Stage, SetupError> {
+    imp::start_stage(output)
 }
 
 /// If this process was started as the hidden sandbox stage, run it and

@@ -16,6 +16,19 @@ pub enum SetupError {
 #[derive(Debug)]
 pub struct Spawned {
     pub pid: i32,
+    pub mask_watch: Option<MaskWatch>,
+}
+
+/// Reads of masked secrets: nothing is masked without a backend.
+#[derive(Debug)]
+pub struct MaskWatch {
+    pub problems: Vec<String>,
+}
+
+impl MaskWatch {
+    pub fn drain(&self) -> crate::sandbox::MaskReads {
+        crate::sandbox::MaskReads::default()
+    }
 }
 
 pub fn spawn_plan(_plan: &Plan, _command: &[OsString]) -> Result<Spawned, SetupError> {

@@ -8,6 +8,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 
 pub mod notify;
+pub mod output;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -21,8 +22,8 @@ use crate::events::{
 };
 use crate::exit::Outcome;
 use crate::plan::Plan;
-use crate::sandbox::Spawned;
 use crate::sandbox::process::{self, SignalWaiter};
+use crate::sandbox::{MaskWatch, Spawned};
 
 /// Signals vetto passes on to the sandbox when another process sent them.
 /// Terminal-generated ones already reach the job's process group.
@@ -93,6 +94,20 @@ pub struct Session {
     pub decisions_dropped: u64,
     /// What the job left in shared host directories, removed at the end.
     pub scrubbed: Vec<PathBuf>,
+    /// Masked secrets the job opened (FULL tier), in the order first seen.
+    pub secret_reads: Vec<SecretRead>,
+    /// Some opens of masked secrets were not seen (the kernel's queue
+    /// overflowed).
+    pub secret_reads_lost: bool,
+}
+
+/// A masked path the job opened, and how often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRead {
+    pub path: PathBuf,
+    /// Opens seen (the kernel merges back-to-back opens of the same path
+    /// that vetto has not read yet into one).
+    pub count: u64,
 }
 
 impl Session {
@@ -185,7 +200,13 @@ pub fn run(
         decisions: Vec::new(),
         decisions_dropped: 0,
         scrubbed: Vec::new(),
+        secret_reads: Vec::new(),
+        secret_reads_lost: false,
     };
+    let mask_watch = child.mask_watch.take();
+    for problem in mask_watch.iter().flat_map(|w| &w.problems) {
+        eprintln!("vetto: warning: reads of a masked secret will not be seen: {problem}");
+    }
     let mut next_sample = start;
     session.outcome = loop {
         let wait = deadline
@@ -198,6 +219,9 @@ pub fn run(
             process::send(child.pid, *sig);
         }
         keep_decisions(&mut session, &decisions, sink);
+        if let Some(watch) = &mask_watch {
+            keep_secret_reads(&mut session, watch, sink);
+        }
         if let Some(ws) = process::try_wait(child.pid) {
             break match ws {
                 WaitStatus::Exited(_, code) => Outcome::Exited(code),
@@ -247,6 +271,10 @@ pub fn run(
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
     keep_decisions(&mut session, &decisions, sink);
+    // Opens queued before the end are still in the inotify queue.
+    if let Some(watch) = &mask_watch {
+        keep_secret_reads(&mut session, watch, sink);
+    }
     session.escaped = child.escaped();
     if let Some(sink) = sink {
         report_end_of_session(&session, sink);
@@ -276,6 +304,44 @@ fn keep_decisions(
         } else {
             session.decisions_dropped += 1;
         }
+    }
+}
+
+/// Count the masked secrets opened since the last tick, and log each open
+/// as a violation (the log's aggregator folds repeats into a count).
+fn keep_secret_reads(session: &mut Session, watch: &MaskWatch, sink: Option<&dyn EventSink>) {
+    let reads = watch.drain();
+    session.secret_reads_lost |= reads.lost;
+    for path in reads.paths {
+        match session.secret_reads.iter_mut().find(|r| r.path == path) {
+            Some(seen) => seen.count += 1,
+            None => session.secret_reads.push(SecretRead {
+                path: path.clone(),
+                count: 1,
+            }),
+        }
+        if let Some(sink) = sink {
+            sink.emit(Event::Violation(Box::new(secret_read_violation(path))));
+        }
+    }
+}
+
+/// An open of a masked secret's stand-in as a violation. inotify does not
+/// name the process, so none is given.
+pub fn secret_read_violation(path: PathBuf) -> Violation {
+    Violation {
+        rule: RuleId::SecretReadDenied,
+        time: Timestamp::now(),
+        // The stand-in is empty: the secret never reached the job.
+        action: Action::Blocked,
+        process: ProcessInfo::default(),
+        target: Target::Path { path },
+        attribution: None,
+        policy_rule: None,
+        detail: "opened the masked path (it read as empty); the process is unknown: \
+                 inotify on the mask does not name it"
+            .into(),
+        provenance: Provenance::MaskWatch,
     }
 }
 

@@ -689,6 +689,11 @@ mod tests {
         let marker = format!("88{:05}", random() % 100_000);
         let child = spawn_sleep(&marker, None).unwrap();
         let pid = i32::try_from(child.id()).unwrap();
+        // Until the child has exec'ed, its command line is still ours.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while pids_with_cmdline(&["sleep", &marker]).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         assert_eq!(pids_with_cmdline(&["sleep", &marker]), vec![pid]);
         kill_child(child);
         assert!(pids_with_cmdline(&["sleep", &marker]).is_empty());

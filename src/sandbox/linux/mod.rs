@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, raise, signal, sigprocmask};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
@@ -16,8 +16,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
+pub use maskwatch::MaskWatch;
+
 pub mod caps;
 mod landlock;
+mod maskwatch;
 mod namespaces;
 pub mod notify;
 mod proc;
@@ -89,6 +92,8 @@ impl StageReport {
 pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
+    /// FULL tier with masked paths: the watches on their stand-ins.
+    pub mask_watch: Option<MaskWatch>,
     /// The init's reports, readable once it has exited.
     reports: UnixStream,
 }
@@ -119,9 +124,10 @@ pub struct Stage {
     plan_w: Option<File>,
     status_r: Option<OwnedFd>,
     notify: UnixStream,
+    output: Option<crate::sandbox::JobOutput>,
 }
 
-pub fn start_stage() -> Result<Stage, SetupError> {
+pub fn start_stage(output: crate::sandbox::StageOutput) -> Result<Stage, SetupError> {
     let (plan_r, plan_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SetupError::Spawn(e.into()))?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -146,17 +152,47 @@ pub fn start_stage() -> Result<Stage, SetupError> {
     for fd in fds {
         sys::clear_cloexec(fd).map_err(SetupError::Spawn)?;
     }
+    // Piped output: the stage's stdout and stderr are the write ends (std
+    // moves them to 1 and 2 in the child); ours are close-on-exec.
+    let output = match output {
+        crate::sandbox::StageOutput::Inherit => None,
+        crate::sandbox::StageOutput::Pipe => {
+            let pipe = || {
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .map_err(|e| SetupError::Spawn(e.into()))
+            };
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
+            Some(crate::sandbox::JobOutput {
+                stdout: File::from(out_r),
+                stderr: File::from(err_r),
+            })
+        }
+    };
     let child = cmd.spawn().map_err(SetupError::Spawn)?;
+    // The write ends now live only in the stage (and the job): dropping
+    // the command closes ours, so the readers see end of file at the end.
+    drop(cmd);
     drop((plan_r, status_w, notify_theirs));
     Ok(Stage {
         pid: i32::try_from(child.id()).unwrap_or(i32::MAX),
         plan_w: Some(File::from(plan_w)),
         status_r: Some(status_r),
         notify: notify_ours,
+        output,
     })
 }
 
 impl Stage {
+    /// The job's output pipes, when started with [`StageOutput::Pipe`]
+    /// (once; read them before the job can fill them).
+    ///
+    /// [`StageOutput::Pipe`]: crate::sandbox::StageOutput::Pipe
+    pub fn take_output(&mut self) -> Option<crate::sandbox::JobOutput> {
+        self.output.take()
+    }
+
     /// Hand the stage its plan and command; returns once the job has
     /// exec'ed (or failed to start).
     pub fn launch(mut self, plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
@@ -179,6 +215,11 @@ impl Stage {
             .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover))?;
         drop(plan_w);
 
+        // The stage sends the mask watches (FULL) before the listener.
+        let mask_watch = match &plan.namespaces {
+            Some(ns) if ns.masks().next().is_some() => maskwatch::receive(&self.notify, ns),
+            _ => None,
+        };
         let listener = if plan.seccomp.record_denials
             || plan
                 .seccomp
@@ -211,6 +252,7 @@ impl Stage {
         Ok(Spawned {
             pid,
             listener,
+            mask_watch,
             reports,
         })
     }

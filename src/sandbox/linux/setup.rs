@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::resource::{Resource, setrlimit};
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, signal, sigprocmask};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, execve, fork, getppid};
@@ -184,6 +184,11 @@ fn apply(
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
                     .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
                 namespaces::build_root(ns)?;
+                // Watch the masked stand-ins now, before the job exists, so
+                // vetto sees even its first read of a secret.
+                if ns.masks().next().is_some() {
+                    super::maskwatch::watch_and_send(ns, notify_fd.as_fd())?;
+                }
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
                 sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
@@ -272,6 +277,12 @@ fn apply(
         ForkResult::Child => {
             let _ = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
             let _ = nix::sys::prctl::set_child_subreaper(false);
+            // The Rust runtime of this stage ignores SIGPIPE, and an ignored
+            // signal survives execve: the job would see EPIPE where it
+            // expects to die quietly (`yes | head`), as std's Command
+            // avoids for the processes it spawns.
+            // SAFETY: restoring the default disposition installs no handler code.
+            let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
             let err = execve(&program, &argv, &envp)
                 .err()
                 .unwrap_or(Errno::EINVAL);

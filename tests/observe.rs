@@ -1,0 +1,520 @@
+//! What vetto observes at the edges of the sandbox, proven with real
+//! sandboxes: reads of masked secrets at FULL (inotify on the stand-ins,
+//! named in `session.jsonl`, the secret never in the output), and workflow
+//! commands forged in the job's output, which `vetto ci` breaks before the
+//! runner can read them while every other byte and the exit status pass
+//! through unchanged.
+//!
+//! Every command runs as an unprivileged user: when the tests run as root,
+//! as `tester` (created when missing), dropped to with `CommandExt::uid/gid`
+//! (which also clears supplementary groups); otherwise as the current user.
+//! A test whose kernel feature is missing prints `SKIP` and passes, unless
+//! `VETTO_TEST_REQUIRE` promises the feature (then it fails).
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "tests: a failed unwrap is a failed test, with its location"
+)]
+
+use std::io::Read;
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const DOTENV_CANARY: &str = "CANARY-observe-dotenv-4e1f";
+const NPM_CANARY: &str = "CANARY-observe-npmrc-a7c2";
+const TIMEOUT: Duration = Duration::from_secs(60);
+const TEST_USER: &str = "tester";
+
+// ───────────────────────────── harness ─────────────────────────────
+
+/// The unprivileged identity commands run as; `drop` when we are root.
+#[derive(Debug, Clone, Copy)]
+struct User {
+    uid: u32,
+    gid: u32,
+    drop: bool,
+}
+
+fn user() -> User {
+    static USER: OnceLock<User> = OnceLock::new();
+    *USER.get_or_init(|| {
+        let id = |args: &[&str]| -> Option<u32> {
+            let out = Command::new("id").args(args).output().ok()?;
+            String::from_utf8(out.stdout).ok()?.trim().parse().ok()
+        };
+        let me = id(&["-u"]).expect("id -u");
+        if me != 0 {
+            return User {
+                uid: me,
+                gid: id(&["-g"]).expect("id -g"),
+                drop: false,
+            };
+        }
+        if id(&["-u", TEST_USER]).is_none() {
+            let st = Command::new("useradd")
+                .args(["--system", "--no-create-home", TEST_USER])
+                .status()
+                .expect("useradd");
+            assert!(st.success(), "cannot create the test user {TEST_USER}");
+        }
+        User {
+            uid: id(&["-u", TEST_USER]).expect("tester's uid"),
+            gid: id(&["-g", TEST_USER]).expect("tester's gid"),
+            drop: true,
+        }
+    })
+}
+
+/// A fresh world owned by the test user: a project and a fake HOME.
+struct World {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    project: PathBuf,
+    home: PathBuf,
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::Builder::new()
+            .prefix("vetto-observe-")
+            .tempdir()
+            .unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let project = root.join("project");
+        let home = root.join("home");
+        std::fs::create_dir_all(&project).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let w = World {
+            _dir: dir,
+            root,
+            project,
+            home,
+        };
+        w.give_away(&w.root);
+        w
+    }
+
+    /// Write a file (owned by the test user) relative to the world root.
+    fn write(&self, rel: &str, contents: &[u8]) -> PathBuf {
+        let path = self.root.join(rel);
+        std::fs::write(&path, contents).unwrap();
+        self.give_away(&path);
+        path
+    }
+
+    fn give_away(&self, path: &Path) {
+        let u = user();
+        if u.drop {
+            chown(path, Some(u.uid), Some(u.gid)).unwrap();
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                self.give_away(&entry.path());
+            }
+        }
+        if path.is_dir() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    }
+
+    /// `program args…` as the test user in the project, with this world's
+    /// HOME and nothing else of our environment.
+    fn command(&self, program: &str, args: &[&str]) -> Command {
+        let u = user();
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(&self.project)
+            .env_clear()
+            .env("HOME", &self.home)
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(Stdio::null());
+        if u.drop {
+            cmd.uid(u.uid).gid(u.gid);
+        }
+        cmd
+    }
+
+    fn vetto(&self, args: &[&str]) -> Ran {
+        run(self.command(env!("CARGO_BIN_EXE_vetto"), args))
+    }
+
+    fn report_dir(&self) -> PathBuf {
+        self.root.join("report")
+    }
+
+    fn session_log(&self) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.report_dir().join("session.jsonl")).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// A finished command's status and output.
+struct Ran {
+    code: Option<i32>,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+/// Run `cmd` to the end, killing it (and failing) after [`TIMEOUT`].
+fn run(mut cmd: Command) -> Ran {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        out.read_to_end(&mut v).map(|_| v)
+    });
+    let err_t = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        err.read_to_end(&mut v).map(|_| v)
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            panic!("{cmd:?} still running after {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Ran {
+        code: status.code(),
+        stdout: out_t.join().unwrap().unwrap(),
+        stderr: String::from_utf8_lossy(&err_t.join().unwrap().unwrap()).into_owned(),
+    }
+}
+
+/// `vetto doctor --json`'s host facts, as the test user sees them.
+fn host() -> &'static Value {
+    static HOST: OnceLock<Value> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let w = World::new();
+        let ran = w.vetto(&["doctor", "--json"]);
+        let doc: Value = serde_json::from_slice(&ran.stdout)
+            .unwrap_or_else(|e| panic!("vetto doctor --json: {e}; stderr: {}", ran.stderr));
+        doc["host"].clone()
+    })
+}
+
+/// Is the kernel `feature` (`userns`, `seccomp`) available? If not, say
+/// SKIP — or fail when `VETTO_TEST_REQUIRE` promises it.
+fn require(test: &str, feature: &str) -> bool {
+    let state = host()[feature]["state"].as_str().unwrap_or("missing");
+    if state == "available" {
+        return true;
+    }
+    let promised = std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| {
+        list.split(',').any(|f| {
+            let f = f.trim();
+            f == "all" || f == feature
+        })
+    });
+    assert!(
+        !promised,
+        "{test}: VETTO_TEST_REQUIRE promises {feature}, but it is {state}"
+    );
+    eprintln!("SKIP {test}: {feature} is {state} on this host");
+    false
+}
+
+/// Does the GitHub runner see a workflow command in `line`? (A command
+/// starts a line after blanks; the legacy form may sit anywhere.)
+fn runner_sees_command(line: &str) -> bool {
+    line.trim_start().starts_with("::") || line.contains("##[")
+}
+
+/// 1 MiB of binary data (NUL, invalid UTF-8, newlines, every byte but `#`
+/// and `:`, so nothing in it is a workflow command to neutralise).
+fn binary_blob() -> Vec<u8> {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    (0..1 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match (x >> 24) as u8 {
+                b'#' => b'$',
+                b':' => b';',
+                b => b,
+            }
+        })
+        .collect()
+}
+
+// ───────────────────────────── masked secrets ─────────────────────────────
+
+/// `cat .env; cat ~/.npmrc; ls ~/.ssh` at FULL: the secrets read as empty,
+/// and vetto names each read in the session log (inotify on the masks' empty
+/// stand-ins, set before the job starts). Runs as an unprivileged user.
+#[test]
+fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
+    if !require("reading_masked_secrets_at_full", "userns") {
+        return;
+    }
+    let w = World::new();
+    let dotenv = w.write(
+        "project/.env",
+        format!("DB_PASSWORD={DOTENV_CANARY}\n").as_bytes(),
+    );
+    let npmrc = w.write(
+        "home/.npmrc",
+        format!("//registry/:_authToken={NPM_CANARY}\n").as_bytes(),
+    );
+    std::fs::create_dir(w.home.join(".ssh")).unwrap();
+    w.give_away(&w.home.join(".ssh"));
+    w.write("home/.ssh/id_ed25519", b"CANARY-observe-ssh-key-19b0\n");
+    let ssh = w.home.join(".ssh");
+    let attack = "cat .env; cat ~/.npmrc; ls ~/.ssh; cat ~/.ssh/id_ed25519 || true";
+
+    // Bare, the attack works: this is what the sandbox must stop.
+    let bare = run(w.command("sh", &["-c", attack]));
+    let bare_out = String::from_utf8_lossy(&bare.stdout);
+    assert!(bare_out.contains(DOTENV_CANARY) && bare_out.contains(NPM_CANARY));
+    assert!(bare_out.contains("CANARY-observe-ssh-key"));
+
+    let project = w.project.to_str().unwrap().to_owned();
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--project",
+        &project,
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        attack,
+    ]);
+    let out = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        !out.contains("CANARY") && !out.contains("id_ed25519"),
+        "a secret leaked: {out}"
+    );
+    assert!(!ran.stderr.contains("CANARY"), "{}", ran.stderr);
+    // The reads are violations: `ci` fails a passing command (3).
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("vetto: the command tried to read masked secrets:"),
+        "{}",
+        ran.stderr
+    );
+
+    let log = w.session_log();
+    let reads: Vec<&Value> = log
+        .iter()
+        .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
+        .collect();
+    // A masked directory is seen when it is listed (an open); a lookup of
+    // a name inside its empty stand-in fails before any open, unseen.
+    for secret in [&dotenv, &npmrc, &ssh] {
+        let hit = reads
+            .iter()
+            .find(|v| v["target"]["path"] == secret.to_str().unwrap())
+            .unwrap_or_else(|| panic!("no secret-read-denied for {}: {reads:?}", secret.display()));
+        assert_eq!(hit["provenance"], "mask-watch");
+        assert_eq!(hit["action"], "blocked");
+        assert_eq!(hit["target"]["kind"], "path");
+    }
+}
+
+/// Masked secrets the job never touches are not reported: the watch sees
+/// opens, not the mask's existence. Runs as an unprivileged user.
+#[test]
+fn untouched_masked_secrets_are_not_reported() {
+    if !require("untouched_masked_secrets_are_not_reported", "userns") {
+        return;
+    }
+    let w = World::new();
+    w.write("project/.env", DOTENV_CANARY.as_bytes());
+    w.write("home/.npmrc", NPM_CANARY.as_bytes());
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        "ls -a >/dev/null; test -e .env",
+    ]);
+    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert!(
+        !w.session_log()
+            .iter()
+            .any(|l| l["rule"] == "secret-read-denied"),
+        "listing a directory or testing a name is not a read"
+    );
+    assert!(!ran.stderr.contains("masked secrets"), "{}", ran.stderr);
+}
+
+/// A storm of reads of a secret stays one line in the session log (the
+/// repeats are counted, not logged) and the job is not slowed into the
+/// timeout. Runs as an unprivileged user.
+#[test]
+fn a_storm_of_secret_reads_is_aggregated() {
+    if !require("a_storm_of_secret_reads_is_aggregated", "userns") {
+        return;
+    }
+    let w = World::new();
+    w.write("project/.env", DOTENV_CANARY.as_bytes());
+    w.write("home/.npmrc", NPM_CANARY.as_bytes());
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--timeout",
+        "30s",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 3000 ]; do : < .env; : < ~/.npmrc; i=$((i+1)); done",
+    ]);
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    let log = w.session_log();
+    let firsts = log
+        .iter()
+        .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
+        .count();
+    assert_eq!(firsts, 2, "one line per secret");
+    let end = log.iter().find(|l| l["type"] == "session-end").unwrap();
+    let counted = end["violations_by_rule"]["secret-read-denied"]
+        .as_u64()
+        .unwrap();
+    // Alternating opens are never merged by the kernel: all are counted
+    // unless its queue overflowed (then vetto says so).
+    assert!(
+        counted == 6000 || ran.stderr.contains("were not counted"),
+        "counted {counted}; stderr: {}",
+        ran.stderr
+    );
+}
+
+// ───────────────────────────── forged workflow commands ─────────────────────────────
+
+/// A sandboxed step prints `::set-env` / `::add-path` / `##[…]` to inject
+/// into later steps of the workflow: `vetto ci` breaks each command (a
+/// zero-width space inside the marker), passes every other line unchanged
+/// and keeps the exit status. Runs as an unprivileged user.
+#[test]
+fn ci_neutralises_workflow_commands_forged_by_the_job() {
+    if !require("ci_neutralises_workflow_commands", "seccomp") {
+        return;
+    }
+    let w = World::new();
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        r#"echo "::set-env name=EVIL::1"; echo "::add-path::/tmp/evil"; printf "ok\n"; echo "  ::add-mask::x" >&2; echo "x ##[set-env name=A;]b" >&2; printf "no newline::"; exit 5"#,
+    ]);
+    assert_eq!(ran.code, Some(5), "stderr: {}", ran.stderr);
+    let out = String::from_utf8(ran.stdout).unwrap();
+    assert_eq!(
+        out,
+        ":\u{200B}:set-env name=EVIL::1\n:\u{200B}:add-path::/tmp/evil\nok\nno newline::"
+    );
+    for line in out.lines().chain(ran.stderr.lines()) {
+        assert!(!runner_sees_command(line), "the runner would run {line:?}");
+    }
+    assert!(
+        ran.stderr.contains("  :\u{200B}:add-mask::x\n"),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("x ##\u{200B}[set-env name=A;]b\n"),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// `vetto run` does not touch the job's output (it is not a CI step).
+#[test]
+fn run_passes_output_through_untouched() {
+    if !require("run_passes_output_through_untouched", "seccomp") {
+        return;
+    }
+    let w = World::new();
+    let ran = w.vetto(&["run", "--", "sh", "-c", r#"echo "::add-path::/x"; exit 4"#]);
+    assert_eq!(ran.code, Some(4), "stderr: {}", ran.stderr);
+    assert_eq!(ran.stdout, b"::add-path::/x\n");
+}
+
+/// 1 MiB of binary output passes through `vetto ci` byte for byte, with
+/// the exit status kept.
+#[test]
+fn ci_copies_binary_output_byte_identical() {
+    if !require("ci_copies_binary_output_byte_identical", "seccomp") {
+        return;
+    }
+    let w = World::new();
+    let blob = binary_blob();
+    w.write("project/blob", &blob);
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        "cat blob; cat blob >&2; exit 9",
+    ]);
+    assert_eq!(
+        ran.code,
+        Some(9),
+        "stderr tail: {:?}",
+        ran.stderr.get(ran.stderr.len().saturating_sub(300)..)
+    );
+    assert!(
+        ran.stdout == blob,
+        "stdout differs from the blob ({} bytes)",
+        ran.stdout.len()
+    );
+}
+
+/// The job's SIGPIPE has its default action, as outside: in `(yes; echo
+/// $?) | head -n1`, `yes` dies of SIGPIPE (status 141) instead of getting
+/// EPIPE and complaining — at every tier, and through `ci`'s copy too.
+#[test]
+fn the_job_dies_of_sigpipe_as_it_would_outside() {
+    if !require("the_job_dies_of_sigpipe_as_it_would_outside", "seccomp") {
+        return;
+    }
+    let script = "(yes; echo \"yes:$?\" >&2) | head -n1 >/dev/null";
+    let w = World::new();
+    let bare = run(w.command("sh", &["-c", script]));
+    assert!(bare.stderr.contains("yes:141"), "bare: {}", bare.stderr);
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    for args in [vec!["run"], vec!["ci", "--report-dir", &report]] {
+        let mut args = args.clone();
+        args.extend(["--", "sh", "-c", script]);
+        let ran = w.vetto(&args);
+        assert!(ran.stderr.contains("yes:141"), "{args:?}: {}", ran.stderr);
+    }
+}
