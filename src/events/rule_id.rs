@@ -211,38 +211,41 @@ impl RuleId {
         match self {
             RuleId::FsWriteDenied => {
                 "If the job legitimately writes there, make the path writable in `vetto.toml`:\n\n\
-                 ```toml\n[fs]\nwrite = [\"<path>\"]\n```\n\n\
+                 ```toml\n[filesystem]\nwrite = [\"<path>\"]\n```\n\n\
                  or pass `--allow-write <path>`. Prefer the narrowest directory: a writable home \
                  or a writable parent of the project lets a dependency plant code that runs later."
             }
             RuleId::FsReadDenied => {
                 "If the job legitimately reads it, make the path readable in `vetto.toml`:\n\n\
-                 ```toml\n[fs]\nread = [\"<path>\"]\n```\n\n\
+                 ```toml\n[filesystem]\nread = [\"<path>\"]\n```\n\n\
                  or pass `--allow-read <path>`. Everything readable is also exfiltrable when the \
                  network is open: do not add your home directory."
             }
             RuleId::SecretReadDenied => {
-                "Masked secrets stay masked unless you remove the mask. If a step truly needs a \
-                 credential, give it that single file for that step only:\n\n\
-                 ```toml\n[fs]\nread = [\"~/.npmrc\"]   # and drop it from `deny`\n```\n\n\
-                 Think twice: the process that asked was identified above, and a build step that \
-                 reads `~/.ssh` or `~/.aws` is the classic shape of a credential stealer."
+                "Masked secrets stay masked unless you remove the mask (a mask wins over a \
+                 read rule for the same path). If one step truly needs a credential, give that \
+                 step its own policy that lists what it needs instead of extending `default`:\n\n\
+                 ```toml\n[filesystem]\nread = [\"/usr\", \"/etc\", \"${PROJECT}\", \"~/.npmrc\"]\n```\n\n\
+                 Think twice: a build step that reads `~/.ssh` or `~/.aws` is the classic shape \
+                 of a credential stealer (at FULL vetto sees the open of the masked file but not \
+                 which process made it)."
             }
             RuleId::GitPersistenceBlocked => {
                 "Jobs should not need to change hooks or the repository config. If a tool really \
-                 installs hooks (husky, pre-commit), run that install outside vetto, or allow it \
-                 explicitly:\n\n```toml\n[fs]\nwrite = [\"${PROJECT}/.git/hooks\"]\n```\n\n\
-                 A hook runs with the developer's full rights on the next `git commit`."
+                 installs hooks (husky, pre-commit), run that install outside vetto: the \
+                 `default` preset protects these paths, and a protection wins over a `write` \
+                 rule for the same path. A hook runs with the developer's full rights on the \
+                 next `git commit`."
             }
             RuleId::CiControlFileBlocked => {
                 "Write step outputs from a separate, trusted step instead. Allowing it:\n\n\
-                 ```toml\n[fs]\nwrite = [\"${GITHUB_OUTPUT}\"]\n```\n\n\
+                 ```toml\n[filesystem]\nwrite = [\"<the file $GITHUB_OUTPUT names>\"]\n```\n\n\
                  Never allow `GITHUB_ENV` or `GITHUB_PATH`: a line written there changes the \
                  environment of every later step, including the ones that hold secrets."
             }
             RuleId::UnixSocketDenied => {
                 "If the job needs the socket (for example a Docker build), allow that one path:\n\n\
-                 ```toml\n[fs]\nwrite = [\"/var/run/docker.sock\"]\n```\n\n\
+                 ```toml\n[filesystem]\nwrite = [\"/var/run/docker.sock\"]\n```\n\n\
                  Access to the Docker socket is root on the host, and the ssh-agent socket signs \
                  as you: the sandbox no longer contains a job that has either."
             }

@@ -83,6 +83,10 @@ impl Finding {
     pub fn actor(&self) -> String {
         match &self.violation.attribution {
             Some(p) => p.display(),
+            // Observed without a process (a mask watch, a limit).
+            None if self.violation.process.exe.as_os_str().is_empty() => {
+                "an unknown process".to_string()
+            }
             None => self.violation.process.exe.display().to_string(),
         }
     }
