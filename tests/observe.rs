@@ -550,6 +550,7 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
           python3 -c 'import socket; socket.socket()' 2>/dev/null\n\
           unshare -Ur true 2>/dev/null\n\
           setsid sleep 300 > /dev/null 2>&1 < /dev/null &\n\
+          until case $(readlink /proc/$!/exe) in */sleep) true;; *) false;; esac; do :; done\n\
           echo installed\n",
     );
     for args in [
