@@ -352,6 +352,10 @@ impl Drop for RemoveOnDrop {
 /// on the host, removed when the session ends.
 pub struct SessionTmp {
     path: PathBuf,
+    /// The directory is made in the background while vetto loads and
+    /// plans (a fresh directory on a busy ext4 /tmp costs a good part of
+    /// the start-up); joined when the plan needs it or the session ends.
+    making: Option<std::thread::JoinHandle<std::io::Result<()>>>,
     created: bool,
 }
 
@@ -360,22 +364,31 @@ impl SessionTmp {
         let base = std::env::var_os("TMPDIR")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
+        let path = base.join(format!("vetto-{}-{}", std::process::id(), nonce()));
+        let target = path.clone();
+        let making = std::thread::Builder::new()
+            .name("vetto-tmpdir".into())
+            .spawn(move || std::fs::DirBuilder::new().mode(0o700).create(&target))
+            .ok();
         SessionTmp {
-            path: base.join(format!("vetto-{}-{}", std::process::id(), nonce())),
+            path,
+            making,
             created: false,
         }
     }
 
+    /// Wait for the directory (or make it now).
     pub fn create(&mut self) -> anyhow::Result<()> {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&self.path)
-            .with_context(|| {
-                format!(
-                    "cannot create the session directory {}",
-                    self.path.display()
-                )
-            })?;
+        let made = match self.making.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            _ => std::fs::DirBuilder::new().mode(0o700).create(&self.path),
+        };
+        made.with_context(|| {
+            format!(
+                "cannot create the session directory {}",
+                self.path.display()
+            )
+        })?;
         self.created = true;
         Ok(())
     }
@@ -387,6 +400,10 @@ impl SessionTmp {
 
 impl Drop for SessionTmp {
     fn drop(&mut self) {
+        // Made in the background but never needed: remove it too.
+        if let Some(Ok(Ok(()))) = self.making.take().map(std::thread::JoinHandle::join) {
+            self.created = true;
+        }
         if self.created {
             let _ = std::fs::remove_dir_all(&self.path);
         }
