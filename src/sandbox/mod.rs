@@ -11,7 +11,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{MaskWatch, SetupError, Spawned, Stage, caps, notify, process};
+pub use imp::{MaskWatch, SetupError, Spawned, Stage, caps, notify, notify_server, process};
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
@@ -66,4 +66,17 @@ pub fn start_stage(output: StageOutput) -> Result<Stage, SetupError> {
 /// return its exit status; otherwise `None`.
 pub fn stage_entry() -> Option<ExitCode> {
     imp::stage_entry()
+}
+
+/// Who a sandboxed thread belongs to, as the platform could read it: its
+/// process, executable, arguments, working directory and the chain of
+/// parents up to (not including) vetto.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessFacts {
+    pub pid: u32,
+    pub exe: std::path::PathBuf,
+    pub argv: Vec<String>,
+    pub cwd: std::path::PathBuf,
+    /// Nearest parent first.
+    pub parents: Vec<(u32, std::path::PathBuf)>,
 }

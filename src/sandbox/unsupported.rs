@@ -1,7 +1,9 @@
 //! Platforms without a backend yet (macOS Seatbelt and Windows AppContainer
-//! are planned): every entry refuses in words, so the crate still builds.
+//! are planned): every entry refuses in words, so the crate still builds
+//! and `vetto policy`, `vetto report` and `vetto doctor` work there.
 
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::process::ExitCode;
 
 use crate::plan::Plan;
@@ -13,10 +15,45 @@ pub enum SetupError {
     Unsupported,
 }
 
+impl SetupError {
+    /// The exit status the contract gives this failure: a refusal.
+    pub fn exit_status(&self) -> u8 {
+        crate::exit::REFUSED
+    }
+}
+
+/// Never constructed here: no sandbox can be started.
 #[derive(Debug)]
 pub struct Spawned {
     pub pid: i32,
+    pub listener: Option<OwnedFd>,
     pub mask_watch: Option<MaskWatch>,
+}
+
+impl Spawned {
+    pub fn escaped(&self) -> Vec<crate::sandbox::EscapedProcess> {
+        Vec::new()
+    }
+}
+
+/// Never constructed here: [`start_stage`] refuses.
+#[derive(Debug)]
+pub struct Stage {
+    _never: (),
+}
+
+impl Stage {
+    pub fn take_output(&mut self) -> Option<crate::sandbox::JobOutput> {
+        None
+    }
+
+    pub fn launch(self, _plan: &Plan, _command: &[OsString]) -> Result<Spawned, SetupError> {
+        Err(SetupError::Unsupported)
+    }
+}
+
+pub fn start_stage(_output: crate::sandbox::StageOutput) -> Result<Stage, SetupError> {
+    Err(SetupError::Unsupported)
 }
 
 /// Reads of masked secrets: nothing is masked without a backend.
@@ -31,8 +68,115 @@ impl MaskWatch {
     }
 }
 
-pub fn spawn_plan(_plan: &Plan, _command: &[OsString]) -> Result<Spawned, SetupError> {
-    Err(SetupError::Unsupported)
+/// Seccomp user notification does not exist here.
+pub mod notify {}
+
+/// No notification server: nothing to answer.
+pub mod notify_server {
+    use std::io;
+    use std::os::fd::OwnedFd;
+    use std::sync::mpsc::Sender;
+
+    use crate::plan::fs::NotifyPlan;
+    use crate::supervisor::notify::NotifyEvent;
+
+    #[derive(Debug)]
+    pub struct NotifyServer {
+        _never: (),
+    }
+
+    impl NotifyServer {
+        pub fn join(self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    pub fn serve(
+        _listener: OwnedFd,
+        _plan: &NotifyPlan,
+        _events: Sender<NotifyEvent>,
+    ) -> io::Result<NotifyServer> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no seccomp user notification on this operating system",
+        ))
+    }
+}
+
+/// Process control the supervisor needs; here there is never a sandbox to
+/// control, so these answer "nothing".
+pub mod process {
+    use std::time::Duration;
+
+    pub use crate::sandbox::ProcessFacts;
+
+    /// A signal taken from the pending set.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Caught {
+        pub signo: i32,
+    }
+
+    impl Caught {
+        pub fn from_user(&self) -> bool {
+            false
+        }
+    }
+
+    #[derive(Debug)]
+    pub struct SignalWaiter;
+
+    impl SignalWaiter {
+        pub fn block(_signals: &[nix::sys::signal::Signal]) -> nix::Result<Self> {
+            Ok(SignalWaiter)
+        }
+
+        pub fn wait(&self, timeout: Duration) -> Option<Caught> {
+            std::thread::sleep(timeout);
+            None
+        }
+    }
+
+    pub fn harden_supervisor() -> nix::Result<()> {
+        Ok(())
+    }
+
+    pub fn try_wait(_pid: i32) -> Option<nix::sys::wait::WaitStatus> {
+        None
+    }
+
+    pub fn reap_orphans(_keep: i32) {}
+
+    pub fn send(_pid: i32, _sig: nix::sys::signal::Signal) {}
+
+    pub fn kill_all_descendants() {}
+
+    pub fn describe(_tid: i32) -> ProcessFacts {
+        ProcessFacts::default()
+    }
+
+    pub fn descendants(_pid: u32) -> Vec<i32> {
+        Vec::new()
+    }
+
+    pub fn rss_bytes(_pid: i32) -> u64 {
+        0
+    }
+
+    pub fn cpu_ms(_pid: i32) -> (u64, u64) {
+        (0, 0)
+    }
+
+    pub fn reaped_children_cpu_ms() -> (u64, u64) {
+        (0, 0)
+    }
+
+    pub fn tasks_of_uid(_uid: u32) -> u64 {
+        0
+    }
+
+    pub fn cmdline(_pid: i32) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 pub fn stage_entry() -> Option<ExitCode> {

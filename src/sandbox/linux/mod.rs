@@ -23,6 +23,7 @@ mod landlock;
 mod maskwatch;
 mod namespaces;
 pub mod notify;
+pub mod notify_server;
 mod proc;
 pub mod process;
 mod seccomp;

@@ -91,18 +91,7 @@ pub fn kill_all_descendants() {
     }
 }
 
-/// Who a thread belongs to, read while it is still blocked in a notified
-/// call: its process, executable, arguments, working directory and the
-/// chain of parents up to (not including) vetto.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ProcessFacts {
-    pub pid: u32,
-    pub exe: std::path::PathBuf,
-    pub argv: Vec<String>,
-    pub cwd: std::path::PathBuf,
-    /// Nearest parent first.
-    pub parents: Vec<(u32, std::path::PathBuf)>,
-}
+pub use crate::sandbox::ProcessFacts;
 
 /// Describe the process of thread `tid` (best effort: missing facts stay empty).
 pub fn describe(tid: i32) -> ProcessFacts {

@@ -1,0 +1,1500 @@
+//! Answers seccomp user notifications at the FS-ONLY tier.
+//!
+//! Landlock is the authority for the filesystem. The supervisor fills two
+//! gaps it leaves:
+//!
+//! 1. **Carved directories** (the project root and `.git`): Landlock grants
+//!    them read-only so `.git/hooks` and `.git/config` stay protected; the
+//!    supervisor creates, removes and renames *unprotected* names directly in
+//!    them, itself, on its own descriptor of the directory.
+//! 2. **Pathname unix sockets**, which Landlock does not restrict: every
+//!    `connect()` is performed by the supervisor on its own copy of the
+//!    job's socket, to an inode it opened and checked.
+//!
+//! The one rule: after an *allow* decision the supervisor performs the
+//! operation itself, with its own copy of every argument (copied once) and
+//! its own descriptors. CONTINUE only means "Landlock decides", which is
+//! always safe for creations (Landlock denies them in carved directories)
+//! and never used for `connect()`, whose target Landlock does not check.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use super::notify::{
+    self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SUN_PATH_OFFSET,
+    consts as c, resolve,
+};
+use crate::plan::fs::{NotifyPlan, decide};
+use crate::policy::Access;
+use crate::supervisor::notify::{Decision, NotifyEvent, Reason};
+
+/// Threads receiving on the listener: one slow call does not stall the rest.
+const WORKERS: usize = 3;
+/// At most this many blocking `connect()`s wait in pool threads.
+const MAX_CONNECT_THREADS: usize = 64;
+
+/// The running workers.
+#[derive(Debug)]
+pub struct NotifyServer {
+    workers: Vec<JoinHandle<io::Result<()>>>,
+}
+
+impl NotifyServer {
+    /// Wait until the listener hangs up (no task of the job is left).
+    pub fn join(self) -> io::Result<()> {
+        let mut result = Ok(());
+        for worker in self.workers {
+            match worker.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => result = Err(e),
+                Err(_) => result = Err(io::Error::other("notify worker panicked")),
+            }
+        }
+        result
+    }
+}
+
+/// Start answering notifications from `listener` according to `plan`.
+pub fn serve(
+    listener: OwnedFd,
+    plan: &NotifyPlan,
+    events: Sender<NotifyEvent>,
+) -> io::Result<NotifyServer> {
+    let listener = Listener::new(listener);
+    // Only a speed-up (6.6+); older kernels answer EINVAL.
+    let _ = listener.set_sync_wakeup();
+    let shared = Arc::new(Shared::new(listener, plan)?);
+    let mut workers = Vec::with_capacity(WORKERS);
+    for n in 0..WORKERS {
+        let shared = Arc::clone(&shared);
+        let events = events.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("vetto-notify-{n}"))
+            .spawn(move || worker(&shared, &events))?;
+        workers.push(worker);
+    }
+    Ok(NotifyServer { workers })
+}
+
+fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> {
+    // Modes are computed from the job's umask; a private zero umask keeps
+    // ours out of them without touching the rest of vetto. If that fails,
+    // ours also applies: files come out more restrictive, never less.
+    let _ = sys::private_fs_zero_umask();
+    loop {
+        match shared.listener.recv() {
+            Ok(Some(notif)) => {
+                // A bug must not leave the job's thread waiting forever
+                // (after RECV it only dies of fatal signals): refuse instead.
+                let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    shared.handle(notif, events)
+                }));
+                if handled.is_err() {
+                    let _ = shared.listener.respond_errno(notif.id, c::EPERM);
+                }
+            }
+            Ok(None) => {
+                if shared.listener.hung_up() {
+                    return Ok(());
+                }
+            }
+            Err(e) => {
+                if shared.listener.hung_up() {
+                    return Ok(());
+                }
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// A carved directory as the supervisor holds it.
+#[derive(Debug)]
+struct Carved {
+    fd: OwnedFd,
+    dev: u64,
+    ino: u64,
+    /// Lower-cased, trailing dots and spaces removed.
+    protected: Vec<Vec<u8>>,
+    /// Names may match regardless of case/Unicode form here.
+    case_insensitive: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    listener: Listener,
+    carved: Vec<Carved>,
+    broker: bool,
+    /// Policy rules as written.
+    rules: Vec<(PathBuf, Access)>,
+    /// The rules plus their canonical forms (a rule path through a
+    /// symlink also names its target), made on first use: most sessions
+    /// never need them, and resolving every rule costs a start-up.
+    resolved: std::sync::OnceLock<Vec<(PathBuf, Access)>>,
+    pool: ConnectPool,
+    /// Regular files the supervisor created in carved directories, by
+    /// (dev, ino): Landlock never granted them, so reopening them with
+    /// `O_CREAT` (`>>`, `>`) is performed here too. New inodes in a carved
+    /// directory only come from the supervisor, so a number in this set
+    /// cannot name anything the carve protects.
+    created: Mutex<HashSet<(u64, u64)>>,
+    /// Spares for a list-only carved directory (see `SparePool`).
+    spares: Option<Spares>,
+    /// Numbers and names of the calls the plan refuses outright.
+    denied: Vec<(i64, &'static str)>,
+    /// Process facts by thread id, for violations (bounded).
+    described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
+}
+
+/// Threads whose process facts are remembered at once.
+const DESCRIBED_MAX: usize = 4096;
+
+/// Files and directories made before the Landlock domain existed and
+/// granted by their own inode: renamed into a list-only carved directory
+/// they become new entries the job can fully use (a plainly created file
+/// there could be written through its descriptor but never reopened).
+#[derive(Debug)]
+struct Spares {
+    pool: OwnedFd,
+    /// Device of the pool: a rename reaches only the same filesystem.
+    dev: u64,
+    /// Indices in `Shared::carved` of the directories new files are made
+    /// from spares in (the list-only ones).
+    file_dirs: Vec<usize>,
+    files: Mutex<Vec<CString>>,
+    dirs: Mutex<Vec<CString>>,
+}
+
+impl Spares {
+    fn take(list: &Mutex<Vec<CString>>) -> Option<CString> {
+        list.lock().ok()?.pop()
+    }
+
+    fn give_back(list: &Mutex<Vec<CString>>, name: CString) {
+        if let Ok(mut l) = list.lock() {
+            l.push(name);
+        }
+    }
+}
+
+/// What to answer.
+enum Answer {
+    Continue(Reason),
+    Errno(i32, Decision, Reason),
+    Value(i64, Reason),
+    Fd {
+        fd: OwnedFd,
+        cloexec: bool,
+        /// To undo the creation if the descriptor cannot be installed.
+        undo: Option<(usize, CString)>,
+    },
+    /// The notification is stale (the thread is gone): answer nothing.
+    Drop,
+}
+
+/// A connect the supervisor performs.
+enum Connect {
+    /// To the checked socket inode behind this `O_PATH` descriptor.
+    Checked(OwnedFd),
+    /// With the job's address (copied): no name resolved, or an abstract
+    /// name whose listener belongs to the job.
+    Raw([u8; SOCKADDR_MAX], usize, Reason),
+}
+
+impl Shared {
+    fn new(listener: Listener, plan: &NotifyPlan) -> io::Result<Shared> {
+        let mut carved = Vec::new();
+        for dir in &plan.carved_dirs {
+            // A directory that cannot be opened is not emulated: Landlock
+            // keeps denying there, which is safe.
+            let Ok(fd) = sys::open_dir_path(&dir.path) else {
+                continue;
+            };
+            let facts = sys::facts(fd.as_fd())?;
+            carved.push(Carved {
+                fd,
+                dev: facts.dev,
+                ino: facts.ino,
+                protected: dir
+                    .protected_names
+                    .iter()
+                    .map(|n| fold(n.as_bytes()))
+                    .collect(),
+                case_insensitive: sys::case_insensitive_dir(&dir.path),
+            });
+        }
+        let rules = plan.rules.clone();
+        let spares = plan.spares.as_ref().and_then(|pool| {
+            let fd = sys::open_dir_path(&pool.dir).ok()?;
+            let dev = sys::facts(fd.as_fd()).ok()?.dev;
+            let file_dirs = pool
+                .file_dirs
+                .iter()
+                .filter_map(|d| {
+                    let f = sys::facts(sys::open_dir_path(d).ok()?.as_fd()).ok()?;
+                    carved.iter().position(|c| c.dev == f.dev && c.ino == f.ino)
+                })
+                .collect();
+            let names = |list: &[String]| -> Vec<CString> {
+                list.iter()
+                    .filter_map(|n| CString::new(n.as_bytes()).ok())
+                    .collect()
+            };
+            Some(Spares {
+                pool: fd,
+                dev,
+                file_dirs,
+                files: Mutex::new(names(&pool.files)),
+                dirs: Mutex::new(names(&pool.dirs)),
+            })
+        });
+        let denied = plan
+            .denied_calls
+            .iter()
+            .filter_map(|name| {
+                let name = crate::plan::syscalls::static_name(name)?;
+                Some((sys::syscall_number(name)?, name))
+            })
+            .collect();
+        Ok(Shared {
+            listener,
+            carved,
+            spares,
+            denied,
+            broker: plan.broker_unix_connect,
+            rules,
+            resolved: std::sync::OnceLock::new(),
+            described: Mutex::new(std::collections::HashMap::new()),
+            pool: ConnectPool::new(),
+            created: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
+        let (answer, path) = match n.call {
+            // Numbers of another ABI could mean anything, `connect` among
+            // them: refuse rather than CONTINUE (the BPF should never
+            // notify them).
+            _ if !n.native => (
+                Answer::Errno(c::ENOSYS, Decision::Denied(c::ENOSYS), Reason::NotHandled),
+                None,
+            ),
+            Call::Connect if self.broker => {
+                let (decision, path) = self.connect(&n);
+                match decision {
+                    Ok((connect, sock)) => {
+                        self.perform_connect(n, connect, sock, path, events);
+                        return;
+                    }
+                    Err(answer) => (answer, path),
+                }
+            }
+            Call::Open
+            | Call::Openat
+            | Call::Creat
+            | Call::Mkdir
+            | Call::Mkdirat
+            | Call::Rename
+            | Call::Renameat
+            | Call::Renameat2
+            | Call::Unlink
+            | Call::Unlinkat
+            | Call::Rmdir
+            | Call::Symlink
+            | Call::Symlinkat
+                if !self.carved.is_empty() =>
+            {
+                self.creation(&n)
+            }
+            // Creations with nothing carved: Landlock decides.
+            Call::Open
+            | Call::Openat
+            | Call::Creat
+            | Call::Mkdir
+            | Call::Mkdirat
+            | Call::Rename
+            | Call::Renameat
+            | Call::Renameat2
+            | Call::Unlink
+            | Call::Unlinkat
+            | Call::Rmdir
+            | Call::Symlink
+            | Call::Symlinkat => (Answer::Continue(Reason::NotHandled), None),
+            // Anything else is here only because the plan refuses it and
+            // wants the attempt recorded. Never CONTINUE: refuse.
+            _ => (
+                Answer::Errno(c::EPERM, Decision::Denied(c::EPERM), Reason::Forbidden),
+                None,
+            ),
+        };
+        let syscall = match answer {
+            Answer::Errno(_, _, Reason::Forbidden) => self.denied_name(n.nr),
+            _ => n.call.name(),
+        };
+        self.answer(&n, syscall, answer, path, events);
+    }
+
+    /// Who thread `tid` belongs to; remembered per thread, so a storm of
+    /// denials from one process reads /proc once, not once per call.
+    fn describe(&self, tid: i32) -> crate::sandbox::process::ProcessFacts {
+        if let Ok(cache) = self.described.lock()
+            && let Some(facts) = cache.get(&tid)
+        {
+            return facts.clone();
+        }
+        let facts = crate::sandbox::process::describe(tid);
+        if let Ok(mut cache) = self.described.lock() {
+            if cache.len() >= DESCRIBED_MAX {
+                cache.clear();
+            }
+            cache.insert(tid, facts.clone());
+        }
+        facts
+    }
+
+    /// The name of a call the plan refuses outright, from its number.
+    fn denied_name(&self, nr: i64) -> &'static str {
+        self.denied
+            .iter()
+            .find(|(number, _)| *number == nr)
+            .map_or("unknown", |(_, name)| *name)
+    }
+
+    fn answer(
+        &self,
+        n: &Notif,
+        syscall: &'static str,
+        answer: Answer,
+        path: Option<PathBuf>,
+        events: &Sender<NotifyEvent>,
+    ) {
+        let l = &self.listener;
+        // Who did it, read while the thread is still blocked in the call
+        // (only for violations: the common answers stay cheap).
+        let violating = matches!(
+            answer,
+            Answer::Errno(_, Decision::Denied(_), _)
+                | Answer::Continue(Reason::Protected | Reason::OutsidePolicy)
+        );
+        let process = violating.then(|| self.describe(n.tid));
+        // A failed answer means the thread is gone (ENOENT): nothing to do.
+        let (decision, reason) = match answer {
+            Answer::Drop => return,
+            Answer::Continue(reason) => {
+                let _ = l.respond_continue(n.id);
+                (Decision::Continued, reason)
+            }
+            Answer::Errno(errno, decision, reason) => {
+                let _ = l.respond_errno(n.id, errno);
+                (decision, reason)
+            }
+            Answer::Value(v, reason) => {
+                let _ = l.respond_value(n.id, v);
+                (Decision::Emulated, reason)
+            }
+            Answer::Fd { fd, cloexec, undo } => {
+                match l.add_fd_send(n.id, fd.as_fd(), cloexec) {
+                    Ok(_) => {}
+                    Err(e) => {
+                        // The job never got the file: take the creation back
+                        // if the name still holds our inode.
+                        if let Some((i, name)) = undo {
+                            let dir = self.carved[i].fd.as_fd();
+                            if let (Ok(ours), Ok(now)) =
+                                (sys::facts(fd.as_fd()), sys::facts_at(dir, &name))
+                            {
+                                if ours.dev == now.dev && ours.ino == now.ino {
+                                    let _ = sys::unlinkat(dir, &name, 0);
+                                }
+                            }
+                        }
+                        let _ = l.respond_errno(n.id, sys::errno_of(&e));
+                    }
+                }
+                (Decision::Emulated, Reason::CarvedDir)
+            }
+        };
+        // "The kernel handled it" carries no information and is by far the
+        // most common answer (every create outside carved directories).
+        if decision == Decision::Continued
+            && matches!(reason, Reason::NotCarved | Reason::NotHandled)
+        {
+            return;
+        }
+        let _ = events.send(NotifyEvent {
+            tid: n.tid,
+            syscall,
+            path,
+            decision,
+            reason,
+            process,
+        });
+    }
+
+    // ----- creations in carved directories -------------------------------
+
+    fn creation(&self, n: &Notif) -> (Answer, Option<PathBuf>) {
+        let a = n.args;
+        let fd_arg = |i: usize| a[i] as u32 as i32;
+        let cwd = c::AT_FDCWD;
+        match n.call {
+            Call::Open => self.create_file(n, cwd, a[0], a[1] as u32 as i32, a[2] as u32),
+            Call::Openat => self.create_file(n, fd_arg(0), a[1], a[2] as u32 as i32, a[3] as u32),
+            Call::Creat => self.create_file(
+                n,
+                cwd,
+                a[0],
+                c::O_CREAT | c::O_WRONLY | c::O_TRUNC,
+                a[1] as u32,
+            ),
+            Call::Mkdir => self.simple(n, Op::Mkdir(a[1] as u32), cwd, a[0]),
+            Call::Mkdirat => self.simple(n, Op::Mkdir(a[2] as u32), fd_arg(0), a[1]),
+            Call::Unlink => self.simple(n, Op::Unlink(0), cwd, a[0]),
+            Call::Rmdir => self.simple(n, Op::Unlink(c::AT_REMOVEDIR), cwd, a[0]),
+            Call::Unlinkat => self.simple(n, Op::Unlink(a[2] as u32 as i32), fd_arg(0), a[1]),
+            Call::Symlink => self.simple(n, Op::Symlink(a[0]), cwd, a[1]),
+            Call::Symlinkat => self.simple(n, Op::Symlink(a[0]), fd_arg(1), a[2]),
+            Call::Rename => self.rename(n, (cwd, a[0]), (cwd, a[1]), 0),
+            Call::Renameat => self.rename(n, (fd_arg(0), a[1]), (fd_arg(2), a[3]), 0),
+            Call::Renameat2 => self.rename(n, (fd_arg(0), a[1]), (fd_arg(2), a[3]), a[4] as u32),
+            _ => (Answer::Continue(Reason::NotHandled), None),
+        }
+    }
+
+    /// `open*`/`creat` with `O_CREAT`: create exclusively, hand the file over.
+    fn create_file(
+        &self,
+        n: &Notif,
+        dirfd: i32,
+        path_addr: u64,
+        flags: i32,
+        mode: u32,
+    ) -> (Answer, Option<PathBuf>) {
+        let path = match copy_path(n.tid, path_addr) {
+            Ok(p) => p,
+            Err(answer) => return (answer, None),
+        };
+        let shown = Some(show(&path));
+        if flags & c::O_CREAT == 0
+            || flags & !(c::O_KEPT | c::O_ABSORBED) != 0
+            || flags & c::O_ACCMODE == c::O_ACCMODE
+        {
+            return (Answer::Continue(Reason::Unsupported), shown);
+        }
+        let target = match self.locate(n, dirfd, &path, false) {
+            Ok(t) => t,
+            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
+        };
+        let umask = match sys::thread_umask(n.tid) {
+            Ok(u) => u,
+            Err(_) => return (Answer::Continue(Reason::Unreadable), shown),
+        };
+        if !self.listener.id_valid(n.id) {
+            return (Answer::Drop, shown);
+        }
+        if let Err(reason) = self.check_name(target.carved, &target.name) {
+            return (Answer::Continue(reason), shown);
+        }
+        let dir = self.carved[target.carved].fd.as_fd();
+        let name = target.name_c.clone();
+        let created = match self.file_from_spare(target.carved, &name, flags, mode & !umask) {
+            Some(result) => result,
+            None => sys::openat2(
+                dir,
+                &name,
+                (flags & c::O_KEPT) | c::O_CREAT | c::O_EXCL | c::O_NOFOLLOW,
+                mode & 0o7777 & !umask,
+                resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+            ),
+        };
+        let answer = match created {
+            Ok(fd) => {
+                if let Ok(f) = sys::facts(fd.as_fd()) {
+                    self.remember(f);
+                }
+                Answer::Fd {
+                    fd,
+                    cloexec: flags & c::O_CLOEXEC != 0,
+                    undo: Some((target.carved, name)),
+                }
+            }
+            // It exists (perhaps just now): unless the supervisor made it,
+            // Landlock decides on the existing inode, exactly as without
+            // the supervisor.
+            Err(e) if sys::errno_of(&e) == c::EEXIST => self
+                .reopen_created(dir, &name, flags)
+                .unwrap_or(Answer::Continue(Reason::Exists)),
+            Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
+        };
+        (answer, shown)
+    }
+
+    /// Create `name` in carved directory `carved` from a spare file: open
+    /// the spare (so the descriptor is the spare's inode whatever happens
+    /// to names meanwhile), empty it and give it the job's mode, then move
+    /// it into place without replacing anything. `None`: no spare here.
+    fn file_from_spare(
+        &self,
+        carved: usize,
+        name: &CStr,
+        flags: i32,
+        mode: u32,
+    ) -> Option<io::Result<OwnedFd>> {
+        let spares = self
+            .spares
+            .as_ref()
+            .filter(|s| s.file_dirs.contains(&carved))?;
+        let spare = Spares::take(&spares.files)?;
+        let fd = match sys::openat2(
+            spares.pool.as_fd(),
+            &spare,
+            (flags & c::O_KEPT) | c::O_NOFOLLOW | c::O_NONBLOCK,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        ) {
+            Ok(fd) => fd,
+            // Gone or replaced: the spare is spent; create plainly.
+            Err(_) => return None,
+        };
+        let usable = sys::facts(fd.as_fd()).is_ok_and(|f| f.is_regular() && f.nlink == 1)
+            && (flags & c::O_NONBLOCK != 0 || sys::clear_nonblocking(fd.as_fd()).is_ok())
+            && sys::truncate_to_zero(fd.as_fd()).is_ok()
+            && sys::fchmod(fd.as_fd(), mode & 0o7777).is_ok();
+        if !usable {
+            return None;
+        }
+        let dir = self.carved[carved].fd.as_fd();
+        match sys::renameat2(spares.pool.as_fd(), &spare, dir, name, c::RENAME_NOREPLACE) {
+            Ok(()) => Some(Ok(fd)),
+            Err(e) => {
+                Spares::give_back(&spares.files, spare);
+                // The name exists: answer as the plain path would; any
+                // other failure (another filesystem): create plainly.
+                (sys::errno_of(&e) == c::EEXIST).then_some(Err(e))
+            }
+        }
+    }
+
+    /// `mkdir` in carved directory `carved` from a spare directory, which
+    /// stays fully writable to the job beneath its new name.
+    fn dir_from_spare(&self, carved: usize, name: &CStr, mode: u32) -> Option<io::Result<()>> {
+        let spares = self
+            .spares
+            .as_ref()
+            .filter(|s| s.dev == self.carved[carved].dev)?;
+        let spare = Spares::take(&spares.dirs)?;
+        let fd = sys::openat2(
+            spares.pool.as_fd(),
+            &spare,
+            c::O_RDONLY | c::O_DIRECTORY | c::O_NOFOLLOW,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        )
+        .ok()?;
+        sys::fchmod(fd.as_fd(), mode & 0o7777).ok()?;
+        let dir = self.carved[carved].fd.as_fd();
+        match sys::renameat2(spares.pool.as_fd(), &spare, dir, name, c::RENAME_NOREPLACE) {
+            Ok(()) => Some(Ok(())),
+            Err(e) => {
+                Spares::give_back(&spares.dirs, spare);
+                (sys::errno_of(&e) == c::EEXIST).then_some(Err(e))
+            }
+        }
+    }
+
+    fn remember(&self, f: FileFacts) {
+        if let Ok(mut set) = self.created.lock() {
+            set.insert((f.dev, f.ino));
+        }
+    }
+
+    fn was_created_here(&self, f: &FileFacts) -> bool {
+        self.created
+            .lock()
+            .map(|set| set.contains(&(f.dev, f.ino)))
+            .unwrap_or(false)
+    }
+
+    /// Open again a regular file this supervisor created (and nothing
+    /// else: checked on the opened descriptor, before any truncation).
+    fn reopen_created(&self, dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> Option<Answer> {
+        if flags & c::O_EXCL != 0 {
+            return None;
+        }
+        // O_NONBLOCK: a FIFO swapped in cannot stall the worker.
+        let fd = sys::openat2(
+            dir,
+            name,
+            (flags & c::O_KEPT) | c::O_NOFOLLOW | c::O_NONBLOCK,
+            0,
+            resolve::BENEATH | resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | resolve::NO_XDEV,
+        )
+        .ok()?;
+        let f = sys::facts(fd.as_fd()).ok()?;
+        if !f.is_regular() || f.nlink != 1 || !self.was_created_here(&f) {
+            return None;
+        }
+        if flags & c::O_NONBLOCK == 0 && sys::clear_nonblocking(fd.as_fd()).is_err() {
+            return None;
+        }
+        if flags & c::O_TRUNC != 0 {
+            if let Err(e) = sys::truncate_to_zero(fd.as_fd()) {
+                return Some(Answer::Errno(
+                    sys::errno_of(&e),
+                    Decision::Emulated,
+                    Reason::CarvedDir,
+                ));
+            }
+        }
+        Some(Answer::Fd {
+            fd,
+            cloexec: flags & c::O_CLOEXEC != 0,
+            undo: None,
+        })
+    }
+
+    /// `mkdir*`, `unlink*`, `rmdir`, `symlink*`.
+    fn simple(&self, n: &Notif, op: Op, dirfd: i32, path_addr: u64) -> (Answer, Option<PathBuf>) {
+        let path = match copy_path(n.tid, path_addr) {
+            Ok(p) => p,
+            Err(answer) => return (answer, None),
+        };
+        let shown = Some(show(&path));
+        // Trailing slashes name a directory: fine for mkdir and rmdir,
+        // not something to reproduce for files and symlinks.
+        let dir_op =
+            matches!(op, Op::Mkdir(_)) || matches!(op, Op::Unlink(f) if f == c::AT_REMOVEDIR);
+        if let Op::Unlink(flags) = op {
+            if flags != 0 && flags != c::AT_REMOVEDIR {
+                return (Answer::Continue(Reason::Unsupported), shown);
+            }
+        }
+        let target_bytes = match op {
+            Op::Symlink(addr) => match copy_path(n.tid, addr) {
+                Ok(t) if !t.as_bytes().is_empty() => Some(t),
+                Ok(_) => return (Answer::Continue(Reason::Unsupported), shown),
+                Err(answer) => return (answer, shown),
+            },
+            _ => None,
+        };
+        let target = match self.locate(n, dirfd, &path, dir_op) {
+            Ok(t) => t,
+            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
+        };
+        let umask = match op {
+            Op::Mkdir(_) => match sys::thread_umask(n.tid) {
+                Ok(u) => u,
+                Err(_) => return (Answer::Continue(Reason::Unreadable), shown),
+            },
+            _ => 0,
+        };
+        if !self.listener.id_valid(n.id) {
+            return (Answer::Drop, shown);
+        }
+        if let Err(reason) = self.check_name(target.carved, &target.name) {
+            return (Answer::Continue(reason), shown);
+        }
+        let dir = self.carved[target.carved].fd.as_fd();
+        let name = &target.name_c;
+        let result = match op {
+            Op::Mkdir(mode) => self
+                .dir_from_spare(target.carved, name, mode & !umask)
+                .unwrap_or_else(|| sys::mkdirat(dir, name, mode & 0o7777 & !umask)),
+            Op::Unlink(flags) => sys::unlinkat(dir, name, flags),
+            Op::Symlink(_) => match &target_bytes {
+                Some(t) => sys::symlinkat(t, dir, name),
+                None => return (Answer::Continue(Reason::Unsupported), shown),
+            },
+        };
+        (done(result), shown)
+    }
+
+    fn rename(
+        &self,
+        n: &Notif,
+        (old_dirfd, old_addr): (i32, u64),
+        (new_dirfd, new_addr): (i32, u64),
+        flags: u32,
+    ) -> (Answer, Option<PathBuf>) {
+        let old = match copy_path(n.tid, old_addr) {
+            Ok(p) => p,
+            Err(answer) => return (answer, None),
+        };
+        let shown = Some(show(&old));
+        let new = match copy_path(n.tid, new_addr) {
+            Ok(p) => p,
+            Err(answer) => return (answer, shown),
+        };
+        if flags & !(c::RENAME_NOREPLACE | c::RENAME_EXCHANGE) != 0 {
+            return (Answer::Continue(Reason::Unsupported), shown);
+        }
+        let from = self.locate(n, old_dirfd, &old, true);
+        let to = self.locate(n, new_dirfd, &new, true);
+        let (from, to) = match (from, to) {
+            (Ok(f), Ok(t)) => (Some(f), Some(t)),
+            (Ok(f), Err(Answer::Continue(Reason::NotCarved))) => (Some(f), None),
+            (Err(Answer::Continue(Reason::NotCarved)), Ok(t)) => (None, Some(t)),
+            (
+                Err(Answer::Continue(Reason::NotCarved)),
+                Err(Answer::Continue(Reason::NotCarved)),
+            ) => {
+                // Neither side carved: Landlock decides; record a rename
+                // the policy would refuse on either side.
+                let a = self.judge_outside(n, old_dirfd, &old, Answer::Continue(Reason::NotCarved));
+                let a = match a {
+                    Answer::Continue(Reason::NotCarved) => {
+                        self.judge_outside(n, new_dirfd, &new, Answer::Continue(Reason::NotCarved))
+                    }
+                    other => other,
+                };
+                return (a, shown);
+            }
+            (Err(a), _) | (_, Err(a)) => return (a, shown),
+        };
+        if !self.listener.id_valid(n.id) {
+            return (Answer::Drop, shown);
+        }
+        for t in [&from, &to].into_iter().flatten() {
+            if let Err(reason) = self.check_name(t.carved, &t.name) {
+                return (Answer::Continue(reason), shown);
+            }
+        }
+        let answer = match (from, to) {
+            (Some(f), Some(t)) if f.carved == t.carved => {
+                let dir = self.carved[f.carved].fd.as_fd();
+                // A trailing slash is kept: the kernel then insists on
+                // directories, as it would have for the job.
+                match (f.with_slash(), t.with_slash()) {
+                    (Ok(old), Ok(new)) => done(sys::renameat2(dir, &old, dir, &new, flags)),
+                    _ => Answer::Continue(Reason::Unsupported),
+                }
+            }
+            // One side in a carved directory (or two different ones):
+            // `mv` falls back to copy and unlink, which are emulated.
+            _ => Answer::Errno(c::EXDEV, Decision::Emulated, Reason::CrossCarve),
+        };
+        (answer, shown)
+    }
+
+    /// Resolve the parent of `path` as the job sees it (from `dirfd`, its
+    /// cwd, or `/`) without following symlinks, and match it against the
+    /// carved directories by inode. Anything unclear → CONTINUE.
+    fn locate(&self, n: &Notif, dirfd: i32, path: &CStr, dir_op: bool) -> Result<Target, Answer> {
+        let bytes = path.to_bytes();
+        let (parent, name, trailing) = split(bytes).ok_or(Answer::Continue(Reason::Unsupported))?;
+        if trailing && !dir_op {
+            return Err(Answer::Continue(Reason::Unsupported));
+        }
+        if name.is_empty() || name == b"." || name == b".." {
+            return Err(Answer::Continue(Reason::Unsupported));
+        }
+        // Absolute paths resolve from the job's own root (at FULL it is
+        // not ours), clamped to it with RESOLVE_IN_ROOT.
+        let absolute = bytes.first() == Some(&b'/');
+        let what = if absolute {
+            "root".to_string()
+        } else if dirfd == c::AT_FDCWD {
+            "cwd".to_string()
+        } else if dirfd >= 0 {
+            format!("fd/{dirfd}")
+        } else {
+            return Err(Answer::Continue(Reason::Unsupported));
+        };
+        let facts: FileFacts = if parent.is_empty() {
+            // The common case, a bare name: one stat of the magic link.
+            sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
+        } else {
+            let base = sys::open_proc_dir(n.tid, &what)
+                .map_err(|_| Answer::Continue(Reason::Unreadable))?;
+            let in_root = if absolute { resolve::IN_ROOT } else { 0 };
+            let p = sys::cstring(parent).map_err(|_| Answer::Continue(Reason::Unsupported))?;
+            let parent_fd = sys::openat2(
+                base.as_fd(),
+                &p,
+                c::O_PATH | c::O_DIRECTORY,
+                0,
+                resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS | in_root,
+            )
+            .map_err(|_| Answer::Continue(Reason::Unsupported))?;
+            sys::facts(parent_fd.as_fd()).map_err(|_| Answer::Continue(Reason::Unsupported))?
+        };
+        let carved = self
+            .carved
+            .iter()
+            .position(|d| d.dev == facts.dev && d.ino == facts.ino)
+            .ok_or(Answer::Continue(Reason::NotCarved))?;
+        let name_c = sys::cstring(name).map_err(|_| Answer::Continue(Reason::Unsupported))?;
+        Ok(Target {
+            carved,
+            name: name.to_vec(),
+            name_c,
+            trailing,
+        })
+    }
+
+    /// A creation outside the carved directories is Landlock's to decide;
+    /// when the policy does not make its target writable the kernel will
+    /// refuse it, so record the attempt (the answer stays CONTINUE). The
+    /// path is the job's, made absolute lexically: this names the attempt
+    /// in reports and decides nothing.
+    fn judge_outside(&self, n: &Notif, dirfd: i32, path: &CStr, answer: Answer) -> Answer {
+        if !matches!(answer, Answer::Continue(Reason::NotCarved)) {
+            return answer;
+        }
+        let bytes = path.to_bytes();
+        let absolute = if bytes.first() == Some(&b'/') {
+            PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+        } else {
+            let what = if dirfd == c::AT_FDCWD {
+                "cwd".to_string()
+            } else if dirfd >= 0 {
+                format!("fd/{dirfd}")
+            } else {
+                return answer;
+            };
+            match std::fs::read_link(format!("/proc/{}/{what}", n.tid)) {
+                Ok(base) => base.join(std::ffi::OsStr::from_bytes(bytes)),
+                Err(_) => return answer,
+            }
+        };
+        let target = lexical(&absolute);
+        let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
+        match decide(rules, &target) {
+            Some((Access::Write, _)) => answer,
+            _ => Answer::Continue(Reason::OutsidePolicy),
+        }
+    }
+
+    fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {
+        let dir = &self.carved[carved];
+        // Where names may fold, a non-ASCII name could fold onto a
+        // protected one (`conﬁg`, `hoo\u{212a}s`): not emulated.
+        if dir.case_insensitive && !name.is_ascii() {
+            return Err(Reason::Unsupported);
+        }
+        let folded = fold(name);
+        if dir.protected.contains(&folded) {
+            return Err(Reason::Protected);
+        }
+        Ok(())
+    }
+
+    // ----- unix socket brokering ----------------------------------------
+
+    /// Decide a `connect()`. `Ok`: perform this connect; `Err`: answer.
+    fn connect(&self, n: &Notif) -> (Result<(Connect, OwnedFd), Answer>, Option<PathBuf>) {
+        let sockfd = n.args[0] as u32 as i32;
+        let addr_ptr = n.args[1];
+        let len = n.args[2] as u32 as i32;
+        let denied = |errno, reason| Answer::Errno(errno, Decision::Denied(errno), reason);
+        if len < 0 || len as usize > SOCKADDR_MAX {
+            return (
+                Err(Answer::Errno(
+                    c::EINVAL,
+                    Decision::Emulated,
+                    Reason::SocketNoName,
+                )),
+                None,
+            );
+        }
+        let len = len as usize;
+        let mut addr = [0u8; SOCKADDR_MAX];
+        if len > 0 {
+            match sys::read_remote(n.tid, addr_ptr, &mut addr[..len]) {
+                Ok(got) if got == len => {}
+                Ok(_) => {
+                    return (
+                        Err(Answer::Errno(
+                            libc_efault(),
+                            Decision::Emulated,
+                            Reason::SocketNoName,
+                        )),
+                        None,
+                    );
+                }
+                Err(e) if sys::errno_of(&e) == c::EPERM || sys::errno_of(&e) == c::EACCES => {
+                    return (Err(denied(c::EPERM, Reason::Unreadable)), None);
+                }
+                Err(e) if sys::errno_of(&e) == c::ESRCH => {
+                    return (
+                        Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                        None,
+                    );
+                }
+                Err(_) => {
+                    return (
+                        Err(Answer::Errno(
+                            libc_efault(),
+                            Decision::Emulated,
+                            Reason::SocketNoName,
+                        )),
+                        None,
+                    );
+                }
+            }
+        }
+        let kind = classify(&addr[..len]);
+        let shown = match &kind {
+            SockAddr::Path(p) => Some(PathBuf::from(std::ffi::OsStr::from_bytes(p))),
+            SockAddr::Abstract(name) => {
+                let mut s = b"@".to_vec();
+                s.extend_from_slice(name);
+                Some(PathBuf::from(std::ffi::OsStr::from_bytes(&s)))
+            }
+            SockAddr::Other => None,
+        };
+        // Open the socket path relative to the job's cwd before the
+        // validity check, so that one check covers every remote look-up.
+        // Absolute socket paths resolve from the job's root, relative ones
+        // from its cwd: what the path means to the job.
+        let cwd = match &kind {
+            SockAddr::Path(p) => {
+                let what = if p.first() == Some(&b'/') {
+                    "root"
+                } else {
+                    "cwd"
+                };
+                match sys::open_proc_dir(n.tid, what) {
+                    Ok(fd) => Some(fd),
+                    Err(_) => return (Err(denied(c::EPERM, Reason::Unreadable)), shown),
+                }
+            }
+            _ => None,
+        };
+        let pidfd = match sys::pidfd_open_thread(n.tid) {
+            Ok(fd) => fd,
+            Err(_) => {
+                return (
+                    Err(self.stale_or(n, denied(c::EPERM, Reason::Unreadable))),
+                    shown,
+                );
+            }
+        };
+        let sock = match sys::pidfd_getfd(pidfd.as_fd(), sockfd) {
+            Ok(s) => s,
+            Err(e) => {
+                let errno = sys::errno_of(&e);
+                let answer = if !self.listener.id_valid(n.id) {
+                    Answer::Drop
+                } else if errno == c::EBADF {
+                    Answer::Errno(c::EBADF, Decision::Emulated, Reason::SocketNoName)
+                } else {
+                    denied(c::EPERM, Reason::Unreadable)
+                };
+                return (Err(answer), shown);
+            }
+        };
+        // The thread was alive and blocked in this call through the memory
+        // read, the cwd look-up and pidfd_open: all were about it.
+        if !self.listener.id_valid(n.id) {
+            return (Err(Answer::Drop), shown);
+        }
+        let domain = match sys::socket_domain(sock.as_fd()) {
+            Ok(d) => d,
+            Err(e) => {
+                return (
+                    Err(Answer::Errno(
+                        sys::errno_of(&e),
+                        Decision::Emulated,
+                        Reason::SocketNoName,
+                    )),
+                    shown,
+                );
+            }
+        };
+        let connect = if domain != c::AF_UNIX {
+            // Another family: no unix name is resolved, and Landlock
+            // handles no TCP where such sockets can be created (network
+            // off blocks them at socket()). Performing it ourselves keeps
+            // the job from swapping in a unix socket after the check.
+            Connect::Raw(addr, len, Reason::SocketNoName)
+        } else {
+            match kind {
+                SockAddr::Other => Connect::Raw(addr, len, Reason::SocketNoName),
+                SockAddr::Abstract(name) => {
+                    // CONTINUE would let the job rewrite the address into a
+                    // path after this check, and a connect of ours skips
+                    // Landlock's abstract-socket scoping: so reproduce the
+                    // scoping here (the listener must belong to the job).
+                    match abstract_owner(n.tid, &name) {
+                        Owner::Job => Connect::Raw(addr, len, Reason::SocketAbstract),
+                        Owner::Nobody => {
+                            return (
+                                Err(Answer::Errno(
+                                    c::ECONNREFUSED,
+                                    Decision::Emulated,
+                                    Reason::SocketAbstract,
+                                )),
+                                shown,
+                            );
+                        }
+                        Owner::Outside => {
+                            return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
+                        }
+                    }
+                }
+                SockAddr::Path(p) => match self.check_socket_path(cwd, &p) {
+                    Ok(target) => Connect::Checked(target),
+                    Err(answer) => return (Err(answer), shown),
+                },
+            }
+        };
+        (Ok((connect, sock)), shown)
+    }
+
+    /// Nothing to answer if the notification is gone; `answer` otherwise
+    /// (an unanswered live notification would hang the job's thread).
+    fn stale_or(&self, n: &Notif, answer: Answer) -> Answer {
+        if self.listener.id_valid(n.id) {
+            answer
+        } else {
+            Answer::Drop
+        }
+    }
+
+    fn check_socket_path(&self, base: Option<OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
+        let denied = |errno, reason| Answer::Errno(errno, Decision::Denied(errno), reason);
+        let c_path = sys::cstring(path).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
+        let Some(base) = base else {
+            return Err(denied(c::EACCES, Reason::SocketOutside));
+        };
+        // An absolute path starts at the job's root and stays in it.
+        let in_root = if path.first() == Some(&b'/') {
+            resolve::IN_ROOT
+        } else {
+            0
+        };
+        // Follow symlinks as the kernel would; decide on what was reached.
+        let target = sys::openat2(
+            base.as_fd(),
+            &c_path,
+            c::O_PATH,
+            0,
+            resolve::NO_MAGICLINKS | in_root,
+        )
+        .map_err(|e| Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside))?;
+        let facts = sys::facts(target.as_fd()).map_err(|e| {
+            Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside)
+        })?;
+        if !facts.is_socket() {
+            return Err(Answer::Errno(
+                c::ECONNREFUSED,
+                Decision::Emulated,
+                Reason::SocketOutside,
+            ));
+        }
+        let real =
+            sys::fd_path(target.as_fd()).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
+        if !self.socket_allowed(&real) {
+            return Err(denied(c::EACCES, Reason::SocketOutside));
+        }
+        Ok(target)
+    }
+
+    fn socket_allowed(&self, real: &Path) -> bool {
+        if !real.is_absolute() || real.as_os_str().as_bytes().ends_with(b" (deleted)") {
+            return false;
+        }
+        let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
+        matches!(decide(rules, real), Some((Access::Write, _)))
+    }
+
+    fn resolved_rules(&self) -> &[(PathBuf, Access)] {
+        self.resolved.get_or_init(|| {
+            let mut rules = self.rules.clone();
+            for (path, access) in &self.rules {
+                if let Ok(real) = std::fs::canonicalize(path)
+                    && &real != path
+                {
+                    rules.push((real, *access));
+                }
+            }
+            rules
+        })
+    }
+
+    /// Connect the job's socket (our copy) and answer. A blocking socket
+    /// may wait long (a full backlog, a slow TCP handshake): that wait
+    /// happens in a thread of its own so the workers keep answering.
+    fn perform_connect(
+        self: &Arc<Self>,
+        n: Notif,
+        connect: Connect,
+        sock: OwnedFd,
+        path: Option<PathBuf>,
+        events: &Sender<NotifyEvent>,
+    ) {
+        let reason = match connect {
+            Connect::Checked(_) => Reason::SocketAllowed,
+            Connect::Raw(_, _, reason) => reason,
+        };
+        let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
+        let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
+            let result = match &connect {
+                Connect::Checked(target) => sys::connect_to_checked(sock.as_fd(), target.as_fd()),
+                Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
+            };
+            let answer = match result {
+                Ok(()) => Answer::Value(0, reason),
+                // EINPROGRESS/EAGAIN pass through unchanged: the job polls
+                // its own descriptor, which shares our file description.
+                Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, reason),
+            };
+            shared.answer(&n, n.call.name(), answer, path, events);
+        };
+        if !may_block {
+            run(self, events);
+            return;
+        }
+        // A blocking connect may wait for long (a full backlog, a slow
+        // handshake): it runs in a pool thread, never in a worker, so the
+        // workers keep answering and end when the job is gone.
+        let shared = Arc::clone(self);
+        let events = events.clone();
+        let id = n.id;
+        let task: Task = Box::new(move || {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(&shared, &events);
+            }));
+            if ran.is_err() {
+                let _ = shared.listener.respond_errno(id, c::EPERM);
+            }
+        });
+        if let Err(task) = self.pool.submit(task) {
+            // At the thread cap: wait here rather than fail the call.
+            task();
+        }
+    }
+}
+
+type Task = Box<dyn FnOnce() + Send>;
+
+/// Threads for connects that may block, reused (a hand-off costs far less
+/// than a thread start) and added when none is idle, up to a cap.
+struct ConnectPool {
+    tx: Sender<Task>,
+    inner: Arc<PoolInner>,
+}
+
+struct PoolInner {
+    rx: Mutex<std::sync::mpsc::Receiver<Task>>,
+    idle: AtomicUsize,
+    live: AtomicUsize,
+}
+
+impl std::fmt::Debug for ConnectPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectPool")
+            .field("idle", &self.inner.idle.load(Ordering::Relaxed))
+            .field("live", &self.inner.live.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl ConnectPool {
+    fn new() -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        ConnectPool {
+            tx,
+            inner: Arc::new(PoolInner {
+                rx: Mutex::new(rx),
+                idle: AtomicUsize::new(0),
+                live: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Hand `task` to an idle thread (reserved first, so every queued task
+    /// has a thread of its own) or to a new one. `Err` at the cap.
+    fn submit(&self, task: Task) -> Result<(), Task> {
+        let inner = &self.inner;
+        let reserved = inner
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !reserved {
+            if inner.live.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECT_THREADS {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+            let pool = Arc::clone(inner);
+            let spawned = std::thread::Builder::new()
+                .name("vetto-connect".into())
+                .spawn(move || pool.run());
+            if spawned.is_err() {
+                inner.live.fetch_sub(1, Ordering::AcqRel);
+                return Err(task);
+            }
+        }
+        self.tx.send(task).map_err(|e| e.0)
+    }
+}
+
+impl PoolInner {
+    fn run(&self) {
+        loop {
+            let task = match self.rx.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => break,
+            };
+            // The sender is gone with the supervisor state: nothing is left.
+            let Ok(task) = task else { break };
+            task();
+            self.idle.fetch_add(1, Ordering::AcqRel);
+        }
+        self.live.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A located name in a carved directory.
+struct Target {
+    carved: usize,
+    name: Vec<u8>,
+    name_c: CString,
+    /// The job's path ended in `/`.
+    trailing: bool,
+}
+
+impl Target {
+    fn with_slash(&self) -> io::Result<CString> {
+        if self.trailing {
+            let mut bytes = self.name.clone();
+            bytes.push(b'/');
+            sys::cstring(&bytes)
+        } else {
+            Ok(self.name_c.clone())
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Mkdir(u32),
+    /// `unlinkat` flags: 0 or `AT_REMOVEDIR`.
+    Unlink(i32),
+    /// Address of the symlink target in the job's memory.
+    Symlink(u64),
+}
+
+/// The kinds of socket address.
+#[derive(Debug, PartialEq, Eq)]
+enum SockAddr {
+    /// `AF_UNIX` with a path (up to the first NUL, as the kernel reads it).
+    Path(Vec<u8>),
+    /// `AF_UNIX` abstract name (after the leading NUL).
+    Abstract(Vec<u8>),
+    /// Unnamed, too short, or another family.
+    Other,
+}
+
+fn classify(addr: &[u8]) -> SockAddr {
+    if addr.len() <= SUN_PATH_OFFSET {
+        return SockAddr::Other;
+    }
+    let family = u16::from_ne_bytes([addr[0], addr[1]]);
+    if i32::from(family) != c::AF_UNIX {
+        return SockAddr::Other;
+    }
+    let sun_path = &addr[SUN_PATH_OFFSET..];
+    if sun_path[0] == 0 {
+        return SockAddr::Abstract(sun_path[1..].to_vec());
+    }
+    let end = sun_path
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(sun_path.len());
+    SockAddr::Path(sun_path[..end].to_vec())
+}
+
+enum Owner {
+    /// Every listener of the name is held by a process of the job.
+    Job,
+    /// No listener.
+    Nobody,
+    /// Anything else (outside, unknown, ambiguous).
+    Outside,
+}
+
+/// Who listens on the abstract `name`: the job's processes (descendants of
+/// the supervisor), nobody, or someone else. Slow (walks /proc) and only
+/// for abstract connects, which are rare. A listener could change between
+/// this look and the connect only if a process outside the sandbox binds
+/// the very name the job just released.
+fn abstract_owner(tid: i32, name: &[u8]) -> Owner {
+    let inodes = match sys::abstract_listeners(tid, name) {
+        Ok(Some(inodes)) => inodes,
+        _ => return Owner::Outside,
+    };
+    if inodes.is_empty() {
+        return Owner::Nobody;
+    }
+    let Ok(job) = sys::descendants() else {
+        return Owner::Outside;
+    };
+    if inodes
+        .iter()
+        .all(|&ino| job.iter().any(|&pid| sys::holds_socket(pid, ino)))
+    {
+        Owner::Job
+    } else {
+        Owner::Outside
+    }
+}
+
+/// Copy a path argument once, bounded to `PATH_MAX`.
+fn copy_path(tid: i32, addr: u64) -> Result<CString, Answer> {
+    match sys::read_remote_cstr(tid, addr, PATH_MAX) {
+        Ok(Some(p)) if !p.as_bytes().is_empty() => Ok(p),
+        // Too long or empty: the kernel will say so.
+        Ok(_) => Err(Answer::Continue(Reason::Unsupported)),
+        // Not dumpable, or gone: fail closed, which for creations is
+        // letting Landlock deny.
+        Err(_) => Err(Answer::Continue(Reason::Unreadable)),
+    }
+}
+
+/// Split into (parent, final name, had trailing slashes).
+fn split(path: &[u8]) -> Option<(&[u8], &[u8], bool)> {
+    let mut end = path.len();
+    while end > 0 && path[end - 1] == b'/' {
+        end -= 1;
+    }
+    let trailing = end != path.len();
+    let trimmed = &path[..end];
+    if trimmed.is_empty() {
+        return None;
+    }
+    match trimmed.iter().rposition(|&b| b == b'/') {
+        None => Some((&[], trimmed, trailing)),
+        Some(i) => {
+            let parent = &trimmed[..i];
+            let parent = if parent.is_empty() {
+                &trimmed[..1]
+            } else {
+                parent
+            };
+            Some((parent, &trimmed[i + 1..], trailing))
+        }
+    }
+}
+
+/// The comparison form of a name: ASCII lower case, without the trailing
+/// dots and spaces some filesystems drop (`.git.` is `.git` on vfat).
+fn fold(name: &[u8]) -> Vec<u8> {
+    let mut end = name.len();
+    while end > 0 && matches!(name[end - 1], b'.' | b' ') {
+        end -= 1;
+    }
+    // `.` and `..` fold to nothing; keep them as they are.
+    let kept = if end == 0 { name } else { &name[..end] };
+    kept.to_ascii_lowercase()
+}
+
+fn show(path: &CStr) -> PathBuf {
+    PathBuf::from(std::ffi::OsStr::from_bytes(path.to_bytes()))
+}
+
+/// The answer for an operation the supervisor performed.
+fn done(result: io::Result<()>) -> Answer {
+    match result {
+        Ok(()) => Answer::Value(0, Reason::CarvedDir),
+        Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
+    }
+}
+
+fn libc_efault() -> i32 {
+    c::EFAULT
+}
+
+/// `path` without `.` and `..` components (lexically; for naming only).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_keeps_the_parent_and_a_single_final_name() {
+        assert_eq!(split(b"x"), Some((&b""[..], &b"x"[..], false)));
+        assert_eq!(split(b"a/b/c"), Some((&b"a/b"[..], &b"c"[..], false)));
+        assert_eq!(split(b"/x"), Some((&b"/"[..], &b"x"[..], false)));
+        assert_eq!(split(b"dir//"), Some((&b""[..], &b"dir"[..], true)));
+        assert_eq!(split(b"a//b"), Some((&b"a/"[..], &b"b"[..], false)));
+        assert_eq!(split(b"///"), None);
+        assert_eq!(split(b"x/.."), Some((&b"x"[..], &b".."[..], false)));
+    }
+
+    #[test]
+    fn protected_name_variants_fold_to_the_same_name() {
+        for variant in [".git", ".GIT", ".Git.", ".git ", ".git..", ".gIt. ."] {
+            assert_eq!(fold(variant.as_bytes()), b".git", "{variant}");
+        }
+        assert_eq!(fold(b"HOOKS"), b"hooks");
+        assert_ne!(fold(b".gitignore"), b".git");
+        assert_eq!(fold(b".."), b"..");
+    }
+
+    #[test]
+    fn socket_addresses_are_classified_as_the_kernel_reads_them() {
+        let family = (c::AF_UNIX as u16).to_ne_bytes();
+        let mut path = family.to_vec();
+        path.extend_from_slice(b"/run/x.sock\0garbage");
+        assert_eq!(classify(&path), SockAddr::Path(b"/run/x.sock".to_vec()));
+        let mut abs = family.to_vec();
+        abs.extend_from_slice(b"\0name");
+        assert_eq!(classify(&abs), SockAddr::Abstract(b"name".to_vec()));
+        assert_eq!(classify(&family), SockAddr::Other);
+        let mut inet = 2u16.to_ne_bytes().to_vec();
+        inet.extend_from_slice(&[0, 80, 127, 0, 0, 1]);
+        assert_eq!(classify(&inet), SockAddr::Other);
+        let mut unterminated = family.to_vec();
+        unterminated.extend_from_slice(&[b'a'; 108]);
+        assert_eq!(classify(&unterminated), SockAddr::Path(vec![b'a'; 108]));
+    }
+
+    #[test]
+    fn only_sockets_in_writable_rules_are_allowed() {
+        #[expect(clippy::unwrap_used, reason = "tests")]
+        let shared = Shared::new(
+            Listener::new(OwnedFd::from(std::fs::File::open("/").unwrap())),
+            &NotifyPlan {
+                carved_dirs: vec![],
+                broker_unix_connect: true,
+                rules: vec![
+                    (PathBuf::from("/"), Access::Read),
+                    (PathBuf::from("/work/p"), Access::Write),
+                    (PathBuf::from("/work/p/.env"), Access::Deny),
+                    (PathBuf::from("/work/p/.git"), Access::Protect),
+                ],
+                ..NotifyPlan::default()
+            },
+        )
+        .unwrap();
+        assert!(shared.socket_allowed(Path::new("/work/p/app.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/.env/s.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/.git/s.sock")));
+        assert!(!shared.socket_allowed(Path::new("/home/u/.ssh/agent.sock")));
+        assert!(!shared.socket_allowed(Path::new("/work/p/app.sock (deleted)")));
+        assert!(!shared.socket_allowed(Path::new("relative.sock")));
+    }
+}
