@@ -672,3 +672,50 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
         "fingerprints changed between two identical runs"
     );
 }
+
+/// A fork bomb under `vetto ci --max-procs 20`: the kernel refuses the
+/// forks past the limit, and the session log says the limit was reached
+/// (and names the processes the bomb left behind). Runs as an unprivileged
+/// user.
+#[test]
+fn ci_records_the_process_limit_being_reached() {
+    if !require("ci_records_the_process_limit", "seccomp") {
+        return;
+    }
+    let w = World::new();
+    let report = w.report_dir();
+    let ran = w.vetto(&[
+        "ci",
+        "--fail-on",
+        "never",
+        "--max-procs",
+        "20",
+        "--report-dir",
+        report.to_str().unwrap(),
+        "--",
+        "python3",
+        "-c",
+        "import os, time\n\
+         for i in range(200):\n\
+         \x20   try:\n\
+         \x20       if os.fork() == 0:\n\
+         \x20           time.sleep(3)\n\
+         \x20           os._exit(0)\n\
+         \x20   except OSError:\n\
+         \x20       pass\n\
+         time.sleep(1)\n",
+    ]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let rules: Vec<String> = w
+        .session_log()
+        .iter()
+        .filter(|e| e["type"] == "violation")
+        .filter_map(|e| e["rule"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        rules.iter().any(|r| r == "limit-procs"),
+        "no limit-procs in {rules:?}\n{}",
+        ran.stderr
+    );
+    assert!(rules.iter().any(|r| r == "process-escaped"), "{rules:?}");
+}

@@ -28,6 +28,7 @@ pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
     pub mask_watch: Option<MaskWatch>,
+    pub nproc_limit: Option<u64>,
 }
 
 impl Spawned {

@@ -208,6 +208,7 @@ pub fn run(
         eprintln!("vetto: warning: reads of a masked secret will not be seen: {problem}");
     }
     let mut next_sample = start;
+    let mut procs_limit_seen = false;
     session.outcome = loop {
         let wait = deadline
             .map(|d| d.saturating_duration_since(Instant::now()).min(TICK))
@@ -249,6 +250,23 @@ pub fn run(
                     rss_bytes: sample.rss_bytes,
                     procs: sample.procs,
                 }));
+            }
+            // The kernel refuses forks past the limit (RLIMIT_NPROC counts
+            // every task of the user); the user seen at it is recorded once
+            // (sampled: a burst between two samples can go unseen).
+            if let (Some(max), Some(limit), Some(sink)) =
+                (plan.limits.max_procs, child.nproc_limit, sink)
+                && !procs_limit_seen
+                && process::tasks_of_uid(nix::unistd::getuid().as_raw()) >= limit
+            {
+                procs_limit_seen = true;
+                sink.emit(Event::Limit(LimitEvent {
+                    time: Timestamp::now(),
+                    limit: LimitKind::Procs,
+                    max: u64::from(max),
+                    observed: u64::from(sample.procs),
+                }));
+                sink.emit(limit_violation(RuleId::LimitProcs, "max-procs"));
             }
             if let Some(max) = plan.limits.max_memory
                 && sample.rss_bytes > max

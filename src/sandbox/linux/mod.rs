@@ -95,6 +95,9 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
     /// FULL tier with masked paths: the watches on their stand-ins.
     pub mask_watch: Option<MaskWatch>,
+    /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
+    /// task count at launch plus the limit.
+    pub nproc_limit: Option<u64>,
     /// The init's reports, readable once it has exited.
     reports: UnixStream,
 }
@@ -254,6 +257,7 @@ impl Stage {
             pid,
             listener,
             mask_watch,
+            nproc_limit,
             reports,
         })
     }
