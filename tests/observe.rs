@@ -719,3 +719,53 @@ fn ci_records_the_process_limit_being_reached() {
     );
     assert!(rules.iter().any(|r| r == "process-escaped"), "{rules:?}");
 }
+
+/// `vetto ci --audit`: nothing is blocked — a git hook the job plants is
+/// really written — and the session log records it, as observed, with the
+/// other attempts the policy would refuse. Runs as an unprivileged user.
+#[test]
+fn audit_records_what_the_policy_would_refuse_and_blocks_nothing() {
+    if !require("audit_records", "seccomp_notify") {
+        return;
+    }
+    let w = World::new();
+    let ran = run(w.command("git", &["init", "-q"]));
+    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    w.give_away(&w.project);
+    let report = w.report_dir();
+    let ran = w.vetto(&[
+        "ci",
+        "--audit",
+        "--fail-on",
+        "never",
+        "--report-dir",
+        report.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo planted > .git/hooks/pre-commit; unshare -Ur true; echo done",
+    ]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert!(
+        w.project.join(".git/hooks/pre-commit").exists(),
+        "--audit blocked the write\n{}",
+        ran.stderr
+    );
+    let observed: Vec<(String, String)> = w
+        .session_log()
+        .iter()
+        .filter(|e| e["type"] == "violation")
+        .map(|e| {
+            (
+                e["rule"].as_str().unwrap_or_default().to_owned(),
+                e["action"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for rule in ["git-persistence-blocked", "syscall-denied"] {
+        assert!(
+            observed.iter().any(|(r, a)| r == rule && a == "observed"),
+            "{rule} not observed in {observed:?}"
+        );
+    }
+}

@@ -86,6 +86,7 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
     let policy = crate::policy::load(&request).ok()?;
     let options = BuildOptions {
         allow_degraded: false,
+        audit: false,
         env: request.env.clone(),
         cwd: request.cwd.clone(),
     };

@@ -146,6 +146,9 @@ pub struct RunArgs {
     /// Accept a tier that cannot enforce every rule of the policy
     #[arg(long = "allow-degraded")]
     pub allow_degraded: bool,
+    /// Observe and record, block nothing (for learning a policy)
+    #[arg(long)]
+    pub audit: bool,
     /// Where reports are written (`run` writes them only when given)
     #[arg(long = "report-dir", value_name = "DIR")]
     pub report_dir: Option<PathBuf>,

@@ -97,6 +97,7 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
     let caps = host::probe();
     let options = BuildOptions {
         allow_degraded: args.allow_degraded,
+        audit: args.audit,
         env: request.env.clone(),
         cwd: request.cwd.clone(),
     };
@@ -127,8 +128,14 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
     // created costs the reports, never the command.
     let log = log_dir.and_then(|dir| open_log(dir, &session_tmp));
     if let Some((_, sink, _)) = &log {
-        let start =
-            super::ci::session_start(&plan, &policy, &caps, &args.command, false, &request.env);
+        let start = super::ci::session_start(
+            &plan,
+            &policy,
+            &caps,
+            &args.command,
+            args.audit,
+            &request.env,
+        );
         let withheld = super::ci::withheld_env_violations(&start, &plan.env.withheld);
         sink.emit(Event::SessionStart(Box::new(start)));
         for v in withheld {
@@ -152,7 +159,7 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.
     finish_output(copier);
-    tell(&session);
+    tell(&session, args.audit);
     let log = log.map(|(path, sink, writer)| {
         sink.emit(Event::SessionEnd(Box::new(SessionEnd {
             ended_at: Timestamp::now(),
@@ -190,7 +197,7 @@ fn finish_output(copier: Option<OutputCopier>) {
 }
 
 /// One line each for what the user should know about the session.
-fn tell(session: &supervisor::Session) {
+fn tell(session: &supervisor::Session, audit: bool) {
     match session.limit {
         Some(supervisor::LimitHit::Timeout { max_ms }) => {
             eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
@@ -244,7 +251,13 @@ fn tell(session: &supervisor::Session) {
     }
     let denied = session.denials();
     if denied > 0 {
-        eprintln!("vetto: the sandbox denied {denied} operation(s)");
+        if audit {
+            eprintln!(
+                "vetto: the policy would have refused {denied} operation(s) (--audit: allowed)"
+            );
+        } else {
+            eprintln!("vetto: the sandbox denied {denied} operation(s)");
+        }
     }
 }
 

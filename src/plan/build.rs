@@ -25,6 +25,8 @@ pub struct BuildOptions {
     /// Where vetto was started; the job starts there when it is inside the
     /// project, else at the project root.
     pub cwd: PathBuf,
+    /// `--audit`: enforce nothing, record what the policy would refuse.
+    pub audit: bool,
 }
 
 /// Choose the tier and translate the policy for it, against the real filesystem.
@@ -58,6 +60,9 @@ pub fn build_with_view(
     options: &BuildOptions,
     view: &dyn FsView,
 ) -> Result<Plan, Refusal> {
+    if options.audit {
+        return audit_plan(policy, host, options, view);
+    }
     let floor = policy.min_tier.unwrap_or(Tier::Seccomp);
     let candidates: Vec<Tier> = match request {
         TierRequest::Exactly(t) => vec![t],
@@ -420,6 +425,7 @@ fn plan_for(
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             spares,
             denied_calls: Vec::new(),
+            audit: false,
         };
         let landlock = LandlockPlan {
             abi,
@@ -438,6 +444,7 @@ fn plan_for(
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             spares: None,
             denied_calls: Vec::new(),
+            audit: false,
         };
         (None, notify, Vec::new())
     };
@@ -595,4 +602,81 @@ impl FsView for PrivateTmpView<'_> {
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.host.read_link(path)
     }
+}
+
+/// `--audit`: no Landlock, no namespaces, nothing refused. Every call the
+/// policy would refuse is still notified, allowed (CONTINUE: there is no
+/// decision to protect) and recorded as observed, so a session can teach a
+/// policy. Credential-like variables stay withheld. Needs user notification:
+/// without it nothing could be observed.
+fn audit_plan(
+    policy: &Policy,
+    host: &HostCaps,
+    options: &BuildOptions,
+    view: &dyn FsView,
+) -> Result<Plan, Refusal> {
+    for (available, feature) in [
+        (&host.seccomp, KernelFeature::Seccomp),
+        (&host.seccomp_notify, KernelFeature::SeccompUserNotify),
+    ] {
+        if let crate::host::Availability::Missing(why) = available {
+            return Err(Refusal {
+                tier: None,
+                rule: "--audit".into(),
+                missing: feature,
+                detail: why.clone(),
+                hint: "audit mode observes through seccomp user notification; run `vetto doctor`"
+                    .into(),
+            });
+        }
+    }
+    let mut seccomp = syscalls::plan(policy.net == NetPolicy::Off, true, true);
+    seccomp.record_denials = true;
+    let notify = NotifyPlan {
+        carved_dirs: Vec::new(),
+        broker_unix_connect: true,
+        rules: policy
+            .fs
+            .iter()
+            .map(|r| (r.path.clone(), r.access))
+            .collect(),
+        spares: None,
+        denied_calls: seccomp
+            .rules
+            .iter()
+            .filter(|r| r.action == syscalls::Action::Deny)
+            .map(|r| r.name.clone())
+            .collect(),
+        audit: true,
+    };
+    let tmp = policy.session_tmp.to_string_lossy().into_owned();
+    let session_env = [
+        ("TMPDIR".to_string(), tmp.clone()),
+        ("TMP".to_string(), tmp.clone()),
+        ("TEMP".to_string(), tmp),
+        ("VETTO_TIER".to_string(), "audit".to_string()),
+    ];
+    let _ = view;
+    Ok(Plan {
+        tier: Tier::Seccomp,
+        session_tmp: Some(policy.session_tmp.clone()),
+        scrub_dirs: Vec::new(),
+        namespaces: None,
+        landlock: None,
+        seccomp,
+        notify,
+        prepare_dirs: Vec::new(),
+        env: env::plan(&policy.env, &options.env, &session_env),
+        net: policy.net.clone(),
+        limits: policy.limits.clone(),
+        cwd: if options.cwd.starts_with(&policy.project) {
+            options.cwd.clone()
+        } else {
+            policy.project.clone()
+        },
+        degraded: vec![
+            "--audit: nothing is enforced; what the policy would refuse is recorded as observed"
+                .into(),
+        ],
+    })
 }

@@ -130,6 +130,9 @@ pub struct NotifyPlan {
     /// answers `EPERM` and records the attempt (`SeccompPlan::record_denials`).
     #[serde(default)]
     pub denied_calls: Vec<String>,
+    /// `--audit`: allow what the policy would refuse, and record it.
+    #[serde(default)]
+    pub audit: bool,
 }
 
 impl NotifyPlan {

@@ -236,6 +236,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
 fn options() -> BuildOptions {
     BuildOptions {
         allow_degraded: false,
+        audit: false,
         env: vec![],
         cwd: "/p/src".into(),
     }
@@ -592,4 +593,47 @@ fn full_tier_carves_its_private_tmp_as_the_sandbox_sees_it() -> Result<(), Refus
             .any(|r| r.path.starts_with("/tmp/someone-elses-dir"))
     );
     Ok(())
+}
+
+#[test]
+fn audit_enforces_nothing_but_notifies_everything_it_would_refuse() -> Result<(), Refusal> {
+    let mut opts = options();
+    opts.audit = true;
+    let plan = build::build_with_view(
+        &policy(project_rules()),
+        &HostCaps::everything(),
+        TierRequest::Auto,
+        &opts,
+        &project_fs(),
+    )?;
+    assert!(plan.landlock.is_none() && plan.namespaces.is_none());
+    assert!(plan.seccomp.record_denials && plan.notify.audit);
+    assert!(plan.notify.denied_calls.iter().any(|c| c == "ptrace"));
+    assert!(
+        plan.seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "mkdir" && r.action == Action::Notify)
+    );
+    assert_eq!(plan.degraded.len(), 1, "one line says nothing is enforced");
+    Ok(())
+}
+
+#[test]
+fn audit_without_user_notification_is_refused_because_nothing_could_be_observed() {
+    let mut host = HostCaps::everything();
+    host.seccomp_notify = Availability::Missing("kernel 5.4".into());
+    let mut opts = options();
+    opts.audit = true;
+    let r = build::build_with_view(
+        &policy(project_rules()),
+        &host,
+        TierRequest::Auto,
+        &opts,
+        &project_fs(),
+    );
+    assert_eq!(
+        r.err().map(|r| r.missing),
+        Some(KernelFeature::SeccompUserNotify)
+    );
 }

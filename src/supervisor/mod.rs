@@ -219,7 +219,7 @@ pub fn run(
         {
             process::send(child.pid, *sig);
         }
-        keep_decisions(&mut session, &decisions, sink);
+        keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
         if let Some(watch) = &mask_watch {
             keep_secret_reads(&mut session, watch, sink);
         }
@@ -288,7 +288,7 @@ pub fn run(
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
-    keep_decisions(&mut session, &decisions, sink);
+    keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
     // Opens queued before the end are still in the inotify queue.
     if let Some(watch) = &mask_watch {
         keep_secret_reads(&mut session, watch, sink);
@@ -310,10 +310,11 @@ fn keep_decisions(
     session: &mut Session,
     decisions: &mpsc::Receiver<notify::NotifyEvent>,
     sink: Option<&dyn EventSink>,
+    audit: bool,
 ) {
     for d in decisions.try_iter() {
         if let Some(sink) = sink
-            && let Some(v) = violation_of(&d)
+            && let Some(v) = violation_of(&d, audit)
         {
             sink.emit(Event::Violation(Box::new(v)));
         }
@@ -419,8 +420,9 @@ fn is_ci_control_file(path: &Path) -> bool {
             .is_some_and(|d| d == "_runner_file_commands")
 }
 
-/// A notification decision as a violation (`None` if it is not one).
-pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
+/// A notification decision as a violation (`None` if it is not one):
+/// blocked, or under `--audit` only observed.
+pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
     if !d.is_violation() {
         return None;
     }
@@ -463,7 +465,11 @@ pub fn violation_of(d: &notify::NotifyEvent) -> Option<Violation> {
     Some(Violation {
         rule,
         time: Timestamp::now(),
-        action: Action::Blocked,
+        action: if audit {
+            Action::Observed
+        } else {
+            Action::Blocked
+        },
         process,
         target,
         attribution,

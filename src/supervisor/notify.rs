@@ -49,6 +49,9 @@ pub enum Reason {
     /// A creation, removal or rename the policy does not allow where it
     /// lands (outside every carved directory): Landlock refuses it.
     OutsidePolicy,
+    /// `--audit`: something the policy would refuse (a socket outside it),
+    /// performed and recorded.
+    WouldDeny,
     /// A call the plan refuses outright (ptrace, io_uring, mount, network
     /// sockets when the network is off …), notified only to be recorded.
     Forbidden,
@@ -71,6 +74,9 @@ impl NotifyEvent {
     /// Protected-name hits and policy denials are what reports call violations.
     pub fn is_violation(&self) -> bool {
         matches!(self.decision, Decision::Denied(_))
-            || matches!(self.reason, Reason::Protected | Reason::OutsidePolicy)
+            || matches!(
+                self.reason,
+                Reason::Protected | Reason::OutsidePolicy | Reason::Forbidden | Reason::WouldDeny
+            )
     }
 }

@@ -211,6 +211,7 @@ fn resolve_tier(world: &World, options: &Options) -> Result<Resolved, VerifyErro
     let caps = crate::host::probe();
     let build = BuildOptions {
         allow_degraded: options.allow_degraded,
+        audit: false,
         env,
         cwd: p,
     };

@@ -150,6 +150,8 @@ struct Shared {
     spares: Option<Spares>,
     /// Numbers and names of the calls the plan refuses outright.
     denied: Vec<(i64, &'static str)>,
+    /// `--audit`: allow what would be refused, record it.
+    audit: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -202,8 +204,9 @@ enum Answer {
 
 /// A connect the supervisor performs.
 enum Connect {
-    /// To the checked socket inode behind this `O_PATH` descriptor.
-    Checked(OwnedFd),
+    /// To the checked socket inode behind this `O_PATH` descriptor, with
+    /// the reason it is performed (allowed, or only audited).
+    Checked(OwnedFd, Reason),
     /// With the job's address (copied): no name resolved, or an abstract
     /// name whose listener belongs to the job.
     Raw([u8; SOCKADDR_MAX], usize, Reason),
@@ -269,6 +272,7 @@ impl Shared {
             carved,
             spares,
             denied,
+            audit: plan.audit,
             broker: plan.broker_unix_connect,
             rules,
             resolved: std::sync::OnceLock::new(),
@@ -310,7 +314,7 @@ impl Shared {
             | Call::Rmdir
             | Call::Symlink
             | Call::Symlinkat
-                if !self.carved.is_empty() =>
+                if !self.carved.is_empty() || self.audit =>
             {
                 self.creation(&n)
             }
@@ -328,6 +332,8 @@ impl Shared {
             | Call::Rmdir
             | Call::Symlink
             | Call::Symlinkat => (Answer::Continue(Reason::NotHandled), None),
+            // Audit: allowed, and recorded.
+            _ if self.audit => (Answer::Continue(Reason::Forbidden), None),
             // Anything else is here only because the plan refuses it and
             // wants the attempt recorded. Never CONTINUE: refuse.
             _ => (
@@ -336,7 +342,9 @@ impl Shared {
             ),
         };
         let syscall = match answer {
-            Answer::Errno(_, _, Reason::Forbidden) => self.denied_name(n.nr),
+            Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {
+                self.denied_name(n.nr)
+            }
             _ => n.call.name(),
         };
         self.answer(&n, syscall, answer, path, events);
@@ -382,7 +390,14 @@ impl Shared {
         let violating = matches!(
             answer,
             Answer::Errno(_, Decision::Denied(_), _)
-                | Answer::Continue(Reason::Protected | Reason::OutsidePolicy)
+                | Answer::Continue(
+                    Reason::Protected
+                        | Reason::OutsidePolicy
+                        | Reason::Forbidden
+                        | Reason::WouldDeny
+                )
+                | Answer::Value(_, Reason::WouldDeny)
+                | Answer::Errno(_, _, Reason::WouldDeny)
         );
         let process = violating.then(|| self.describe(n.tid));
         // A failed answer means the thread is gone (ENOENT): nothing to do.
@@ -1036,13 +1051,15 @@ impl Shared {
                                 shown,
                             );
                         }
+                        // Audit: what would be refused is performed, and named.
+                        Owner::Outside if self.audit => Connect::Raw(addr, len, Reason::WouldDeny),
                         Owner::Outside => {
                             return (Err(denied(c::EACCES, Reason::SocketAbstract)), shown);
                         }
                     }
                 }
                 SockAddr::Path(p) => match self.check_socket_path(cwd, &p) {
-                    Ok(target) => Connect::Checked(target),
+                    Ok((target, reason)) => Connect::Checked(target, reason),
                     Err(answer) => return (Err(answer), shown),
                 },
             }
@@ -1060,7 +1077,11 @@ impl Shared {
         }
     }
 
-    fn check_socket_path(&self, base: Option<OwnedFd>, path: &[u8]) -> Result<OwnedFd, Answer> {
+    fn check_socket_path(
+        &self,
+        base: Option<OwnedFd>,
+        path: &[u8],
+    ) -> Result<(OwnedFd, Reason), Answer> {
         let denied = |errno, reason| Answer::Errno(errno, Decision::Denied(errno), reason);
         let c_path = sys::cstring(path).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
         let Some(base) = base else {
@@ -1094,9 +1115,13 @@ impl Shared {
         let real =
             sys::fd_path(target.as_fd()).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
         if !self.socket_allowed(&real) {
+            // Audit: connect anyway, and name it.
+            if self.audit {
+                return Ok((target, Reason::WouldDeny));
+            }
             return Err(denied(c::EACCES, Reason::SocketOutside));
         }
-        Ok(target)
+        Ok((target, Reason::SocketAllowed))
     }
 
     fn socket_allowed(&self, real: &Path) -> bool {
@@ -1133,13 +1158,14 @@ impl Shared {
         events: &Sender<NotifyEvent>,
     ) {
         let reason = match connect {
-            Connect::Checked(_) => Reason::SocketAllowed,
-            Connect::Raw(_, _, reason) => reason,
+            Connect::Checked(_, reason) | Connect::Raw(_, _, reason) => reason,
         };
         let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
         let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
             let result = match &connect {
-                Connect::Checked(target) => sys::connect_to_checked(sock.as_fd(), target.as_fd()),
+                Connect::Checked(target, _) => {
+                    sys::connect_to_checked(sock.as_fd(), target.as_fd())
+                }
                 Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
             };
             let answer = match result {
