@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use crate::util::{Tier, World, eventually, noise, pids_with, read, unique_sleep_arg};
+use crate::util::{
+    Tier, World, eventually, noise, nproc_sensitive, pids_with, read, unique_sleep_arg,
+};
 use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: the command's exit status comes back
@@ -87,6 +89,7 @@ at_every_tier!(timeout_kills_the_whole_tree);
 /// 300 — and after SIGTERM to vetto none of them is left.
 fn max_procs_contains_fork_bomb(tier: Tier) {
     require!(tier.feature());
+    let _alone = nproc_sensitive();
     let w = World::at(tier);
     let marker = unique_sleep_arg();
     let script = format!(
@@ -147,6 +150,7 @@ fn sleepers(marker: &str) -> Vec<i32> {
 /// sandbox" (contract), not for the user.
 fn max_procs_counts_only_the_sandbox(tier: Tier) {
     require!(tier.feature());
+    let _alone = nproc_sensitive();
     let w = World::at(tier);
     let _others: Vec<_> = (0..30).map(|_| w.outside_sleep(&[])).collect();
     let out = w

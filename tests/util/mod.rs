@@ -54,6 +54,16 @@ pub struct User {
 
 const TEST_USER: &str = "tester";
 
+/// `--max-procs` is `RLIMIT_NPROC`, which the kernel counts over every
+/// process of the user: tests that depend on that count (a fork bomb, a
+/// budget of a few forks) hold this lock so that they do not run while
+/// another fills the same user's count.
+pub fn nproc_sensitive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 pub fn user() -> &'static User {
     static USER: OnceLock<User> = OnceLock::new();
     USER.get_or_init(|| {
