@@ -61,7 +61,7 @@ pub fn build_with_view(
     view: &dyn FsView,
 ) -> Result<Plan, Refusal> {
     if options.audit {
-        return audit_plan(policy, host, options, view);
+        return audit_plan(policy, host, options);
     }
     let floor = policy.min_tier.unwrap_or(Tier::Seccomp);
     let candidates: Vec<Tier> = match request {
@@ -609,12 +609,7 @@ impl FsView for PrivateTmpView<'_> {
 /// decision to protect) and recorded as observed, so a session can teach a
 /// policy. Credential-like variables stay withheld. Needs user notification:
 /// without it nothing could be observed.
-fn audit_plan(
-    policy: &Policy,
-    host: &HostCaps,
-    options: &BuildOptions,
-    view: &dyn FsView,
-) -> Result<Plan, Refusal> {
+fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Result<Plan, Refusal> {
     for (available, feature) in [
         (&host.seccomp, KernelFeature::Seccomp),
         (&host.seccomp_notify, KernelFeature::SeccompUserNotify),
@@ -656,7 +651,6 @@ fn audit_plan(
         ("TEMP".to_string(), tmp),
         ("VETTO_TIER".to_string(), "audit".to_string()),
     ];
-    let _ = view;
     Ok(Plan {
         tier: Tier::Seccomp,
         session_tmp: Some(policy.session_tmp.clone()),
