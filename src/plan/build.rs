@@ -484,13 +484,7 @@ fn plan_for(
         Some(dir) => dir.to_string_lossy().into_owned(),
         None => PRIVATE_TMP.to_string(),
     };
-    let session_env = [
-        ("TMPDIR".to_string(), tmp.clone()),
-        ("TMP".to_string(), tmp.clone()),
-        ("TEMP".to_string(), tmp),
-        ("VETTO_TIER".to_string(), tier.to_string()),
-    ];
-    let env = env::plan(&policy.env, &options.env, &session_env);
+    let env = env::plan(&policy.env, &options.env, &session_env(&tmp, tier.as_str()));
     // At FULL /dev/shm is the sandbox's own tmpfs; below it the host's.
     let scrub_dirs = if tier < Tier::Full {
         SHARED_DIRS
@@ -513,11 +507,7 @@ fn plan_for(
         env,
         net: policy.net.clone(),
         limits: policy.limits.clone(),
-        cwd: if options.cwd.starts_with(&policy.project) {
-            options.cwd.clone()
-        } else {
-            policy.project.clone()
-        },
+        cwd: job_cwd(policy, options),
         degraded,
     }
 }
@@ -645,12 +635,6 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         audit: true,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
-    let session_env = [
-        ("TMPDIR".to_string(), tmp.clone()),
-        ("TMP".to_string(), tmp.clone()),
-        ("TEMP".to_string(), tmp),
-        ("VETTO_TIER".to_string(), "audit".to_string()),
-    ];
     Ok(Plan {
         tier: Tier::Seccomp,
         session_tmp: Some(policy.session_tmp.clone()),
@@ -660,17 +644,33 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         seccomp,
         notify,
         prepare_dirs: Vec::new(),
-        env: env::plan(&policy.env, &options.env, &session_env),
+        env: env::plan(&policy.env, &options.env, &session_env(&tmp, "audit")),
         net: policy.net.clone(),
         limits: policy.limits.clone(),
-        cwd: if options.cwd.starts_with(&policy.project) {
-            options.cwd.clone()
-        } else {
-            policy.project.clone()
-        },
+        cwd: job_cwd(policy, options),
         degraded: vec![
             "--audit: nothing is enforced; what the policy would refuse is recorded as observed"
                 .into(),
         ],
     })
+}
+
+/// The variables every session sets: its temporary directory and the tier.
+fn session_env(tmp: &str, tier: &str) -> [(String, String); 4] {
+    [
+        ("TMPDIR".to_string(), tmp.to_string()),
+        ("TMP".to_string(), tmp.to_string()),
+        ("TEMP".to_string(), tmp.to_string()),
+        ("VETTO_TIER".to_string(), tier.to_string()),
+    ]
+}
+
+/// The job starts where vetto was started when that is inside the project,
+/// else at the project root.
+fn job_cwd(policy: &Policy, options: &BuildOptions) -> PathBuf {
+    if options.cwd.starts_with(&policy.project) {
+        options.cwd.clone()
+    } else {
+        policy.project.clone()
+    }
 }
