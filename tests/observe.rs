@@ -771,3 +771,50 @@ fn audit_records_what_the_policy_would_refuse_and_blocks_nothing() {
         );
     }
 }
+
+/// `vetto policy suggest` on an audited session: the write outside the
+/// project becomes a `write` rule for its directory, the planted hook is
+/// named but not suggested, and the suggestion is a valid policy. Runs as
+/// an unprivileged user.
+#[test]
+fn suggest_turns_an_audited_session_into_a_policy_to_review() {
+    if !require("suggest_from_audit", "seccomp_notify") {
+        return;
+    }
+    let w = World::new();
+    let ran = run(w.command("git", &["init", "-q"]));
+    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
+    w.give_away(&w.home);
+    w.give_away(&w.project);
+    let report = w.report_dir();
+    let ran = w.vetto(&[
+        "ci",
+        "--audit",
+        "--fail-on",
+        "never",
+        "--report-dir",
+        report.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo data > \"$HOME/.cache/tool/state\"; echo planted > .git/hooks/pre-push",
+    ]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let log = report.join("session.jsonl");
+    let suggested = w.vetto(&["policy", "suggest", log.to_str().unwrap()]);
+    assert_eq!(suggested.code, Some(0), "{}", suggested.stderr);
+    let toml = String::from_utf8(suggested.stdout).unwrap();
+    assert!(toml.contains("\"~/.cache/tool\""), "{toml}");
+    assert!(
+        toml.contains("# ") && toml.contains("git-persistence-blocked"),
+        "{toml}"
+    );
+    assert!(
+        !toml.contains("\"${PROJECT}/.git"),
+        "a hook directory was suggested:\n{toml}"
+    );
+    let file = w.write("suggested.toml", toml.as_bytes());
+    let checked = w.vetto(&["policy", "check", file.to_str().unwrap()]);
+    assert_eq!(checked.code, Some(0), "{}\n{toml}", checked.stderr);
+}

@@ -69,6 +69,11 @@ pub enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// The smallest change to the default policy that allows what audited sessions did
+    Suggest {
+        #[arg(required = true, value_name = "SESSION.jsonl")]
+        sessions: Vec<PathBuf>,
+    },
     /// Print the resolved policy and, for each PATH or HOST, the rule that decides it
     Explain(Box<ExplainArgs>),
 }
@@ -209,6 +214,7 @@ pub fn main() -> ExitCode {
         Command::Report(args) => report::report(args),
         Command::Doctor(args) => doctor::doctor(args),
         Command::Policy(PolicyCommand::Check { files }) => policy::check(&files),
+        Command::Policy(PolicyCommand::Suggest { sessions }) => policy::suggest(&sessions),
         Command::Policy(PolicyCommand::Explain(args)) => policy::explain(*args),
         Command::Verify(args) => verify::verify(args),
     };

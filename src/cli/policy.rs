@@ -61,3 +61,15 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `vetto policy suggest SESSION.jsonl...`: print a policy to review.
+pub fn suggest(sessions: &[PathBuf]) -> anyhow::Result<ExitCode> {
+    let mut logs = Vec::with_capacity(sessions.len());
+    for path in sessions {
+        let log = crate::events::log::SessionLog::read(path)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        logs.push(log);
+    }
+    print!("{}", crate::report::suggest::suggest(&logs));
+    Ok(ExitCode::SUCCESS)
+}

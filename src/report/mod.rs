@@ -18,6 +18,7 @@ use crate::exit::Outcome;
 pub mod annotations;
 pub mod html;
 pub mod sarif;
+pub mod suggest;
 pub mod summary;
 
 #[derive(Debug, thiserror::Error)]

@@ -506,7 +506,10 @@ impl Shared {
         }
         let target = match self.locate(n, dirfd, &path, false) {
             Ok(t) => t,
-            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
+            Err(answer) => {
+                let (answer, target) = self.judge_outside(n, dirfd, &path, answer, false);
+                return (answer, target.or(shown));
+            }
         };
         let umask = match sys::thread_umask(n.tid) {
             Ok(u) => u,
@@ -702,7 +705,11 @@ impl Shared {
         };
         let target = match self.locate(n, dirfd, &path, dir_op) {
             Ok(t) => t,
-            Err(answer) => return (self.judge_outside(n, dirfd, &path, answer), shown),
+            Err(answer) => {
+                let mkdir = matches!(op, Op::Mkdir(_));
+                let (answer, target) = self.judge_outside(n, dirfd, &path, answer, mkdir);
+                return (answer, target.or(shown));
+            }
         };
         let umask = match op {
             Op::Mkdir(_) => match sys::thread_umask(n.tid) {
@@ -763,14 +770,15 @@ impl Shared {
             ) => {
                 // Neither side carved: Landlock decides; record a rename
                 // the policy would refuse on either side.
-                let a = self.judge_outside(n, old_dirfd, &old, Answer::Continue(Reason::NotCarved));
-                let a = match a {
+                let not_carved = || Answer::Continue(Reason::NotCarved);
+                let (a, target) = self.judge_outside(n, old_dirfd, &old, not_carved(), false);
+                let (a, target) = match a {
                     Answer::Continue(Reason::NotCarved) => {
-                        self.judge_outside(n, new_dirfd, &new, Answer::Continue(Reason::NotCarved))
+                        self.judge_outside(n, new_dirfd, &new, not_carved(), false)
                     }
-                    other => other,
+                    other => (other, target),
                 };
-                return (a, shown);
+                return (a, target.or(shown));
             }
             (Err(a), _) | (_, Err(a)) => return (a, shown),
         };
@@ -860,9 +868,16 @@ impl Shared {
     /// refuse it, so record the attempt (the answer stays CONTINUE). The
     /// path is the job's, made absolute lexically: this names the attempt
     /// in reports and decides nothing.
-    fn judge_outside(&self, n: &Notif, dirfd: i32, path: &CStr, answer: Answer) -> Answer {
+    fn judge_outside(
+        &self,
+        n: &Notif,
+        dirfd: i32,
+        path: &CStr,
+        answer: Answer,
+        mkdir: bool,
+    ) -> (Answer, Option<PathBuf>) {
         if !matches!(answer, Answer::Continue(Reason::NotCarved)) {
-            return answer;
+            return (answer, None);
         }
         let bytes = path.to_bytes();
         let absolute = if bytes.first() == Some(&b'/') {
@@ -873,19 +888,28 @@ impl Shared {
             } else if dirfd >= 0 {
                 format!("fd/{dirfd}")
             } else {
-                return answer;
+                return (answer, None);
             };
             match std::fs::read_link(format!("/proc/{}/{what}", n.tid)) {
                 Ok(base) => base.join(std::ffi::OsStr::from_bytes(bytes)),
-                Err(_) => return answer,
+                Err(_) => return (answer, None),
             }
         };
         let target = lexical(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        match decide(rules, &target) {
-            Some((Access::Write, _)) => answer,
-            _ => Answer::Continue(Reason::OutsidePolicy),
+        if matches!(decide(rules, &target), Some((Access::Write, _))) {
+            return (answer, None);
         }
+        // `mkdir -p` of a directory that exists fails with EEXIST before any
+        // permission is checked: nothing was refused.
+        if mkdir {
+            let in_job = Path::new(&format!("/proc/{}/root", n.tid))
+                .join(target.strip_prefix("/").unwrap_or(&target));
+            if std::fs::symlink_metadata(in_job).is_ok() {
+                return (answer, None);
+            }
+        }
+        (Answer::Continue(Reason::OutsidePolicy), Some(target))
     }
 
     fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {

@@ -1,0 +1,142 @@
+//! `vetto policy suggest`: the smallest change to the default policy that
+//! would have allowed what audited sessions did — as a TOML policy to
+//! review, never applied by itself. Attempts that persist code beyond the
+//! job (hooks, CI command files), read secrets or need a refused syscall are
+//! listed as comments, not suggested.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::events::log::SessionLog;
+use crate::events::{Roots, RuleId, Target};
+
+/// What the sessions did that the policy refused, folded by rule and path.
+#[derive(Debug, Default)]
+struct Needs {
+    /// Directories to make writable → (count, who).
+    write: BTreeMap<String, (u64, String)>,
+    /// Host sockets to reach (their paths made writable) → (count, who).
+    sockets: BTreeMap<String, (u64, String)>,
+    network: Option<(u64, String)>,
+    /// Not suggested, with the reason → count.
+    refused: BTreeMap<String, u64>,
+}
+
+/// A TOML policy for the sessions' logs (review it before use).
+pub fn suggest(logs: &[SessionLog]) -> String {
+    let mut needs = Needs::default();
+    for log in logs {
+        let roots = log.start().map(|s| s.roots()).unwrap_or_default();
+        for v in log.violations() {
+            let who = v
+                .attribution
+                .as_ref()
+                .map(|p| p.display())
+                .unwrap_or_else(|| v.process.exe.display().to_string());
+            let bump = |map: &mut BTreeMap<String, (u64, String)>, key: String| {
+                let e = map.entry(key).or_insert((0, who.clone()));
+                e.0 += 1;
+            };
+            match (&v.rule, &v.target) {
+                (RuleId::FsWriteDenied, Target::Path { path }) => {
+                    let dir = path.parent().unwrap_or(path);
+                    bump(&mut needs.write, written(dir, &roots));
+                }
+                (RuleId::UnixSocketDenied, Target::Socket { path }) => {
+                    bump(&mut needs.sockets, written(path, &roots));
+                }
+                (RuleId::NetSocketDenied | RuleId::NetEgressBlocked, _) => {
+                    let e = needs.network.get_or_insert((0, who.clone()));
+                    e.0 += 1;
+                }
+                (RuleId::SecretEnvWithheld, _) => {}
+                (rule, target) => {
+                    let why = match rule {
+                        RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
+                            "persists code beyond the job: not suggested"
+                        }
+                        RuleId::SecretReadDenied => "reads a masked secret: not suggested",
+                        RuleId::SyscallDenied => "a refused syscall: no policy allows it",
+                        _ => "not a policy rule",
+                    };
+                    *needs
+                        .refused
+                        .entry(format!("{} {} — {why}", rule.as_str(), target.display()))
+                        .or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    render(&needs, logs.len())
+}
+
+/// A path as a policy would write it: `${PROJECT}/…`, `~/…`, or absolute.
+fn written(path: &Path, roots: &Roots) -> String {
+    let rel = |root: &Option<PathBuf>| root.as_ref().and_then(|r| path.strip_prefix(r).ok());
+    let s = match (rel(&roots.project), rel(&roots.home)) {
+        (Some(p), _) if p.as_os_str().is_empty() => "${PROJECT}".to_string(),
+        (Some(p), _) => format!("${{PROJECT}}/{}", p.display()),
+        (None, Some(h)) if h.as_os_str().is_empty() => "~".to_string(),
+        (None, Some(h)) => format!("~/{}", h.display()),
+        _ => path.display().to_string(),
+    };
+    // TOML basic string: escape what must be.
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn render(needs: &Needs, sessions: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Suggested by `vetto policy suggest` from {sessions} session log(s).\n\
+         # Review every line: each one widens what a job (and its dependencies) may do."
+    );
+    let _ = writeln!(out, "extends = [\"default\"]");
+    let mut write: Vec<(&String, &(u64, String))> =
+        needs.write.iter().chain(needs.sockets.iter()).collect();
+    write.sort_by(|a, b| a.0.cmp(b.0));
+    write.dedup_by(|a, b| a.0 == b.0);
+    if !write.is_empty() {
+        let _ = writeln!(out, "\n[filesystem]\nwrite = [");
+        for (path, (count, who)) in write {
+            let who = who.replace('\n', " ");
+            let _ = writeln!(out, "    \"{path}\", # ×{count}, by {who}");
+        }
+        let _ = writeln!(out, "]");
+    }
+    if let Some((count, who)) = &needs.network {
+        let _ = writeln!(
+            out,
+            "\n[network]\n# ×{count}, by {}: prefer naming the hosts once filtered egress is available\nmode = \"host\"",
+            who.replace('\n', " ")
+        );
+    }
+    if !needs.refused.is_empty() {
+        let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");
+        for (what, count) in &needs.refused {
+            let _ = writeln!(out, "#   {} (×{count})", what.replace('\n', " "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn suggests_writable_parents_and_never_persistence() {
+        let log = SessionLog::parse(&fixture::to_jsonl(&fixture::attack_session()));
+        let toml = suggest(&[log]);
+        assert!(toml.starts_with("# Suggested by"), "{toml}");
+        assert!(toml.contains("extends = [\"default\"]"), "{toml}");
+        assert!(
+            !toml.contains("\".git/hooks") && !toml.contains("/.git/hooks\","),
+            "{toml}"
+        );
+        // The result is a valid policy.
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+}
