@@ -185,15 +185,6 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     accepted_by_naming: false,
                 });
             }
-            if let NetPolicy::Allow { hosts, .. } = &policy.net
-                && let Some(h) = hosts.first()
-            {
-                gaps.push(hard(
-                    &format!("allowed domain {} ({})", h.host, h.origin),
-                    KernelFeature::NotImplemented,
-                    "filtered egress is not built into this vetto version yet",
-                ));
-            }
         }
         Tier::FsOnly => {
             if host.landlock_abi == 0 {
@@ -225,15 +216,6 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     });
                 }
             }
-            if let NetPolicy::Allow { hosts, .. } = &policy.net
-                && let Some(h) = hosts.first()
-            {
-                gaps.push(hard(
-                    &format!("allowed domain {} ({})", h.host, h.origin),
-                    KernelFeature::NotImplemented,
-                    "filtered egress is not built into this vetto version yet",
-                ));
-            }
         }
         Tier::Seccomp => {
             if has_fs_rules {
@@ -245,16 +227,18 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     accepted_by_naming: true,
                 });
             }
-            if let NetPolicy::Allow { hosts, .. } = &policy.net
-                && let Some(h) = hosts.first()
-            {
-                gaps.push(hard(
-                    &format!("allowed domain {} ({})", h.host, h.origin),
-                    KernelFeature::NotImplemented,
-                    "filtered egress needs the FULL tier",
-                ));
-            }
         }
+    }
+    // No tier filters egress yet: a policy that names domains is refused
+    // rather than run with the network either off or open.
+    if let NetPolicy::Allow { hosts, .. } = &policy.net
+        && let Some(h) = hosts.first()
+    {
+        gaps.push(hard(
+            &format!("allowed domain {} ({})", h.host, h.origin),
+            KernelFeature::NotImplemented,
+            "filtered egress is not built into this vetto version yet",
+        ));
     }
     // At FULL the host's sockets are simply absent from the view.
     if let crate::host::Availability::Missing(why) = &host.seccomp_notify

@@ -112,11 +112,17 @@ pub enum Call {
     Symlink,
     Symlinkat,
     Connect,
-    /// Anything else: the supervisor answers CONTINUE.
+    /// Anything else: a call the plan refuses outright (answered EPERM and
+    /// recorded; allowed and recorded under `--audit`).
     Other,
 }
 
 impl Call {
+    /// Creates, removes or renames a directory entry.
+    pub fn is_creation(self) -> bool {
+        !matches!(self, Call::Connect | Call::Other)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Call::Open => "open",

@@ -301,37 +301,11 @@ impl Shared {
                     Err(answer) => (answer, path),
                 }
             }
-            Call::Open
-            | Call::Openat
-            | Call::Creat
-            | Call::Mkdir
-            | Call::Mkdirat
-            | Call::Rename
-            | Call::Renameat
-            | Call::Renameat2
-            | Call::Unlink
-            | Call::Unlinkat
-            | Call::Rmdir
-            | Call::Symlink
-            | Call::Symlinkat
-                if !self.carved.is_empty() || self.audit =>
-            {
+            call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
             }
             // Creations with nothing carved: Landlock decides.
-            Call::Open
-            | Call::Openat
-            | Call::Creat
-            | Call::Mkdir
-            | Call::Mkdirat
-            | Call::Rename
-            | Call::Renameat
-            | Call::Renameat2
-            | Call::Unlink
-            | Call::Unlinkat
-            | Call::Rmdir
-            | Call::Symlink
-            | Call::Symlinkat => (Answer::Continue(Reason::NotHandled), None),
+            call if call.is_creation() => (Answer::Continue(Reason::NotHandled), None),
             // Audit: allowed, and recorded.
             _ if self.audit => (Answer::Continue(Reason::Forbidden), None),
             // Anything else is here only because the plan refuses it and
