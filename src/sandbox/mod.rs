@@ -27,6 +27,25 @@ pub struct EscapedProcess {
     pub argv: Vec<String>,
 }
 
+/// How the job ended, as the sandbox's init saw it once it had killed and
+/// reaped everything the job left behind: from this moment no process of
+/// the session runs, so vetto need not wait for the init's own exit (at
+/// FULL, the kernel's teardown of the namespaces is most of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct JobEnd {
+    pub status: JobStatus,
+    /// CPU of every process the init reaped: the job's whole tree.
+    pub cpu_user_ms: u64,
+    pub cpu_sys_ms: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum JobStatus {
+    Exited(i32),
+    Signaled(i32),
+}
+
 /// Masked paths something opened or read, as [`MaskWatch::drain`] saw
 /// them (FULL tier): one entry per event, the process unknown.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

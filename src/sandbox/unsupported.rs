@@ -32,7 +32,11 @@ pub struct Spawned {
 }
 
 impl Spawned {
-    pub fn escaped(&self) -> Vec<crate::sandbox::EscapedProcess> {
+    pub fn ended(&mut self) -> Option<crate::sandbox::JobEnd> {
+        None
+    }
+
+    pub fn escaped(&mut self) -> Vec<crate::sandbox::EscapedProcess> {
         Vec::new()
     }
 }

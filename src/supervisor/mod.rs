@@ -23,7 +23,7 @@ use crate::events::{
 use crate::exit::Outcome;
 use crate::plan::Plan;
 use crate::sandbox::process::{self, SignalWaiter};
-use crate::sandbox::{MaskWatch, Spawned};
+use crate::sandbox::{JobStatus, MaskWatch, Spawned};
 
 /// Signals vetto passes on to the sandbox when another process sent them.
 /// Terminal-generated ones already reach the job's process group.
@@ -209,6 +209,7 @@ pub fn run(
     }
     let mut next_sample = start;
     let mut procs_limit_seen = false;
+    let mut ended = None;
     session.outcome = loop {
         let wait = deadline
             .map(|d| d.saturating_duration_since(Instant::now()).min(TICK))
@@ -222,6 +223,13 @@ pub fn run(
         keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
         if let Some(watch) = &mask_watch {
             keep_secret_reads(&mut session, watch, sink);
+        }
+        if let Some(end) = child.ended() {
+            ended = Some(end);
+            break match end.status {
+                JobStatus::Exited(code) => Outcome::Exited(code),
+                JobStatus::Signaled(sig) => Outcome::Signaled(sig),
+            };
         }
         if let Some(ws) = process::try_wait(child.pid) {
             break match ws {
@@ -281,8 +289,12 @@ pub fn run(
     };
     session.duration = start.elapsed();
     // Whatever is left (the whole tree on a limit; escaped stragglers if the
-    // init was killed) dies with the session.
-    process::kill_all_descendants();
+    // init was killed) dies with the session. After the init's last report
+    // nothing is left but the init leaving: its exit (at FULL, the kernel
+    // tearing the namespaces down) goes on without vetto waiting.
+    if ended.is_none() {
+        process::kill_all_descendants();
+    }
     if let Some(server) = server
         && let Err(e) = server.join()
     {
@@ -297,7 +309,10 @@ pub fn run(
     if let Some(sink) = sink {
         report_end_of_session(&session, sink);
     }
-    (session.cpu_user_ms, session.cpu_sys_ms) = process::reaped_children_cpu_ms();
+    (session.cpu_user_ms, session.cpu_sys_ms) = match ended {
+        Some(end) => (end.cpu_user_ms, end.cpu_sys_ms),
+        None => process::reaped_children_cpu_ms(),
+    };
     for dir in &plan.prepare_dirs {
         // Only removes what stayed empty: the job's output is kept.
         let _ = std::fs::remove_dir(dir);

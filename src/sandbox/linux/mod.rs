@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -98,26 +98,97 @@ pub struct Spawned {
     /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
     /// task count at launch plus the limit.
     pub nproc_limit: Option<u64>,
-    /// The init's reports, readable once it has exited.
-    reports: UnixStream,
+    /// The init's reports, as they arrive.
+    reports: Reports,
+}
+
+/// What the sandbox's init tells vetto, one JSON line each, on the stage's
+/// socket.
+#[derive(Debug, Serialize, Deserialize)]
+enum InitReport {
+    /// A process the job left running, about to be killed.
+    Escaped(crate::sandbox::EscapedProcess),
+    /// Everything is dead and reaped; the last report.
+    Ended(crate::sandbox::JobEnd),
 }
 
 impl Spawned {
+    /// How the job ended, once the init has said so: every process of the
+    /// session is gone by then. Never blocks. The socket raises SIGIO in
+    /// vetto when a report arrives (see [`process::SignalWaiter`]).
+    pub fn ended(&mut self) -> Option<crate::sandbox::JobEnd> {
+        self.reports.pump();
+        self.reports.end
+    }
+
     /// The processes the job left running, as the init reported them
     /// before killing them. Call after the sandbox has ended.
-    pub fn escaped(&self) -> Vec<crate::sandbox::EscapedProcess> {
-        let mut text = Vec::new();
-        let _ = (&self.reports)
-            .take(MAX_ESCAPE_BYTES)
-            .read_to_end(&mut text);
-        text.split(|b| *b == b'\n')
-            .filter_map(|line| serde_json::from_slice(line).ok())
-            .collect()
+    pub fn escaped(&mut self) -> Vec<crate::sandbox::EscapedProcess> {
+        self.reports.pump();
+        if self.reports.end.is_none() {
+            // The init ended without its last report (killed): what it
+            // sent is all there is, up to end of file.
+            let _ = self.reports.sock.set_nonblocking(false);
+            self.reports.pump();
+        }
+        std::mem::take(&mut self.reports.escaped)
     }
 }
 
+/// The init's reports, read as they come without ever blocking the
+/// supervisor (unless asked to read to the end).
+#[derive(Debug)]
+struct Reports {
+    sock: UnixStream,
+    partial: Vec<u8>,
+    /// Bytes read so far: the init may report at most [`MAX_REPORTS_BYTES`].
+    read: u64,
+    escaped: Vec<crate::sandbox::EscapedProcess>,
+    end: Option<crate::sandbox::JobEnd>,
+}
+
 /// Upper bound on what the init may report.
-const MAX_ESCAPE_BYTES: u64 = 1 << 20;
+const MAX_REPORTS_BYTES: u64 = 1 << 20;
+
+impl Reports {
+    fn new(sock: UnixStream) -> Reports {
+        // Wake the supervisor when a report arrives; without it, vetto
+        // still learns of the end from the init's exit.
+        let _ = sock
+            .set_nonblocking(true)
+            .and_then(|()| sys::signal_on_input(sock.as_fd()));
+        Reports {
+            sock,
+            partial: Vec::new(),
+            read: 0,
+            escaped: Vec::new(),
+            end: None,
+        }
+    }
+
+    fn pump(&mut self) {
+        let mut chunk = [0u8; 4096];
+        while self.end.is_none() && self.read < MAX_REPORTS_BYTES {
+            let n = match (&self.sock).read(&mut chunk) {
+                Ok(0) => return,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return,
+            };
+            self.read += n as u64;
+            self.partial.extend_from_slice(&chunk[..n]);
+            while let Some(at) = self.partial.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.partial.drain(..=at).collect();
+                match serde_json::from_slice(&line) {
+                    Ok(InitReport::Escaped(p)) => self.escaped.push(p),
+                    Ok(InitReport::Ended(end)) => self.end = Some(end),
+                    // A torn or foreign line: skipped.
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
 
 /// A stage process started before the plan exists: its exec and start-up
 /// overlap the supervisor's policy loading and planning. It waits for the
@@ -252,7 +323,7 @@ impl Stage {
         let pid = self.pid;
         // Launched: from here the supervisor owns the process.
         self.pid = 0;
-        let reports = self.notify.try_clone().map_err(SetupError::Spawn)?;
+        let reports = Reports::new(self.notify.try_clone().map_err(SetupError::Spawn)?);
         Ok(Spawned {
             pid,
             listener,

@@ -24,7 +24,7 @@ pub struct SignalWaiter {
 }
 
 impl SignalWaiter {
-    /// Block `signals` (and SIGCHLD) in this thread; threads started later
+    /// Block `signals` (and SIGCHLD and SIGIO) in this thread; threads started later
     /// inherit the mask, so the signals queue for [`SignalWaiter::wait`].
     pub fn block(signals: &[Signal]) -> nix::Result<Self> {
         let mut set = SigSet::empty();
@@ -32,6 +32,8 @@ impl SignalWaiter {
             set.add(*s);
         }
         set.add(Signal::SIGCHLD);
+        // The init's reports arrive as SIGIO (`Spawned::ended`).
+        set.add(Signal::SIGIO);
         sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
         Ok(SignalWaiter { set })
     }

@@ -400,6 +400,8 @@ fn init(
             // The session is over: nothing the job started outlives it.
             report_escapes(&mut reports);
             kill_descendants();
+            // Only now, with every process reaped, may vetto stop waiting.
+            report_end(&mut reports, ws);
             exit_like(ws);
         }
     }
@@ -413,20 +415,43 @@ fn report_escapes(reports: &mut std::os::unix::net::UnixStream) {
         .into_iter()
         .take(MAX_ESCAPE_REPORTS)
     {
-        let escaped = super::super::EscapedProcess {
+        let escaped = super::InitReport::Escaped(super::super::EscapedProcess {
             pid,
             exe: std::fs::read_link(format!("/proc/{pid}/exe"))
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             argv: super::proc::cmdline(pid),
-        };
-        if let Ok(mut line) = serde_json::to_vec(&escaped) {
-            line.push(b'\n');
-            if reports.write_all(&line).is_err() {
-                break;
-            }
+        });
+        if send_report(reports, &escaped).is_err() {
+            break;
         }
     }
+}
+
+/// Tell vetto how the job ended, once nothing of it runs any more.
+fn report_end(reports: &mut std::os::unix::net::UnixStream, ws: WaitStatus) {
+    let status = match ws {
+        WaitStatus::Exited(_, code) => super::super::JobStatus::Exited(code),
+        WaitStatus::Signaled(_, sig, _) => super::super::JobStatus::Signaled(sig as i32),
+        // Not an end: vetto falls back to waiting for this process.
+        _ => return,
+    };
+    let (cpu_user_ms, cpu_sys_ms) = super::proc::reaped_children_cpu_ms();
+    let end = super::InitReport::Ended(super::super::JobEnd {
+        status,
+        cpu_user_ms,
+        cpu_sys_ms,
+    });
+    let _ = send_report(reports, &end);
+}
+
+fn send_report(
+    reports: &mut std::os::unix::net::UnixStream,
+    report: &super::InitReport,
+) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(report)?;
+    line.push(b'\n');
+    reports.write_all(&line)
 }
 
 /// How many left-over processes the init reports (it kills them all).

@@ -86,6 +86,52 @@ pub fn set_cloexec(fd: BorrowedFd<'_>) -> io::Result<()> {
     }
 }
 
+/// Have the kernel send the calling thread SIGIO whenever `fd` has input,
+/// for a `sigtimedwait` in that thread (which must block SIGIO).
+///
+/// Thread-directed, so no other thread is interrupted, and with a handler
+/// that does nothing (restarting calls), so a SIGIO still pending when the
+/// thread unblocks it is harmless rather than fatal.
+pub fn signal_on_input(fd: BorrowedFd<'_>) -> io::Result<()> {
+    extern "C" fn ignore(_: libc::c_int) {}
+    let action = nix::sys::signal::SigAction::new(
+        nix::sys::signal::SigHandler::Handler(ignore),
+        nix::sys::signal::SaFlags::SA_RESTART,
+        nix::sys::signal::SigSet::empty(),
+    );
+    // SAFETY: the handler does nothing, so it is async-signal-safe.
+    unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGIO, &action) }?;
+    // <asm-generic/fcntl.h>; the libc crate does not carry them.
+    #[repr(C)]
+    struct FOwnerEx {
+        kind: libc::c_int,
+        pid: libc::pid_t,
+    }
+    const F_SETOWN_EX: libc::c_int = 15;
+    const F_OWNER_TID: libc::c_int = 0;
+    let owner = FOwnerEx {
+        kind: F_OWNER_TID,
+        pid: nix::unistd::gettid().as_raw(),
+    };
+    // SAFETY: `owner` is a valid f_owner_ex for the duration of the call.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), F_SETOWN_EX, &owner) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl on a valid borrowed fd has no memory-safety requirements.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let ret = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_ASYNC) };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// A signal taken from the pending set.
 #[derive(Debug, Clone, Copy)]
 pub struct Caught {
