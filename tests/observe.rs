@@ -1,6 +1,6 @@
 //! What vetto observes at the edges of the sandbox, proven with real
-//! sandboxes: reads of masked secrets at FULL (inotify on the stand-ins,
-//! named in `session.jsonl`, the secret never in the output), and workflow
+//! sandboxes: reads of masked secrets at FULL (FUSE traps that name
+//! the process, in `session.jsonl`, the secret never in the output), and workflow
 //! commands forged in the job's output, which `vetto ci` breaks before the
 //! runner can read them while every other byte and the exit status pass
 //! through unchanged.
@@ -256,9 +256,10 @@ fn binary_blob() -> Vec<u8> {
 
 // ───────────────────────────── masked secrets ─────────────────────────────
 
-/// `cat .env; cat ~/.npmrc; ls ~/.ssh` at FULL: the secrets read as empty,
-/// and vetto names each read in the session log (inotify on the masks' empty
-/// stand-ins, set before the job starts). Runs as an unprivileged user.
+/// `cat .env; cat ~/.npmrc; ls ~/.ssh; cat ~/.ssh/id_ed25519` at FULL:
+/// nothing of the secrets reaches the job, and vetto names each attempt
+/// and the process that made it in the session log (each mask is a FUSE
+/// trap vetto serves). Runs as an unprivileged user.
 #[test]
 fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
     if !require("reading_masked_secrets_at_full", "userns") {
@@ -320,17 +321,110 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
         .iter()
         .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
         .collect();
-    // A masked directory is seen when it is listed (an open); a lookup of
-    // a name inside its empty stand-in fails before any open, unseen.
-    for secret in [&dotenv, &npmrc, &ssh] {
+    // Opening a masked file, listing a masked directory and looking up a
+    // name inside it are each seen, with the program that did it.
+    let key = ssh.join("id_ed25519");
+    for (secret, program) in [
+        (&dotenv, "cat"),
+        (&npmrc, "cat"),
+        (&ssh, "ls"),
+        (&key, "cat"),
+    ] {
         let hit = reads
             .iter()
             .find(|v| v["target"]["path"] == secret.to_str().unwrap())
             .unwrap_or_else(|| panic!("no secret-read-denied for {}: {reads:?}", secret.display()));
-        assert_eq!(hit["provenance"], "mask-watch");
+        assert_eq!(hit["provenance"], "mask-trap");
         assert_eq!(hit["action"], "blocked");
         assert_eq!(hit["target"]["kind"], "path");
+        let exe = hit["process"]["exe"].as_str().unwrap_or_default();
+        assert!(
+            exe.ends_with(&format!("/{program}")),
+            "{} was read by {program}, the log says {exe:?}",
+            secret.display()
+        );
+        assert!(hit["process"]["pid"].as_u64().unwrap_or(0) > 0, "{hit}");
+        // The chain stops at the job: vetto's own processes are not in it.
+        let chain = hit["process"]["parent_chain"].as_array().unwrap();
+        assert!(
+            chain
+                .iter()
+                .all(|p| !p[1].as_str().unwrap_or_default().is_empty()),
+            "{hit}"
+        );
     }
+}
+
+/// A dependency's postinstall script reads `~/.npmrc` to steal the
+/// registry token, at FULL: the token never reaches it, and the session
+/// log and the SARIF name the package `evil` — though the reading process
+/// is `cat`, its parent runs evil's script. Runs as an unprivileged user.
+#[test]
+fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
+    if !require("a_postinstall_reading_npmrc_at_full", "userns") {
+        return;
+    }
+    let w = World::new();
+    w.write(
+        "home/.npmrc",
+        format!("//registry/:_authToken={NPM_CANARY}\n").as_bytes(),
+    );
+    std::fs::create_dir_all(w.project.join("node_modules/evil")).unwrap();
+    w.write(
+        "project/node_modules/evil/package.json",
+        br#"{"name":"evil","version":"6.6.6"}"#,
+    );
+    w.write(
+        "project/node_modules/evil/postinstall.sh",
+        b"token=$(cat \"$HOME/.npmrc\")\necho \"stolen: $token\"\n",
+    );
+    w.give_away(&w.project);
+    let attack = ["sh", "node_modules/evil/postinstall.sh"];
+
+    // Bare, the script gets the token.
+    let bare = run(w.command(attack[0], &attack[1..]));
+    assert!(String::from_utf8_lossy(&bare.stdout).contains(NPM_CANARY));
+
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--report-dir",
+        &report,
+        "--",
+        attack[0],
+        attack[1],
+    ]);
+    let out = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        out.contains("stolen:") && !out.contains(NPM_CANARY),
+        "{out}"
+    );
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+
+    let log = w.session_log();
+    let npmrc = w.home.join(".npmrc");
+    let hit = log
+        .iter()
+        .find(|l| {
+            l["rule"] == "secret-read-denied" && l["target"]["path"] == npmrc.to_str().unwrap()
+        })
+        .unwrap_or_else(|| panic!("no secret-read-denied for ~/.npmrc: {log:?}"));
+    let exe = hit["process"]["exe"].as_str().unwrap_or_default();
+    assert!(exe.ends_with("/cat"), "{hit}");
+    assert_eq!(hit["attribution"]["name"], "evil", "{hit}");
+    assert_eq!(hit["attribution"]["version"], "6.6.6", "{hit}");
+    let sarif = std::fs::read_to_string(w.report_dir().join("vetto.sarif")).unwrap();
+    let sarif: Value = serde_json::from_str(&sarif).unwrap();
+    let result = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["ruleId"] == "secret-read-denied")
+        .unwrap_or_else(|| panic!("no secret-read-denied result: {sarif}"))
+        .clone();
+    assert!(result.to_string().contains("evil"), "{result}");
 }
 
 /// Masked secrets the job never touches are not reported: the watch sees
@@ -365,9 +459,9 @@ fn untouched_masked_secrets_are_not_reported() {
     assert!(!ran.stderr.contains("masked secrets"), "{}", ran.stderr);
 }
 
-/// A storm of reads of a secret stays one line in the session log (the
-/// repeats are counted, not logged) and the job is not slowed into the
-/// timeout. Runs as an unprivileged user.
+/// A storm of reads of two secrets stays one line each in the session log
+/// (the repeats are counted, not logged), every read is counted, and the
+/// job is not slowed into the timeout. Runs as an unprivileged user.
 #[test]
 fn a_storm_of_secret_reads_is_aggregated() {
     if !require("a_storm_of_secret_reads_is_aggregated", "userns") {
@@ -401,13 +495,9 @@ fn a_storm_of_secret_reads_is_aggregated() {
     let counted = end["violations_by_rule"]["secret-read-denied"]
         .as_u64()
         .unwrap();
-    // Alternating opens are never merged by the kernel: all are counted
-    // unless its queue overflowed (then vetto says so).
-    assert!(
-        counted == 6000 || ran.stderr.contains("were not counted"),
-        "counted {counted}; stderr: {}",
-        ran.stderr
-    );
+    // Every open reaches a trap, and a trap answers only once it is
+    // recorded: none is lost, however fast they come.
+    assert_eq!(counted, 6000, "stderr: {}", ran.stderr);
 }
 
 // ───────────────────────────── forged workflow commands ─────────────────────────────

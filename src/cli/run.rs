@@ -240,13 +240,8 @@ fn tell(session: &supervisor::Session, audit: bool) {
             })
             .collect();
         eprintln!(
-            "vetto: the command tried to read masked secrets: {} (they read as empty)",
+            "vetto: the command tried to read masked secrets: {} (it got nothing of them)",
             paths.join(", ")
-        );
-    }
-    if session.secret_reads_lost {
-        eprintln!(
-            "vetto: warning: some reads of masked secrets were not counted (too many at once)"
         );
     }
     let denied = session.denials();

@@ -200,8 +200,8 @@ pub enum Provenance {
     SeccompFilter,
     /// Landlock's audit records.
     LandlockAudit,
-    /// An inotify watch on a masking object.
-    MaskWatch,
+    /// The FUSE trap over a masked path (FULL tier): it names the process.
+    MaskTrap,
     /// The egress proxy's decision.
     Proxy,
     /// The supervisor's own accounting (limits, leftover processes).

@@ -56,8 +56,8 @@ pub struct NamespacePlan {
 
 impl NamespacePlan {
     /// The masked paths with their index in `mounts` (which names each
-    /// stand-in) and whether they are directories: the objects vetto
-    /// watches to see reads of secrets.
+    /// stand-in) and whether they are directories: the traps vetto
+    /// serves to see who reads secrets.
     pub fn masks(&self) -> impl Iterator<Item = (usize, &Path, bool)> {
         self.mounts.iter().enumerate().filter_map(|(i, m)| match m {
             Mount::MaskFile { path } => Some((i, path.as_path(), false)),
@@ -103,7 +103,7 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
             (Access::Deny, Some(_)) if covered == Some(Access::Deny) => continue,
             // Elsewhere an empty stand-in takes the secret's place, even
             // where nothing around it is mounted: reading it gives nothing,
-            // and vetto sees the attempt (inotify on the stand-in).
+            // and vetto sees who tried (the stand-in is a trap it serves).
             (Access::Deny, Some(EntryKind::Dir)) => Mount::MaskDir { path: path.clone() },
             (Access::Deny, Some(_)) => Mount::MaskFile { path: path.clone() },
             (_, Some(EntryKind::Symlink)) => match view.read_link(path) {

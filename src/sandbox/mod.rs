@@ -11,7 +11,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{MaskWatch, SetupError, Spawned, Stage, caps, notify, notify_server, process};
+pub use imp::{SetupError, Spawned, Stage, caps, notify, notify_server, process};
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
@@ -46,13 +46,32 @@ pub enum JobStatus {
     Signaled(i32),
 }
 
-/// Masked paths something opened or read, as [`MaskWatch::drain`] saw
-/// them (FULL tier): one entry per event, the process unknown.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MaskReads {
-    pub paths: Vec<std::path::PathBuf>,
-    /// The kernel's event queue overflowed: some reads were not seen.
-    pub lost: bool,
+/// Touches of masked secrets as the sandbox reports them (FULL tier), one
+/// per access, each with the process that made it.
+#[derive(Debug)]
+pub struct SecretFeed {
+    pub accesses: std::sync::mpsc::Receiver<SecretAccess>,
+    /// Masks whose accesses go unseen (still masked), and why.
+    pub problems: Vec<String>,
+}
+
+/// One access to a masked secret. It got nothing: the mask is empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretAccess {
+    /// The masked path, or the name looked up beneath a masked directory.
+    pub path: std::path::PathBuf,
+    pub op: SecretOp,
+    pub process: ProcessFacts,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretOp {
+    /// Opened the masked file (it read as empty).
+    Open,
+    /// Listed the masked directory (it is empty).
+    List,
+    /// Looked up a name beneath the masked directory (nothing is there).
+    Lookup,
 }
 
 /// Where the job's stdout and stderr go.
@@ -98,4 +117,7 @@ pub struct ProcessFacts {
     pub cwd: std::path::PathBuf,
     /// Nearest parent first.
     pub parents: Vec<(u32, std::path::PathBuf)>,
+    /// The argv and working directory of each of `parents`, in the same
+    /// order: a parent's script is often the code responsible.
+    pub parent_commands: Vec<(Vec<String>, std::path::PathBuf)>,
 }

@@ -27,7 +27,7 @@ impl SetupError {
 pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
-    pub mask_watch: Option<MaskWatch>,
+    pub secrets: Option<crate::sandbox::SecretFeed>,
     pub nproc_limit: Option<u64>,
 }
 
@@ -59,18 +59,6 @@ impl Stage {
 
 pub fn start_stage(_output: crate::sandbox::StageOutput) -> Result<Stage, SetupError> {
     Err(SetupError::Unsupported)
-}
-
-/// Reads of masked secrets: nothing is masked without a backend.
-#[derive(Debug)]
-pub struct MaskWatch {
-    pub problems: Vec<String>,
-}
-
-impl MaskWatch {
-    pub fn drain(&self) -> crate::sandbox::MaskReads {
-        crate::sandbox::MaskReads::default()
-    }
 }
 
 /// Seccomp user notification does not exist here.

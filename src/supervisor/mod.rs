@@ -17,13 +17,13 @@ use std::sync::mpsc;
 
 use crate::events::log::EventSink;
 use crate::events::{
-    Action, Event, LimitEvent, LimitKind, ProcessEvent, ProcessInfo, ProcessKind, Provenance,
-    ResourceSample, RuleId, Target, Timestamp, Violation,
+    Action, Event, LimitEvent, LimitKind, Package, ProcessEvent, ProcessInfo, ProcessKind,
+    Provenance, ResourceSample, RuleId, Target, Timestamp, Violation,
 };
 use crate::exit::Outcome;
 use crate::plan::Plan;
 use crate::sandbox::process::{self, SignalWaiter};
-use crate::sandbox::{JobStatus, MaskWatch, Spawned};
+use crate::sandbox::{JobStatus, SecretAccess, SecretFeed, SecretOp, Spawned};
 
 /// Signals vetto passes on to the sandbox when another process sent them.
 /// Terminal-generated ones already reach the job's process group.
@@ -94,19 +94,16 @@ pub struct Session {
     pub decisions_dropped: u64,
     /// What the job left in shared host directories, removed at the end.
     pub scrubbed: Vec<PathBuf>,
-    /// Masked secrets the job opened (FULL tier), in the order first seen.
+    /// Masked secrets the job tried to read (FULL tier), in the order
+    /// first seen.
     pub secret_reads: Vec<SecretRead>,
-    /// Some opens of masked secrets were not seen (the kernel's queue
-    /// overflowed).
-    pub secret_reads_lost: bool,
 }
 
 /// A masked path the job opened, and how often.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretRead {
     pub path: PathBuf,
-    /// Opens seen (the kernel merges back-to-back opens of the same path
-    /// that vetto has not read yet into one).
+    /// Every open, listing or lookup: the traps miss none.
     pub count: u64,
 }
 
@@ -201,10 +198,9 @@ pub fn run(
         decisions_dropped: 0,
         scrubbed: Vec::new(),
         secret_reads: Vec::new(),
-        secret_reads_lost: false,
     };
-    let mask_watch = child.mask_watch.take();
-    for problem in mask_watch.iter().flat_map(|w| &w.problems) {
+    let secrets = child.secrets.take();
+    for problem in secrets.iter().flat_map(|f| &f.problems) {
         eprintln!("vetto: warning: reads of a masked secret will not be seen: {problem}");
     }
     let mut next_sample = start;
@@ -221,8 +217,8 @@ pub fn run(
             process::send(child.pid, *sig);
         }
         keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
-        if let Some(watch) = &mask_watch {
-            keep_secret_reads(&mut session, watch, sink);
+        if let Some(feed) = &secrets {
+            keep_secret_reads(&mut session, feed, sink);
         }
         if let Some(end) = child.ended() {
             ended = Some(end);
@@ -301,9 +297,10 @@ pub fn run(
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
     keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
-    // Opens queued before the end are still in the inotify queue.
-    if let Some(watch) = &mask_watch {
-        keep_secret_reads(&mut session, watch, sink);
+    // Every trap recorded its access before answering it: by the end,
+    // all of them are queued.
+    if let Some(feed) = &secrets {
+        keep_secret_reads(&mut session, feed, sink);
     }
     session.escaped = child.escaped();
     if let Some(sink) = sink {
@@ -341,41 +338,47 @@ fn keep_decisions(
     }
 }
 
-/// Count the masked secrets opened since the last tick, and log each open
-/// as a violation (the log's aggregator folds repeats into a count).
-fn keep_secret_reads(session: &mut Session, watch: &MaskWatch, sink: Option<&dyn EventSink>) {
-    let reads = watch.drain();
-    session.secret_reads_lost |= reads.lost;
-    for path in reads.paths {
-        match session.secret_reads.iter_mut().find(|r| r.path == path) {
+/// Count the masked secrets touched since the last tick, and log each
+/// access as a violation (the log's aggregator folds repeats into a count).
+fn keep_secret_reads(session: &mut Session, feed: &SecretFeed, sink: Option<&dyn EventSink>) {
+    for access in feed.accesses.try_iter() {
+        match session
+            .secret_reads
+            .iter_mut()
+            .find(|r| r.path == access.path)
+        {
             Some(seen) => seen.count += 1,
             None => session.secret_reads.push(SecretRead {
-                path: path.clone(),
+                path: access.path.clone(),
                 count: 1,
             }),
         }
         if let Some(sink) = sink {
-            sink.emit(Event::Violation(Box::new(secret_read_violation(path))));
+            sink.emit(Event::Violation(Box::new(secret_read_violation(access))));
         }
     }
 }
 
-/// An open of a masked secret's stand-in as a violation. inotify does not
-/// name the process, so none is given.
-pub fn secret_read_violation(path: PathBuf) -> Violation {
+/// An access to a masked secret's trap as a violation, with the process
+/// the trap named and the package it runs.
+fn secret_read_violation(access: SecretAccess) -> Violation {
+    let (process, attribution) = process_and_package(access.process);
+    let detail = match access.op {
+        SecretOp::Open => "opened the masked file; it read as empty",
+        SecretOp::List => "listed the masked directory; it is empty",
+        SecretOp::Lookup => "looked up a name in the masked directory; nothing is there",
+    };
     Violation {
         rule: RuleId::SecretReadDenied,
         time: Timestamp::now(),
-        // The stand-in is empty: the secret never reached the job.
+        // The trap is empty: the secret never reached the job.
         action: Action::Blocked,
-        process: ProcessInfo::default(),
-        target: Target::Path { path },
-        attribution: None,
+        process,
+        target: Target::Path { path: access.path },
+        attribution,
         policy_rule: None,
-        detail: "opened the masked path (it read as empty); the process is unknown: \
-                 inotify on the mask does not name it"
-            .into(),
-        provenance: Provenance::MaskWatch,
+        detail: detail.into(),
+        provenance: Provenance::MaskTrap,
     }
 }
 
@@ -441,14 +444,7 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
     if !d.is_violation() {
         return None;
     }
-    let facts = d.process.clone().unwrap_or_default();
-    let process = ProcessInfo {
-        pid: facts.pid,
-        exe: facts.exe,
-        argv: facts.argv,
-        cwd: facts.cwd,
-        parent_chain: facts.parents,
-    };
+    let (process, attribution) = process_and_package(d.process.clone().unwrap_or_default());
     let path = d.path.clone().unwrap_or_default();
     let (rule, target) = if d.reason == notify::Reason::Forbidden {
         let rule = if d.syscall == "socket" {
@@ -475,8 +471,6 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
         };
         (rule, Target::Path { path })
     };
-    let attribution =
-        crate::events::violation::attribute(&process, &|p| std::fs::read_to_string(p).ok());
     Some(Violation {
         rule,
         time: Timestamp::now(),
@@ -492,6 +486,37 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
         detail: format!("{} ({:?})", d.syscall, d.reason),
         provenance: Provenance::SeccompNotify,
     })
+}
+
+/// The process as the reports show it, and the package whose code is
+/// responsible: the process's own first, else its nearest parent's (the
+/// `cat ~/.npmrc` a postinstall script runs is that script's doing).
+fn process_and_package(facts: crate::sandbox::ProcessFacts) -> (ProcessInfo, Option<Package>) {
+    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let process = ProcessInfo {
+        pid: facts.pid,
+        exe: facts.exe,
+        argv: facts.argv,
+        cwd: facts.cwd,
+        parent_chain: facts.parents,
+    };
+    let package = crate::events::violation::attribute(&process, &read).or_else(|| {
+        process
+            .parent_chain
+            .iter()
+            .zip(facts.parent_commands)
+            .find_map(|((pid, exe), (argv, cwd))| {
+                let parent = ProcessInfo {
+                    pid: *pid,
+                    exe: exe.clone(),
+                    argv,
+                    cwd,
+                    parent_chain: Vec::new(),
+                };
+                crate::events::violation::attribute(&parent, &read)
+            })
+    });
+    (process, package)
 }
 
 /// Limits hit, and processes the job left running, as events.

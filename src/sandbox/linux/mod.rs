@@ -16,11 +16,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
-pub use maskwatch::MaskWatch;
-
 pub mod caps;
 mod landlock;
-mod maskwatch;
 mod namespaces;
 pub mod notify;
 pub mod notify_server;
@@ -29,6 +26,7 @@ pub mod process;
 mod seccomp;
 mod setup;
 mod sys;
+mod traps;
 pub mod try_syscall;
 pub mod verify_host;
 
@@ -93,8 +91,9 @@ impl StageReport {
 pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
-    /// FULL tier with masked paths: the watches on their stand-ins.
-    pub mask_watch: Option<MaskWatch>,
+    /// FULL tier with masked paths: who touched them, as their traps
+    /// report it.
+    pub secrets: Option<crate::sandbox::SecretFeed>,
     /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
     /// task count at launch plus the limit.
     pub nproc_limit: Option<u64>,
@@ -290,9 +289,10 @@ impl Stage {
             .and_then(|bytes| plan_w.write_all(&bytes).map_err(SetupError::Handover))?;
         drop(plan_w);
 
-        // The stage sends the mask watches (FULL) before the listener.
-        let mask_watch = match &plan.namespaces {
-            Some(ns) if ns.masks().next().is_some() => maskwatch::receive(&self.notify, ns),
+        // The relay sends the secret traps (FULL) before PID 1 sends the
+        // listener; they are served from here on.
+        let secrets = match &plan.namespaces {
+            Some(ns) if ns.masks().next().is_some() => traps::receive_and_serve(&self.notify, ns),
             _ => None,
         };
         let listener = if plan.seccomp.record_denials
@@ -327,7 +327,7 @@ impl Stage {
         Ok(Spawned {
             pid,
             listener,
-            mask_watch,
+            secrets,
             nproc_limit,
             reports,
         })

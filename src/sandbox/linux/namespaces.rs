@@ -55,21 +55,20 @@ pub fn enter(plan: &NamespacePlan) -> Result<(), String> {
 const BASE: &str = "/tmp";
 const OLD: &str = "/oldroot";
 const NEW: &str = "/newroot";
-/// Where each masked file's own empty stand-in is made (one inode per mask,
-/// so a watch on it names the path that was opened).
+/// Where each masked file's own empty stand-in is made when it is not a
+/// trap (one inode per mask).
 const MASKS: &str = "/masks";
+/// Where the relay mounts the secret traps, one per mask by its index.
+const TRAPS: &str = "/traps";
 
-/// In the sandbox's PID 1 (it owns the new mount namespace): build the new
-/// root from `plan.mounts`, switch to it, bring loopback up. The order
-/// follows bubblewrap's: private propagation, a tmpfs to work in, pivot so
-/// the host root becomes `/oldroot`, assemble `/newroot`, pivot again and
-/// detach the host root.
-pub fn build_root(plan: &NamespacePlan) -> Result<(), String> {
+/// In the relay, right after [`enter`]: keep every mount from here on out
+/// of the host, and lay down the scratch tmpfs the new root is assembled
+/// in. Split from [`build_root`] so that the relay can mount the secret
+/// traps in it before the sandbox's PID 1 exists.
+pub fn prepare_scratch() -> Result<(), String> {
     let none: Option<&str> = None;
-    // 1. Nothing we mount propagates back to the host.
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none)
         .map_err(|e| format!("make / private: {e}"))?;
-    // 2. A scratch tmpfs becomes the root; the host root moves to /oldroot.
     mount(
         Some("tmpfs"),
         BASE,
@@ -77,7 +76,25 @@ pub fn build_root(plan: &NamespacePlan) -> Result<(), String> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
         Some("mode=0755"),
     )
-    .map_err(|e| format!("mount scratch tmpfs: {e}"))?;
+    .map_err(|e| format!("mount scratch tmpfs: {e}"))
+}
+
+/// Where the trap for mask `index` is mounted, before the pivot.
+pub fn trap_mount_point(index: usize) -> PathBuf {
+    Path::new(BASE)
+        .join(TRAPS.trim_start_matches('/'))
+        .join(index.to_string())
+}
+
+/// In the sandbox's PID 1 (it shares the relay's mount namespace), after
+/// [`prepare_scratch`]: build the new root from `plan.mounts`, switch to
+/// it, bring loopback up. `traps` are the masks the relay covered with a
+/// trap. The order follows bubblewrap's: private propagation, a tmpfs to
+/// work in, pivot so the host root becomes `/oldroot`, assemble
+/// `/newroot`, pivot again and detach the host root.
+pub fn build_root(plan: &NamespacePlan, traps: &[usize]) -> Result<(), String> {
+    let none: Option<&str> = None;
+    // 1. The scratch tmpfs becomes the root; the host root moves to /oldroot.
     let old_in_base = Path::new(BASE).join(OLD.trim_start_matches('/'));
     mkdir(&old_in_base)?;
     nix::unistd::pivot_root(BASE, &old_in_base).map_err(|e| format!("pivot_root: {e}"))?;
@@ -93,17 +110,17 @@ pub fn build_root(plan: &NamespacePlan) -> Result<(), String> {
     .map_err(|e| format!("mount root tmpfs: {e}"))?;
     mkdir(Path::new(MASKS))?;
 
-    // 3. The policy's view, parents before children.
+    // 2. The policy's view, parents before children.
     for (i, m) in plan.mounts.iter().enumerate() {
-        apply(i, m).map_err(|e| format!("{}: {e}", m.path().display()))?;
+        apply(i, m, traps.contains(&i)).map_err(|e| format!("{}: {e}", m.path().display()))?;
     }
 
-    // 4. Switch to the new root and let go of the host's.
+    // 3. Switch to the new root and let go of the host's.
     std::env::set_current_dir(NEW).map_err(|e| format!("chdir {NEW}: {e}"))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detach the host root: {e}"))?;
     std::env::set_current_dir("/").map_err(|e| format!("chdir /: {e}"))?;
-    // 5. The skeleton between mounts is immutable.
+    // 4. The skeleton between mounts is immutable.
     mount(
         none,
         "/",
@@ -141,6 +158,10 @@ fn make_mount_point(src: &Path, dest: &Path) -> Result<(), String> {
     let is_dir = fs::metadata(src)
         .map_err(|e| format!("{}: {e}", src.display()))?
         .is_dir();
+    make_mount_point_as(is_dir, dest)
+}
+
+fn make_mount_point_as(is_dir: bool, dest: &Path) -> Result<(), String> {
     if is_dir {
         return mkdir(dest);
     }
@@ -163,6 +184,18 @@ fn make_mount_point(src: &Path, dest: &Path) -> Result<(), String> {
 
 fn bind(src: &Path, dest: &Path, writable: bool) -> Result<(), String> {
     make_mount_point(src, dest)?;
+    bind_onto(src, dest, writable)
+}
+
+/// Bind a secret trap over the masked path. Its kind comes from the plan,
+/// not from a stat: every stat of a trap is a request vetto has to answer,
+/// and the sandbox's setup has no business with it.
+fn bind_trap(index: usize, dest: &Path, is_dir: bool) -> Result<(), String> {
+    make_mount_point_as(is_dir, dest)?;
+    bind_onto(&Path::new(TRAPS).join(index.to_string()), dest, false)
+}
+
+fn bind_onto(src: &Path, dest: &Path, writable: bool) -> Result<(), String> {
     let none: Option<&str> = None;
     mount(
         Some(src),
@@ -179,7 +212,7 @@ fn bind(src: &Path, dest: &Path, writable: bool) -> Result<(), String> {
     sys::mount_setattr_recursive(dest, attrs).map_err(|e| format!("read-only/nosuid: {e}"))
 }
 
-fn apply(index: usize, m: &Mount) -> Result<(), String> {
+fn apply(index: usize, m: &Mount, trapped: bool) -> Result<(), String> {
     let none: Option<&str> = None;
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     match m {
@@ -208,6 +241,9 @@ fn apply(index: usize, m: &Mount) -> Result<(), String> {
             }
             symlink(target, &dest).map_err(|e| format!("symlink: {e}"))
         }
+        Mount::MaskFile { path } if trapped => bind_trap(index, &inside(path), false),
+        Mount::MaskDir { path } if trapped => bind_trap(index, &inside(path), true),
+        // Not a trap (none could be mounted): still masked, reads unseen.
         Mount::MaskFile { path } => {
             let stand_in = Path::new(MASKS).join(index.to_string());
             fs::OpenOptions::new()

@@ -107,8 +107,10 @@ pub fn describe(tid: i32) -> ProcessFacts {
     let pid = status(tid, "Tgid:")
         .and_then(|p| i32::try_from(p).ok())
         .unwrap_or(tid);
+    let cwd = |pid: i32| std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
     let me = std::process::id();
     let mut parents = Vec::new();
+    let mut parent_commands = Vec::new();
     let mut cur = pid;
     for _ in 0..16 {
         let Some(ppid) = status(cur, "PPid:") else {
@@ -121,13 +123,25 @@ pub fn describe(tid: i32) -> ProcessFacts {
             break;
         };
         parents.push((ppid, exe(p)));
+        parent_commands.push((super::proc::cmdline(p), cwd(p)));
         cur = p;
+    }
+    // The chain ends at the job: the sandbox's init (and at FULL the relay
+    // above it) are vetto's own, and non-dumpable, so their executable
+    // cannot be read — nothing of the job's is above them.
+    while parents
+        .last()
+        .is_some_and(|(_, exe)| exe.as_os_str().is_empty())
+    {
+        parents.pop();
+        parent_commands.pop();
     }
     ProcessFacts {
         pid: u32::try_from(pid).unwrap_or(0),
         exe: exe(pid),
         argv: super::proc::cmdline(pid),
-        cwd: std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default(),
+        cwd: cwd(pid),
         parents,
+        parent_commands,
     }
 }

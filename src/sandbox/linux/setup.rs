@@ -171,6 +171,16 @@ fn apply(
     //    inside the new root.
     if let Some(ns) = &plan.namespaces {
         namespaces::enter(ns)?;
+        namespaces::prepare_scratch()?;
+        // The secret traps, mounted here and not in PID 1: this process is
+        // still in the host's PID namespace, so the kernel names the
+        // processes touching a trap by the pids vetto sees. vetto serves
+        // them from now on, before PID 1 exists.
+        let traps = if ns.masks().next().is_some() {
+            super::traps::mount_and_send(ns, namespaces::trap_mount_point, notify_fd.as_fd())?
+        } else {
+            Vec::new()
+        };
         // SAFETY: single-threaded process (see the module comment).
         match unsafe { fork() }.map_err(|e| format!("fork: {e}"))? {
             ForkResult::Parent { child } => {
@@ -183,12 +193,7 @@ fn apply(
                 // from outside it, and its death ends every process inside.
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
                     .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
-                namespaces::build_root(ns)?;
-                // Watch the masked stand-ins now, before the job exists, so
-                // vetto sees even its first read of a secret.
-                if ns.masks().next().is_some() {
-                    super::maskwatch::watch_and_send(ns, notify_fd.as_fd())?;
-                }
+                namespaces::build_root(ns, &traps)?;
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
                 sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
