@@ -262,7 +262,9 @@ fn binary_blob() -> Vec<u8> {
 /// trap vetto serves). Runs as an unprivileged user.
 #[test]
 fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
-    if !require("reading_masked_secrets_at_full", "userns") {
+    if !(require("reading_masked_secrets_at_full", "userns")
+        && require("reading_masked_secrets_at_full", "fuse"))
+    {
         return;
     }
     let w = World::new();
@@ -361,7 +363,9 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
 /// is `cat`, its parent runs evil's script. Runs as an unprivileged user.
 #[test]
 fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
-    if !require("a_postinstall_reading_npmrc_at_full", "userns") {
+    if !(require("a_postinstall_reading_npmrc_at_full", "userns")
+        && require("a_postinstall_reading_npmrc_at_full", "fuse"))
+    {
         return;
     }
     let w = World::new();
@@ -464,7 +468,9 @@ fn untouched_masked_secrets_are_not_reported() {
 /// job is not slowed into the timeout. Runs as an unprivileged user.
 #[test]
 fn a_storm_of_secret_reads_is_aggregated() {
-    if !require("a_storm_of_secret_reads_is_aggregated", "userns") {
+    if !(require("a_storm_of_secret_reads_is_aggregated", "userns")
+        && require("a_storm_of_secret_reads_is_aggregated", "fuse"))
+    {
         return;
     }
     let w = World::new();

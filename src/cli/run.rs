@@ -239,8 +239,12 @@ fn tell(session: &supervisor::Session, audit: bool) {
                 n => format!("{} ({n}×)", r.path.display()),
             })
             .collect();
+        let more = match session.secret_reads_unlisted {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
         eprintln!(
-            "vetto: the command tried to read masked secrets: {} (it got nothing of them)",
+            "vetto: the command tried to read masked secrets: {}{more} (it got nothing of them)",
             paths.join(", ")
         );
     }

@@ -25,6 +25,11 @@ pub enum Availability {
 }
 
 impl Availability {
+    /// A fact this vetto's log or JSON did not record (older versions).
+    pub fn not_probed() -> Self {
+        Availability::Missing("not probed".into())
+    }
+
     pub fn is_available(&self) -> bool {
         matches!(self, Availability::Available)
     }
@@ -53,6 +58,9 @@ pub struct HostCaps {
     pub seccomp: Availability,
     /// `SECCOMP_RET_USER_NOTIF` with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`.
     pub seccomp_notify: Availability,
+    /// `/dev/fuse`, for the FULL tier's secret traps.
+    #[serde(default = "Availability::not_probed")]
+    pub fuse: Availability,
     /// Landlock errata bitmask: fixes this kernel carries (0 before Linux 6.15).
     #[serde(default)]
     pub landlock_errata: u32,
@@ -92,6 +100,7 @@ impl HostCaps {
             userns: Availability::Available,
             seccomp: Availability::Available,
             seccomp_notify: Availability::Available,
+            fuse: Availability::Available,
             landlock_errata: 0,
             root: false,
             confinement: Confinement::default(),
@@ -124,6 +133,7 @@ impl HostCaps {
             HostFeature::UserNamespaces => self.userns.clone(),
             HostFeature::Seccomp => self.seccomp.clone(),
             HostFeature::SeccompNotify => self.seccomp_notify.clone(),
+            HostFeature::Fuse => self.fuse.clone(),
         }
     }
 
@@ -150,6 +160,9 @@ impl HostCaps {
         // needs the supervisor for both.
         if tier == Tier::FsOnly && !self.seccomp_notify.is_available() {
             costs.push(HostFeature::SeccompNotify.cost_when_missing().into());
+        }
+        if tier == Tier::Full && !self.fuse.is_available() {
+            costs.push(HostFeature::Fuse.cost_when_missing().into());
         }
         if tier == Tier::Seccomp {
             costs.push(
@@ -224,14 +237,16 @@ pub enum HostFeature {
     UserNamespaces,
     Seccomp,
     SeccompNotify,
+    Fuse,
 }
 
 impl HostFeature {
-    pub const ALL: [HostFeature; 4] = [
+    pub const ALL: [HostFeature; 5] = [
         HostFeature::Landlock,
         HostFeature::UserNamespaces,
         HostFeature::Seccomp,
         HostFeature::SeccompNotify,
+        HostFeature::Fuse,
     ];
 
     /// What a tier cannot run without (see docs/tiers.md and the contract).
@@ -253,6 +268,7 @@ impl HostFeature {
             HostFeature::UserNamespaces => "user namespaces",
             HostFeature::Seccomp => "seccomp",
             HostFeature::SeccompNotify => "seccomp user notify",
+            HostFeature::Fuse => "FUSE",
         }
     }
 
@@ -267,6 +283,10 @@ impl HostFeature {
             HostFeature::SeccompNotify => {
                 "SECCOMP_RET_USER_NOTIF with WAIT_KILLABLE_RECV (Linux 5.19+): \
                  the supervisor decides socket connects and creations"
+            }
+            HostFeature::Fuse => {
+                "/dev/fuse: at FULL each masked secret is a trap that names \
+                 the process touching it"
             }
         }
     }
@@ -287,6 +307,10 @@ impl HostFeature {
                 "no seccomp user notification: ssh-agent/docker sockets cannot be brokered \
                  and new top-level entries in the project cannot be created \
                  → refused unless --allow-degraded"
+            }
+            HostFeature::Fuse => {
+                "without FUSE: masked secrets stay masked at FULL, \
+                 but reads of them are not seen"
             }
         }
     }
@@ -439,6 +463,23 @@ mod tests {
         let full = host.tier_verdict(Tier::Full);
         assert!(!full.runnable);
         assert_eq!(full.missing, vec![HostFeature::UserNamespaces]);
+    }
+
+    #[test]
+    fn without_fuse_full_still_runs_and_says_what_it_does_not_see() {
+        let host = HostCaps {
+            fuse: Availability::Missing("no /dev/fuse".into()),
+            ..HostCaps::everything()
+        };
+        assert_eq!(host.best_tier(), Some(Tier::Full));
+        let full = host.tier_verdict(Tier::Full);
+        assert!(full.runnable && full.missing.is_empty());
+        assert!(
+            full.costs
+                .iter()
+                .any(|c| c.contains("reads of them are not seen"))
+        );
+        assert!(host.tier_verdict(Tier::FsOnly).costs.is_empty());
     }
 
     #[test]

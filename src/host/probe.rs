@@ -67,6 +67,8 @@ pub fn probe() -> HostCaps {
         },
     });
 
+    let fuse = fuse_verdict(caps::fuse_device());
+
     HostCaps {
         kernel,
         arch,
@@ -75,10 +77,25 @@ pub fn probe() -> HostCaps {
         userns,
         seccomp,
         seccomp_notify,
+        fuse,
         landlock_errata,
         root,
         confinement,
         tested: false,
+    }
+}
+
+/// `/dev/fuse` as the secret traps need it: there and open to this user.
+fn fuse_verdict(open: Result<(), Errno>) -> Availability {
+    match open {
+        Ok(()) => Availability::Available,
+        Err(Errno::ENOENT | Errno::ENODEV | Errno::ENXIO) => Availability::Missing(
+            "no /dev/fuse (the kernel has no FUSE); fix: sudo modprobe fuse".into(),
+        ),
+        Err(Errno::EACCES | Errno::EPERM) => Availability::Missing(
+            "/dev/fuse is not open to this user; fix: sudo chmod 0666 /dev/fuse".into(),
+        ),
+        Err(e) => Availability::Missing(format!("cannot open /dev/fuse: {e}")),
     }
 }
 
@@ -412,6 +429,23 @@ mod tests {
 
     fn reason(a: Availability) -> String {
         a.reason().map(str::to_owned).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_missing_or_closed_dev_fuse_is_named_with_its_fix() {
+        assert_eq!(fuse_verdict(Ok(())), Availability::Available);
+        let absent = fuse_verdict(Err(Errno::ENOENT));
+        assert!(
+            absent
+                .reason()
+                .is_some_and(|r| r.contains("fix: sudo modprobe fuse"))
+        );
+        let closed = fuse_verdict(Err(Errno::EACCES));
+        assert!(
+            closed
+                .reason()
+                .is_some_and(|r| r.contains("chmod 0666 /dev/fuse"))
+        );
     }
 
     #[test]

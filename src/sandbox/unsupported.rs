@@ -333,6 +333,9 @@ pub mod caps {
     pub fn userns_syscall_unfiltered() -> Result<(), Errno> {
         Err(Errno::ENOSYS)
     }
+    pub fn fuse_device() -> Result<(), Errno> {
+        Err(Errno::ENOSYS)
+    }
     pub fn effective_uid() -> u32 {
         nix::unistd::geteuid().as_raw()
     }

@@ -55,6 +55,9 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 const MAX_SAMPLES: usize = 4096;
 /// Seccomp-notification decisions kept for the reports (the rest counted).
 const MAX_DECISIONS: usize = 10_000;
+/// Distinct masked paths listed in the session summary (the log's
+/// aggregator bounds its own).
+pub const MAX_SECRET_PATHS: usize = 256;
 
 /// One sample of the whole sandboxed process tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -95,8 +98,11 @@ pub struct Session {
     /// What the job left in shared host directories, removed at the end.
     pub scrubbed: Vec<PathBuf>,
     /// Masked secrets the job tried to read (FULL tier), in the order
-    /// first seen.
+    /// first seen, at most [`MAX_SECRET_PATHS`].
     pub secret_reads: Vec<SecretRead>,
+    /// Accesses to further paths (names looked up beneath a masked
+    /// directory can be endless): counted, not listed.
+    pub secret_reads_unlisted: u64,
 }
 
 /// A masked path the job opened, and how often.
@@ -198,6 +204,7 @@ pub fn run(
         decisions_dropped: 0,
         scrubbed: Vec::new(),
         secret_reads: Vec::new(),
+        secret_reads_unlisted: 0,
     };
     let secrets = child.secrets.take();
     for problem in secrets.iter().flat_map(|f| &f.problems) {
@@ -342,16 +349,18 @@ fn keep_decisions(
 /// access as a violation (the log's aggregator folds repeats into a count).
 fn keep_secret_reads(session: &mut Session, feed: &SecretFeed, sink: Option<&dyn EventSink>) {
     for access in feed.accesses.try_iter() {
+        let listed = session.secret_reads.len();
         match session
             .secret_reads
             .iter_mut()
             .find(|r| r.path == access.path)
         {
             Some(seen) => seen.count += 1,
-            None => session.secret_reads.push(SecretRead {
+            None if listed < MAX_SECRET_PATHS => session.secret_reads.push(SecretRead {
                 path: access.path.clone(),
                 count: 1,
             }),
+            None => session.secret_reads_unlisted += 1,
         }
         if let Some(sink) = sink {
             sink.emit(Event::Violation(Box::new(secret_read_violation(access))));

@@ -181,6 +181,16 @@ pub fn userns_syscall_unfiltered() -> Result<(), Errno> {
     }
 }
 
+/// Whether this user can open `/dev/fuse` (the secret traps' device).
+pub fn fuse_device() -> Result<(), Errno> {
+    nix::fcntl::open(
+        "/dev/fuse",
+        nix::fcntl::OFlag::O_RDWR | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map(drop)
+}
+
 pub fn effective_uid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
