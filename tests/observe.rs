@@ -431,8 +431,59 @@ fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
     assert!(result.to_string().contains("evil"), "{result}");
 }
 
-/// Masked secrets the job never touches are not reported: the watch sees
-/// opens, not the mask's existence. Runs as an unprivileged user.
+/// More masked paths than vetto serves traps for (64): the rest are still
+/// masked — the job reads every one of them as empty — but reads of them
+/// are not seen, and vetto says so instead of pretending. The traps that
+/// are served still name each read. Runs as an unprivileged user.
+#[test]
+fn masks_beyond_the_trap_limit_still_hold_and_vetto_says_they_are_unwatched() {
+    if !(require("masks_beyond_the_trap_limit", "userns")
+        && require("masks_beyond_the_trap_limit", "fuse"))
+    {
+        return;
+    }
+    let w = World::new();
+    let mut args: Vec<String> = ["ci", "--tier", "full", "--report-dir"]
+        .map(String::from)
+        .to_vec();
+    args.push(w.report_dir().to_str().unwrap().to_owned());
+    for i in 0..70 {
+        let secret = w.write(
+            &format!("project/secret-{i:02}"),
+            format!("CANARY-observe-many-{i:02}\n").as_bytes(),
+        );
+        args.push("--deny".into());
+        args.push(secret.to_str().unwrap().to_owned());
+    }
+    args.extend(["--", "sh", "-c", "cat secret-*"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let bare = run(w.command("sh", &["-c", "cat secret-*"]));
+    assert!(String::from_utf8_lossy(&bare.stdout).contains("CANARY-observe-many-69"));
+
+    let ran = w.vetto(&args);
+    let out = String::from_utf8_lossy(&ran.stdout);
+    assert!(!out.contains("CANARY"), "a masked file leaked: {out}");
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("reads of a masked secret will not be seen")
+            && ran
+                .stderr
+                .contains("and 5 more: only the first 64 masked paths are traps"),
+        "{}",
+        ran.stderr
+    );
+    let seen = w
+        .session_log()
+        .iter()
+        .filter(|l| l["type"] == "violation" && l["rule"] == "secret-read-denied")
+        .count();
+    assert_eq!(seen, 64, "each served trap names its read");
+}
+
+/// Masked secrets the job never touches are not reported: a trap records
+/// opens, listings and lookups, not a stat or the mask's existence. Runs as an unprivileged user.
 #[test]
 fn untouched_masked_secrets_are_not_reported() {
     if !require("untouched_masked_secrets_are_not_reported", "userns") {

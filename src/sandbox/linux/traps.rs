@@ -74,12 +74,10 @@ pub(super) fn mount_and_send(
     let mut fds: Vec<OwnedFd> = Vec::new();
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
+    let mut beyond: Vec<&Path> = Vec::new();
     for (index, path, is_dir) in ns.masks() {
         if fds.len() == MAX_TRAPS {
-            list.problems.push(format!(
-                "{}: more than {MAX_TRAPS} masked paths",
-                path.display()
-            ));
+            beyond.push(path);
             continue;
         }
         match mount_trap(&mount_point(index), is_dir, uid, gid) {
@@ -89,6 +87,13 @@ pub(super) fn mount_and_send(
             }
             Err(e) => list.problems.push(format!("{}: {e}", path.display())),
         }
+    }
+    if let Some(first) = beyond.first() {
+        list.problems.push(format!(
+            "{} and {} more: only the first {MAX_TRAPS} masked paths are traps",
+            first.display(),
+            beyond.len() - 1
+        ));
     }
     let payload = serde_json::to_vec(&list).map_err(|e| format!("encode the trap list: {e}"))?;
     let len = u32::try_from(payload.len())
@@ -215,6 +220,7 @@ pub(super) fn receive_and_serve(sock: &UnixStream, ns: &NamespacePlan) -> Option
         problems: vec![format!("unreadable trap list: {e}")],
     });
 
+    super::sys::large_allocations_from_mmap();
     let (tx, accesses) = std::sync::mpsc::sync_channel(QUEUE);
     let mut problems = list.problems;
     let uid = nix::unistd::getuid().as_raw();
