@@ -227,8 +227,8 @@ impl RuleId {
                  step its own policy that lists what it needs instead of extending `default`:\n\n\
                  ```toml\n[filesystem]\nread = [\"/usr\", \"/etc\", \"${PROJECT}\", \"~/.npmrc\"]\n```\n\n\
                  Think twice: a build step that reads `~/.ssh` or `~/.aws` is the classic shape \
-                 of a credential stealer (at FULL vetto sees the open of the masked file but not \
-                 which process made it)."
+                 of a credential stealer (at FULL vetto names the process and the package that \
+                 tried; at FS-ONLY Landlock refuses the read without vetto seeing it)."
             }
             RuleId::GitPersistenceBlocked => {
                 "Jobs should not need to change hooks or the repository config. If a tool really \
