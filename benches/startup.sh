@@ -8,7 +8,7 @@
 # hyperfine rounds over all commands, and each row's figures are computed
 # over the times of all rounds: a busy minute weighs on every row alike.
 #
-#   benches/startup.sh                            # build --release, measure
+#   benches/startup.sh                            # build --release (static), measure
 #   VETTO=/path/to/vetto benches/startup.sh       # measure a given binary
 #   BENCH_ROUNDS=5 BENCH_RUNS=100 BENCH_WARMUP=20 benches/startup.sh  # runs per round
 #   BENCH_USER=tester benches/startup.sh          # who measures when run by root
@@ -51,10 +51,16 @@ if ((${#need_pkgs[@]})); then
 fi
 
 # ---- the binary ---------------------------------------------------------------
+# Statically linked, as action.yml installs it: without the dynamic loader
+# each of the two vetto processes a session starts (the supervisor and the
+# stage) begins ≈0.4 ms sooner. `--target` keeps the flag off the build
+# scripts and proc macros, which cannot be static.
 if [[ -z ${VETTO:-} ]]; then
-    say "cargo build --release"
-    (cd "$repo" && cargo build --release --quiet)
-    VETTO="$repo/target/release/vetto"
+    host=$(rustc -vV | sed -n 's/^host: //p')
+    say "cargo build --release --target $host (crt-static)"
+    (cd "$repo" && RUSTFLAGS="-C target-feature=+crt-static" \
+        cargo build --release --quiet --target "$host")
+    VETTO="$repo/target/$host/release/vetto"
 fi
 [[ -x $VETTO ]] || { say "no executable vetto at $VETTO"; exit 2; }
 

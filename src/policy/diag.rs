@@ -69,10 +69,7 @@ impl SourceRef<'_> {
     /// range or not on a character boundary (it never panics).
     pub fn locate(&self, span: &Range<usize>) -> Location {
         let text = self.text;
-        let mut start = span.start.min(text.len());
-        while start > 0 && !text.is_char_boundary(start) {
-            start -= 1;
-        }
+        let start = char_floor(text, span.start);
         let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
         let line = text[..start].matches('\n').count() + 1;
@@ -88,6 +85,48 @@ impl SourceRef<'_> {
             text: line_text.to_string(),
             width: text[start..end].chars().count().max(1),
         }
+    }
+}
+
+/// `offset` clamped into `text` and moved back to a character boundary.
+fn char_floor(text: &str, offset: usize) -> usize {
+    let mut at = offset.min(text.len());
+    while at > 0 && !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+/// Where each line of a source starts. A source's rules all need their
+/// line and column (every rule keeps its origin), and finding each by
+/// scanning the text from the start was most of the time a policy took to
+/// load: with the index it is a binary search and a scan of one line.
+pub struct LineIndex<'a> {
+    text: &'a str,
+    /// Byte offset of the start of each line; the first is 0.
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub fn new(text: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { text, starts }
+    }
+
+    /// The 1-based line and column (in characters) of a span's start,
+    /// exactly as [`SourceRef::locate`] gives them.
+    pub fn line_col(&self, span: &Range<usize>) -> (u32, u32) {
+        let start = char_floor(self.text, span.start);
+        // The first line starts at 0, so at least one start is <= `start`.
+        let line = self.starts.partition_point(|&s| s <= start).max(1);
+        let line_start = self.starts.get(line - 1).copied().unwrap_or(0);
+        let col = self.text[line_start..start].chars().count() + 1;
+        (
+            u32::try_from(line).unwrap_or(u32::MAX),
+            u32::try_from(col).unwrap_or(u32::MAX),
+        )
     }
 }
 
@@ -216,6 +255,33 @@ mod tests {
         let spans = [0..0, 1..1, 1..100, 100..200, 3..1];
         for span in spans {
             let _ = src.locate(&span);
+        }
+    }
+
+    #[test]
+    fn line_index_agrees_with_locate_everywhere() {
+        let texts = [
+            "",
+            "\n",
+            "a = 1\nbé = [\"x\"]\n",
+            "é\n\n\tx = \"ü\"\r\ny",
+            "no newline at the end",
+        ];
+        for text in texts {
+            let src = SourceRef {
+                name: "p.toml",
+                text,
+            };
+            let index = LineIndex::new(text);
+            for start in 0..text.len() + 3 {
+                let span = start..start + 2;
+                let loc = src.locate(&span);
+                assert_eq!(
+                    index.line_col(&span),
+                    (loc.line, loc.col),
+                    "{text:?} {span:?}"
+                );
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::diag::{Diags, SourceRef};
+use super::diag::{Diags, LineIndex, SourceRef};
 use super::paths::{self, GlobWalker, PathError};
 use super::raw::{RawPolicy, SizeValue};
 use super::vars::Vars;
@@ -155,12 +155,13 @@ pub fn validate(
     diags: &mut Diags,
 ) -> Layer {
     let mut layer = Layer::empty(source);
+    let lines = LineIndex::new(src.text);
     let origin = |span: &Range<usize>, written: &str| {
-        let loc = src.locate(span);
+        let (line, col) = lines.line_col(span);
         Origin {
             source: src.name.to_string(),
-            line: loc.line,
-            col: loc.col,
+            line,
+            col,
             written: written.to_string(),
         }
     };

@@ -13,7 +13,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -80,7 +80,9 @@ fn main(args: &[OsString]) -> ExitCode {
 /// A server and a client on 127.0.0.1: the line comes back through the
 /// loopback interface.
 fn loopback(nonce: &str) -> io::Result<String> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
+    // An address, not text: text would link the resolver into vetto,
+    // which a static build cannot carry.
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     let addr = listener.local_addr()?;
     let server = std::thread::spawn(move || -> io::Result<()> {
         let (s, _) = listener.accept()?;

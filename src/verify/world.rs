@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, TcpListener, UdpSocket};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -240,8 +240,10 @@ impl World {
             server: None,
         };
         // `ins` is dropped (children killed) on any error below.
-        let tcp = TcpListener::bind("127.0.0.1:0").map_err(stand_in("TCP listener"))?;
-        let udp = UdpSocket::bind("127.0.0.1:0").map_err(stand_in("UDP socket"))?;
+        // Addresses, not text: text would link the resolver into vetto,
+        // which a static build cannot carry.
+        let tcp = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(stand_in("TCP listener"))?;
+        let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(stand_in("UDP socket"))?;
         let agent = UnixListener::bind(&self.agent).map_err(stand_in("ssh-agent socket"))?;
         let abstract_l = verify_host::bind_abstract(ins.abstract_name.as_bytes())
             .map_err(stand_in("abstract socket"))?;
