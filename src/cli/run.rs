@@ -58,16 +58,32 @@ pub enum Output {
     Neutralised,
 }
 
+/// The FULL tier's namespaces when the command line and the host make
+/// FULL the likely plan: `auto` or `--tier full`, user namespaces here, not
+/// `--audit` (which creates none). The policy file may still decide
+/// otherwise; then the stage is replaced ([`sandbox::Stage::fits`]).
+fn likely_namespaces(args: &RunArgs, caps: &host::HostCaps) -> Option<sandbox::EarlyNamespaces> {
+    let full_wanted = matches!(
+        args.tier,
+        plan::TierRequest::Auto | plan::TierRequest::Exactly(plan::Tier::Full)
+    );
+    (full_wanted && !args.audit && caps.userns.is_available()).then(|| sandbox::EarlyNamespaces {
+        net: args.policy.net.as_deref() != Some("host"),
+    })
+}
+
 /// The whole pipeline: policy → plan → sandbox → supervisor, with a
 /// session log in `log_dir` when given (the reports are the caller's).
 pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow::Result<Executed> {
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
-    // Started first: the stage's exec runs while we load and plan.
+    let caps = host::probe();
+    // Started first: the stage's exec runs while we load and plan — and
+    // where FULL is likely, so does the creation of its namespaces.
     let stage_output = match output {
         Output::Direct => sandbox::StageOutput::Inherit,
         Output::Neutralised => sandbox::StageOutput::Pipe,
     };
-    let mut stage = match sandbox::start_stage(stage_output) {
+    let mut stage = match sandbox::start_stage(stage_output, likely_namespaces(args, &caps)) {
         Ok(stage) => stage,
         Err(e) => {
             eprintln!("vetto: {e}");
@@ -94,7 +110,6 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
-    let caps = host::probe();
     let options = BuildOptions {
         allow_degraded: args.allow_degraded,
         audit: args.audit,
@@ -143,6 +158,18 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         }
     }
 
+    if !stage.fits(&plan) {
+        // The guess was wrong (a policy file that sets the network, a tier
+        // the policy cannot have): start over, without namespaces.
+        stage = match stage.respawn() {
+            Ok(stage) => stage,
+            Err(e) => {
+                finish_output(copier);
+                eprintln!("vetto: {e}");
+                return Ok(Executed::Refused(e.exit_status()));
+            }
+        };
+    }
     let shared_before = supervisor::snapshot_shared(&plan);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,

@@ -93,11 +93,24 @@ pub struct JobOutput {
     pub stderr: std::fs::File,
 }
 
+/// The FULL tier's namespaces, as the stage may create them before the
+/// plan arrives: vetto's guess from the command line and the host, made
+/// good or thrown away once the plan exists ([`Stage::fits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlyNamespaces {
+    /// With its own network namespace (the network is not `host`).
+    pub net: bool,
+}
+
 /// Start the sandbox stage ahead of the plan (see [`Stage::launch`]), so
-/// its start-up overlaps policy loading and planning. The job inherits the
-/// stage's stdin, and its stdout and stderr as `output` says.
-pub fn start_stage(output: StageOutput) -> Result<Stage, SetupError> {
-    imp::start_stage(output)
+/// its start-up — and with `early`, the creation of the namespaces —
+/// overlaps policy loading and planning. The job inherits the stage's
+/// stdin, and its stdout and stderr as `output` says.
+pub fn start_stage(
+    output: StageOutput,
+    early: Option<EarlyNamespaces>,
+) -> Result<Stage, SetupError> {
+    imp::start_stage(output, early)
 }
 
 /// If this process was started as the hidden sandbox stage, run it and

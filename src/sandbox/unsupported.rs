@@ -52,12 +52,23 @@ impl Stage {
         None
     }
 
+    pub fn fits(&self, _plan: &Plan) -> bool {
+        true
+    }
+
+    pub fn respawn(self) -> Result<Stage, SetupError> {
+        Err(SetupError::Unsupported)
+    }
+
     pub fn launch(self, _plan: &Plan, _command: &[OsString]) -> Result<Spawned, SetupError> {
         Err(SetupError::Unsupported)
     }
 }
 
-pub fn start_stage(_output: crate::sandbox::StageOutput) -> Result<Stage, SetupError> {
+pub fn start_stage(
+    _output: crate::sandbox::StageOutput,
+    _early: Option<crate::sandbox::EarlyNamespaces>,
+) -> Result<Stage, SetupError> {
     Err(SetupError::Unsupported)
 }
 

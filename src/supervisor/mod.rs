@@ -298,7 +298,12 @@ pub fn run(
     if ended.is_none() {
         process::kill_all_descendants();
     }
+    // The listener hangs up only once the init is reaped, after the
+    // kernel has torn its namespaces down. After the init's last report no
+    // process of the job can make a call any more: its decisions are all
+    // in, and the workers are left to end with vetto.
     if let Some(server) = server
+        && ended.is_none()
         && let Err(e) = server.join()
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");

@@ -561,3 +561,68 @@ fn dev_holds_only_the_minimal_devices() {
         out.dump()
     );
 }
+
+/// Runs as an unprivileged user. vetto creates the FULL tier's namespaces
+/// while it still loads the policy, guessing from the command line (no
+/// `--net host`: a network namespace). A policy *file* that asks for the
+/// host network must still get it: the guess is thrown away and the job
+/// reaches a listener of the host on 127.0.0.1 — through `vetto ci`, so
+/// the replaced stage's output still arrives through vetto's pipes. With
+/// the default policy, the same job reaches nothing.
+#[test]
+fn a_policy_file_asking_for_the_host_network_gets_it_despite_the_early_namespaces() {
+    require!(Feature::Full);
+    let w = full();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\", {port}), 3); s.sendall(b\"reached\")' \
+         2>/dev/null && echo connected=yes || echo connected=no"
+    );
+    let project = w.project.to_str().unwrap().to_owned();
+    let report = w.project.join("vetto-report");
+    let ci = |w: &World| {
+        w.vetto(&[
+            "ci",
+            "--fail-on",
+            "never",
+            "--project",
+            &project,
+            "--report-dir",
+            report.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .run()
+    };
+
+    let walled = ci(&w);
+    walled.assert_success();
+    assert_eq!(
+        field(&walled, "connected").as_deref(),
+        Some("no"),
+        "{}",
+        walled.dump()
+    );
+
+    w.write(
+        &w.project.join("vetto.toml"),
+        "extends = [\"default\"]\n\n[network]\nmode = \"host\"\n",
+    );
+    let open = ci(&w);
+    open.assert_success();
+    assert_eq!(
+        field(&open, "connected").as_deref(),
+        Some("yes"),
+        "{}",
+        open.dump()
+    );
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_ok(),
+        "the host listener saw nothing\n{}",
+        open.dump()
+    );
+}

@@ -199,9 +199,47 @@ pub struct Stage {
     status_r: Option<OwnedFd>,
     notify: UnixStream,
     output: Option<crate::sandbox::JobOutput>,
+    /// Our copies of the job's stdout and stderr write ends (piped output),
+    /// kept until launch so that a replacement stage can get them.
+    writers: Option<[OwnedFd; 2]>,
+    /// The namespaces the stage created ahead of the plan.
+    early: Option<crate::sandbox::EarlyNamespaces>,
 }
 
-pub fn start_stage(output: crate::sandbox::StageOutput) -> Result<Stage, SetupError> {
+/// How the stage learns of [`crate::sandbox::EarlyNamespaces`]: its fifth
+/// argument.
+const EARLY_NET: &str = "early-ns";
+const EARLY_HOST_NET: &str = "early-ns-host-net";
+
+pub fn start_stage(
+    output: crate::sandbox::StageOutput,
+    early: Option<crate::sandbox::EarlyNamespaces>,
+) -> Result<Stage, SetupError> {
+    let (writers, readers) = match output {
+        crate::sandbox::StageOutput::Inherit => (None, None),
+        crate::sandbox::StageOutput::Pipe => {
+            let pipe = || {
+                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                    .map_err(|e| SetupError::Spawn(e.into()))
+            };
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            let readers = crate::sandbox::JobOutput {
+                stdout: File::from(out_r),
+                stderr: File::from(err_r),
+            };
+            (Some([out_w, err_w]), Some(readers))
+        }
+    };
+    let mut stage = spawn_stage(writers, early)?;
+    stage.output = readers;
+    Ok(stage)
+}
+
+fn spawn_stage(
+    writers: Option<[OwnedFd; 2]>,
+    early: Option<crate::sandbox::EarlyNamespaces>,
+) -> Result<Stage, SetupError> {
     let (plan_r, plan_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SetupError::Spawn(e.into()))?;
     let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
@@ -219,6 +257,11 @@ pub fn start_stage(output: crate::sandbox::StageOutput) -> Result<Stage, SetupEr
         // Nothing of the caller's environment in the stage's /proc entry:
         // the job's environment travels inside the plan.
         .env_clear();
+    match early {
+        Some(e) if e.net => cmd.arg(EARLY_NET),
+        Some(_) => cmd.arg(EARLY_HOST_NET),
+        None => &mut cmd,
+    };
     // The stage's three descriptors must survive its exec; ours must not.
     // Clearing close-on-exec here instead of in a pre_exec hook lets std
     // spawn with vfork semantics (no page-table copy of the supervisor);
@@ -228,25 +271,14 @@ pub fn start_stage(output: crate::sandbox::StageOutput) -> Result<Stage, SetupEr
     }
     // Piped output: the stage's stdout and stderr are the write ends (std
     // moves them to 1 and 2 in the child); ours are close-on-exec.
-    let output = match output {
-        crate::sandbox::StageOutput::Inherit => None,
-        crate::sandbox::StageOutput::Pipe => {
-            let pipe = || {
-                nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                    .map_err(|e| SetupError::Spawn(e.into()))
-            };
-            let (out_r, out_w) = pipe()?;
-            let (err_r, err_w) = pipe()?;
-            cmd.stdout(Stdio::from(out_w)).stderr(Stdio::from(err_w));
-            Some(crate::sandbox::JobOutput {
-                stdout: File::from(out_r),
-                stderr: File::from(err_r),
-            })
-        }
-    };
+    if let Some([out_w, err_w]) = &writers {
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(SetupError::Spawn);
+        cmd.stdout(Stdio::from(dup(out_w)?))
+            .stderr(Stdio::from(dup(err_w)?));
+    }
     let child = cmd.spawn().map_err(SetupError::Spawn)?;
-    // The write ends now live only in the stage (and the job): dropping
-    // the command closes ours, so the readers see end of file at the end.
+    // Dropping the command closes the copies it held: the write ends now
+    // live in the stage (and the job), and in `writers` until launch.
     drop(cmd);
     drop((plan_r, status_w, notify_theirs));
     Ok(Stage {
@@ -254,7 +286,9 @@ pub fn start_stage(output: crate::sandbox::StageOutput) -> Result<Stage, SetupEr
         plan_w: Some(File::from(plan_w)),
         status_r: Some(status_r),
         notify: notify_ours,
-        output,
+        output: None,
+        writers,
+        early,
     })
 }
 
@@ -267,9 +301,41 @@ impl Stage {
         self.output.take()
     }
 
+    /// Whether this stage can run `plan`: the namespaces it created ahead
+    /// of the plan, if any, are the plan's.
+    pub fn fits(&self, plan: &Plan) -> bool {
+        match (self.early, &plan.namespaces) {
+            (None, _) => true,
+            (Some(early), Some(ns)) => early.net == ns.net,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// A fresh stage in place of this one (which is killed), with the same
+    /// output and no namespaces created ahead: for a plan this one does not
+    /// [`fit`](Stage::fits).
+    pub fn respawn(mut self) -> Result<Stage, SetupError> {
+        let writers = self.writers.take();
+        let output = self.output.take();
+        drop(self);
+        let mut stage = spawn_stage(writers, None)?;
+        stage.output = output;
+        Ok(stage)
+    }
+
     /// Hand the stage its plan and command; returns once the job has
     /// exec'ed (or failed to start).
     pub fn launch(mut self, plan: &Plan, command: &[OsString]) -> Result<Spawned, SetupError> {
+        if !self.fits(plan) {
+            // vetto's own mistake, but a sandbox shaped for another plan
+            // must not run this one.
+            return Err(SetupError::Stage(
+                "the sandbox stage was prepared for another tier".into(),
+            ));
+        }
+        // Only the stage and the job hold the output's write ends now: the
+        // readers see end of file once they are gone.
+        drop(self.writers.take());
         let nproc_limit = plan.limits.max_procs.map(|n| {
             // RLIMIT_NPROC counts every task of the real uid, not just ours.
             process::tasks_of_uid(nix::unistd::getuid().as_raw()) + u64::from(n)
@@ -392,5 +458,10 @@ pub fn stage_entry() -> Option<ExitCode> {
         status: fd(),
         notify: fd(),
     };
-    Some(ExitCode::from(setup::stage(fds)))
+    let early = match args.next() {
+        Some(a) if a == EARLY_NET => Some(crate::sandbox::EarlyNamespaces { net: true }),
+        Some(a) if a == EARLY_HOST_NET => Some(crate::sandbox::EarlyNamespaces { net: false }),
+        _ => None,
+    };
+    Some(ExitCode::from(setup::stage(fds, early)))
 }

@@ -26,12 +26,12 @@ pub const ORDER: [(CloneFlags, &str); 6] = [
 /// Enter the namespaces and map the caller's own uid and gid, so the job
 /// sees its own identity rather than root. The PID namespace applies to
 /// the next child: the caller forks the sandbox's PID 1 afterwards.
-pub fn enter(plan: &NamespacePlan) -> Result<(), String> {
+pub fn enter(net: bool) -> Result<(), String> {
     let uid = nix::unistd::getuid();
     let gid = nix::unistd::getgid();
     let mut flags = CloneFlags::empty();
     for (flag, _) in ORDER {
-        if flag != CloneFlags::CLONE_NEWNET || plan.net {
+        if flag != CloneFlags::CLONE_NEWNET || net {
             flags |= flag;
         }
     }

@@ -53,7 +53,7 @@ pub struct StageFds {
 
 /// Runs the stage; returns only on failure before the job started (the
 /// init exits from within).
-pub fn stage(fds: StageFds) -> u8 {
+pub fn stage(fds: StageFds, early: Option<crate::sandbox::EarlyNamespaces>) -> u8 {
     // SAFETY-free adoption of the three inherited descriptors: the
     // supervisor passed their numbers and nothing else owns them.
     let (plan_fd, status_fd, notify_fd) = match adopt(&fds) {
@@ -64,7 +64,14 @@ pub fn stage(fds: StageFds) -> u8 {
         }
     };
     let mut status = Some(File::from(status_fd));
-    let (report, code) = match apply(plan_fd, notify_fd, &mut status) {
+    // 0. vetto expects the FULL tier: create its namespaces now, while
+    //    vetto is still loading the policy (the most expensive step of the
+    //    tier, the network namespace, then costs the job nothing). Only the
+    //    namespaces: the view stays the host's until the plan says what to
+    //    build, and the steps before 6 still see it. If the plan is not for
+    //    these namespaces, vetto replaces this stage unlaunched.
+    let early = early.map(|e| namespaces::enter(e.net));
+    let (report, code) = match apply(plan_fd, notify_fd, &mut status, early) {
         Ok(never) => match never {},
         Err(Failure::Setup(message)) => (StageReport::SetupFailed(message), crate::exit::REFUSED),
         Err(Failure::Exec(errno)) => (StageReport::ExecFailed(errno as i32), exec_status(errno)),
@@ -119,6 +126,7 @@ fn apply(
     plan_fd: OwnedFd,
     notify_fd: OwnedFd,
     status: &mut Option<File>,
+    early: Option<Result<(), String>>,
 ) -> Result<Never, Failure> {
     // 1. Read the request. Bounded: the supervisor is trusted, but a
     //    truncated or runaway pipe must not exhaust memory.
@@ -169,8 +177,19 @@ fn apply(
     // 6. FULL tier: namespaces. This process stays outside as a relay;
     //    its child is the sandbox's PID 1 and carries on with the sequence
     //    inside the new root.
+    match (&plan.namespaces, early) {
+        (Some(ns), None) => namespaces::enter(ns.net)?,
+        // Entered at step 0 (vetto checked that they are the plan's), or
+        // failed there as they would have failed here.
+        (Some(_), Some(entered)) => entered?,
+        (None, None) => {}
+        (None, Some(_)) => {
+            return Err(Failure::Setup(
+                "the sandbox stage was prepared for another tier".into(),
+            ));
+        }
+    }
     if let Some(ns) = &plan.namespaces {
-        namespaces::enter(ns)?;
         namespaces::prepare_scratch()?;
         // The secret traps, mounted here and not in PID 1: this process is
         // still in the host's PID namespace, so the kernel names the
