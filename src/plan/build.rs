@@ -36,7 +36,13 @@ pub fn build(
     request: TierRequest,
     options: &BuildOptions,
 ) -> Result<Plan, Refusal> {
-    build_with_view(policy, host, request, options, &RealFs)
+    build_with_view(
+        policy,
+        host,
+        request,
+        options,
+        &fs::Remembered::new(&RealFs),
+    )
 }
 
 /// A shortfall of one tier for this policy: what it cannot enforce and why.

@@ -236,6 +236,42 @@ impl FsView for RealFs {
     }
 }
 
+/// A view that asks `inner` once per path: planning looks at many paths
+/// more than once (each tier's rules, carving, the mounts), and one answer
+/// per path also makes the plan one consistent picture of the filesystem.
+pub struct Remembered<'a> {
+    inner: &'a dyn FsView,
+    kinds: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<EntryKind>>>,
+}
+
+impl<'a> Remembered<'a> {
+    pub fn new(inner: &'a dyn FsView) -> Self {
+        Remembered {
+            inner,
+            kinds: std::cell::RefCell::default(),
+        }
+    }
+}
+
+impl FsView for Remembered<'_> {
+    fn kind(&self, path: &Path) -> Option<EntryKind> {
+        if let Some(kind) = self.kinds.borrow().get(path) {
+            return *kind;
+        }
+        let kind = self.inner.kind(path);
+        self.kinds.borrow_mut().insert(path.to_path_buf(), kind);
+        kind
+    }
+
+    fn children(&self, dir: &Path) -> Vec<std::ffi::OsString> {
+        self.inner.children(dir)
+    }
+
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.read_link(path)
+    }
+}
+
 /// One access per path (the strongest restriction among rules naming the
 /// same path), sorted so that every path's descendants follow it.
 pub fn normalize(rules: &[FsRule]) -> Vec<(PathBuf, Access)> {

@@ -637,3 +637,40 @@ fn audit_without_user_notification_is_refused_because_nothing_could_be_observed(
         Some(KernelFeature::SeccompUserNotify)
     );
 }
+
+/// Counts the `lstat`s a plan makes.
+struct CountingFs {
+    inner: FakeFs,
+    asked: std::cell::Cell<usize>,
+}
+
+impl FsView for CountingFs {
+    fn kind(&self, path: &Path) -> Option<EntryKind> {
+        self.asked.set(self.asked.get() + 1);
+        self.inner.kind(path)
+    }
+    fn children(&self, dir: &Path) -> Vec<OsString> {
+        self.inner.children(dir)
+    }
+    fn read_link(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.read_link(path)
+    }
+}
+
+#[test]
+fn a_remembered_view_asks_once_per_path_and_answers_the_same() {
+    let counting = CountingFs {
+        inner: FakeFs::with(&[("/p/.env", FILE), ("/p/src", EntryKind::Dir)]),
+        asked: std::cell::Cell::new(0),
+    };
+    let view = fs::Remembered::new(&counting);
+    for _ in 0..3 {
+        assert_eq!(view.kind(Path::new("/p/.env")), Some(FILE));
+        assert_eq!(view.kind(Path::new("/p/missing")), None);
+    }
+    assert_eq!(
+        counting.asked.get(),
+        2,
+        "one lstat per path, absent ones too"
+    );
+}
