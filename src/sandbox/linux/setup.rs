@@ -156,7 +156,19 @@ fn apply(
     nix::sys::prctl::set_dumpable(false).map_err(|e| format!("prctl(PR_SET_DUMPABLE): {e}"))?;
 
     // 4. Resource limits: rlimits are inherited, so set them before fork.
-    if let Some(n) = request.nproc_limit {
+    //    RLIMIT_NPROC counts a uid's tasks in each user namespace up the
+    //    chain, and a new user namespace takes its creator's limit as its
+    //    ceiling in the parent. Set before the namespaces exist (step 6),
+    //    that ceiling is the user's host task count at launch plus N.
+    //    Created at step 0, the namespace's ceiling is already fixed, so
+    //    the limit that binds is the count inside it: this process (the
+    //    relay), the init and the job's tasks — N of them for the init and
+    //    the job, as before.
+    let nproc_limit = match (&early, plan.limits.max_procs) {
+        (Some(Ok(())), Some(n)) => Some(u64::from(n) + 1),
+        _ => request.nproc_limit,
+    };
+    if let Some(n) = nproc_limit {
         setrlimit(Resource::RLIMIT_NPROC, n, n)
             .map_err(|e| format!("setrlimit(RLIMIT_NPROC): {e}"))?;
     }
