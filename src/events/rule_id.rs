@@ -116,9 +116,7 @@ impl RuleId {
                 "A connection to a host Unix socket (ssh-agent, docker, D-Bus) was denied"
             }
             RuleId::NetSocketDenied => "A network socket was denied while the network is off",
-            RuleId::NetEgressBlocked => {
-                "A connection to a host outside the egress allow-list was blocked"
-            }
+            RuleId::NetEgressBlocked => "A connection out of the sandbox was blocked",
             RuleId::SyscallDenied => {
                 "A dangerous system call (ptrace, io_uring, unshare, mount, bpf …) was denied"
             }
@@ -174,8 +172,11 @@ impl RuleId {
                  Exfiltration and second-stage downloads need the network."
             }
             RuleId::NetEgressBlocked => {
-                "The job tried to reach a host that is not on the egress allow-list. The proxy \
-                 refused the connection."
+                "The job tried to connect to an address outside the sandbox while the network is \
+                 off. At the FULL tier the sandbox has its own network namespace with nothing but \
+                 loopback: vetto sees the connect(), names the process and refuses it as the \
+                 missing route would (ENETUNREACH). A name lookup shows up as a connection to \
+                 the resolver (port 53). Exfiltration and second-stage downloads need the network."
             }
             RuleId::SyscallDenied => {
                 "The job made a system call that the sandbox never allows (ptrace, io_uring, \
@@ -249,17 +250,15 @@ impl RuleId {
                  Access to the Docker socket is root on the host, and the ssh-agent socket signs \
                  as you: the sandbox no longer contains a job that has either."
             }
-            RuleId::NetSocketDenied => {
-                "If the job needs the network, allow the hosts it needs through the proxy:\n\n\
-                 ```toml\n[net]\nallow = [\"registry.npmjs.org\"]\n```\n\n\
-                 or `--allow-domain HOST`. `--net host` opens everything: a dependency can then \
-                 send anything it could read anywhere."
-            }
-            RuleId::NetEgressBlocked => {
-                "If the host is expected, add it to the allow-list:\n\n\
-                 ```toml\n[net]\nallow = [\"<host>\"]\n```\n\n\
-                 or `--allow-domain <host>`. Check who asked first: unexpected hosts contacted by \
-                 a dependency are the usual sign of exfiltration."
+            RuleId::NetSocketDenied | RuleId::NetEgressBlocked => {
+                "If the job needs the network, open it for the step that needs it (a dependency \
+                 install), not for the whole pipeline:\n\n\
+                 ```toml\n[network]\nmode = \"host\"\n```\n\n\
+                 or `--net host`. That opens everything: a dependency can then send anything it \
+                 could read anywhere. Filtered egress to named hosts through vetto's proxy \
+                 (`allow = [\"registry.npmjs.org\"]`, `--allow-domain`) is not built yet: vetto \
+                 refuses such a policy rather than run it unfiltered. Check who asked first: \
+                 unexpected hosts contacted by a dependency are the usual sign of exfiltration."
             }
             RuleId::SyscallDenied => {
                 "There is no policy switch for these calls: builds and tests do not need them, and \

@@ -416,6 +416,7 @@ fn plan_for(
             spares,
             denied_calls: Vec::new(),
             audit: false,
+            record_egress: notify_available && own_netns && net_off,
         };
         let landlock = LandlockPlan {
             abi,
@@ -435,6 +436,7 @@ fn plan_for(
             spares: None,
             denied_calls: Vec::new(),
             audit: false,
+            record_egress: false,
         };
         (None, notify, Vec::new())
     };
@@ -623,6 +625,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             .map(|r| r.name.clone())
             .collect(),
         audit: true,
+        record_egress: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

@@ -133,6 +133,11 @@ pub struct NotifyPlan {
     /// `--audit`: allow what the policy would refuse, and record it.
     #[serde(default)]
     pub audit: bool,
+    /// The network is off by a namespace of its own (FULL): a `connect()`
+    /// to anything but loopback is an attempt to leave. Refused with
+    /// `ENETUNREACH`, as the namespace's missing route would, and recorded.
+    #[serde(default)]
+    pub record_egress: bool,
 }
 
 impl NotifyPlan {

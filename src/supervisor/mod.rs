@@ -468,6 +468,12 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
         };
         let name = d.syscall.to_string();
         (rule, Target::Syscall { name })
+    } else if let (Some(to), notify::Reason::Egress) = (d.addr, d.reason) {
+        let target = Target::Address {
+            addr: to.ip().to_string(),
+            port: Some(to.port()),
+        };
+        (RuleId::NetEgressBlocked, target)
     } else if d.syscall == "connect" {
         (RuleId::UnixSocketDenied, Target::Socket { path })
     } else {

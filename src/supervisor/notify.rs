@@ -55,6 +55,10 @@ pub enum Reason {
     /// A call the plan refuses outright (ptrace, io_uring, mount, network
     /// sockets when the network is off …), notified only to be recorded.
     Forbidden,
+    /// A connection out of the sandbox's own network namespace, whose only
+    /// interface is loopback (FULL, network off): refused with
+    /// `ENETUNREACH`, as the missing route would refuse it.
+    Egress,
 }
 
 /// One decision, for the session log.
@@ -64,6 +68,8 @@ pub struct NotifyEvent {
     pub syscall: &'static str,
     /// The path as the job gave it (for `connect`, the socket path).
     pub path: Option<PathBuf>,
+    /// For a `connect` to an internet address: where to.
+    pub addr: Option<std::net::SocketAddr>,
     pub decision: Decision,
     pub reason: Reason,
     /// The process behind a violation, read before the answer.

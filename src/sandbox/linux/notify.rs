@@ -36,6 +36,9 @@ pub mod consts {
     pub const AT_FDCWD: i32 = libc::AT_FDCWD;
     pub const AT_REMOVEDIR: i32 = libc::AT_REMOVEDIR;
     pub const AF_UNIX: i32 = libc::AF_UNIX;
+    pub const AF_INET: i32 = libc::AF_INET;
+    pub const AF_INET6: i32 = libc::AF_INET6;
+    pub const ENETUNREACH: i32 = libc::ENETUNREACH;
     pub const RENAME_NOREPLACE: u32 = libc::RENAME_NOREPLACE;
     pub const RENAME_EXCHANGE: u32 = libc::RENAME_EXCHANGE;
 

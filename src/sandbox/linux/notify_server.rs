@@ -152,6 +152,8 @@ struct Shared {
     denied: Vec<(i64, &'static str)>,
     /// `--audit`: allow what would be refused, record it.
     audit: bool,
+    /// Connects to anything but loopback are attempts to leave (FULL).
+    record_egress: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -273,6 +275,7 @@ impl Shared {
             spares,
             denied,
             audit: plan.audit,
+            record_egress: plan.record_egress,
             broker: plan.broker_unix_connect,
             rules,
             resolved: std::sync::OnceLock::new(),
@@ -283,6 +286,22 @@ impl Shared {
     }
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
+        // FULL with the network off: a connect out of the namespace. It is
+        // decided on one copy of the job's bytes and refused without being
+        // performed, so no later change of them matters.
+        if n.native
+            && n.call == Call::Connect
+            && self.record_egress
+            && let Some(addr) = self.egress(&n)
+        {
+            let answer = Answer::Errno(
+                c::ENETUNREACH,
+                Decision::Denied(c::ENETUNREACH),
+                Reason::Egress,
+            );
+            self.answer(&n, n.call.name(), answer, None, Some(addr), events);
+            return;
+        }
         let (answer, path) = match n.call {
             // Numbers of another ABI could mean anything, `connect` among
             // them: refuse rather than CONTINUE (the BPF should never
@@ -321,7 +340,7 @@ impl Shared {
             }
             _ => n.call.name(),
         };
-        self.answer(&n, syscall, answer, path, events);
+        self.answer(&n, syscall, answer, path, None, events);
     }
 
     /// Who thread `tid` belongs to; remembered per thread, so a storm of
@@ -356,6 +375,7 @@ impl Shared {
         syscall: &'static str,
         answer: Answer,
         path: Option<PathBuf>,
+        addr: Option<std::net::SocketAddr>,
         events: &Sender<NotifyEvent>,
     ) {
         let l = &self.listener;
@@ -422,6 +442,7 @@ impl Shared {
             tid: n.tid,
             syscall,
             path,
+            addr,
             decision,
             reason,
             process,
@@ -1065,6 +1086,19 @@ impl Shared {
         (Ok((connect, sock)), shown)
     }
 
+    /// The internet address a `connect` names, when it leaves the sandbox
+    /// (not loopback, not unspecified); `None` for anything else, which the
+    /// ordinary path handles (unix sockets are brokered; a failed read is
+    /// answered there).
+    fn egress(&self, n: &Notif) -> Option<std::net::SocketAddr> {
+        let len = usize::try_from(n.args[2] as u32).ok()?.min(SOCKADDR_MAX);
+        let mut addr = [0u8; SOCKADDR_MAX];
+        let got = sys::read_remote(n.tid, n.args[1], &mut addr[..len]).ok()?;
+        let sa = inet_addr(&addr[..got.min(len)])?;
+        let ip = sa.ip().to_canonical();
+        (!ip.is_loopback() && !ip.is_unspecified()).then_some(sa)
+    }
+
     /// Nothing to answer if the notification is gone; `answer` otherwise
     /// (an unanswered live notification would hang the job's thread).
     fn stale_or(&self, n: &Notif, answer: Answer) -> Answer {
@@ -1172,7 +1206,7 @@ impl Shared {
                 // its own descriptor, which shares our file description.
                 Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, reason),
             };
-            shared.answer(&n, n.call.name(), answer, path, events);
+            shared.answer(&n, n.call.name(), answer, path, None, events);
         };
         if !may_block {
             run(self, events);
@@ -1319,6 +1353,22 @@ enum SockAddr {
     Other,
 }
 
+/// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
+/// addresses in network order, the family in ours).
+fn inet_addr(addr: &[u8]) -> Option<std::net::SocketAddr> {
+    let family = i32::from(u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]));
+    let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);
+    if family == c::AF_INET {
+        let ip: [u8; 4] = addr.get(4..8)?.try_into().ok()?;
+        Some(std::net::SocketAddr::from((ip, port)))
+    } else if family == c::AF_INET6 {
+        let ip: [u8; 16] = addr.get(8..24)?.try_into().ok()?;
+        Some(std::net::SocketAddr::from((ip, port)))
+    } else {
+        None
+    }
+}
+
 fn classify(addr: &[u8]) -> SockAddr {
     if addr.len() <= SUN_PATH_OFFSET {
         return SockAddr::Other;
@@ -1456,6 +1506,30 @@ fn lexical(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sockaddr(family: i32, port: u16, ip: &[u8], ip_at: usize, len: usize) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        #[expect(clippy::unwrap_used, reason = "tests")]
+        b[..2].copy_from_slice(&u16::try_from(family).unwrap().to_ne_bytes());
+        b[2..4].copy_from_slice(&port.to_be_bytes());
+        b[ip_at..ip_at + ip.len()].copy_from_slice(ip);
+        b
+    }
+
+    #[test]
+    fn internet_addresses_are_read_from_the_jobs_bytes_and_nothing_else() {
+        let v4 = sockaddr(c::AF_INET, 80, &[1, 2, 3, 4], 4, 16);
+        assert_eq!(inet_addr(&v4), Some(([1, 2, 3, 4], 80).into()));
+        let mut loop6 = [0u8; 16];
+        loop6[15] = 1;
+        let v6 = sockaddr(c::AF_INET6, 443, &loop6, 8, 28);
+        assert_eq!(inet_addr(&v6), Some((loop6, 443).into()));
+        // Truncated, or a unix socket: not an internet address.
+        assert_eq!(inet_addr(&v4[..6]), None);
+        assert_eq!(inet_addr(&v6[..20]), None);
+        assert_eq!(inet_addr(&sockaddr(c::AF_UNIX, 0, b"/x", 2, 8)), None);
+        assert_eq!(inet_addr(&[]), None);
+    }
 
     #[test]
     fn split_keeps_the_parent_and_a_single_final_name() {
