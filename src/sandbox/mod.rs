@@ -62,6 +62,8 @@ pub struct SecretAccess {
     pub path: std::path::PathBuf,
     pub op: SecretOp,
     pub process: ProcessFacts,
+    /// When it happened (the supervisor may see it a tick later).
+    pub time: std::time::SystemTime,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

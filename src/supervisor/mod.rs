@@ -384,7 +384,7 @@ fn secret_read_violation(access: SecretAccess) -> Violation {
     };
     Violation {
         rule: RuleId::SecretReadDenied,
-        time: Timestamp::now(),
+        time: Timestamp::from(access.time),
         // The trap is empty: the secret never reached the job.
         action: Action::Blocked,
         process,
@@ -493,7 +493,7 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
     };
     Some(Violation {
         rule,
-        time: Timestamp::now(),
+        time: Timestamp::from(d.time),
         action: if audit {
             Action::Observed
         } else {

@@ -74,6 +74,8 @@ pub struct NotifyEvent {
     pub reason: Reason,
     /// The process behind a violation, read before the answer.
     pub process: Option<crate::sandbox::ProcessFacts>,
+    /// When it was answered (the supervisor may see it a tick later).
+    pub time: std::time::SystemTime,
 }
 
 impl NotifyEvent {

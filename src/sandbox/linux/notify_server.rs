@@ -446,6 +446,7 @@ impl Shared {
             decision,
             reason,
             process,
+            time: std::time::SystemTime::now(),
         });
     }
 

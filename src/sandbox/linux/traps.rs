@@ -302,12 +302,18 @@ impl Trap {
     /// caller gets its answer: the caller is blocked until then, so its pid
     /// still names it.
     fn record(&self, req: &Request, path: PathBuf, op: SecretOp) {
+        let time = SystemTime::now();
         let process = i32::try_from(req.pid())
             .ok()
             .filter(|pid| *pid > 0)
             .map(super::process::describe)
             .unwrap_or_default();
-        let access = SecretAccess { path, op, process };
+        let access = SecretAccess {
+            path,
+            op,
+            process,
+            time,
+        };
         match self.tx.try_send(access) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(access)) => {
