@@ -459,6 +459,9 @@ pub fn session_start(
             enforced.push("network namespace (loopback only)".into());
         }
         enforced.push("secret masking (mounts)".into());
+        if ns.masks().next().is_some() && caps.fuse.is_available() {
+            enforced.push("secret traps (who reads a mask is named)".into());
+        }
     }
     enforced.push("seccomp".into());
     if !plan.env.withheld.is_empty() {
