@@ -574,25 +574,3 @@ mod tests {
         assert!(html.contains("npm:evil@6.6.6"));
     }
 }
-
-/// `VETTO_SAMPLE_DIR=/tmp/x cargo test --lib write_sample_report -- --ignored`
-/// writes the attack session's report for looking at in a browser.
-#[cfg(test)]
-#[test]
-#[ignore = "writes a sample for manual review"]
-fn write_sample_report() {
-    if let Some(dir) = std::env::var_os("VETTO_SAMPLE_DIR") {
-        let dir = std::path::PathBuf::from(dir);
-        let _ = std::fs::write(
-            dir.join("session.jsonl"),
-            super::fixture::to_jsonl(&super::fixture::attack_session()),
-        );
-        if let Ok(html) = render(&super::fixture::attack_model()) {
-            let _ = std::fs::write(dir.join("report.html"), html);
-        }
-        let _ = std::fs::write(
-            dir.join("storm.jsonl"),
-            super::fixture::to_jsonl(&super::fixture::storm_session(30_000, 30_000)),
-        );
-    }
-}
