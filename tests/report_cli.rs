@@ -64,8 +64,9 @@ fn report_into_an_unwritable_place_is_a_clear_error() {
 /// Renders the attack report in headless Chromium at desktop and phone
 /// widths: no console errors (a blocked external request or script would
 /// show as a CSP violation there) and screenshots under
-/// `target/report-screenshots/` for a human to look at. Skips (saying so)
-/// when Chromium is missing, unless `VETTO_TEST_REQUIRE` names `chromium`.
+/// `target/tmp/report-screenshots/`, next to the session and report.html,
+/// for a human to look at. Skips (saying so) when Chromium is missing,
+/// unless `VETTO_TEST_REQUIRE` names `chromium`.
 #[test]
 #[expect(clippy::unwrap_used, reason = "test")]
 fn report_renders_in_headless_chromium_without_console_errors() {
