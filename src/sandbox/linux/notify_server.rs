@@ -202,6 +202,9 @@ enum Answer {
     },
     /// The notification is stale (the thread is gone): answer nothing.
     Drop,
+    /// A connect out of the sandbox's own network namespace (FULL, network
+    /// off): refused with `ENETUNREACH`, as the missing route would.
+    Unreachable(std::net::SocketAddr),
 }
 
 /// A connect the supervisor performs.
@@ -286,22 +289,6 @@ impl Shared {
     }
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
-        // FULL with the network off: a connect out of the namespace. It is
-        // decided on one copy of the job's bytes and refused without being
-        // performed, so no later change of them matters.
-        if n.native
-            && n.call == Call::Connect
-            && self.record_egress
-            && let Some(addr) = self.egress(&n)
-        {
-            let answer = Answer::Errno(
-                c::ENETUNREACH,
-                Decision::Denied(c::ENETUNREACH),
-                Reason::Egress,
-            );
-            self.answer(&n, n.call.name(), answer, None, Some(addr), events);
-            return;
-        }
         let (answer, path) = match n.call {
             // Numbers of another ABI could mean anything, `connect` among
             // them: refuse rather than CONTINUE (the BPF should never
@@ -340,7 +327,7 @@ impl Shared {
             }
             _ => n.call.name(),
         };
-        self.answer(&n, syscall, answer, path, None, events);
+        self.answer(&n, syscall, answer, path, events);
     }
 
     /// Who thread `tid` belongs to; remembered per thread, so a storm of
@@ -375,7 +362,6 @@ impl Shared {
         syscall: &'static str,
         answer: Answer,
         path: Option<PathBuf>,
-        addr: Option<std::net::SocketAddr>,
         events: &Sender<NotifyEvent>,
     ) {
         let l = &self.listener;
@@ -392,11 +378,20 @@ impl Shared {
                 )
                 | Answer::Value(_, Reason::WouldDeny)
                 | Answer::Errno(_, _, Reason::WouldDeny)
+                | Answer::Unreachable(_)
         );
+        let addr = match answer {
+            Answer::Unreachable(to) => Some(to),
+            _ => None,
+        };
         let process = violating.then(|| self.describe(n.tid));
         // A failed answer means the thread is gone (ENOENT): nothing to do.
         let (decision, reason) = match answer {
             Answer::Drop => return,
+            Answer::Unreachable(_) => {
+                let _ = l.respond_errno(n.id, c::ENETUNREACH);
+                (Decision::Denied(c::ENETUNREACH), Reason::Egress)
+            }
             Answer::Continue(reason) => {
                 let _ = l.respond_continue(n.id);
                 (Decision::Continued, reason)
@@ -976,6 +971,14 @@ impl Shared {
                 }
             }
         }
+        // FULL with the network off: an internet address other than
+        // loopback leaves the sandbox. Refused on this one copy of the
+        // job's bytes, and never performed.
+        if self.record_egress
+            && let Some(to) = leaving(&addr[..len])
+        {
+            return (Err(Answer::Unreachable(to)), None);
+        }
         let kind = classify(&addr[..len]);
         let shown = match &kind {
             SockAddr::Path(p) => Some(PathBuf::from(std::ffi::OsStr::from_bytes(p))),
@@ -1087,19 +1090,6 @@ impl Shared {
         (Ok((connect, sock)), shown)
     }
 
-    /// The internet address a `connect` names, when it leaves the sandbox
-    /// (not loopback, not unspecified); `None` for anything else, which the
-    /// ordinary path handles (unix sockets are brokered; a failed read is
-    /// answered there).
-    fn egress(&self, n: &Notif) -> Option<std::net::SocketAddr> {
-        let len = usize::try_from(n.args[2] as u32).ok()?.min(SOCKADDR_MAX);
-        let mut addr = [0u8; SOCKADDR_MAX];
-        let got = sys::read_remote(n.tid, n.args[1], &mut addr[..len]).ok()?;
-        let sa = inet_addr(&addr[..got.min(len)])?;
-        let ip = sa.ip().to_canonical();
-        (!ip.is_loopback() && !ip.is_unspecified()).then_some(sa)
-    }
-
     /// Nothing to answer if the notification is gone; `answer` otherwise
     /// (an unanswered live notification would hang the job's thread).
     fn stale_or(&self, n: &Notif, answer: Answer) -> Answer {
@@ -1207,7 +1197,7 @@ impl Shared {
                 // its own descriptor, which shares our file description.
                 Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, reason),
             };
-            shared.answer(&n, n.call.name(), answer, path, None, events);
+            shared.answer(&n, n.call.name(), answer, path, events);
         };
         if !may_block {
             run(self, events);
@@ -1352,6 +1342,14 @@ enum SockAddr {
     Abstract(Vec<u8>),
     /// Unnamed, too short, or another family.
     Other,
+}
+
+/// The internet address `addr` names when it is outside the sandbox: not
+/// loopback (the job's own), not unspecified.
+fn leaving(addr: &[u8]) -> Option<std::net::SocketAddr> {
+    let to = inet_addr(addr)?;
+    let ip = to.ip().to_canonical();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(to)
 }
 
 /// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
