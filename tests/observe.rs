@@ -655,6 +655,57 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
     );
 }
 
+// ───────────────────────────── the reports' own files ─────────────────────────────
+
+/// `vetto ci` without `--report-dir` writes `vetto-report/` inside the
+/// writable project, then reads `session.jsonl` back and renders it outside
+/// the sandbox. A job that forges that log (to hide what it did) or plants
+/// a link where vetto writes (to make vetto write elsewhere) must find the
+/// directory read-only — also on the second run, when it already exists.
+/// Runs as an unprivileged user, at both tiers.
+#[test]
+fn the_job_cannot_forge_or_redirect_the_default_reports() {
+    if !require(
+        "the_job_cannot_forge_or_redirect_the_default_reports",
+        "userns",
+    ) {
+        return;
+    }
+    let attack = "echo '{\"forged\":1}' > vetto-report/session.jsonl; \
+                  ln -s ../stolen vetto-report/report.html.tmp; \
+                  echo attempted";
+    for tier in ["fs-only", "full"] {
+        let w = World::new();
+        // Bare, the directory is the project's like any other.
+        std::fs::create_dir(w.project.join("vetto-report")).unwrap();
+        w.give_away(&w.project.join("vetto-report"));
+        let bare = run(w.command("sh", &["-c", attack]));
+        assert!(String::from_utf8_lossy(&bare.stdout).contains("attempted"));
+        assert!(w.project.join("vetto-report/report.html.tmp").is_symlink());
+        std::fs::remove_dir_all(w.project.join("vetto-report")).unwrap();
+
+        for round in ["first run", "second run"] {
+            let ran = w.vetto(&["ci", "--tier", tier, "--", "sh", "-c", attack]);
+            let out = String::from_utf8_lossy(&ran.stdout);
+            assert!(out.contains("attempted"), "{tier} {round}: {out}");
+            let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
+                .unwrap_or_default();
+            assert!(
+                log.starts_with("{\"schema\":1,\"type\":\"session-start\"")
+                    && !log.lines().any(|l| l == "{\"forged\":1}"),
+                "{tier} {round}: the session log was forged\n{log}\n{}",
+                ran.stderr
+            );
+            assert!(
+                !w.project.join("vetto-report/report.html.tmp").exists()
+                    && !w.project.join("stolen").exists(),
+                "{tier} {round}: a link was planted where vetto writes"
+            );
+            assert!(w.project.join("vetto-report/report.html").is_file());
+        }
+    }
+}
+
 // ───────────────────────────── forged workflow commands ─────────────────────────────
 
 /// A sandboxed step prints `::set-env` / `::add-path` / `##[…]` to inject

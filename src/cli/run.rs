@@ -100,9 +100,15 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         }
     };
     let mut session_tmp = SessionTmp::reserve();
-    let request = args
-        .policy
-        .load_request(session_tmp.path(), args.report_dir.as_deref())?;
+    // The reports are read back and written outside the sandbox: their
+    // directory must be read-only for the job (`ci`'s default included),
+    // and it must exist before planning, so that the plan binds or carves
+    // it like any path rather than skipping a path that is not there yet.
+    // (Failing here is not fatal: `open_log` falls back and says so.)
+    if let Some(dir) = log_dir {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let request = args.policy.load_request(session_tmp.path(), log_dir)?;
     let policy = match policy::load(&request) {
         Ok(p) => p,
         Err(e) => {
