@@ -512,7 +512,7 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
 /// responsible: the process's own first, else its nearest parent's (the
 /// `cat ~/.npmrc` a postinstall script runs is that script's doing).
 fn process_and_package(facts: crate::sandbox::ProcessFacts) -> (ProcessInfo, Option<Package>) {
-    let read = |p: &Path| std::fs::read_to_string(p).ok();
+    let read = read_manifest;
     let process = ProcessInfo {
         pid: facts.pid,
         exe: facts.exe,
@@ -537,6 +537,49 @@ fn process_and_package(facts: crate::sandbox::ProcessFacts) -> (ProcessInfo, Opt
             })
     });
     (process, package)
+}
+
+/// Largest dependency manifest read for its version.
+const MAX_MANIFEST_BYTES: u64 = 64 << 10;
+/// Manifests remembered per session (the rest are read each time).
+const MAX_MANIFESTS: usize = 256;
+
+/// A dependency's manifest (`package.json`), read for its version. The job
+/// wrote it and vetto reads it outside the sandbox, in the loop that
+/// enforces the limits: so it is opened without following a final link and
+/// without blocking (a FIFO would hold the open forever), read only when it
+/// is a regular file (not a link to `/dev/zero`), and at most 64 KiB. Each
+/// path is read once per session: a storm of violations by one package
+/// does not reread it.
+fn read_manifest(path: &Path) -> Option<String> {
+    use std::collections::HashMap;
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::{Mutex, OnceLock};
+    static READ: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
+    let cache = READ.get_or_init(Mutex::default);
+    if let Some(text) = cache.lock().ok()?.get(path) {
+        return text.clone();
+    }
+    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
+    let text = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits())
+        .open(path)
+        .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+        .and_then(|f| {
+            let mut text = String::new();
+            f.take(MAX_MANIFEST_BYTES)
+                .read_to_string(&mut text)
+                .ok()
+                .map(|_| text)
+        });
+    let mut cache = cache.lock().ok()?;
+    if cache.len() < MAX_MANIFESTS {
+        cache.insert(path.to_path_buf(), text.clone());
+    }
+    text
 }
 
 /// Limits hit, and processes the job left running, as events.
@@ -580,9 +623,7 @@ fn report_end_of_session(session: &Session, sink: &dyn EventSink) {
             cwd: PathBuf::new(),
             parent_chain: Vec::new(),
         };
-        let attribution = crate::events::violation::attribute(&process, &|path| {
-            std::fs::read_to_string(path).ok()
-        });
+        let attribution = crate::events::violation::attribute(&process, &read_manifest);
         sink.emit(Event::Violation(Box::new(Violation {
             rule: RuleId::ProcessEscaped,
             time: Timestamp::now(),
