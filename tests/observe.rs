@@ -655,6 +655,68 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
     );
 }
 
+/// A dependency whose `package.json` is a FIFO (or a link to `/dev/zero`)
+/// would hang vetto — which reads it outside the sandbox to name the
+/// package's version — in the loop that enforces the time limit. The
+/// session must end normally, the package still named (without a version).
+/// Runs as an unprivileged user.
+#[test]
+fn a_booby_trapped_manifest_does_not_hang_attribution() {
+    if !(require("a_booby_trapped_manifest", "userns")
+        && require("a_booby_trapped_manifest", "fuse"))
+    {
+        return;
+    }
+    for trap in ["fifo", "zero"] {
+        let w = World::new();
+        w.write("home/.npmrc", NPM_CANARY.as_bytes());
+        let pkg = w.project.join("node_modules/evil");
+        std::fs::create_dir_all(&pkg).unwrap();
+        let manifest = pkg.join("package.json");
+        let made = match trap {
+            "fifo" => Command::new("mkfifo").arg(&manifest).status().unwrap(),
+            _ => Command::new("ln")
+                .arg("-s")
+                .arg("/dev/zero")
+                .arg(&manifest)
+                .status()
+                .unwrap(),
+        };
+        assert!(made.success());
+        w.write(
+            "project/node_modules/evil/postinstall.sh",
+            b"cat \"$HOME/.npmrc\"\n",
+        );
+        w.give_away(&w.project);
+        let report = w.report_dir().to_str().unwrap().to_owned();
+        let started = Instant::now();
+        let ran = w.vetto(&[
+            "ci",
+            "--tier",
+            "full",
+            "--timeout",
+            "20s",
+            "--report-dir",
+            &report,
+            "--",
+            "sh",
+            "node_modules/evil/postinstall.sh",
+        ]);
+        assert_eq!(ran.code, Some(3), "{trap}: stderr: {}", ran.stderr);
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{trap}: vetto was held up"
+        );
+        let log = w.session_log();
+        let hit = log
+            .iter()
+            .find(|l| l["rule"] == "secret-read-denied")
+            .unwrap_or_else(|| panic!("{trap}: no secret-read-denied: {log:?}"));
+        assert_eq!(hit["attribution"]["name"], "evil", "{trap}: {hit}");
+        assert!(hit["attribution"].get("version").is_none(), "{trap}: {hit}");
+    }
+}
+
 // ───────────────────────────── the reports' own files ─────────────────────────────
 
 /// `vetto ci` without `--report-dir` writes `vetto-report/` inside the
