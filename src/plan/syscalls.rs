@@ -59,6 +59,7 @@ mod uapi {
     pub const AF_NETLINK: u64 = 16;
     pub const NETLINK_ROUTE: u64 = 0;
     pub const SOCK_DGRAM: u64 = 2;
+    pub const SOCK_RAW: u64 = 3;
     pub const SOCK_TYPE_MASK: u64 = 0xf;
     pub const O_CREAT: u64 = 0o100;
     pub const TIOCSTI: u64 = 0x5412;
@@ -250,38 +251,29 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
         ));
     }
     if broker_unix_connect {
-        rules.push(rule(
-            "socket",
-            Action::Deny,
-            vec![
-                ArgCheck::Eq {
-                    index: 0,
-                    value: AF_UNIX,
-                },
-                ArgCheck::MaskedEq {
-                    index: 1,
-                    mask: SOCK_TYPE_MASK,
-                    value: SOCK_DGRAM,
-                },
-            ],
-            "datagram sendto() names a socket path without connect(), past the broker",
-        ));
-        rules.push(rule(
-            "socketpair",
-            Action::Deny,
-            vec![
-                ArgCheck::Eq {
-                    index: 0,
-                    value: AF_UNIX,
-                },
-                ArgCheck::MaskedEq {
-                    index: 1,
-                    mask: SOCK_TYPE_MASK,
-                    value: SOCK_DGRAM,
-                },
-            ],
-            "a datagram socket from socketpair() can sendto() a socket path too",
-        ));
+        // A datagram sendto() names a socket path without connect(), past
+        // the broker; socketpair() makes one too. The kernel turns an
+        // AF_UNIX SOCK_RAW into a SOCK_DGRAM (`unix_create`), so both types.
+        for name in ["socket", "socketpair"] {
+            for kind in [SOCK_DGRAM, SOCK_RAW] {
+                rules.push(rule(
+                    name,
+                    Action::Deny,
+                    vec![
+                        ArgCheck::Eq {
+                            index: 0,
+                            value: AF_UNIX,
+                        },
+                        ArgCheck::MaskedEq {
+                            index: 1,
+                            mask: SOCK_TYPE_MASK,
+                            value: kind,
+                        },
+                    ],
+                    "unix datagrams name a socket path without connect(), past the broker",
+                ));
+            }
+        }
         rules.push(rule(
             "connect",
             Action::Notify,

@@ -23,4 +23,5 @@ mod secrets;
 mod signals;
 mod ssh_agent;
 mod symlink_escape;
+mod unix_datagram;
 mod userns;
