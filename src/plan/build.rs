@@ -261,6 +261,15 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     gaps
 }
 
+/// What the supervisor does with a `connect()` other than to a unix socket.
+fn net_connect(net_off: bool, own_netns: bool) -> fs::NetConnect {
+    match (net_off, own_netns) {
+        (false, _) => fs::NetConnect::Open,
+        (true, true) => fs::NetConnect::LoopbackOnly,
+        (true, false) => fs::NetConnect::Closed,
+    }
+}
+
 fn plan_for(
     policy: &Policy,
     host: &HostCaps,
@@ -416,7 +425,7 @@ fn plan_for(
             spares,
             denied_calls: Vec::new(),
             audit: false,
-            record_egress: notify_available && own_netns && net_off,
+            net_connect: net_connect(net_off, own_netns),
         };
         let landlock = LandlockPlan {
             abi,
@@ -436,7 +445,7 @@ fn plan_for(
             spares: None,
             denied_calls: Vec::new(),
             audit: false,
-            record_egress: false,
+            net_connect: net_connect(net_off, own_netns),
         };
         (None, notify, Vec::new())
     };
@@ -625,7 +634,8 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             .map(|r| r.name.clone())
             .collect(),
         audit: true,
-        record_egress: false,
+        // Audit performs what the policy would refuse, and records it.
+        net_connect: fs::NetConnect::Open,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

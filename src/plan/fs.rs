@@ -133,11 +133,30 @@ pub struct NotifyPlan {
     /// `--audit`: allow what the policy would refuse, and record it.
     #[serde(default)]
     pub audit: bool,
-    /// The network is off by a namespace of its own (FULL): a `connect()`
-    /// to anything but loopback is an attempt to leave. Refused with
-    /// `ENETUNREACH`, as the namespace's missing route would, and recorded.
+    /// Which `connect()`s of sockets other than unix ones the supervisor
+    /// performs. It performs them itself (so the job cannot swap in a unix
+    /// socket after the check), and so outside Landlock's TCP rules and
+    /// with its own credentials: with the network off it must not.
     #[serde(default)]
-    pub record_egress: bool,
+    pub net_connect: NetConnect,
+}
+
+/// What the supervisor does with a `connect()` that is not to a unix socket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetConnect {
+    /// The network is the host's: performed.
+    #[default]
+    Open,
+    /// The network is off by a namespace of its own (FULL): loopback is the
+    /// job's own and performed; any other internet address is an attempt
+    /// to leave, refused with `ENETUNREACH` (as the missing route would)
+    /// and recorded; other families are refused.
+    LoopbackOnly,
+    /// The network is off without a namespace (FS-ONLY, SECCOMP): the job
+    /// cannot create such sockets, so one it holds was smuggled in (received
+    /// over a unix socket): refused like the above, loopback included.
+    Closed,
 }
 
 impl NotifyPlan {

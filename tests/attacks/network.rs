@@ -144,3 +144,68 @@ fn net_host_allows_loopback_connections(tier: Tier) {
     );
 }
 at_every_tier!(net_host_allows_loopback_connections);
+
+/// Runs as an unprivileged user, at FS-ONLY (where the network is off by
+/// refusing `socket()`): a host service the policy lets the job talk to
+/// (a unix socket in the project) hands the job a TCP socket it could not
+/// create itself, and the job connects it to a listener on 127.0.0.1.
+/// Landlock would refuse that connect; the supervisor, which performs
+/// notified connects itself, must refuse it too. Evidence: bare, the
+/// listener receives the line; sandboxed, it receives nothing.
+#[test]
+fn a_smuggled_tcp_socket_does_not_connect_at_fs_only() {
+    use nix::sys::socket::{
+        AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType, sendmsg, socket,
+    };
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixListener;
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = tcp.local_addr().unwrap().port();
+    let path = w.project.join("fd.sock");
+    let service = UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // Each client gets one fresh, unconnected TCP socket.
+    std::thread::spawn(move || {
+        for client in service.incoming().flatten() {
+            let Ok(fd) = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::empty(),
+                None,
+            ) else {
+                return;
+            };
+            let fds = [fd.as_raw_fd()];
+            let _ = sendmsg::<()>(
+                client.as_raw_fd(),
+                &[std::io::IoSlice::new(b"x")],
+                &[ControlMessage::ScmRights(&fds)],
+                MsgFlags::empty(),
+                None,
+            );
+        }
+    });
+    let script = format!(
+        "python3 -c \"\nimport socket\nu = socket.socket(socket.AF_UNIX)\nu.connect('fd.sock')\n\
+         _, fds, _, _ = socket.recv_fds(u, 1, 1)\ns = socket.socket(fileno=fds[0])\ntry:\n\
+         \x20   s.connect(('127.0.0.1', {port})); s.sendall(b'smuggled'); print('sent')\n\
+         except OSError as e:\n\x20   print('refused', e.errno)\n\""
+    );
+
+    w.sh_bare(&script).assert_stdout_contains("sent");
+    assert_eq!(
+        accepted(&tcp),
+        vec!["smuggled".to_string()],
+        "control: bare, it connects"
+    );
+
+    let out = w.sh_sandboxed(&script);
+    out.assert_ran().assert_stdout_contains("refused");
+    assert!(
+        accepted(&tcp).is_empty(),
+        "the smuggled socket connected\n{}",
+        out.dump()
+    );
+}

@@ -32,7 +32,7 @@ use super::notify::{
     self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SUN_PATH_OFFSET,
     consts as c, resolve,
 };
-use crate::plan::fs::{NotifyPlan, decide};
+use crate::plan::fs::{NetConnect, NotifyPlan, decide};
 use crate::policy::Access;
 use crate::supervisor::notify::{Decision, NotifyEvent, Reason};
 
@@ -152,8 +152,8 @@ struct Shared {
     denied: Vec<(i64, &'static str)>,
     /// `--audit`: allow what would be refused, record it.
     audit: bool,
-    /// Connects to anything but loopback are attempts to leave (FULL).
-    record_egress: bool,
+    /// Which non-unix connects are performed (`NetConnect`).
+    net_connect: NetConnect,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -278,7 +278,7 @@ impl Shared {
             spares,
             denied,
             audit: plan.audit,
-            record_egress: plan.record_egress,
+            net_connect: plan.net_connect,
             broker: plan.broker_unix_connect,
             rules,
             resolved: std::sync::OnceLock::new(),
@@ -971,11 +971,10 @@ impl Shared {
                 }
             }
         }
-        // FULL with the network off: an internet address other than
-        // loopback leaves the sandbox. Refused on this one copy of the
-        // job's bytes, and never performed.
-        if self.record_egress
-            && let Some(to) = leaving(&addr[..len])
+        // With the network off, an internet address the job may not reach
+        // is refused on this one copy of its bytes, and never performed.
+        if let Some(to) = inet_addr(&addr[..len])
+            && self.refuses(to)
         {
             return (Err(Answer::Unreachable(to)), None);
         }
@@ -1048,11 +1047,19 @@ impl Shared {
                 );
             }
         };
-        let connect = if domain != c::AF_UNIX {
-            // Another family: no unix name is resolved, and Landlock
-            // handles no TCP where such sockets can be created (network
-            // off blocks them at socket()). Performing it ourselves keeps
-            // the job from swapping in a unix socket after the check.
+        let connect = if domain != c::AF_UNIX
+            && domain != c::AF_INET
+            && domain != c::AF_INET6
+            && self.net_connect != NetConnect::Open
+        {
+            // Netlink and the rest: the supervisor's credentials would
+            // decide for the job's socket. Not with the network off.
+            return (Err(denied(c::EACCES, Reason::Forbidden)), shown);
+        } else if domain != c::AF_UNIX {
+            // An internet socket the network mode lets through (host
+            // network, or the job's own loopback at FULL; the address was
+            // checked above). Performing it ourselves keeps the job from
+            // swapping in a unix socket after the check.
             Connect::Raw(addr, len, Reason::SocketNoName)
         } else {
             match kind {
@@ -1088,6 +1095,18 @@ impl Shared {
             }
         };
         (Ok((connect, sock)), shown)
+    }
+
+    /// Whether a connect to `to` is refused: with the network off, anything
+    /// at FS-ONLY (the job cannot create such a socket: one it holds was
+    /// smuggled in), and at FULL anything but the job's own loopback.
+    fn refuses(&self, to: std::net::SocketAddr) -> bool {
+        let ip = to.ip().to_canonical();
+        match self.net_connect {
+            NetConnect::Open => false,
+            NetConnect::LoopbackOnly => !ip.is_loopback() && !ip.is_unspecified(),
+            NetConnect::Closed => true,
+        }
     }
 
     /// Nothing to answer if the notification is gone; `answer` otherwise
@@ -1342,14 +1361,6 @@ enum SockAddr {
     Abstract(Vec<u8>),
     /// Unnamed, too short, or another family.
     Other,
-}
-
-/// The internet address `addr` names when it is outside the sandbox: not
-/// loopback (the job's own), not unspecified.
-fn leaving(addr: &[u8]) -> Option<std::net::SocketAddr> {
-    let to = inet_addr(addr)?;
-    let ip = to.ip().to_canonical();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(to)
 }
 
 /// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
