@@ -246,6 +246,28 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             "filtered egress is not built into this vetto version yet",
         ));
     }
+    // At FULL with the host's network there is no network namespace to
+    // keep the host's abstract unix sockets apart: Landlock's scoping
+    // (ABI 6) or the supervisor's reproduction of it (user notification)
+    // must, or the tier enforces less than it says.
+    if tier == Tier::Full
+        && policy.net == NetPolicy::Host
+        && host.landlock_abi >= 1
+        && host.landlock_abi < 6
+        && !host.seccomp_notify.is_available()
+    {
+        gaps.push(Gap {
+            rule: "isolation of abstract unix sockets with the host network".into(),
+            missing: KernelFeature::LandlockAbi(6),
+            detail: format!(
+                "this kernel has Landlock ABI {} and no seccomp user notification: with \
+                 --net host the job can reach the host's abstract unix sockets",
+                host.landlock_abi
+            ),
+            degradable: true,
+            accepted_by_naming: false,
+        });
+    }
     // At FULL the host's sockets are simply absent from the view.
     if let crate::host::Availability::Missing(why) = &host.seccomp_notify
         && tier == Tier::FsOnly

@@ -674,3 +674,37 @@ fn a_remembered_view_asks_once_per_path_and_answers_the_same() {
         "one lstat per path, absent ones too"
     );
 }
+
+#[test]
+fn full_with_the_host_network_needs_socket_scoping_or_the_broker() {
+    let mut host = HostCaps::everything();
+    host.landlock_abi = 5;
+    host.seccomp_notify = Availability::Missing("kernel 5.4".into());
+    let mut host_net = policy(project_rules());
+    host_net.net = NetPolicy::Host;
+    let build = |p: &Policy, opts: &BuildOptions| {
+        build::build_with_view(
+            p,
+            &host,
+            TierRequest::Exactly(Tier::Full),
+            opts,
+            &project_fs(),
+        )
+    };
+    let refusal = build(&host_net, &options()).err();
+    assert_eq!(
+        refusal.map(|r| r.missing),
+        Some(KernelFeature::LandlockAbi(6)),
+        "abstract sockets of the host would be reachable unsaid"
+    );
+    let mut degraded = options();
+    degraded.allow_degraded = true;
+    let plan = build(&host_net, &degraded);
+    assert!(plan.is_ok_and(|p| {
+        p.degraded
+            .iter()
+            .any(|d| d.contains("abstract unix sockets"))
+    }));
+    // The network off: FULL's own namespace keeps them apart.
+    assert!(build(&policy(project_rules()), &options()).is_ok());
+}
