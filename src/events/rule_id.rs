@@ -285,7 +285,7 @@ impl RuleId {
             }
             RuleId::SecretEnvWithheld => {
                 "If the job needs the variable, pass it explicitly:\n\n\
-                 ```toml\n[env]\npass = [\"<NAME>\"]\n```\n\n\
+                 ```toml\n[env]\npass_secret = [\"<NAME>\"]\n```\n\n\
                  or `--env-pass <NAME>`. Every dependency that runs in the job can read it."
             }
         }

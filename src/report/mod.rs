@@ -266,35 +266,35 @@ impl Model {
         }
     }
 
-    /// Rough, policy-file-shaped suggestion to allow a finding.
+    /// Policy-file-shaped suggestion to allow a finding, in the tables and
+    /// keys the policy parser accepts (paths written as `vetto policy
+    /// suggest` writes them).
     pub fn suggestion(&self, f: &Finding) -> String {
         let roots = self.start.roots();
         let v = &f.violation;
-        let p = || {
+        let path = || {
             v.target
                 .path()
-                .map(|p| roots.normalise(p).replace("$PROJECT", "${PROJECT}"))
+                .map(|p| suggest::written(p, &roots))
+                .unwrap_or_default()
         };
         match v.rule {
             RuleId::FsWriteDenied
             | RuleId::GitPersistenceBlocked
             | RuleId::CiControlFileBlocked
-            | RuleId::UnixSocketDenied => {
-                format!("[fs] write = [\"{}\"]", p().unwrap_or_default())
+            | RuleId::UnixSocketDenied => format!("[filesystem] write = [\"{}\"]", path()),
+            RuleId::FsReadDenied => format!("[filesystem] read = [\"{}\"]", path()),
+            RuleId::SecretReadDenied => {
+                "a policy of its own for the step that needs it, without the mask".into()
             }
-            RuleId::FsReadDenied | RuleId::SecretReadDenied => {
-                format!("[fs] read = [\"{}\"]", p().unwrap_or_default())
-            }
-            RuleId::NetEgressBlocked => match &v.target {
-                crate::events::Target::Host { host, .. } => format!("[net] allow = [\"{host}\"]"),
-                other => format!("[net] allow = [\"{}\"]", other.display()),
-            },
-            RuleId::NetSocketDenied => {
-                "[net] allow = [\"<host>\"]  (or --allow-domain HOST)".into()
+            RuleId::NetEgressBlocked | RuleId::NetSocketDenied => {
+                "[network] mode = \"host\"  (or --net host: everything)".into()
             }
             RuleId::SecretEnvWithheld => match &v.target {
-                crate::events::Target::EnvVar { name } => format!("[env] pass = [\"{name}\"]"),
-                _ => "[env] pass = [\"<NAME>\"]".into(),
+                crate::events::Target::EnvVar { name } => {
+                    format!("[env] pass_secret = [\"{name}\"]")
+                }
+                _ => "[env] pass_secret = [\"<NAME>\"]".into(),
             },
             RuleId::LimitTimeout => "[limits] timeout = \"<longer>\"".into(),
             RuleId::LimitMemory => "[limits] max_memory = \"<more>\"".into(),
@@ -415,4 +415,36 @@ pub fn load(session: &Path) -> Result<Model, ReportError> {
             path: session.to_path_buf(),
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every suggestion that reads as a policy line is one the policy
+    /// parser accepts: a reviewer pastes it into `vetto.toml`.
+    #[test]
+    fn suggestions_are_policy_lines_the_parser_accepts() {
+        let model = super::fixture::attack_model();
+        let mut checked = 0;
+        for f in &model.findings {
+            let suggestion = model.suggestion(f);
+            let Some(rest) = suggestion.strip_prefix('[') else {
+                continue;
+            };
+            let Some((table, line)) = rest.split_once("] ") else {
+                panic!("not a table line: {suggestion}");
+            };
+            // Placeholders and the trailing note are for the reader.
+            let line = line.split("  (").next().unwrap_or(line);
+            let line = line
+                .replace("<longer>", "30m")
+                .replace("<more>", "1024")
+                .replace("\"<NAME>\"", "\"NAME\"");
+            let toml = format!("[{table}]\n{line}\n");
+            if let Err(e) = crate::policy::check_text(&toml) {
+                panic!("{suggestion:?} is not a valid policy:\n{e}");
+            }
+            checked += 1;
+        }
+        assert!(checked >= 3, "the fixture exercises too few suggestions");
+    }
 }

@@ -72,7 +72,7 @@ pub fn suggest(logs: &[SessionLog]) -> String {
 }
 
 /// A path as a policy would write it: `${PROJECT}/…`, `~/…`, or absolute.
-fn written(path: &Path, roots: &Roots) -> String {
+pub(crate) fn written(path: &Path, roots: &Roots) -> String {
     let rel = |root: &Option<PathBuf>| root.as_ref().and_then(|r| path.strip_prefix(r).ok());
     let s = match (rel(&roots.project), rel(&roots.home)) {
         (Some(p), _) if p.as_os_str().is_empty() => "${PROJECT}".to_string(),
