@@ -44,20 +44,18 @@ const EACCES: i32 = 13;
 const EPERM: i32 = 1;
 
 /// Print `SKIP`, or fail when CI says the feature must be there
-/// (`VETTO_TEST_REQUIRE=landlock-abi>=6,seccomp-notify`; an empty or
-/// unparsed value requires everything).
+/// (`VETTO_TEST_REQUIRE=landlock-abi>=6,seccomp-notify`, or `all`; as in
+/// `tests/util`, an empty value requires nothing).
 fn skip_feature(test: &str, feature: &str, reason: &str) {
-    if let Some(required) = std::env::var_os("VETTO_TEST_REQUIRE") {
-        let required = required.to_string_lossy().into_owned();
-        let names: Vec<&str> = required
-            .split(',')
+    let required = std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| {
+        list.split(',')
             .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect();
-        if names.is_empty() || names.iter().any(|n| n.starts_with(feature)) {
-            panic!("{test}: required feature {feature} missing: {reason}");
-        }
-    }
+            .any(|n| n == "all" || (!n.is_empty() && n.starts_with(feature)))
+    });
+    assert!(
+        !required,
+        "{test}: required feature {feature} missing: {reason}"
+    );
     eprintln!("SKIP {test}: {reason}");
 }
 
