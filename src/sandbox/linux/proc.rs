@@ -103,6 +103,17 @@ pub fn tasks_of_uid(uid: u32) -> u64 {
     n
 }
 
+/// The first number of a field of `/proc/ID/status` (`Tgid:`, `PPid:` …).
+pub fn status_field(id: i32, field: &str) -> Option<u32> {
+    let text = fs::read_to_string(format!("/proc/{id}/status")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .split_ascii_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// CPU time of `pid` and of its reaped children, in milliseconds:
 /// (user, system), from /proc/PID/stat (utime, stime, cutime, cstime).
 pub fn cpu_ms(pid: i32) -> (u64, u64) {

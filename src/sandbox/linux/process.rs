@@ -97,12 +97,7 @@ pub use crate::sandbox::ProcessFacts;
 
 /// Describe the process of thread `tid` (best effort: missing facts stay empty).
 pub fn describe(tid: i32) -> ProcessFacts {
-    let status = |pid: i32, field: &str| -> Option<u32> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let status = super::proc::status_field;
     let exe = |pid: i32| std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
     let pid = status(tid, "Tgid:")
         .and_then(|p| i32::try_from(p).ok())
