@@ -461,16 +461,21 @@ pub fn read_remote_cstr(tid: i32, addr: u64, max: usize) -> io::Result<Option<CS
     Ok(CString::new(buf).ok())
 }
 
-/// `pidfd_open(tid, PIDFD_THREAD)` (6.9+), falling back to a plain pidfd
-/// when `tid` leads its thread group on older kernels.
+/// `pidfd_open(tid, PIDFD_THREAD)` (6.9+). Older kernels open pidfds of
+/// thread-group leaders only: there, the pidfd of `tid`'s process (whose
+/// descriptor table the thread shares). Callers check afterwards that the
+/// notification is still live, so `tid` was not reused meanwhile.
 pub fn pidfd_open_thread(tid: i32) -> io::Result<OwnedFd> {
     // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
     let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, libc::PIDFD_THREAD) };
     let ret = match cvt_long(ret) {
         Ok(fd) => fd,
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let leader = super::proc::status_field(tid, "Tgid:")
+                .and_then(|p| i32::try_from(p).ok())
+                .ok_or(e)?;
             // SAFETY: as above, without flags.
-            cvt_long(unsafe { libc::syscall(libc::SYS_pidfd_open, tid, 0) })?
+            cvt_long(unsafe { libc::syscall(libc::SYS_pidfd_open, leader, 0) })?
         }
         Err(e) => return Err(e),
     };
