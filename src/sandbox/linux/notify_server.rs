@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::notify::{
-    self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SUN_PATH_OFFSET,
-    consts as c, resolve,
+    self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SOCKADDR_UN_LEN,
+    SUN_PATH_OFFSET, consts as c, resolve,
 };
 use crate::plan::fs::{NetConnect, NotifyPlan, decide};
 use crate::policy::Access;
@@ -979,6 +979,18 @@ impl Shared {
             return (Err(Answer::Unreachable(to)), None);
         }
         let kind = classify(&addr[..len]);
+        // A unix address longer than `sockaddr_un` is one the kernel refuses
+        // (EINVAL): vetto, which connects its own resolved copy, must too.
+        if kind != SockAddr::Other && len > SOCKADDR_UN_LEN {
+            return (
+                Err(Answer::Errno(
+                    c::EINVAL,
+                    Decision::Emulated,
+                    Reason::SocketNoName,
+                )),
+                None,
+            );
+        }
         let shown = match &kind {
             SockAddr::Path(p) => Some(PathBuf::from(std::ffi::OsStr::from_bytes(p))),
             SockAddr::Abstract(name) => {
