@@ -719,6 +719,53 @@ fn a_booby_trapped_manifest_does_not_hang_attribution() {
     }
 }
 
+/// A shell refused a write, then `exec`s another program that is refused
+/// too: the same pid, two programs. Each violation names the program that
+/// made it (the supervisor remembers who a thread is, but not past an
+/// execve). Runs as an unprivileged user.
+#[test]
+fn a_violation_after_exec_names_the_new_program() {
+    if !require(
+        "a_violation_after_exec_names_the_new_program",
+        "seccomp_notify",
+    ) {
+        return;
+    }
+    let w = World::new();
+    let report = w.report_dir().to_str().unwrap().to_owned();
+    // (echo, not `:`: a failed redirection of a special builtin ends sh.)
+    let script = "echo > ../by-shell 2>/dev/null; \
+                  exec python3 -c \"open('../by-python', 'w')\" 2>/dev/null";
+    let ran = w.vetto(&[
+        "ci",
+        "--tier",
+        "fs-only",
+        "--fail-on",
+        "never",
+        "--report-dir",
+        &report,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    assert!(ran.code.is_some(), "stderr: {}", ran.stderr);
+    let log = w.session_log();
+    let by = |name: &str| {
+        log.iter()
+            .find(|l| {
+                l["type"] == "violation"
+                    && l["target"]["path"]
+                        .as_str()
+                        .is_some_and(|p| p.ends_with(name))
+            })
+            .map(|l| l["process"]["exe"].as_str().unwrap_or_default().to_owned())
+            .unwrap_or_else(|| panic!("no violation for {name}: {log:?}"))
+    };
+    assert!(by("by-shell").ends_with("dash") || by("by-shell").ends_with("sh"));
+    assert!(by("by-python").contains("python3"), "{}", by("by-python"));
+}
+
 // ───────────────────────────── the reports' own files ─────────────────────────────
 
 /// `vetto ci` without `--report-dir` writes `vetto-report/` inside the

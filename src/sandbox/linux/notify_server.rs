@@ -333,10 +333,19 @@ impl Shared {
     /// Who thread `tid` belongs to; remembered per thread, so a storm of
     /// denials from one process reads /proc once, not once per call.
     fn describe(&self, tid: i32) -> crate::sandbox::process::ProcessFacts {
-        if let Ok(cache) = self.described.lock()
-            && let Some(facts) = cache.get(&tid)
+        // A thread id outlives an execve (and may be reused): a remembered
+        // description counts only while the thread still runs the same
+        // program with the same arguments.
+        let remembered = self
+            .described
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(&tid).cloned());
+        if let Some(facts) = remembered
+            && std::fs::read_link(format!("/proc/{tid}/exe")).is_ok_and(|exe| exe == facts.exe)
+            && super::proc::cmdline(tid) == facts.argv
         {
-            return facts.clone();
+            return facts;
         }
         let facts = crate::sandbox::process::describe(tid);
         if let Ok(mut cache) = self.described.lock() {
