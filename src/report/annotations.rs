@@ -8,8 +8,6 @@
 //! unsafe commands are enabled) change later steps. vetto, which sits
 //! outside the sandbox, rewrites such lines before they reach the runner.
 
-use std::borrow::Cow;
-
 use super::Model;
 use super::sarif::locate;
 use crate::events::rule_id::Level;
@@ -72,33 +70,12 @@ pub fn render(model: &Model, top: usize) -> Vec<String> {
         .collect()
 }
 
-/// Rewrite one line of job output so the runner cannot read a workflow
-/// command in it; other lines are returned unchanged. A zero-width space
-/// breaks the `::`/`##[` marker while the line still reads the same.
-pub fn neutralise_line(line: &str) -> Cow<'_, str> {
-    let trimmed = line.trim_start();
-    let starts_command = trimmed.starts_with("::");
-    let legacy = line.contains("##[");
-    if !starts_command && !legacy {
-        return Cow::Borrowed(line);
-    }
-    let mut out = line.to_string();
-    if legacy {
-        out = out.replace("##[", "#\u{200B}#[");
-    }
-    if starts_command {
-        let at = out.len() - out.trim_start().len();
-        out.replace_range(at..at + 2, ":\u{200B}:");
-    }
-    Cow::Owned(out)
-}
-
 /// The zero-width space [`Neutraliser`] inserts, as bytes.
 const ZWSP: &[u8] = "\u{200B}".as_bytes();
 
 /// The job's output as a byte stream, with every workflow command the
-/// runner would read in it broken — the streaming form of
-/// [`neutralise_line`]. Bytes pass through unchanged and as soon as they
+/// runner would read in it broken: a zero-width space breaks the `::` /
+/// `##[` marker while the line still reads the same. Bytes pass through unchanged and as soon as they
 /// arrive (a prompt or a progress bar without a newline is not held
 /// back), except that a zero-width space goes between the colons of `::`
 /// at the start of a line (after blanks) and between `##` and `[`
@@ -266,7 +243,7 @@ pub fn copy_neutralised(
 /// `::stop-commands::TOKEN` / `::TOKEN::`: the runner ignores every command
 /// between the two lines. vetto prints the first before the job and the
 /// second after it, with a token the job cannot guess, as a second wall
-/// behind [`neutralise_line`].
+/// behind [`Neutraliser`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StopCommands {
     token: String,
@@ -301,6 +278,15 @@ impl Default for StopCommands {
 mod tests {
     use super::*;
     use crate::report::fixture;
+
+    /// One line through the stream neutraliser, as the job's output goes.
+    fn neutralise_line(line: &str) -> String {
+        let mut n = Neutraliser::default();
+        let mut out = Vec::new();
+        n.push(line.as_bytes(), &mut out);
+        n.finish(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
 
     #[test]
     fn forged_set_env_and_add_path_are_neutralised() {
@@ -431,7 +417,7 @@ mod tests {
     #[test]
     fn ordinary_output_is_untouched() {
         for line in ["Compiling foo v1.0", "a::b", "  error: x", "std::io::Error"] {
-            assert!(matches!(neutralise_line(line), Cow::Borrowed(_)), "{line}");
+            assert_eq!(neutralise_line(line), line);
         }
     }
 
