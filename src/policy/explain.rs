@@ -105,27 +105,27 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
 }
 
 pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
-    let (host, port) = match query.rsplit_once(':') {
-        Some((h, p)) => match p.parse::<u16>() {
-            Ok(p) => (h, Some(p)),
-            Err(_) => (query, None),
-        },
-        None => (query, None),
-    };
-    if let Err((msg, _)) = super::validate::parse_host(query).and_then(|(h, p)| {
+    // Parsed as an allow entry is (lower-cased, port split off), so the
+    // query matches exactly what the policy would let through.
+    let parsed = super::validate::parse_host(query).and_then(|(h, p)| {
         if h.starts_with("*.") {
             Err((format!("`{query}` is a pattern, not a host name"), None))
         } else {
             Ok((h, p))
         }
-    }) {
-        return HostDecision {
-            query: query.to_string(),
-            allowed: false,
-            reason: msg,
-            rule: None,
-        };
-    }
+    });
+    let (host, port) = match parsed {
+        Ok(hp) => hp,
+        Err((msg, _)) => {
+            return HostDecision {
+                query: query.to_string(),
+                allowed: false,
+                reason: msg,
+                rule: None,
+            };
+        }
+    };
+    let host = host.as_str();
     let (allowed, reason, rule) = match &policy.net {
         NetPolicy::Off => (false, "the network is off".to_string(), None),
         NetPolicy::Host => (
