@@ -412,9 +412,16 @@ impl Drop for Stage {
 
 /// The listener the stage sends over the socketpair, if it got that far.
 fn receive_listener(sock: &UnixStream) -> Option<OwnedFd> {
-    let mut byte = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    receive_fds::<1>(sock)?.1.into_iter().next()
+}
+
+/// One message of the stage: its one-byte tag and the descriptors it
+/// carried (at most `N`, each owned here, close-on-exec). `None` if the
+/// stage ended first.
+fn receive_fds<const N: usize>(sock: &UnixStream) -> Option<(u8, Vec<OwnedFd>)> {
+    let mut tag = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut tag)];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; N]);
     let msg = recvmsg::<()>(
         sock.as_raw_fd(),
         &mut iov,
@@ -422,15 +429,20 @@ fn receive_listener(sock: &UnixStream) -> Option<OwnedFd> {
         MsgFlags::MSG_CMSG_CLOEXEC,
     )
     .ok()?;
+    if msg.bytes != 1 {
+        return None;
+    }
+    let mut fds = Vec::new();
     for cmsg in msg.cmsgs().ok()? {
-        if let ControlMessageOwned::ScmRights(fds) = cmsg
-            && let Some(&fd) = fds.first()
-        {
-            // SAFETY: SCM_RIGHTS installed this fd in our table just now; we own it.
-            return Some(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+        if let ControlMessageOwned::ScmRights(raw) = cmsg {
+            for fd in raw {
+                // SAFETY: SCM_RIGHTS installed this descriptor in our table
+                // just now; nothing else owns it.
+                fds.push(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
+            }
         }
     }
-    None
+    Some((tag[0], fds))
 }
 
 /// Raise `sig` with its default action (used by the init to die like the job).

@@ -18,7 +18,7 @@
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{SyncSender, TrySendError};
@@ -30,7 +30,7 @@ use fuser::{
 };
 use nix::fcntl::OFlag;
 use nix::mount::MsFlags;
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use nix::sys::stat::Mode;
 use serde::{Deserialize, Serialize};
 
@@ -183,30 +183,8 @@ fn mount_trap(
 /// `None` if the stage ended before sending (its failure is reported on
 /// the status pipe).
 pub(super) fn receive_and_serve(sock: &UnixStream, ns: &NamespacePlan) -> Option<SecretFeed> {
-    let mut tag = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut tag)];
-    let mut space = nix::cmsg_space!([RawFd; MAX_TRAPS]);
-    let msg = recvmsg::<()>(
-        sock.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .ok()?;
-    if msg.bytes != 1 {
-        return None;
-    }
-    let mut fds = Vec::new();
-    for cmsg in msg.cmsgs().ok()? {
-        if let ControlMessageOwned::ScmRights(raw) = cmsg {
-            for fd in raw {
-                // SAFETY: SCM_RIGHTS installed this descriptor in our table
-                // just now; nothing else owns it.
-                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    if tag[0] != TAG {
+    let (tag, fds) = super::receive_fds::<MAX_TRAPS>(sock)?;
+    if tag != TAG {
         return None;
     }
     let mut len = [0u8; 4];
