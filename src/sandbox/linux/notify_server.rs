@@ -895,7 +895,7 @@ impl Shared {
                 Err(_) => return (answer, None),
             }
         };
-        let target = lexical(&absolute);
+        let target = crate::policy::paths::normalise_abs(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
         if matches!(decide(rules, &target), Some((Access::Write, _))) {
             return (answer, None);
@@ -952,7 +952,7 @@ impl Shared {
                 Ok(_) => {
                     return (
                         Err(Answer::Errno(
-                            libc_efault(),
+                            c::EFAULT,
                             Decision::Emulated,
                             Reason::SocketNoName,
                         )),
@@ -971,7 +971,7 @@ impl Shared {
                 Err(_) => {
                     return (
                         Err(Answer::Errno(
-                            libc_efault(),
+                            c::EFAULT,
                             Decision::Emulated,
                             Reason::SocketNoName,
                         )),
@@ -1513,25 +1513,6 @@ fn done(result: io::Result<()>) -> Answer {
         Ok(()) => Answer::Value(0, Reason::CarvedDir),
         Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
     }
-}
-
-fn libc_efault() -> i32 {
-    c::EFAULT
-}
-
-/// `path` without `.` and `..` components (lexically; for naming only).
-fn lexical(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for c in path.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out
 }
 
 #[cfg(test)]
