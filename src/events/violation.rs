@@ -440,7 +440,8 @@ impl Aggregator {
         let key = AggregationKey::of(&v, &self.roots);
         if let Some(seen) = self.seen.get_mut(&key) {
             seen.count += 1;
-            seen.last = v.time;
+            // Events of several threads arrive out of order.
+            seen.last = seen.last.max(v.time);
             return None;
         }
         if self.seen.len() >= MAX_DISTINCT {
