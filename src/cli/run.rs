@@ -83,7 +83,8 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         Output::Direct => sandbox::StageOutput::Inherit,
         Output::Neutralised => sandbox::StageOutput::Pipe,
     };
-    let mut stage = match sandbox::start_stage(stage_output, likely_namespaces(args, &caps)) {
+    let early = likely_namespaces(args, &caps);
+    let mut stage = match sandbox::start_stage(stage_output, early) {
         Ok(stage) => stage,
         Err(e) => {
             eprintln!("vetto: {e}");
@@ -99,7 +100,8 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
-    let mut session_tmp = SessionTmp::reserve();
+    // FULL keeps the job's temporary files in its own /tmp: no directory.
+    let mut session_tmp = SessionTmp::reserve(early.is_none());
     // The reports are read back and written outside the sandbox: their
     // directory must be read-only for the job (`ci`'s default included),
     // and it must exist before planning, so that the plan binds or carves
@@ -405,16 +407,19 @@ pub struct SessionTmp {
 }
 
 impl SessionTmp {
-    pub fn reserve() -> Self {
-        let base = std::env::var_os("TMPDIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let path = base.join(format!("vetto-{}-{}", std::process::id(), nonce()));
+    /// A name for the session directory (under `$TMPDIR`), made in the
+    /// background when the plan is `likely` to need it.
+    pub fn reserve(likely: bool) -> Self {
+        let path = std::env::temp_dir().join(format!("vetto-{}-{}", std::process::id(), nonce()));
         let target = path.clone();
-        let making = std::thread::Builder::new()
-            .name("vetto-tmpdir".into())
-            .spawn(move || std::fs::DirBuilder::new().mode(0o700).create(&target))
-            .ok();
+        let making = likely
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("vetto-tmpdir".into())
+                    .spawn(move || std::fs::DirBuilder::new().mode(0o700).create(&target))
+                    .ok()
+            })
+            .flatten();
         SessionTmp {
             path,
             making,
