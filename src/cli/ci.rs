@@ -401,24 +401,34 @@ pub fn ci_info(env: &[(String, String)]) -> Option<crate::events::CiInfo> {
 /// The commit, branch and remote of the project, when it is a git checkout
 /// (runs `git`, outside the sandbox, before the job starts).
 pub fn git_info(project: &Path) -> Option<crate::events::GitInfo> {
-    let git = |args: &[&str]| -> Option<String> {
-        let out = std::process::Command::new("git")
+    // Two git processes side by side instead of three in a row: this runs
+    // before the job starts.
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
             .arg("-C")
             .arg(project)
             .args(args)
             .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
+            .spawn()
+            .ok()
+    };
+    let output = |child: Option<std::process::Child>| -> Option<String> {
+        let out = child?.wait_with_output().ok()?;
         let s = String::from_utf8(out.stdout).ok()?.trim().to_string();
         (out.status.success() && !s.is_empty()).then_some(s)
     };
-    let commit = git(&["rev-parse", "HEAD"])?;
+    let remote = git(&["remote", "get-url", "origin"]);
+    let heads = output(git(&["rev-parse", "HEAD", "--abbrev-ref", "HEAD"]));
+    // Credentials in a remote URL (https://token@host/…) never reach a report.
+    let remote_url = output(remote).map(|u| strip_userinfo(&u));
+    let heads = heads?;
+    let mut lines = heads.lines();
     Some(crate::events::GitInfo {
-        commit,
-        branch: git(&["rev-parse", "--abbrev-ref", "HEAD"]).filter(|b| b != "HEAD"),
-        // Credentials in a remote URL (https://token@host/…) never reach a report.
-        remote_url: git(&["remote", "get-url", "origin"]).map(|u| strip_userinfo(&u)),
+        commit: lines.next()?.to_string(),
+        branch: lines.next().filter(|b| *b != "HEAD").map(str::to_string),
+        remote_url,
     })
 }
 
