@@ -504,15 +504,10 @@ pub fn session_start(
                 .join(", ")
         ),
     });
-    let digest = {
-        use sha2::{Digest, Sha256};
-        let bytes = serde_json::to_vec(policy).unwrap_or_default();
-        let d = Sha256::digest(&bytes);
-        format!(
-            "sha256:{}",
-            d.iter().map(|b| format!("{b:02x}")).collect::<String>()
-        )
-    };
+    let digest = format!(
+        "sha256:{}",
+        crate::hash::sha256_hex(&[&serde_json::to_vec(policy).unwrap_or_default()])
+    );
     let home = env
         .iter()
         .find(|(k, _)| k == "HOME")

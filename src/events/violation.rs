@@ -376,14 +376,13 @@ impl AggregationKey {
     /// Stable across runs and machines: sha256 of the key, hex. The SARIF
     /// `partialFingerprints` value.
     pub fn fingerprint(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut h = Sha256::new();
-        h.update(self.rule.as_str());
-        h.update([0]);
-        h.update(&self.target);
-        h.update([0]);
-        h.update(&self.actor);
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        crate::hash::sha256_hex(&[
+            self.rule.as_str().as_bytes(),
+            &[0],
+            self.target.as_bytes(),
+            &[0],
+            self.actor.as_bytes(),
+        ])
     }
 
     /// Compact id used in `repeated` events: the fingerprint's first 16 hex digits.

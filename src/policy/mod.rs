@@ -19,8 +19,6 @@ pub(crate) mod vars;
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 pub use merge::CI_CONTROL_VARS;
 pub use model::*;
 
@@ -122,10 +120,7 @@ pub fn project_root(cwd: &Path, project: Option<&Path>) -> std::io::Result<PathB
 }
 
 fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::hash::sha256_hex(&[text.as_bytes()])
 }
 
 /// Parse, merge and resolve the policy for one invocation.
