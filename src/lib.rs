@@ -27,5 +27,7 @@ pub mod policy;
 pub mod probe;
 pub mod report;
 pub mod sandbox;
+pub mod session;
 pub mod supervisor;
+pub mod tier;
 pub mod verify;

@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::exit;
 
-pub mod ci;
+mod ci;
 mod doctor;
 mod policy;
 pub mod report;
@@ -172,7 +172,7 @@ pub struct CiArgs {
         value_name = "violation|never",
         default_value = "violation"
     )]
-    pub fail_on: ci::FailOn,
+    pub fail_on: crate::session::FailOn,
 }
 
 #[derive(Debug, Args)]

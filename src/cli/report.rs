@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use super::ReportArgs;
-use crate::report::{self, Outputs, sarif::SarifOptions};
+use crate::report::{self, Outputs, error_chain, sarif::SarifOptions};
 
 pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let log = crate::events::log::SessionLog::read(&args.session)?;
@@ -57,16 +57,4 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     } else {
         Ok(ExitCode::from(crate::exit::REFUSED))
     }
-}
-
-/// An error and its sources on one line, like anyhow's `{:#}`.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }

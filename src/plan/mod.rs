@@ -17,13 +17,12 @@ pub mod fs;
 pub mod mounts;
 pub mod refusal;
 pub mod syscalls;
-pub mod tier;
 
 mod build;
 
+pub use crate::tier::{Tier, TierRequest};
 pub use build::{BuildOptions, build};
 pub use refusal::{KernelFeature, Refusal};
-pub use tier::{Tier, TierRequest};
 
 /// Everything the child applies and the supervisor enforces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,14 +1,14 @@
 //! `vetto policy explain`: for a path or a host, the decision and the rule
 //! (with its origin) that made it. Paths are decided by
-//! [`crate::plan::fs::decide_rule`], the same function the plan uses.
+//! [`crate::policy::paths::decide_rule`], the same function the plan uses.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::paths::decide_rule;
 use super::{Access, FsRule, HostPattern, NetPolicy, Policy, paths};
-use crate::plan::fs::decide_rule;
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.

@@ -17,7 +17,7 @@
 //!    hosts of every source are used only if the final mode is `allow`.
 //! 5. Rules naming the same path do not conflict: the longest matching
 //!    path decides, and for equal paths Deny > Protect > Write > Read
-//!    (`plan::fs::decide`).
+//!    (`paths::decide`).
 //! 6. Built-in rules are added last (source `built-in`): the policy file
 //!    and the report directory become `protect` where they would otherwise
 //!    be writable; the files named by `GITHUB_ENV`, `GITHUB_PATH`,
@@ -288,7 +288,7 @@ pub fn add_built_ins(
         let Some(path) = path else { continue };
         let path = super::paths::normalise_abs(&cwd.join(path));
         let writable =
-            crate::plan::fs::decide_rule(&p.fs, &path).is_some_and(|r| r.access == Access::Write);
+            super::paths::decide_rule(&p.fs, &path).is_some_and(|r| r.access == Access::Write);
         if writable {
             p.fs.push(FsRule {
                 path,

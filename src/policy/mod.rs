@@ -11,7 +11,7 @@ pub mod diag;
 pub mod explain;
 pub(crate) mod merge;
 mod model;
-pub(crate) mod paths;
+pub mod paths;
 pub mod presets;
 pub(crate) mod raw;
 pub(crate) mod validate;

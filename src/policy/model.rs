@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::tier::Tier;
+use crate::tier::Tier;
 
 /// Where a rule came from: a policy file or preset line, or a CLI option.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

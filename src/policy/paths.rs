@@ -10,6 +10,7 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
+use super::{Access, FsRule};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -297,6 +298,52 @@ pub fn glob_component(pattern: &str, name: &str) -> bool {
         }
     }
     p[pi..].iter().all(|&c| c == '*')
+}
+
+// The decision rule, shared by the plan (what the kernel is told) and
+// `policy explain` (what the user is told): one function, so the two
+// cannot disagree.
+
+/// `path` is `ancestor` or lies beneath it. Both are absolute and
+/// lexically normal (the policy guarantees it), so a byte-prefix test at a
+/// component boundary is exact — and far cheaper than `Path::starts_with`,
+/// which matters on the startup path where every rule meets every rule.
+pub fn beneath(path: &Path, ancestor: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let (p, a) = (path.as_os_str().as_bytes(), ancestor.as_os_str().as_bytes());
+    if a == b"/" {
+        return p.first() == Some(&b'/');
+    }
+    p.starts_with(a) && (p.len() == a.len() || p[a.len()] == b'/')
+}
+
+/// The access that decides `path`: the rule with the longest path that is
+/// `path` or an ancestor of it; ties go to the stronger restriction.
+/// `None` when no rule covers the path (deny by default).
+pub fn decide<'a, I>(rules: I, path: &Path) -> Option<(Access, &'a Path)>
+where
+    I: IntoIterator<Item = (&'a Path, Access)>,
+{
+    let mut best: Option<(Access, &Path)> = None;
+    for (rule_path, access) in rules {
+        if !beneath(path, rule_path) {
+            continue;
+        }
+        best = match best {
+            Some((a, p)) if p.as_os_str().len() > rule_path.as_os_str().len() => Some((a, p)),
+            Some((a, p)) if p.as_os_str().len() == rule_path.as_os_str().len() && a >= access => {
+                Some((a, p))
+            }
+            _ => Some((access, rule_path)),
+        };
+    }
+    best
+}
+
+/// Convenience over [`decide`] for policy rules.
+pub fn decide_rule<'a>(rules: &'a [FsRule], path: &Path) -> Option<&'a FsRule> {
+    let (access, p) = decide(rules.iter().map(|r| (r.path.as_path(), r.access)), path)?;
+    rules.iter().find(|r| r.path == p && r.access == access)
 }
 
 #[cfg(test)]

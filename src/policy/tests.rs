@@ -9,7 +9,6 @@ use std::time::Duration;
 use super::explain::{self, Decision, PathVerdict};
 use super::paths::{GlobError, GlobWalker};
 use super::*;
-use crate::plan;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/policy")
@@ -208,7 +207,7 @@ fn vetto_toml_at_the_project_root_is_used_and_protected() {
     let p = load(&s.req(None)).unwrap();
     assert_eq!(p.policy_file.as_deref(), Some(file.as_path()));
     assert_eq!(verdict(&p, &file), PathVerdict::Protected);
-    let rule = plan::fs::decide_rule(&p.fs, &file).unwrap();
+    let rule = crate::policy::paths::decide_rule(&p.fs, &file).unwrap();
     assert_eq!(rule.origin.source, merge::BUILT_IN);
 }
 
@@ -260,10 +259,10 @@ set = { CI = "true", A = "1" }
     );
     assert_eq!(p.limits.timeout, Some(Duration::from_secs(300)));
     assert_eq!(p.limits.max_procs, Some(100));
-    assert_eq!(p.min_tier, Some(plan::tier::Tier::Full));
+    assert_eq!(p.min_tier, Some(crate::tier::Tier::Full));
     assert_eq!(verdict(&p, Path::new("/srv/data/x")), PathVerdict::Readable);
     assert_eq!(verdict(&p, Path::new("/usr/lib")), PathVerdict::Readable);
-    let docs = plan::fs::decide_rule(&p.fs, &s.project.join("docs")).unwrap();
+    let docs = crate::policy::paths::decide_rule(&p.fs, &s.project.join("docs")).unwrap();
     assert_eq!(docs.access, Access::Read);
     assert_eq!(
         (docs.origin.source.as_str(), docs.origin.line),

@@ -12,7 +12,7 @@ use super::paths::{self, GlobWalker, PathError};
 use super::raw::{RawPolicy, SizeValue};
 use super::vars::Vars;
 use super::{Access, EnvPolicy, FsRule, HostPattern, Origin, PinnedHost, SourceInfo};
-use crate::plan::tier::Tier;
+use crate::tier::Tier;
 
 /// `[network] mode`, as one source says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -417,6 +417,18 @@ pub fn load(session: &Path) -> Result<Model, ReportError> {
     })
 }
 
+/// An error and its sources on one line, like anyhow's `{:#}`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     /// Every suggestion that reads as a policy line is one the policy

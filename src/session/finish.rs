@@ -1,0 +1,343 @@
+//! After the command ended: the reports, the step summary, annotations, a
+//! one-screen console summary and `--fail-on`. Reporting never loses the
+//! command's exit status: every reporting failure is printed and the status
+//! is kept.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::events::rule_id::Level;
+use crate::exit::{self, Outcome};
+use crate::report::{
+    self, Model, Outputs, annotations, error_chain, human_ms, sarif::SarifOptions,
+};
+
+/// `--fail-on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FailOn {
+    /// Exit 3 when the command passed but violations were recorded.
+    #[default]
+    Violation,
+    /// Only the command's own status counts.
+    Never,
+}
+
+/// Where `ci` reports go when `--report-dir` is not given.
+pub const DEFAULT_REPORT_DIR: &str = "vetto-report";
+
+/// What [`finish`] needs besides the outcome and the log.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    pub report_dir: PathBuf,
+    pub fail_on: FailOn,
+    /// `$GITHUB_STEP_SUMMARY`, appended to when set.
+    pub step_summary: Option<PathBuf>,
+    /// Print `::error` annotations (inside GitHub Actions).
+    pub annotations: bool,
+    pub category: Option<String>,
+}
+
+impl ReportOptions {
+    /// Reports into `report_dir` and nothing else: no step summary, no
+    /// annotations, the command's status kept (`vetto run --report-dir`).
+    pub fn files_only(report_dir: PathBuf) -> Self {
+        ReportOptions {
+            report_dir,
+            fail_on: FailOn::Never,
+            step_summary: None,
+            annotations: false,
+            category: None,
+        }
+    }
+}
+
+/// Everything after the command ended: reports, step summary, annotations,
+/// console summary, and the exit status (`--fail-on`). The command's own
+/// status is returned unless it passed and `--fail-on violation` found
+/// violations (then 3); reporting failures never change it.
+pub fn finish(outcome: Outcome, session_log: &Path, opts: &ReportOptions) -> ExitCode {
+    let status = outcome.code();
+    let model = match report::load(session_log) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            eprintln!(
+                "vetto: error: cannot read the session log, no reports written: {}; the command's exit status ({status}) is kept",
+                error_chain(&e)
+            );
+            None
+        }
+    };
+    if let Some(model) = &model {
+        write_reports(model, session_log, opts, status);
+        if opts.annotations {
+            let mut out = std::io::stdout().lock();
+            for line in annotations::render(model, annotations::TOP) {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        eprint!("{}", console_summary(model, &opts.report_dir));
+    }
+    let code = final_status(status, opts.fail_on, model.as_ref());
+    if code != status {
+        eprintln!(
+            "vetto: exit {code}: the command passed, but violations were recorded (--fail-on violation)"
+        );
+    }
+    ExitCode::from(code)
+}
+
+/// The exit status `ci` returns.
+pub fn final_status(command_status: u8, fail_on: FailOn, model: Option<&Model>) -> u8 {
+    match (command_status, fail_on, model) {
+        (0, FailOn::Violation, Some(m)) if m.failing_violations > 0 => exit::VIOLATIONS,
+        _ => command_status,
+    }
+}
+
+fn write_reports(model: &Model, session_log: &Path, opts: &ReportOptions, status: u8) {
+    let dir = &opts.report_dir;
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!(
+            "vetto: error: cannot create the report directory {}: {e}; no reports written, the command's exit status ({status}) is kept",
+            dir.display()
+        );
+        return;
+    }
+    // Keep the log with its reports when it was written elsewhere.
+    let log_in_dir = dir.join("session.jsonl");
+    if !same_file(session_log, &log_in_dir)
+        && let Err(e) = std::fs::copy(session_log, &log_in_dir)
+    {
+        eprintln!(
+            "vetto: error: cannot copy the session log to {}: {e}",
+            log_in_dir.display()
+        );
+    }
+    let sarif_opts = SarifOptions {
+        category: opts.category.clone(),
+        ..Default::default()
+    };
+    let errors = report::write_outputs(model, &Outputs::in_dir(dir), &sarif_opts);
+    for e in &errors {
+        eprintln!(
+            "vetto: error: {}; the command's exit status ({status}) is kept",
+            error_chain(e)
+        );
+    }
+    if let Some(summary_path) = &opts.step_summary
+        && let Err(e) = append(summary_path, report::summary::render(model).as_bytes())
+    {
+        eprintln!(
+            "vetto: error: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
+            summary_path.display()
+        );
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.write_all(b"\n")
+}
+
+/// Text from the sandboxed side, safe for a terminal: control characters
+/// (escape sequences that could rewrite the screen or forge output) become `?`.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
+}
+
+/// The one-screen summary printed at the end (≤ ~20 lines).
+pub fn console_summary(model: &Model, report_dir: &Path) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let verdict = model.verdict().as_str().to_uppercase();
+    let status = model
+        .end
+        .as_ref()
+        .map(|e| e.exit_code.to_string())
+        .unwrap_or_else(|| "?".into());
+    let _ = writeln!(
+        s,
+        "\nvetto: {verdict} — tier {}{}, exit status {status}, {}",
+        model.start.tier,
+        if model.start.audit { " (audit)" } else { "" },
+        human_ms(model.duration_ms())
+    );
+    if model.total_violations > 0 {
+        let _ = writeln!(
+            s,
+            "  {} violation(s), {} distinct:",
+            model.total_violations,
+            model.findings.len()
+        );
+        let roots = model.start.roots();
+        for f in model.findings.iter().take(8) {
+            let v = &f.violation;
+            let mark = match v.rule.level() {
+                Level::Error => "✗",
+                Level::Warning => "!",
+                Level::Note => "·",
+            };
+            let target = match v.target.path() {
+                Some(p) => roots.normalise(p),
+                None => v.target.display(),
+            };
+            let mut target = printable(&target);
+            if target.chars().count() > 60 {
+                target = format!("{}…", target.chars().take(59).collect::<String>());
+            }
+            let _ = writeln!(
+                s,
+                "  {mark} {:<24} {target}  by {}{}",
+                v.rule.as_str(),
+                printable(&f.actor()),
+                if f.count > 1 {
+                    format!(" ×{}", f.count)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if model.findings.len() > 8 {
+            let _ = writeln!(s, "  … {} more", model.findings.len() - 8);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  reports: {}/{{report.html,vetto.sarif,summary.md,session.jsonl}}",
+        report_dir.display()
+    );
+    s
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    fn opts(dir: &Path) -> ReportOptions {
+        ReportOptions {
+            report_dir: dir.to_path_buf(),
+            fail_on: FailOn::Violation,
+            step_summary: None,
+            annotations: false,
+            category: None,
+        }
+    }
+
+    fn write_log(dir: &Path) -> PathBuf {
+        let p = dir.join("in.jsonl");
+        std::fs::write(&p, fixture::to_jsonl(&fixture::attack_session())).unwrap();
+        p
+    }
+
+    #[test]
+    fn violations_turn_a_passing_command_into_exit_3() {
+        let m = fixture::attack_model();
+        assert_eq!(final_status(0, FailOn::Violation, Some(&m)), 3);
+        assert_eq!(final_status(0, FailOn::Never, Some(&m)), 0);
+        assert_eq!(
+            final_status(1, FailOn::Violation, Some(&m)),
+            1,
+            "the command's failure wins"
+        );
+        assert_eq!(final_status(124, FailOn::Violation, Some(&m)), 124);
+    }
+
+    #[test]
+    fn withheld_variables_alone_do_not_fail_the_job() {
+        let events: Vec<_> = fixture::attack_session()
+            .into_iter()
+            .map(|e| match e {
+                crate::events::Event::SessionEnd(mut end) => {
+                    end.violations_by_rule
+                        .retain(|r, _| *r == crate::events::RuleId::SecretEnvWithheld);
+                    crate::events::Event::SessionEnd(end)
+                }
+                other => other,
+            })
+            .filter(|e| match e {
+                crate::events::Event::Violation(v) => {
+                    v.rule == crate::events::RuleId::SecretEnvWithheld
+                }
+                crate::events::Event::Repeated(_) => false,
+                _ => true,
+            })
+            .collect();
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let m = Model::build(&log).unwrap();
+        assert_eq!(m.findings.len(), 1);
+        assert_eq!(final_status(0, FailOn::Violation, Some(&m)), 0);
+        assert_eq!(m.verdict(), crate::report::Verdict::Clean);
+    }
+
+    #[test]
+    fn ci_writes_every_report_and_the_step_summary() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = write_log(tmp.path());
+        let dir = tmp.path().join("vetto-report");
+        let mut o = opts(&dir);
+        let step = tmp.path().join("step-summary.md");
+        std::fs::write(&step, "earlier step\n").unwrap();
+        o.step_summary = Some(step.clone());
+        let code = finish(Outcome::Exited(0), &log, &o);
+        assert_eq!(code, ExitCode::from(3));
+        for f in ["vetto.sarif", "report.html", "summary.md", "session.jsonl"] {
+            assert!(dir.join(f).is_file(), "{f} missing");
+        }
+        let step = std::fs::read_to_string(step).unwrap();
+        assert!(step.starts_with("earlier step\n") && step.contains("vetto: violations"));
+    }
+
+    #[test]
+    fn an_unwritable_report_dir_keeps_the_commands_status() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = write_log(tmp.path());
+        // A regular file where the directory should be: creating it fails
+        // even for root.
+        let blocker = tmp.path().join("not-a-dir");
+        std::fs::write(&blocker, "").unwrap();
+        let o = ReportOptions {
+            fail_on: FailOn::Never,
+            ..opts(&blocker.join("reports"))
+        };
+        assert_eq!(finish(Outcome::Exited(42), &log, &o), ExitCode::from(42));
+        assert_eq!(finish(Outcome::Signaled(9), &log, &o), ExitCode::from(137));
+    }
+
+    #[test]
+    fn a_missing_session_log_keeps_the_commands_status() {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = opts(tmp.path());
+        assert_eq!(
+            finish(Outcome::TimedOut, &tmp.path().join("nope.jsonl"), &o),
+            ExitCode::from(124)
+        );
+    }
+
+    #[test]
+    fn escape_sequences_in_file_names_never_reach_the_terminal() {
+        assert_eq!(printable("a\x1b]0;pwned\x07b\n"), "a?]0;pwned?b?");
+    }
+
+    #[test]
+    fn console_summary_fits_one_screen() {
+        let s = console_summary(&fixture::attack_model(), Path::new("vetto-report"));
+        assert!(s.lines().count() <= 24, "{s}");
+        assert!(s.contains("VIOLATIONS") && s.contains("npm:evil@6.6.6"));
+    }
+}

@@ -1,0 +1,335 @@
+//! One sandboxed session, start to end — the one home of the pipeline that
+//! `vetto run`, `vetto ci` and `vetto verify`'s probes drive:
+//!
+//! ```text
+//! Request ─► stage started early ─► policy::load ─► plan::build ─► session log opened
+//!         ─► stage launched (sandbox::Stage) ─► supervisor::run ─► session end
+//!         ─► reports (finish) ─► exit status
+//! ```
+//!
+//! The drivers differ only in [`Options`]: how the job's output reaches
+//! vetto's, and whether (and how) reports are written. Each stage below is
+//! a call into its own module; this one only orders them and decides what
+//! a failure at each step costs (a refusal before the command starts, a
+//! missing report after — never the command's status).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use crate::events::log::{ChannelSink, EventSink, SessionWriter, spawn_writer};
+use crate::events::{Event, SessionEnd, Timestamp};
+use crate::plan::{self, BuildOptions, TierRequest};
+use crate::policy::{self, LoadRequest};
+use crate::supervisor::output::OutputCopier;
+use crate::{exit, host, sandbox, supervisor};
+
+mod finish;
+mod start;
+mod tell;
+mod tmp;
+
+pub use finish::{
+    DEFAULT_REPORT_DIR, FailOn, ReportOptions, console_summary, final_status, finish,
+};
+pub use start::{ci_info, git_info, session_start, withheld_env_violations};
+use tmp::RemoveOnDrop;
+pub use tmp::SessionTmp;
+
+/// What to run, and under which policy.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The policy to load. Its `session_tmp` and `report_dir` are the
+    /// session's: [`run`] sets them.
+    pub policy: LoadRequest,
+    pub tier: TierRequest,
+    pub allow_degraded: bool,
+    pub audit: bool,
+    pub command: Vec<OsString>,
+}
+
+/// How the job's stdout and stderr reach vetto's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Inherited: the job writes to vetto's own (`run`).
+    Direct,
+    /// Through vetto, with forged workflow commands broken (`ci`: the
+    /// runner would execute `::set-env`, `::add-path` … that the job
+    /// prints). Stdin stays inherited.
+    Neutralised,
+}
+
+/// How a driver wants the session run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub output: Output,
+    /// Reports (and the session log they are made from), or none.
+    pub reports: Option<ReportOptions>,
+}
+
+/// Run one session and return the exit status the contract gives it.
+pub fn run(request: Request, options: &Options) -> anyhow::Result<ExitCode> {
+    let log_dir = options.reports.as_ref().map(|r| r.report_dir.as_path());
+    match execute(request, log_dir, options.output)? {
+        Executed::Refused(code) => Ok(ExitCode::from(code)),
+        Executed::Ran { outcome, log } => match (&options.reports, log) {
+            (Some(reports), Some(log)) => Ok(finish(outcome, &log, reports)),
+            (Some(_), None) => {
+                eprintln!(
+                    "vetto: error: no session log, no reports; the command's exit status ({}) is kept",
+                    outcome.code()
+                );
+                Ok(outcome.exit_code())
+            }
+            (None, _) => Ok(outcome.exit_code()),
+        },
+    }
+}
+
+/// How the sandboxed part of a session ended.
+enum Executed {
+    /// vetto refused or failed before the command started: this status.
+    Refused(u8),
+    /// The command ran; its session log when one was asked for.
+    Ran {
+        outcome: exit::Outcome,
+        log: Option<PathBuf>,
+    },
+}
+
+/// The FULL tier's namespaces when the command line and the host make
+/// FULL the likely plan: `auto` or `--tier full`, user namespaces here, not
+/// `--audit` (which creates none). The policy file may still decide
+/// otherwise; then the stage is replaced ([`sandbox::Stage::fits`]).
+fn likely_namespaces(request: &Request, caps: &host::HostCaps) -> Option<sandbox::EarlyNamespaces> {
+    let full_wanted = matches!(
+        request.tier,
+        TierRequest::Auto | TierRequest::Exactly(plan::Tier::Full)
+    );
+    (full_wanted && !request.audit && caps.userns.is_available()).then(|| {
+        sandbox::EarlyNamespaces {
+            net: request.policy.overrides.net.as_deref() != Some("host"),
+        }
+    })
+}
+
+/// The pipeline: policy → plan → sandbox → supervisor, with a session log
+/// in `log_dir` when given (the reports are [`run`]'s).
+fn execute(
+    mut request: Request,
+    log_dir: Option<&Path>,
+    output: Output,
+) -> anyhow::Result<Executed> {
+    let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
+    let caps = host::probe();
+    // 1. The stage first: its exec runs while we load and plan — and where
+    //    FULL is likely, so does the creation of its namespaces.
+    let stage_output = match output {
+        Output::Direct => sandbox::StageOutput::Inherit,
+        Output::Neutralised => sandbox::StageOutput::Pipe,
+    };
+    let early = likely_namespaces(&request, &caps);
+    let mut stage = match sandbox::start_stage(stage_output, early) {
+        Ok(stage) => stage,
+        Err(e) => {
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(e.exit_status()));
+        }
+    };
+    // 2. Copying starts now: whatever the stage or the job prints is read
+    //    as it comes, so neither can block on a full pipe.
+    let copier = match stage.take_output().map(OutputCopier::start).transpose() {
+        Ok(copier) => copier,
+        Err(e) => {
+            eprintln!("vetto: cannot start copying the command's output: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    // FULL keeps the job's temporary files in its own /tmp: no directory.
+    let mut session_tmp = SessionTmp::reserve(early.is_none());
+    // 3. The reports are read back and written outside the sandbox: their
+    //    directory must be read-only for the job (`ci`'s default included),
+    //    and it must exist before planning, so that the plan binds or
+    //    carves it like any path rather than skipping a path that is not
+    //    there yet. (Failing here is not fatal: `open_log` falls back and
+    //    says so.)
+    if let Some(dir) = log_dir {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    // 4. Policy, then plan: a refusal here means the command never starts.
+    request.policy.session_tmp = session_tmp.path().to_path_buf();
+    request.policy.report_dir = log_dir.map(Path::to_path_buf);
+    let policy = match policy::load(&request.policy) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    let options = BuildOptions {
+        allow_degraded: request.allow_degraded,
+        audit: request.audit,
+        env: request.policy.env.clone(),
+        cwd: request.policy.cwd.clone(),
+    };
+    let plan = match plan::build(&policy, &caps, request.tier, &options) {
+        Ok(plan) => plan,
+        Err(refusal) => {
+            eprintln!("vetto: {refusal}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    if !plan.env.withheld.is_empty() {
+        eprintln!(
+            "vetto: withheld {} credential-like variable(s) from the job: {} (pass one with --env-pass NAME)",
+            plan.env.withheld.len(),
+            plan.env.withheld.join(", ")
+        );
+    }
+    for d in &plan.degraded {
+        eprintln!("vetto: warning: degraded: {d}");
+    }
+    if plan.session_tmp.is_some() {
+        session_tmp.create()?;
+    }
+    // Whatever happens from here, the spares do not outlive the session.
+    let _spares = RemoveOnDrop(plan.notify.spares.as_ref().map(|p| p.dir.clone()));
+
+    // 5. The session log, written as things happen. A log that cannot be
+    //    created costs the reports, never the command.
+    let log = log_dir.and_then(|dir| open_log(dir, &session_tmp));
+    if let Some((_, sink, _)) = &log {
+        let start = session_start(
+            &plan,
+            &policy,
+            &caps,
+            &request.command,
+            request.audit,
+            &request.policy.env,
+        );
+        let withheld = withheld_env_violations(&start, &plan.env.withheld);
+        sink.emit(Event::SessionStart(Box::new(start)));
+        for v in withheld {
+            sink.emit(Event::Violation(Box::new(v)));
+        }
+    }
+
+    // 6. The stage becomes the job.
+    if !stage.fits(&plan) {
+        // The guess was wrong (a policy file that sets the network, a tier
+        // the policy cannot have): start over, without namespaces.
+        stage = match stage.respawn() {
+            Ok(stage) => stage,
+            Err(e) => {
+                finish_output(copier);
+                eprintln!("vetto: {e}");
+                return Ok(Executed::Refused(e.exit_status()));
+            }
+        };
+    }
+    let shared_before = supervisor::snapshot_shared(&plan);
+    let child = match stage.launch(&plan, &request.command) {
+        Ok(child) => child,
+        Err(e) => {
+            // The stage is gone: whatever it printed is out by now.
+            finish_output(copier);
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(e.exit_status()));
+        }
+    };
+
+    // 7. Supervise to the end.
+    let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
+    let session = supervisor::run(child, &plan, &signals, &shared_before, sink);
+    let outcome = session.outcome;
+    // Every process of the sandbox is dead: the job's output ends here,
+    // before vetto's own last words.
+    finish_output(copier);
+    tell::tell(&session, request.audit);
+
+    // 8. The session end closes the log.
+    let log = log.map(|(path, sink, writer)| {
+        sink.emit(Event::SessionEnd(Box::new(SessionEnd {
+            ended_at: Timestamp::now(),
+            outcome,
+            exit_code: outcome.code(),
+            duration_ms: session.duration.as_millis() as u64,
+            cpu_user_ms: session.cpu_user_ms,
+            cpu_sys_ms: session.cpu_sys_ms,
+            peak_rss_bytes: session.peak_rss_bytes,
+            peak_procs: session.peak_procs,
+            proxy_bytes: 0,
+            violations_by_rule: Default::default(),
+            dropped_distinct: 0,
+        })));
+        drop(sink);
+        if let Err(e) = writer.finish() {
+            eprintln!("vetto: error: the session log is incomplete: {e}");
+        }
+        path
+    });
+    // The log may live in the session directory: read it before that goes.
+    let log = log.map(|path| keep_log(path, &session_tmp));
+    drop(session_tmp);
+    Ok(Executed::Ran { outcome, log })
+}
+
+fn finish_output(copier: Option<OutputCopier>) {
+    if let Some(copier) = copier
+        && !copier.finish(supervisor::output::FINISH_GRACE)
+    {
+        eprintln!(
+            "vetto: warning: the command's output is still open after it ended (a process outside the sandbox holds it); stopped waiting for it"
+        );
+    }
+}
+
+type OpenLog = (PathBuf, ChannelSink, SessionWriter);
+/// `session.jsonl` in the report directory, or, when that cannot be
+/// written, in a temporary place (the reports then say so).
+fn open_log(dir: &Path, session_tmp: &SessionTmp) -> Option<OpenLog> {
+    let in_dir = std::fs::create_dir_all(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            let path = dir.join("session.jsonl");
+            spawn_writer(&path)
+                .map(|(sink, writer)| (path, sink, writer))
+                .map_err(|e| e.to_string())
+        });
+    match in_dir {
+        Ok(log) => Some(log),
+        Err(e) => {
+            let fallback = std::env::temp_dir().join(format!(
+                "{}-session.jsonl",
+                session_tmp
+                    .path()
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "vetto".into())
+            ));
+            eprintln!(
+                "vetto: error: cannot write the session log in {}: {e}; logging to {} instead",
+                dir.display(),
+                fallback.display()
+            );
+            spawn_writer(&fallback)
+                .map(|(sink, writer)| (fallback, sink, writer))
+                .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
+                .ok()
+        }
+    }
+}
+
+/// The log outlives the session directory it may have been written in.
+fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
+    if !path.starts_with(session_tmp.path()) {
+        return path;
+    }
+    let kept = std::env::temp_dir().join(path.file_name().unwrap_or_default());
+    match std::fs::copy(&path, &kept) {
+        Ok(_) => kept,
+        Err(_) => path,
+    }
+}

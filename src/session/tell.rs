@@ -1,0 +1,67 @@
+//! What `vetto` tells the user on stderr when the session ends.
+
+use crate::supervisor;
+
+/// One line each for what the user should know about the session.
+pub(super) fn tell(session: &supervisor::Session, audit: bool) {
+    match session.limit {
+        Some(supervisor::LimitHit::Timeout { max_ms }) => {
+            eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
+        }
+        Some(supervisor::LimitHit::Memory { max, observed }) => eprintln!(
+            "vetto: the command was killed: its processes used {observed} bytes, over the --max-memory of {max}"
+        ),
+        None => {}
+    }
+    if !session.escaped.is_empty() {
+        let names: Vec<String> = session
+            .escaped
+            .iter()
+            .map(|p| format!("{} ({})", p.pid, p.argv.first().unwrap_or(&p.exe)))
+            .collect();
+        eprintln!(
+            "vetto: killed {} process(es) the command left running: {}",
+            session.escaped.len(),
+            names.join(", ")
+        );
+    }
+    if !session.scrubbed.is_empty() {
+        let names: Vec<String> = session
+            .scrubbed
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        eprintln!(
+            "vetto: removed what the command left in shared directories: {}",
+            names.join(", ")
+        );
+    }
+    if !session.secret_reads.is_empty() {
+        let paths: Vec<String> = session
+            .secret_reads
+            .iter()
+            .map(|r| match r.count {
+                1 => r.path.display().to_string(),
+                n => format!("{} ({n}×)", r.path.display()),
+            })
+            .collect();
+        let more = match session.secret_reads_unlisted {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        eprintln!(
+            "vetto: the command tried to read masked secrets: {}{more} (it got nothing of them)",
+            paths.join(", ")
+        );
+    }
+    let denied = session.denials();
+    if denied > 0 {
+        if audit {
+            eprintln!(
+                "vetto: the policy would have refused {denied} operation(s) (--audit: allowed)"
+            );
+        } else {
+            eprintln!("vetto: the sandbox denied {denied} operation(s)");
+        }
+    }
+}
