@@ -123,6 +123,7 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         audit: args.audit,
         env: request.env.clone(),
         cwd: request.cwd.clone(),
+        terminals: crate::sandbox::terminal::own_terminals(),
     };
     let plan = match plan::build(&policy, &caps, args.tier, &options) {
         Ok(plan) => plan,
