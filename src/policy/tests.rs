@@ -485,7 +485,7 @@ fn explain_names_the_deciding_rule_for_paths_and_hosts() {
     assert_eq!(d.verdict, PathVerdict::Protected);
     let host = |q: &str| match explain::decide(&p, q, &s.project, &s.home, &[]) {
         Decision::Host(h) => h,
-        Decision::Path(_) => panic!("{q} is a host", &[]),
+        Decision::Path(_) => panic!("{q} is a host"),
     };
     assert!(host("api.github.com:443").allowed);
     assert!(host("API.GitHub.com").allowed);

@@ -21,10 +21,10 @@ pub fn own_terminals() -> Vec<PathBuf> {
         let Ok(named) = std::fs::metadata(&path) else {
             continue;
         };
-        if named.dev() == held.dev() && named.ino() == held.ino() && named.rdev() == held.rdev() {
-            if !out.contains(&path) {
-                out.push(path);
-            }
+        let same =
+            named.dev() == held.dev() && named.ino() == held.ino() && named.rdev() == held.rdev();
+        if same && !out.contains(&path) {
+            out.push(path);
         }
     }
     out
