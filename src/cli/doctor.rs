@@ -89,6 +89,7 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
         audit: false,
         env: request.env.clone(),
         cwd: request.cwd.clone(),
+        terminals: crate::sandbox::terminal::own_terminals(),
     };
     let tiers = Tier::ALL
         .iter()

@@ -42,10 +42,11 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(exit::REFUSED));
         }
     };
+    let terminals = crate::sandbox::terminal::own_terminals();
     let decisions: Vec<_> = args
         .queries
         .iter()
-        .map(|q| explain::decide(&policy, q, &request.cwd, &request.home))
+        .map(|q| explain::decide(&policy, q, &request.cwd, &request.home, &terminals))
         .collect();
     if args.json {
         let out = explain::Explanation {

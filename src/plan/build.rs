@@ -27,6 +27,10 @@ pub struct BuildOptions {
     pub cwd: PathBuf,
     /// `--audit`: enforce nothing, record what the policy would refuse.
     pub audit: bool,
+    /// The terminals vetto runs on (its standard streams'), the job's own:
+    /// the only host terminals a grant of `/dev/pts` reaches (see
+    /// [`super::terminal`]).
+    pub terminals: Vec<PathBuf>,
 }
 
 /// Choose the tier and translate the policy for it, against the real filesystem.
@@ -326,6 +330,19 @@ fn plan_for(
     // writable, else a per-session directory vetto creates on the host
     // (granted explicitly: it does not exist yet while planning).
     let mut session_tmp = Some(policy.session_tmp.clone());
+    // Below FULL the host's /dev/pts is shared by every terminal of the
+    // user: a grant of it means the job's own terminal only, and the
+    // slaves of ptys the job creates are opened by the supervisor.
+    let shared_pts = if tier == Tier::FsOnly {
+        super::terminal::shared_pts_rules(&rules, &options.terminals)
+    } else {
+        Vec::new()
+    };
+    let pty_peer = !shared_pts.is_empty() && notify_available;
+    rules.extend(shared_pts);
+    let console = (tier == Tier::Full)
+        .then(|| super::terminal::console(&rules, &options.terminals))
+        .flatten();
     let (landlock, notify, prepare_dirs) = if tier >= Tier::FsOnly && host.landlock_abi > 0 {
         let abi = host.landlock_abi.min(MAX_LANDLOCK_ABI);
         let handled = rights::all_for_abi(abi);
@@ -406,6 +423,14 @@ fn plan_for(
                 access: handled,
             });
         }
+        // FULL binds the job's terminal at /dev/console: as reachable as
+        // /dev/pts is.
+        if let Some((_, access)) = &console {
+            carved.rules.push(LandlockRule {
+                path: super::terminal::CONSOLE.into(),
+                access: fs::rights_for(*access, handled) & rights::FILE,
+            });
+        }
         // New entries in carved directories are made from spares granted
         // by inode before the domain existed (see `SparePool`).
         let spares = (notify_available
@@ -448,6 +473,7 @@ fn plan_for(
             denied_calls: Vec::new(),
             audit: false,
             net_connect: net_connect(net_off, own_netns),
+            pty_peer,
         };
         let landlock = LandlockPlan {
             abi,
@@ -468,11 +494,13 @@ fn plan_for(
             denied_calls: Vec::new(),
             audit: false,
             net_connect: net_connect(net_off, own_netns),
+            pty_peer: false,
         };
         (None, notify, Vec::new())
     };
     let namespaces = (tier == Tier::Full).then(|| {
-        let mut mounts = mounts::plan(&policy.fs, view);
+        let console = console.as_ref().map(|(tty, _)| tty.clone());
+        let mut mounts = mounts::plan(&policy.fs, view, console);
         if let Some(dir) = &session_tmp {
             mounts.push(mounts::Mount::Bind {
                 path: dir.clone(),
@@ -491,6 +519,9 @@ fn plan_for(
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
+    if notify.pty_peer {
+        seccomp.rules.push(syscalls::pty_peer_rule());
+    }
     seccomp.record_denials = notify_available;
     let mut notify = notify;
     if seccomp.record_denials {
@@ -658,6 +689,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         audit: true,
         // Audit performs what the policy would refuse, and records it.
         net_connect: fs::NetConnect::Open,
+        pty_peer: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

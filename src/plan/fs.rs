@@ -141,6 +141,12 @@ pub struct NotifyPlan {
     /// with its own credentials: with the network off it must not.
     #[serde(default)]
     pub net_connect: NetConnect,
+    /// Open the slave of a pseudo-terminal the job created
+    /// (`ioctl(master, TIOCGPTPEER)`) on the supervisor's copy of the
+    /// master: where the host's `/dev/pts` is shared (FS-ONLY), Landlock
+    /// grants only the job's own terminal there (see `plan::terminal`).
+    #[serde(default)]
+    pub pty_peer: bool,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.
@@ -163,7 +169,7 @@ pub enum NetConnect {
 
 impl NotifyPlan {
     pub fn is_empty(&self) -> bool {
-        self.carved_dirs.is_empty() && !self.broker_unix_connect
+        self.carved_dirs.is_empty() && !self.broker_unix_connect && !self.pty_peer
     }
 }
 

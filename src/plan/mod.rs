@@ -17,6 +17,7 @@ pub mod fs;
 pub mod mounts;
 pub mod refusal;
 pub mod syscalls;
+pub mod terminal;
 
 mod build;
 

@@ -27,8 +27,13 @@ pub enum Mount {
     /// A fresh procfs for the sandbox's PID namespace.
     Proc { path: PathBuf },
     /// A minimal /dev: null, zero, full, random, urandom, tty, a private
-    /// devpts and /dev/shm.
-    Dev { path: PathBuf },
+    /// devpts and /dev/shm; the terminal vetto runs on, if any, bound at
+    /// `/dev/console` (so `ttyname()` finds the job's own terminal).
+    Dev {
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        console: Option<PathBuf>,
+    },
 }
 
 impl Mount {
@@ -40,7 +45,7 @@ impl Mount {
             | Mount::MaskFile { path }
             | Mount::MaskDir { path }
             | Mount::Proc { path }
-            | Mount::Dev { path } => path,
+            | Mount::Dev { path, .. } => path,
         }
     }
 }
@@ -70,7 +75,9 @@ impl NamespacePlan {
 /// The new root for `rules`: parents before children, so nested rules
 /// (a read-only path under a writable one, a masked file under the
 /// project) are mounted on top of their parent.
-pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
+///
+/// `console` is the host terminal bound at `/dev/console` (`plan::terminal`).
+pub fn plan(rules: &[FsRule], view: &dyn FsView, console: Option<PathBuf>) -> Vec<Mount> {
     let norm = super::fs::normalize(rules);
 
     let mut mounts = vec![
@@ -79,6 +86,7 @@ pub fn plan(rules: &[FsRule], view: &dyn FsView) -> Vec<Mount> {
         },
         Mount::Dev {
             path: "/dev".into(),
+            console,
         },
         Mount::Tmpfs {
             path: "/tmp".into(),

@@ -64,6 +64,7 @@ mod uapi {
     pub const O_CREAT: u64 = 0o100;
     pub const TIOCSTI: u64 = 0x5412;
     pub const TIOCLINUX: u64 = 0x541c;
+    pub const TIOCGPTPEER: u64 = 0x5441;
     /// CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET.
     pub const CLONE_NEW_ANY: u64 = 0x7e02_0000;
 }
@@ -177,6 +178,21 @@ const CREATION: &[&str] = &[
     "symlink",
     "symlinkat",
 ];
+
+/// `ioctl(master, TIOCGPTPEER)` goes to the supervisor, which opens the
+/// slave of the job's own pseudo-terminal where Landlock grants no slave
+/// (the host's shared `/dev/pts`, FS-ONLY). Other ioctls are not notified.
+pub fn pty_peer_rule() -> SyscallRule {
+    rule(
+        "ioctl",
+        Action::Notify,
+        vec![ArgCheck::Eq {
+            index: 1,
+            value: uapi::TIOCGPTPEER,
+        }],
+        "the slave of a pseudo-terminal the job created is opened by the supervisor",
+    )
+}
 
 /// The filter for a plan: dangerous calls always; socket families when the
 /// network is off; notifications for what the supervisor decides.

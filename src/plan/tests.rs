@@ -239,6 +239,7 @@ fn options() -> BuildOptions {
         audit: false,
         env: vec![],
         cwd: "/p/src".into(),
+        terminals: vec![],
     }
 }
 

@@ -31,6 +31,10 @@ pub enum PathVerdict {
     Masked,
     /// No rule covers it: not allowed (deny by default).
     NoRule,
+    /// A terminal the rule reaches, but not the job's own: a grant of
+    /// `/dev/pts` is only the terminal vetto runs on and the
+    /// pseudo-terminals the job creates (`plan::terminal`).
+    OtherTerminal,
 }
 
 impl PathVerdict {
@@ -41,6 +45,9 @@ impl PathVerdict {
             PathVerdict::Protected => "read-only (protected)",
             PathVerdict::Masked => "masked",
             PathVerdict::NoRule => "not allowed (no rule)",
+            PathVerdict::OtherTerminal => {
+                "not allowed (another terminal: a /dev/pts rule reaches only the terminal vetto runs on and the pseudo-terminals the job creates)"
+            }
         }
     }
 }
@@ -71,7 +78,16 @@ pub enum Decision {
 
 /// A query is a path if it is absolute or starts with `~` or `.`;
 /// anything else is a host (`name` or `name:port`).
-pub fn decide(policy: &Policy, query: &str, cwd: &Path, home: &Path) -> Decision {
+///
+/// `terminals` are the terminals vetto runs on: the only host terminals a
+/// rule on `/dev/pts` (or above it) reaches.
+pub fn decide(
+    policy: &Policy,
+    query: &str,
+    cwd: &Path,
+    home: &Path,
+    terminals: &[PathBuf],
+) -> Decision {
     let is_path = query.starts_with('/') || query.starts_with('~') || query.starts_with('.');
     if is_path {
         let raw = if query == "~" {
@@ -81,7 +97,14 @@ pub fn decide(policy: &Policy, query: &str, cwd: &Path, home: &Path) -> Decision
         } else {
             cwd.join(query)
         };
-        Decision::Path(decide_path(policy, query, &paths::normalise_abs(&raw)))
+        let path = paths::normalise_abs(&raw);
+        let mut d = decide_path(policy, query, &path);
+        if crate::plan::terminal::governs(&policy.fs, &path).is_some()
+            && !crate::plan::terminal::own_pts(terminals).contains(&path)
+        {
+            d.verdict = PathVerdict::OtherTerminal;
+        }
+        Decision::Path(d)
     } else {
         Decision::Host(decide_host(policy, query))
     }

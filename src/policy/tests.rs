@@ -472,17 +472,17 @@ fn explain_names_the_deciding_rule_for_paths_and_hosts() {
         "extends = [\"default\"]\n[network]\nallow = [\"*.github.com:443\", \"registry.npmjs.org\"]\n",
     );
     let p = load(&s.req(Some("p.toml"))).unwrap();
-    let d = explain::decide(&p, "~/.ssh/id_rsa", &s.project, &s.home);
+    let d = explain::decide(&p, "~/.ssh/id_rsa", &s.project, &s.home, &[]);
     let Decision::Path(d) = d else { panic!() };
     assert_eq!(d.verdict, PathVerdict::Masked);
     let rule = d.rule.unwrap();
     assert_eq!(rule.origin.source, "policies/default.toml");
     assert_eq!(rule.origin.written, "~/.ssh");
-    let Decision::Path(d) = explain::decide(&p, "./.git/hooks/x", &s.project, &s.home) else {
+    let Decision::Path(d) = explain::decide(&p, "./.git/hooks/x", &s.project, &s.home, &[]) else {
         panic!()
     };
     assert_eq!(d.verdict, PathVerdict::Protected);
-    let host = |q: &str| match explain::decide(&p, q, &s.project, &s.home) {
+    let host = |q: &str| match explain::decide(&p, q, &s.project, &s.home, &[]) {
         Decision::Host(h) => h,
         Decision::Path(_) => panic!("{q} is a host"),
     };
@@ -527,7 +527,7 @@ fn explain_text_snapshot() {
     let home = Path::new("/home/user");
     let decisions: Vec<_> = queries
         .iter()
-        .map(|q| explain::decide(&p, q, &fixtures(), home))
+        .map(|q| explain::decide(&p, q, &fixtures(), home, &[]))
         .collect();
     let text = explain::render_text(&p, &decisions);
     let text = text.replace(&fixtures().display().to_string(), "[FIXTURES]");
@@ -728,7 +728,7 @@ fn explain_json_shape_is_stable() {
         "api.github.com:443",
     ]
     .iter()
-    .map(|q| explain::decide(&p, q, Path::new("/"), home))
+    .map(|q| explain::decide(&p, q, Path::new("/"), home, &[]))
     .collect();
     insta::assert_json_snapshot!("explain_decisions_json", decisions);
 }

@@ -173,6 +173,7 @@ fn execute(
         audit: request.audit,
         env: request.policy.env.clone(),
         cwd: request.policy.cwd.clone(),
+        terminals: crate::sandbox::terminal::own_terminals(),
     };
     let plan = match plan::build(&policy, &caps, request.tier, &options) {
         Ok(plan) => plan,

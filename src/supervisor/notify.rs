@@ -55,6 +55,10 @@ pub enum Reason {
     /// A call the plan refuses outright (ptrace, io_uring, mount, network
     /// sockets when the network is off …), notified only to be recorded.
     Forbidden,
+    /// The slave of a pseudo-terminal whose master the job holds, opened by
+    /// the supervisor (`ioctl(TIOCGPTPEER)` where the host's `/dev/pts` is
+    /// shared and Landlock grants only the job's own terminal there).
+    OwnPty,
     /// A connection out of the sandbox's own network namespace, whose only
     /// interface is loopback (FULL, network off): refused with
     /// `ENETUNREACH`, as the missing route would refuse it.

@@ -214,6 +214,7 @@ fn resolve_tier(world: &World, options: &Options) -> Result<Resolved, VerifyErro
         audit: false,
         env,
         cwd: p,
+        terminals: Vec::new(),
     };
     Ok(match plan::build(&policy, &caps, options.tier, &build) {
         Ok(plan) => Ok((plan.tier, plan.degraded)),

@@ -23,5 +23,6 @@ mod secrets;
 mod signals;
 mod ssh_agent;
 mod symlink_escape;
+mod terminals;
 mod unix_datagram;
 mod userns;

@@ -26,6 +26,7 @@ pub mod process;
 mod seccomp;
 mod setup;
 mod sys;
+pub mod terminal;
 mod traps;
 pub mod try_syscall;
 pub mod verify_host;

@@ -279,13 +279,17 @@ fn apply(index: usize, m: &Mount, trapped: bool) -> Result<(), String> {
             )
             .map_err(|e| format!("proc: {e}"))
         }
-        Mount::Dev { path } => build_dev(path),
+        Mount::Dev { path, console } => build_dev(path, console.as_deref()),
     }
 }
 
 /// A minimal /dev: a few host device nodes bound in, a private devpts
 /// (so the job cannot reach other terminals), /dev/shm and the fd links.
-fn build_dev(path: &Path) -> Result<(), String> {
+/// `console` is the terminal vetto runs on (a host `/dev/pts/N`), bound at
+/// `/dev/console` as bubblewrap does: the job's standard streams are that
+/// terminal, whose host path the private devpts cannot show, and glibc's
+/// `ttyname()` falls back to scanning `/dev` for the same inode.
+fn build_dev(path: &Path, console: Option<&Path>) -> Result<(), String> {
     let dev = inside(path);
     mkdir(&dev)?;
     mount(
@@ -313,6 +317,13 @@ fn build_dev(path: &Path) -> Result<(), String> {
     )
     .map_err(|e| format!("devpts: {e}"))?;
     symlink("pts/ptmx", dev.join("ptmx")).map_err(|e| format!("ptmx: {e}"))?;
+    if let Some(tty) = console {
+        let src = host(tty);
+        // A terminal closed since planning is simply not there.
+        if src.exists() {
+            bind(&src, &dev.join("console"), true)?;
+        }
+    }
     let shm = dev.join("shm");
     mkdir(&shm)?;
     mount(

@@ -115,6 +115,9 @@ pub enum Call {
     Symlink,
     Symlinkat,
     Connect,
+    /// `ioctl`: notified for `TIOCGPTPEER` (the slave of a pseudo-terminal
+    /// the job created) and for the refused terminal commands.
+    Ioctl,
     /// Anything else: a call the plan refuses outright (answered EPERM and
     /// recorded; allowed and recorded under `--audit`).
     Other,
@@ -123,7 +126,7 @@ pub enum Call {
 impl Call {
     /// Creates, removes or renames a directory entry.
     pub fn is_creation(self) -> bool {
-        !matches!(self, Call::Connect | Call::Other)
+        !matches!(self, Call::Connect | Call::Ioctl | Call::Other)
     }
 
     pub fn name(self) -> &'static str {
@@ -142,6 +145,7 @@ impl Call {
             Call::Symlink => "symlink",
             Call::Symlinkat => "symlinkat",
             Call::Connect => "connect",
+            Call::Ioctl => "ioctl",
             Call::Other => "other",
         }
     }
@@ -169,6 +173,7 @@ impl Call {
             libc::SYS_unlinkat => Call::Unlinkat,
             libc::SYS_symlinkat => Call::Symlinkat,
             libc::SYS_connect => Call::Connect,
+            libc::SYS_ioctl => Call::Ioctl,
             _ => Call::Other,
         }
     }
@@ -199,6 +204,7 @@ impl Call {
             Call::Unlinkat => Some(libc::SYS_unlinkat),
             Call::Symlinkat => Some(libc::SYS_symlinkat),
             Call::Connect => Some(libc::SYS_connect),
+            Call::Ioctl => Some(libc::SYS_ioctl),
             _ => None,
         }
     }
@@ -482,6 +488,27 @@ pub fn pidfd_open_thread(tid: i32) -> io::Result<OwnedFd> {
     // SAFETY: the kernel returned a fresh descriptor that we now own.
     Ok(unsafe { OwnedFd::from_raw_fd(ret as RawFd) })
 }
+
+/// `ioctl(master, TIOCGPTPEER, flags | O_NOCTTY | O_CLOEXEC)`: open the
+/// slave of the pseudo-terminal whose master is `master`, on the
+/// supervisor's own descriptor. The kernel itself checks that `master` is
+/// a pseudo-terminal master (`ENOTTY` otherwise). `O_NOCTTY` is always
+/// added: the terminal must never become the supervisor's own.
+pub fn pty_peer(master: BorrowedFd<'_>, flags: i32) -> io::Result<OwnedFd> {
+    // SAFETY: TIOCGPTPEER takes an integer argument and returns a new fd or -1.
+    let ret = cvt(unsafe {
+        libc::ioctl(
+            master.as_raw_fd(),
+            TIOCGPTPEER,
+            flags | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    })?;
+    // SAFETY: the kernel returned a fresh descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+}
+
+/// `TIOCGPTPEER` (`<asm-generic/ioctls.h>`, Linux 4.13), `_IO('T', 0x41)`.
+pub const TIOCGPTPEER: libc::c_ulong = 0x5441;
 
 /// Duplicate the job's descriptor `target` into this process (`O_CLOEXEC`).
 pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, target: i32) -> io::Result<OwnedFd> {

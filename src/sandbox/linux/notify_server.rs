@@ -10,6 +10,11 @@
 //! 2. **Pathname unix sockets**, which Landlock does not restrict: every
 //!    `connect()` is performed by the supervisor on its own copy of the
 //!    job's socket, to an inode it opened and checked.
+//! 3. **Pseudo-terminals the job creates** (where the host's `/dev/pts` is
+//!    shared): Landlock grants only the job's own terminal there, so the
+//!    slave of a pty the job made (`ioctl(master, TIOCGPTPEER)`, what
+//!    glibc's `openpty` does) is opened by the supervisor on its own copy
+//!    of the job's master descriptor and handed over.
 //!
 //! The one rule: after an *allow* decision the supervisor performs the
 //! operation itself, with its own copy of every argument (copied once) and
@@ -154,6 +159,9 @@ struct Shared {
     audit: bool,
     /// Which non-unix connects are performed (`NetConnect`).
     net_connect: NetConnect,
+    /// Open the slave of a pseudo-terminal whose master the job holds
+    /// (`NotifyPlan::pty_peer`).
+    pty_peer: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -197,6 +205,7 @@ enum Answer {
     Fd {
         fd: OwnedFd,
         cloexec: bool,
+        reason: Reason,
         /// To undo the creation if the descriptor cannot be installed.
         undo: Option<(usize, CString)>,
     },
@@ -279,6 +288,7 @@ impl Shared {
             denied,
             audit: plan.audit,
             net_connect: plan.net_connect,
+            pty_peer: plan.pty_peer,
             broker: plan.broker_unix_connect,
             rules,
             resolved: std::sync::OnceLock::new(),
@@ -306,6 +316,9 @@ impl Shared {
                     }
                     Err(answer) => (answer, path),
                 }
+            }
+            Call::Ioctl if self.pty_peer && n.args[1] as u32 == sys::TIOCGPTPEER as u32 => {
+                (self.pty_peer(&n), None)
             }
             call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
@@ -413,7 +426,12 @@ impl Shared {
                 let _ = l.respond_value(n.id, v);
                 (Decision::Emulated, reason)
             }
-            Answer::Fd { fd, cloexec, undo } => {
+            Answer::Fd {
+                fd,
+                cloexec,
+                reason,
+                undo,
+            } => {
                 match l.add_fd_send(n.id, fd.as_fd(), cloexec) {
                     Ok(_) => {}
                     Err(e) => {
@@ -432,7 +450,7 @@ impl Shared {
                         let _ = l.respond_errno(n.id, sys::errno_of(&e));
                     }
                 }
-                (Decision::Emulated, Reason::CarvedDir)
+                (Decision::Emulated, reason)
             }
         };
         // "The kernel handled it" carries no information and is by far the
@@ -452,6 +470,47 @@ impl Shared {
             process,
             time: std::time::SystemTime::now(),
         });
+    }
+
+    // ----- the slave of a pseudo-terminal the job created ----------------
+
+    /// `ioctl(master, TIOCGPTPEER, flags)`. The descriptor number and the
+    /// flags are registers, not memory, so nothing the job can still change
+    /// is read. The supervisor takes the job's descriptor (the same open
+    /// file: a master the job holds is a terminal it already controls
+    /// entirely) and performs the ioctl on it itself; the kernel checks that
+    /// it is a master. Whatever is unclear is left to the kernel (CONTINUE),
+    /// where Landlock refuses the slave of any terminal but the job's own.
+    fn pty_peer(&self, n: &Notif) -> Answer {
+        let Ok(master) = i32::try_from(n.args[0] as u32) else {
+            return Answer::Continue(Reason::Unsupported);
+        };
+        let flags = n.args[2] as u32 as i32;
+        let kept = libc::O_ACCMODE | libc::O_NOCTTY | libc::O_NONBLOCK | libc::O_CLOEXEC;
+        if flags & !kept != 0 || flags & libc::O_ACCMODE == libc::O_ACCMODE {
+            return Answer::Continue(Reason::Unsupported);
+        }
+        let Ok(pidfd) = sys::pidfd_open_thread(n.tid) else {
+            return self.stale_or(n, Answer::Continue(Reason::Unreadable));
+        };
+        let ours = match sys::pidfd_getfd(pidfd.as_fd(), master) {
+            Ok(fd) => fd,
+            Err(_) => return self.stale_or(n, Answer::Continue(Reason::Unreadable)),
+        };
+        // The thread was alive and blocked in this call throughout: the
+        // descriptor is the one it passed.
+        if !self.listener.id_valid(n.id) {
+            return Answer::Drop;
+        }
+        match sys::pty_peer(ours.as_fd(), flags & !libc::O_CLOEXEC) {
+            Ok(slave) => Answer::Fd {
+                fd: slave,
+                cloexec: flags & libc::O_CLOEXEC != 0,
+                reason: Reason::OwnPty,
+                undo: None,
+            },
+            Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::OwnPty),
+        }
     }
 
     // ----- creations in carved directories -------------------------------
@@ -541,6 +600,7 @@ impl Shared {
                 Answer::Fd {
                     fd,
                     cloexec: flags & c::O_CLOEXEC != 0,
+                    reason: Reason::CarvedDir,
                     undo: Some((target.carved, name)),
                 }
             }
@@ -675,6 +735,7 @@ impl Shared {
         Some(Answer::Fd {
             fd,
             cloexec: flags & c::O_CLOEXEC != 0,
+            reason: Reason::CarvedDir,
             undo: None,
         })
     }
