@@ -28,4 +28,5 @@ pub mod probe;
 pub mod report;
 pub mod sandbox;
 pub mod supervisor;
+pub mod text;
 pub mod verify;

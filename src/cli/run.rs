@@ -12,7 +12,7 @@ use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions};
 use crate::policy::{self, LoadRequest, Overrides};
 use crate::supervisor::output::OutputCopier;
-use crate::{exit, host, sandbox, supervisor};
+use crate::{exit, host, sandbox, supervisor, text};
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     // `run` writes reports only when asked, and its status is always the
@@ -246,7 +246,13 @@ fn tell(session: &supervisor::Session, audit: bool) {
         let names: Vec<String> = session
             .escaped
             .iter()
-            .map(|p| format!("{} ({})", p.pid, p.argv.first().unwrap_or(&p.exe)))
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.pid,
+                    text::name(p.argv.first().unwrap_or(&p.exe))
+                )
+            })
             .collect();
         eprintln!(
             "vetto: killed {} process(es) the command left running: {}",
@@ -258,7 +264,7 @@ fn tell(session: &supervisor::Session, audit: bool) {
         let names: Vec<String> = session
             .scrubbed
             .iter()
-            .map(|p| p.display().to_string())
+            .map(|p| text::path_name(p))
             .collect();
         eprintln!(
             "vetto: removed what the command left in shared directories: {}",
@@ -270,8 +276,8 @@ fn tell(session: &supervisor::Session, audit: bool) {
             .secret_reads
             .iter()
             .map(|r| match r.count {
-                1 => r.path.display().to_string(),
-                n => format!("{} ({n}×)", r.path.display()),
+                1 => text::path_name(&r.path),
+                n => format!("{} ({n}×)", text::path_name(&r.path)),
             })
             .collect();
         let more = match session.secret_reads_unlisted {

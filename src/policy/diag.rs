@@ -27,31 +27,45 @@ pub struct Location {
     pub width: usize,
 }
 
+/// Diagnostics quote the policy file (its lines, its keys and values), and
+/// a policy can come from a pull request: every part is shown with
+/// [`crate::text::escape`], so that a key like `"x\n::add-mask::…"` or an
+/// escape sequence cannot start a line of the CI log or drive the terminal.
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::text::escape;
+        let source = escape(&self.source);
+        let message = escape(&self.message);
         match &self.location {
             Some(loc) => {
-                writeln!(
-                    f,
-                    "{}:{}:{}: error: {}",
-                    self.source, loc.line, loc.col, self.message
-                )?;
+                writeln!(f, "{source}:{}:{}: error: {message}", loc.line, loc.col)?;
                 let num = loc.line.to_string();
                 let pad = " ".repeat(num.len());
                 writeln!(f, "{pad} |")?;
-                writeln!(f, "{num} | {}", loc.text)?;
-                let lead: String = loc
+                writeln!(f, "{num} | {}", escape(&loc.text))?;
+                // Under the escaped text: as wide as the escapes.
+                let before: String = loc
                     .text
                     .chars()
                     .take(loc.col.saturating_sub(1) as usize)
-                    .map(|c| if c == '\t' { '\t' } else { ' ' })
                     .collect();
-                write!(f, "{pad} | {lead}{}", "^".repeat(loc.width.max(1)))?;
+                let marked: String = loc
+                    .text
+                    .chars()
+                    .skip(loc.col.saturating_sub(1) as usize)
+                    .take(loc.width)
+                    .collect();
+                let width = match escape(&marked).chars().count() {
+                    0 => loc.width,
+                    n => n + loc.width.saturating_sub(marked.chars().count()),
+                };
+                let lead = " ".repeat(escape(&before).chars().count());
+                write!(f, "{pad} | {lead}{}", "^".repeat(width.max(1)))?;
             }
-            None => write!(f, "{}: error: {}", self.source, self.message)?,
+            None => write!(f, "{source}: error: {message}")?,
         }
         if let Some(help) = &self.help {
-            write!(f, "\n  = help: {help}")?;
+            write!(f, "\n  = help: {}", escape(help))?;
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use minijinja::{AutoEscape, Environment};
+use minijinja::{AutoEscape, Environment, HtmlEscape, Value};
 use serde::Serialize;
 
 use super::{Finding, Model, ReportError, Verdict, human_bytes, human_ms};
@@ -25,6 +25,17 @@ const STYLE: &str = include_str!("../../templates/style.css");
 pub fn render(model: &Model) -> Result<String, ReportError> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|_| AutoEscape::Html);
+    // Every string shows its control, bidirectional and invisible
+    // characters escaped ([`crate::text::escape`]) before HTML escaping: a
+    // browser would hide an ESC and honour a right-to-left override, so a
+    // name could read as another. (`| safe` values are vetto's own.)
+    env.set_formatter(|out, state, value| match value.as_str() {
+        Some(s) if !value.is_safe() => {
+            let shown = Value::from(crate::text::escape(s).as_ref());
+            minijinja::escape_formatter(out, state, &shown)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    });
     env.add_template("report.html", TEMPLATE)?;
     let view = View::build(model);
     Ok(env
@@ -97,6 +108,9 @@ struct FindingView {
     chain: Vec<String>,
     argv: String,
     cwd: String,
+    /// TOML to copy, HTML-escaped here and shown as it is: its
+    /// backslashes are TOML escapes, and [`Model::suggestion`] leaves no
+    /// control character in it.
     suggestion: String,
     detail: String,
     provenance: String,
@@ -212,7 +226,7 @@ impl View {
                 .collect(),
                 argv: super::shell_join(&v.process.argv),
                 cwd: roots.normalise(&v.process.cwd),
-                suggestion: m.suggestion(f),
+                suggestion: HtmlEscape(&m.suggestion(f)).to_string(),
                 detail: v.detail.clone(),
                 provenance: serde_json::to_value(v.provenance)
                     .ok()
