@@ -245,6 +245,56 @@ pub fn list(items: &[&str]) -> String {
 mod tests {
     use super::*;
 
+    /// A policy from a pull request names a key with a line feed, a
+    /// carriage return and an OSC sequence (TOML escapes make them real).
+    #[test]
+    fn a_policy_key_cannot_forge_a_workflow_command_in_a_diagnostic() {
+        let text =
+            "[filesystem]\n\"x\\n::error title=t::pwned\\r::add-mask::X\\u001b]0;p\\u0007\" = 1\n";
+        let err = match crate::policy::check_text(text) {
+            Err(e) => e.to_string(),
+            Ok(()) => String::new(),
+        };
+        assert!(
+            err.contains("x\\n::error title=t::pwned\\r::add-mask::X\\x1b]0;p\\x07"),
+            "{err}"
+        );
+        assert!(
+            err.split(['\n', '\r'])
+                .all(|l| !l.trim_start().starts_with("::")),
+            "{err}"
+        );
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+        // Raw, the same message would have been a command.
+        let raw = Diagnostic {
+            source: "p.toml".into(),
+            location: None,
+            message: "unknown key `x\n::error title=t::pwned`".into(),
+            help: None,
+        };
+        assert!(raw.message.lines().any(|l| l.starts_with("::error")));
+        assert!(!raw.to_string().lines().any(|l| l.starts_with("::")));
+    }
+
+    #[test]
+    fn the_caret_stays_under_escaped_text() {
+        let d = Diagnostic {
+            source: "p.toml".into(),
+            location: Some(Location {
+                line: 1,
+                col: 3,
+                text: "\t\tkey = 1".into(),
+                width: 3,
+            }),
+            message: "m".into(),
+            help: None,
+        };
+        let s = d.to_string();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[2], "1 | \\t\\tkey = 1");
+        assert_eq!(lines[3], "  |     ^^^");
+    }
+
     #[test]
     fn locate_counts_lines_and_chars() {
         let src = SourceRef {

@@ -535,6 +535,27 @@ mod tests {
     }
 
     #[test]
+    fn control_and_bidi_characters_in_names_are_shown_escaped() {
+        let mut events = fixture::attack_session();
+        for e in &mut events {
+            if let crate::events::Event::Violation(v) = e
+                && let crate::events::Target::Path { path } = &mut v.target
+            {
+                *path = std::path::PathBuf::from("/work/app/\u{202e}txt.exe\x1b]0;p\x07\u{9b}");
+            }
+        }
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let html = render(&crate::report::Model::build(&log).unwrap()).unwrap();
+        assert!(
+            html.contains("\\u{202e}txt.exe\\x1b]0;p\\x07\\u{9b}"),
+            "not shown escaped"
+        );
+        for c in ['\u{202e}', '\x1b', '\x07', '\u{9b}'] {
+            assert!(!html.contains(c), "raw {c:?} in the page");
+        }
+    }
+
+    #[test]
     fn the_page_is_self_contained_and_locked_down() {
         let html = render(&fixture::attack_model()).unwrap();
         assert!(html.contains(
