@@ -29,5 +29,6 @@ pub mod report;
 pub mod sandbox;
 pub mod session;
 pub mod supervisor;
+pub mod text;
 pub mod tier;
 pub mod verify;

@@ -221,7 +221,11 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("vetto: error: {e:#}");
+            // The chain can quote what a file or a session log held.
+            eprintln!(
+                "vetto: error: {}",
+                crate::text::escape_lines(&format!("{e:#}"))
+            );
             ExitCode::from(exit::REFUSED)
         }
     }

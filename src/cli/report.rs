@@ -18,7 +18,7 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "vetto: warning: {} line(s) of the session log could not be read (first: line {}: {})",
             log.skipped.len(),
             log.skipped[0].line,
-            log.skipped[0].reason
+            crate::text::escape(&log.skipped[0].reason)
         );
     }
     let model =

@@ -27,31 +27,45 @@ pub struct Location {
     pub width: usize,
 }
 
+/// Diagnostics quote the policy file (its lines, its keys and values), and
+/// a policy can come from a pull request: every part is shown with
+/// [`crate::text::escape`], so that a key like `"x\n::add-mask::…"` or an
+/// escape sequence cannot start a line of the CI log or drive the terminal.
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::text::escape;
+        let source = escape(&self.source);
+        let message = escape(&self.message);
         match &self.location {
             Some(loc) => {
-                writeln!(
-                    f,
-                    "{}:{}:{}: error: {}",
-                    self.source, loc.line, loc.col, self.message
-                )?;
+                writeln!(f, "{source}:{}:{}: error: {message}", loc.line, loc.col)?;
                 let num = loc.line.to_string();
                 let pad = " ".repeat(num.len());
                 writeln!(f, "{pad} |")?;
-                writeln!(f, "{num} | {}", loc.text)?;
-                let lead: String = loc
+                writeln!(f, "{num} | {}", escape(&loc.text))?;
+                // Under the escaped text: as wide as the escapes.
+                let before: String = loc
                     .text
                     .chars()
                     .take(loc.col.saturating_sub(1) as usize)
-                    .map(|c| if c == '\t' { '\t' } else { ' ' })
                     .collect();
-                write!(f, "{pad} | {lead}{}", "^".repeat(loc.width.max(1)))?;
+                let marked: String = loc
+                    .text
+                    .chars()
+                    .skip(loc.col.saturating_sub(1) as usize)
+                    .take(loc.width)
+                    .collect();
+                let width = match escape(&marked).chars().count() {
+                    0 => loc.width,
+                    n => n + loc.width.saturating_sub(marked.chars().count()),
+                };
+                let lead = " ".repeat(escape(&before).chars().count());
+                write!(f, "{pad} | {lead}{}", "^".repeat(width.max(1)))?;
             }
-            None => write!(f, "{}: error: {}", self.source, self.message)?,
+            None => write!(f, "{source}: error: {message}")?,
         }
         if let Some(help) = &self.help {
-            write!(f, "\n  = help: {help}")?;
+            write!(f, "\n  = help: {}", escape(help))?;
         }
         Ok(())
     }
@@ -230,6 +244,56 @@ pub fn list(items: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A policy from a pull request names a key with a line feed, a
+    /// carriage return and an OSC sequence (TOML escapes make them real).
+    #[test]
+    fn a_policy_key_cannot_forge_a_workflow_command_in_a_diagnostic() {
+        let text =
+            "[filesystem]\n\"x\\n::error title=t::pwned\\r::add-mask::X\\u001b]0;p\\u0007\" = 1\n";
+        let err = match crate::policy::check_text(text) {
+            Err(e) => e.to_string(),
+            Ok(()) => String::new(),
+        };
+        assert!(
+            err.contains("x\\n::error title=t::pwned\\r::add-mask::X\\x1b]0;p\\x07"),
+            "{err}"
+        );
+        assert!(
+            err.split(['\n', '\r'])
+                .all(|l| !l.trim_start().starts_with("::")),
+            "{err}"
+        );
+        assert!(!err.chars().any(|c| c.is_control() && c != '\n'), "{err:?}");
+        // Raw, the same message would have been a command.
+        let raw = Diagnostic {
+            source: "p.toml".into(),
+            location: None,
+            message: "unknown key `x\n::error title=t::pwned`".into(),
+            help: None,
+        };
+        assert!(raw.message.lines().any(|l| l.starts_with("::error")));
+        assert!(!raw.to_string().lines().any(|l| l.starts_with("::")));
+    }
+
+    #[test]
+    fn the_caret_stays_under_escaped_text() {
+        let d = Diagnostic {
+            source: "p.toml".into(),
+            location: Some(Location {
+                line: 1,
+                col: 3,
+                text: "\t\tkey = 1".into(),
+                width: 3,
+            }),
+            message: "m".into(),
+            help: None,
+        };
+        let s = d.to_string();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[2], "1 | \\t\\tkey = 1");
+        assert_eq!(lines[3], "  |     ^^^");
+    }
 
     #[test]
     fn locate_counts_lines_and_chars() {

@@ -1,12 +1,28 @@
 //! GitHub Actions workflow commands: annotations for the top findings, and
 //! neutralisation of workflow commands forged by the job's own output.
 //!
-//! The runner reads commands from every line a step prints: `::cmd k=v::data`
-//! at the start of a line, and the legacy `##[cmd k=v;]data` anywhere in a
-//! line. A sandboxed job that can print `::add-mask::`, `::stop-commands::`,
-//! `::add-path::` or `##[set-env name=X;]…` could hide output or (where
-//! unsafe commands are enabled) change later steps. vetto, which sits
-//! outside the sandbox, rewrites such lines before they reach the runner.
+//! The runner reads the output of a step line by line (.NET's
+//! `StreamReader.ReadLine`: a line ends at a line feed, a carriage return
+//! or both) and executes `::cmd k=v::data` at the start of a line (after
+//! blanks), and the legacy `##[cmd k=v;]data` anywhere in a line. A
+//! sandboxed job that can print `::add-mask::`, `::stop-commands::`,
+//! `::add-path::` or `##[set-env name=X;]…` could hide output, turn off
+//! command processing, or (where unsafe commands are enabled) change later
+//! steps. vetto, which sits outside the sandbox, rewrites such lines before
+//! they reach the runner ([`Neutraliser`]); what vetto prints itself from
+//! the job's side is escaped ([`escape_data`], [`crate::text`]).
+//!
+//! vetto does not fence the job's output with its own
+//! `::stop-commands::TOKEN` … `::TOKEN::`: the runner reads stdout and
+//! stderr on two threads and takes the stderr lines of each batch first,
+//! so the fence cannot be placed before or after the job's stderr; and a
+//! vetto killed inside the fence (cancellation, the step's timeout, the
+//! OOM killer) would leave command processing off for the rest of the
+//! step, so that a later `::add-mask::` of the workflow's own script is
+//! ignored and its secret printed in clear. The neutraliser covers both
+//! streams at every position and fails closed.
+
+use std::io::Write;
 
 use super::Model;
 use super::sarif::locate;
@@ -16,9 +32,14 @@ use crate::events::rule_id::Level;
 /// 10 warnings per step anyway).
 pub const TOP: usize = 10;
 
-/// Escape workflow-command data (the part after `::`).
+/// Escape workflow-command data (the part after `::`): control and
+/// invisible characters shown visibly ([`crate::text::escape`]: an ESC or
+/// a C1 byte would reach the raw log and the terminal of whoever reads
+/// it; the runner un-escapes only `%25`, `%0D` and `%0A`), then `%`, CR
+/// and LF as GitHub's toolkit escapes them.
 pub fn escape_data(s: &str) -> String {
-    s.replace('%', "%25")
+    crate::text::escape(s)
+        .replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }
@@ -70,19 +91,39 @@ pub fn render(model: &Model, top: usize) -> Vec<String> {
         .collect()
 }
 
+/// Print [`render`]'s lines to `out` (vetto's stdout, which the runner
+/// reads). They begin on a line of their own: the job may have left its
+/// last line open, and `x::error …` is no command.
+pub fn print(out: &mut impl Write, model: &Model, top: usize) -> std::io::Result<()> {
+    writeln!(out)?;
+    for line in render(model, top) {
+        writeln!(out, "{line}")?;
+    }
+    out.flush()
+}
+
 /// The zero-width space [`Neutraliser`] inserts, as bytes.
 const ZWSP: &[u8] = "\u{200B}".as_bytes();
 
 /// The job's output as a byte stream, with every workflow command the
 /// runner would read in it broken: a zero-width space breaks the `::` /
-/// `##[` marker while the line still reads the same. Bytes pass through unchanged and as soon as they
-/// arrive (a prompt or a progress bar without a newline is not held
-/// back), except that a zero-width space goes between the colons of `::`
-/// at the start of a line (after blanks) and between `##` and `[`
-/// anywhere; only an incomplete UTF-8 character in a line's leading blanks
-/// waits for its next bytes. Memory stays bounded whatever the job prints
-/// (no line is ever buffered whole), and bytes that are not UTF-8 pass
-/// untouched.
+/// `##[` marker while the line still reads the same. Bytes pass through
+/// unchanged and as soon as they arrive (a prompt or a progress bar without
+/// a newline is not held back), except that a zero-width space goes
+/// between the colons of `::` at the start of a line (after blanks) and
+/// between `##` and `[` anywhere; only an incomplete UTF-8 character in a
+/// line's leading blanks waits for its next bytes.
+///
+/// A line starts at the start of the stream and after every character
+/// that a reader of the log could take for a line break: line feed and
+/// carriage return (the runner's `ReadLine` splits at both, so
+/// `ok\r::add-mask::X` is two lines to it), and, to be safe with any other
+/// reader, vertical tab, form feed, NEL (U+0085) and the line and paragraph
+/// separators (U+2028, U+2029). The state that decides it (at most the
+/// last two bytes, and a split character's first bytes) is carried from
+/// one read to the next, so a split anywhere changes nothing. Memory stays
+/// bounded whatever the job prints (no line is ever buffered whole), and
+/// bytes that are not UTF-8 pass untouched.
 #[derive(Debug, Clone)]
 pub struct Neutraliser {
     /// Only blanks so far on this line: a `::` here is a command.
@@ -91,6 +132,9 @@ pub struct Neutraliser {
     colon: bool,
     /// `#`s at the end of what went out (at most 2 counted).
     hashes: u8,
+    /// The last two bytes of the input, oldest first: the start of a
+    /// multi-byte line break that may end in the next read.
+    last: [u8; 2],
     /// The start of a character in a line's blanks whose rest has not
     /// arrived yet (at most 3 bytes).
     carry: Vec<u8>,
@@ -102,6 +146,7 @@ impl Default for Neutraliser {
             blank: true,
             colon: false,
             hashes: 0,
+            last: [0; 2],
             carry: Vec::new(),
         }
     }
@@ -124,6 +169,9 @@ impl Neutraliser {
             if self.blank {
                 match leading_char(&data[i..]) {
                     Lead::Blank(len) => {
+                        for &b in &data[i..i + len] {
+                            self.note(b);
+                        }
                         out.extend_from_slice(&data[i..i + len]);
                         i += len;
                         self.hashes = 0;
@@ -136,6 +184,7 @@ impl Neutraliser {
                     Lead::Other => {
                         self.blank = false;
                         if data[i] == b':' {
+                            self.note(b':');
                             out.push(b':');
                             i += 1;
                             self.colon = true;
@@ -158,11 +207,25 @@ impl Neutraliser {
             } else {
                 0
             };
-            if b == b'\n' {
+            if self.note(b) {
                 self.blank = true;
             }
             i += 1;
         }
+    }
+
+    /// Remember input byte `b`; true when it ends a line break.
+    fn note(&mut self, b: u8) -> bool {
+        let breaks = match b {
+            b'\n' | b'\r' | 0x0b | 0x0c => true,
+            // NEL (C2 85), LINE SEPARATOR (E2 80 A8), PARAGRAPH SEPARATOR
+            // (E2 80 A9).
+            0x85 => self.last[1] == 0xc2,
+            0xa8 | 0xa9 => self.last == [0xe2, 0x80],
+            _ => false,
+        };
+        self.last = [self.last[1], b];
+        breaks
     }
 
     /// At the end of the stream: what was held back.
@@ -240,40 +303,6 @@ pub fn copy_neutralised(
     Ok(total)
 }
 
-/// `::stop-commands::TOKEN` / `::TOKEN::`: the runner ignores every command
-/// between the two lines. vetto prints the first before the job and the
-/// second after it, with a token the job cannot guess, as a second wall
-/// behind [`Neutraliser`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StopCommands {
-    token: String,
-}
-
-impl StopCommands {
-    pub fn new() -> Self {
-        use std::hash::{BuildHasher, RandomState};
-        let a = RandomState::new().hash_one(std::time::SystemTime::now());
-        let b = RandomState::new().hash_one(std::process::id());
-        StopCommands {
-            token: format!("vetto-{a:016x}{b:016x}"),
-        }
-    }
-
-    pub fn begin(&self) -> String {
-        format!("::stop-commands::{}", self.token)
-    }
-
-    pub fn end(&self) -> String {
-        format!("::{}::", self.token)
-    }
-}
-
-impl Default for StopCommands {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,6 +358,76 @@ mod tests {
         line.trim_start().starts_with("::") || line.contains("##[")
     }
 
+    /// The lines as the runner reads them (`StreamReader.ReadLine`: a
+    /// line ends at LF, CR or CRLF), and as a more eager reader would
+    /// (any Unicode line break).
+    fn runner_lines(text: &str) -> Vec<&str> {
+        text.split(['\n', '\r', '\x0b', '\x0c', '\u{85}', '\u{2028}', '\u{2029}'])
+            .collect()
+    }
+
+    /// Any line, split as the runner would, that it executes.
+    fn any_command(text: &str) -> bool {
+        runner_lines(text).into_iter().any(runner_sees_command)
+    }
+
+    #[test]
+    fn a_carriage_return_starts_a_line_for_the_runner() {
+        for forged in [
+            "ok\r::add-mask::X",
+            "50%\r::error::fake",
+            "x\r\n::warning title=t::y",
+            "a\x0b::add-path::/tmp",
+            "a\x0c::set-env name=A::1",
+            "a\u{85}::add-mask::X",
+            "a\u{2028}::add-mask::X",
+            "a\u{2029} ::add-mask::X",
+            "a\r \u{a0}::stop-commands::t",
+        ] {
+            // Raw, the runner (or a reader splitting at every line break)
+            // would execute it.
+            assert!(any_command(forged), "{forged:?}");
+            let out = neutralise_line(forged);
+            assert!(!any_command(&out), "{forged:?} -> {out:?}");
+            assert_eq!(
+                out.replace('\u{200B}', ""),
+                forged,
+                "only zero-width spaces are added"
+            );
+        }
+        // `\r::` in the middle of a line used to pass untouched.
+        assert_eq!(
+            neutralise_line("ok\r::add-mask::X"),
+            "ok\r:\u{200B}:add-mask::X"
+        );
+    }
+
+    #[test]
+    fn a_line_break_split_across_reads_still_starts_a_line() {
+        let input = "ok\r::add-mask::X\nb\u{2028}::error::e\nc\u{85}::warning::w\n\
+                     d\r\n::notice::n\ne\u{2029}\u{2028}::debug::d";
+        let bytes = input.as_bytes();
+        assert!(any_command(input));
+        for i in 0..=bytes.len() {
+            for j in i..=bytes.len() {
+                let out = stream(&[&bytes[..i], &bytes[i..j], &bytes[j..]]);
+                let text = String::from_utf8(out).unwrap_or_default();
+                assert!(!any_command(&text), "split {i},{j}: {text:?}");
+                assert_eq!(text.replace('\u{200B}', ""), input, "split {i},{j}");
+            }
+        }
+    }
+
+    #[test]
+    fn escape_sequences_in_the_output_pass_but_commands_do_not() {
+        // The job's own output is its own (colours, progress bars): only
+        // the runner's commands are broken, whatever precedes them.
+        let input = "\x1b[31mred\x1b[0m\r::add-mask::X\n\x1b]0;title\x07";
+        let out = neutralise_line(input);
+        assert!(!any_command(&out), "{out:?}");
+        assert!(out.starts_with("\x1b[31mred\x1b[0m\r:\u{200B}:"), "{out:?}");
+    }
+
     fn stream(chunks: &[&[u8]]) -> Vec<u8> {
         let mut n = Neutraliser::default();
         let mut out = Vec::new();
@@ -351,7 +450,7 @@ mod tests {
             for j in i..=bytes.len() {
                 let out = stream(&[&bytes[..i], &bytes[i..j], &bytes[j..]]);
                 let text = String::from_utf8(out.clone()).unwrap_or_default();
-                for line in text.split('\n') {
+                for line in runner_lines(&text) {
                     assert!(!runner_sees_command(line), "split {i},{j}: {line:?}");
                 }
                 assert_eq!(
@@ -423,8 +522,20 @@ mod tests {
 
     #[test]
     fn annotation_properties_are_escaped() {
-        assert_eq!(escape_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
-        assert_eq!(escape_data("50%\r\nx"), "50%25%0D%0Ax");
+        assert_eq!(escape_property("a:b,c%\n"), "a%3Ab%2Cc%25\\n");
+        assert_eq!(escape_data("50%\r\nx"), "50%25\\r\\nx");
+    }
+
+    #[test]
+    fn annotation_data_shows_escape_sequences_and_line_breaks() {
+        let data = escape_data("/work/a\x1b]0;pwned\x07\u{9b}2J\n::warning::x\r%");
+        assert_eq!(
+            data,
+            "/work/a\\x1b]0;pwned\\x07\\u{9b}2J\\n::warning::x\\r%25"
+        );
+        assert!(!data.chars().any(char::is_control));
+        let prop = escape_property("t\x1b:1,2");
+        assert_eq!(prop, "t\\x1b%3A1%2C2");
     }
 
     #[test]
@@ -436,12 +547,5 @@ mod tests {
                 .iter()
                 .all(|l| l.starts_with("::error file=") && !l.contains('\n'))
         );
-    }
-
-    #[test]
-    fn stop_commands_tokens_are_unpredictable() {
-        let (a, b) = (StopCommands::new(), StopCommands::new());
-        assert_ne!(a, b);
-        assert!(a.begin().starts_with("::stop-commands::vetto-"));
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use minijinja::{AutoEscape, Environment};
+use minijinja::{AutoEscape, Environment, HtmlEscape, Value};
 use serde::Serialize;
 
 use super::{Finding, Model, ReportError, Verdict, human_bytes, human_ms};
@@ -25,6 +25,17 @@ const STYLE: &str = include_str!("../../templates/style.css");
 pub fn render(model: &Model) -> Result<String, ReportError> {
     let mut env = Environment::new();
     env.set_auto_escape_callback(|_| AutoEscape::Html);
+    // Every string shows its control, bidirectional and invisible
+    // characters escaped ([`crate::text::escape`]) before HTML escaping: a
+    // browser would hide an ESC and honour a right-to-left override, so a
+    // name could read as another. (`| safe` values are vetto's own.)
+    env.set_formatter(|out, state, value| match value.as_str() {
+        Some(s) if !value.is_safe() => {
+            let shown = Value::from(crate::text::escape(s).as_ref());
+            minijinja::escape_formatter(out, state, &shown)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    });
     env.add_template("report.html", TEMPLATE)?;
     let view = View::build(model);
     Ok(env
@@ -97,6 +108,9 @@ struct FindingView {
     chain: Vec<String>,
     argv: String,
     cwd: String,
+    /// TOML to copy, HTML-escaped here and shown as it is: its
+    /// backslashes are TOML escapes, and [`Model::suggestion`] leaves no
+    /// control character in it.
     suggestion: String,
     detail: String,
     provenance: String,
@@ -212,7 +226,7 @@ impl View {
                 .collect(),
                 argv: super::shell_join(&v.process.argv),
                 cwd: roots.normalise(&v.process.cwd),
-                suggestion: m.suggestion(f),
+                suggestion: HtmlEscape(&m.suggestion(f)).to_string(),
                 detail: v.detail.clone(),
                 provenance: serde_json::to_value(v.provenance)
                     .ok()
@@ -518,6 +532,27 @@ mod tests {
             "unescaped <script> in the report"
         );
         assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    #[test]
+    fn control_and_bidi_characters_in_names_are_shown_escaped() {
+        let mut events = fixture::attack_session();
+        for e in &mut events {
+            if let crate::events::Event::Violation(v) = e
+                && let crate::events::Target::Path { path } = &mut v.target
+            {
+                *path = std::path::PathBuf::from("/work/app/\u{202e}txt.exe\x1b]0;p\x07\u{9b}");
+            }
+        }
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let html = render(&crate::report::Model::build(&log).unwrap()).unwrap();
+        assert!(
+            html.contains("\\u{202e}txt.exe\\x1b]0;p\\x07\\u{9b}"),
+            "not shown escaped"
+        );
+        for c in ['\u{202e}', '\x1b', '\x07', '\u{9b}'] {
+            assert!(!html.contains(c), "raw {c:?} in the page");
+        }
     }
 
     #[test]

@@ -292,7 +292,7 @@ impl Model {
             }
             RuleId::SecretEnvWithheld => match &v.target {
                 crate::events::Target::EnvVar { name } => {
-                    format!("[env] pass_secret = [\"{name}\"]")
+                    format!("[env] pass_secret = [\"{}\"]", suggest::toml_basic(name))
                 }
                 _ => "[env] pass_secret = [\"<NAME>\"]".into(),
             },

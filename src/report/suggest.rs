@@ -81,8 +81,26 @@ pub(crate) fn written(path: &Path, roots: &Roots) -> String {
         (None, Some(h)) => format!("~/{}", h.display()),
         _ => path.display().to_string(),
     };
-    // TOML basic string: escape what must be.
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+    toml_basic(&s)
+}
+
+/// The inside of a TOML basic string naming the same text: `\\` and `"`
+/// escaped, and every character [`crate::text::escape`] would show (a
+/// control, a line break, a bidirectional override) as `\\uXXXX` — valid
+/// TOML for the very same path, and one line on the terminal that prints it.
+pub(crate) fn toml_basic(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c if crate::text::needs_escape(c) => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn render(needs: &Needs, sessions: usize) -> String {
@@ -100,7 +118,7 @@ fn render(needs: &Needs, sessions: usize) -> String {
     if !write.is_empty() {
         let _ = writeln!(out, "\n[filesystem]\nwrite = [");
         for (path, (count, who)) in write {
-            let who = who.replace('\n', " ");
+            let who = crate::text::name(who);
             let _ = writeln!(out, "    \"{path}\", # ×{count}, by {who}");
         }
         let _ = writeln!(out, "]");
@@ -109,13 +127,13 @@ fn render(needs: &Needs, sessions: usize) -> String {
         let _ = writeln!(
             out,
             "\n[network]\n# ×{count}, by {}: prefer naming the hosts once filtered egress is available\nmode = \"host\"",
-            who.replace('\n', " ")
+            crate::text::name(who)
         );
     }
     if !needs.refused.is_empty() {
         let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");
         for (what, count) in &needs.refused {
-            let _ = writeln!(out, "#   {} (×{count})", what.replace('\n', " "));
+            let _ = writeln!(out, "#   {} (×{count})", crate::text::escape(what));
         }
     }
     out
@@ -138,5 +156,53 @@ mod tests {
         );
         // The result is a valid policy.
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// A directory name that, printed raw, would end the TOML string and
+    /// add a table, and drive the terminal and the CI log.
+    const HOSTILE_DIR: &str =
+        "/work/app/d\"\n]\n[network]\nmode = \"host\"\n#\x1b]0;x\x07\r::error::e\u{202e}";
+
+    #[test]
+    fn hostile_paths_in_a_session_log_cannot_break_out_of_the_suggestion() {
+        let mut events = fixture::attack_session();
+        for e in &mut events {
+            if let crate::events::Event::Violation(v) = e {
+                if let Target::Path { path } = &mut v.target {
+                    *path = PathBuf::from(format!("{HOSTILE_DIR}/f"));
+                }
+                v.process.exe = PathBuf::from("/bin/sh\n::add-mask::X\x1b[2J");
+                v.attribution = None;
+            }
+        }
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        assert!(
+            !toml
+                .chars()
+                .any(|c| !matches!(c, '\n' | '\\') && crate::text::needs_escape(c)),
+            "{toml:?}"
+        );
+        // No line of the name's own: the one `[network]` is the fixture's
+        // network finding.
+        assert!(toml.lines().all(|l| !l.starts_with("::")), "{toml}");
+        assert_eq!(
+            toml.lines().filter(|l| *l == "[network]").count(),
+            1,
+            "{toml}"
+        );
+        // Still a valid policy, naming the very same directory.
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+        let parsed: toml::Table = toml::from_str(&toml).unwrap_or_default();
+        let write: Vec<String> = parsed
+            .get("filesystem")
+            .and_then(|f| f.get("write"))
+            .and_then(|w| w.as_array())
+            .map(|w| {
+                w.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(write.iter().any(|w| w == HOSTILE_DIR), "{write:?}\n{toml}");
     }
 }

@@ -141,17 +141,12 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
     out
 }
 
-/// Untrusted text as an inline code span inside a table cell.
+/// Untrusted text as an inline code span inside a table cell: control,
+/// bidirectional and invisible characters shown escaped
+/// ([`crate::text::escape`]), a backtick (which would end the span) as `'`,
+/// a pipe (which would end the cell, even inside a span) as `\|`.
 pub fn code(s: &str) -> String {
-    let clean: String = s
-        .chars()
-        .map(|c| match c {
-            '`' => '\'',
-            '\n' | '\r' => '⏎',
-            c if c.is_control() => '�',
-            c => c,
-        })
-        .collect();
+    let clean = crate::text::escape(s).replace('`', "'");
     format!("`{}`", clean.replace('|', "\\|"))
 }
 
@@ -187,7 +182,8 @@ mod tests {
             let before = &line[..line.find("<img").unwrap()];
             assert_eq!(before.matches('`').count() % 2, 1, "{line}");
         }
-        assert_eq!(code("a|b`c\nd"), "`a\\|b'c⏎d`");
+        assert_eq!(code("a|b`c\nd"), "`a\\|b'c\\nd`");
+        assert_eq!(code("\u{202e}fdp.exe\x1b[2J"), "`\\u{202e}fdp.exe\\x1b[2J`");
     }
 
     #[test]

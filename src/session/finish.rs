@@ -12,6 +12,7 @@ use crate::exit::{self, Outcome};
 use crate::report::{
     self, Model, Outputs, annotations, error_chain, human_ms, sarif::SarifOptions,
 };
+use crate::text;
 
 /// `--fail-on`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -71,10 +72,7 @@ pub fn finish(outcome: Outcome, session_log: &Path, opts: &ReportOptions) -> Exi
     if let Some(model) = &model {
         write_reports(model, session_log, opts, status);
         if opts.annotations {
-            let mut out = std::io::stdout().lock();
-            for line in annotations::render(model, annotations::TOP) {
-                let _ = writeln!(out, "{line}");
-            }
+            let _ = annotations::print(&mut std::io::stdout().lock(), model, annotations::TOP);
         }
         eprint!("{}", console_summary(model, &opts.report_dir));
     }
@@ -151,14 +149,6 @@ fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.write_all(b"\n")
 }
 
-/// Text from the sandboxed side, safe for a terminal: control characters
-/// (escape sequences that could rewrite the screen or forge output) become `?`.
-fn printable(s: &str) -> String {
-    s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
 /// The one-screen summary printed at the end (≤ ~20 lines).
 pub fn console_summary(model: &Model, report_dir: &Path) -> String {
     use std::fmt::Write as _;
@@ -195,15 +185,12 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
                 Some(p) => roots.normalise(p),
                 None => v.target.display(),
             };
-            let mut target = printable(&target);
-            if target.chars().count() > 60 {
-                target = format!("{}…", target.chars().take(59).collect::<String>());
-            }
+            let target = text::clip(&text::escape(&target), 60).into_owned();
             let _ = writeln!(
                 s,
                 "  {mark} {:<24} {target}  by {}{}",
                 v.rule.as_str(),
-                printable(&f.actor()),
+                text::name(&f.actor()),
                 if f.count > 1 {
                     format!(" ×{}", f.count)
                 } else {
@@ -331,7 +318,26 @@ mod tests {
 
     #[test]
     fn escape_sequences_in_file_names_never_reach_the_terminal() {
-        assert_eq!(printable("a\x1b]0;pwned\x07b\n"), "a?]0;pwned?b?");
+        let mut events = fixture::attack_session();
+        for e in &mut events {
+            if let crate::events::Event::Violation(v) = e
+                && let crate::events::Target::Path { path } = &mut v.target
+            {
+                *path = PathBuf::from(
+                    "/work/app/x\n::warning title=t::\x1b]0;pwned\x07\u{9b}2J\r::error::y",
+                );
+                v.process.exe = PathBuf::from("/bin/\x1b[2Jsh\n::add-mask::X");
+            }
+        }
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let m = Model::build(&log).unwrap();
+        let s = console_summary(&m, Path::new("vetto-report"));
+        assert!(!s.chars().any(|c| c.is_control() && c != '\n'), "{s:?}");
+        assert!(s.lines().all(|l| !l.trim_start().starts_with("::")), "{s}");
+        assert!(
+            s.contains("x\\n::warning title=t::\\x1b]0;pwned\\x07"),
+            "{s}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! What `vetto` tells the user on stderr when the session ends.
 
-use crate::supervisor;
+use crate::{supervisor, text};
 
 /// One line each for what the user should know about the session.
 pub(super) fn tell(session: &supervisor::Session, audit: bool) {
@@ -17,7 +17,13 @@ pub(super) fn tell(session: &supervisor::Session, audit: bool) {
         let names: Vec<String> = session
             .escaped
             .iter()
-            .map(|p| format!("{} ({})", p.pid, p.argv.first().unwrap_or(&p.exe)))
+            .map(|p| {
+                format!(
+                    "{} ({})",
+                    p.pid,
+                    text::name(p.argv.first().unwrap_or(&p.exe))
+                )
+            })
             .collect();
         eprintln!(
             "vetto: killed {} process(es) the command left running: {}",
@@ -29,7 +35,7 @@ pub(super) fn tell(session: &supervisor::Session, audit: bool) {
         let names: Vec<String> = session
             .scrubbed
             .iter()
-            .map(|p| p.display().to_string())
+            .map(|p| text::path_name(p))
             .collect();
         eprintln!(
             "vetto: removed what the command left in shared directories: {}",
@@ -41,8 +47,8 @@ pub(super) fn tell(session: &supervisor::Session, audit: bool) {
             .secret_reads
             .iter()
             .map(|r| match r.count {
-                1 => r.path.display().to_string(),
-                n => format!("{} ({n}×)", r.path.display()),
+                1 => text::path_name(&r.path),
+                n => format!("{} ({n}×)", text::path_name(&r.path)),
             })
             .collect();
         let more = match session.secret_reads_unlisted {

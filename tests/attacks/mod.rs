@@ -15,6 +15,7 @@ mod github_env_inject;
 mod io_uring;
 mod network;
 mod npmrc_exfil;
+mod output_injection;
 mod policy_tamper;
 mod proc_environ;
 mod ptrace;
