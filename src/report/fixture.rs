@@ -56,6 +56,7 @@ pub fn start() -> SessionStart {
                 "deny  ~/.npmrc  (<builtin>/default:9)".into(),
                 "net   off  (<builtin>/default:12)".into(),
             ],
+            ..PolicyInfo::default()
         },
         command: vec!["npm".into(), "ci".into()],
         cwd: PROJECT.into(),
