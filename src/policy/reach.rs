@@ -110,14 +110,16 @@ fn readable(policy: &Policy, path: &Path) -> Result<(), Cause> {
 /// Every target must be readable; the first that is not is the refusal.
 /// A command with several candidates on `PATH` is reachable when one is
 /// (the sandbox's own search skips the others); pass them in `PATH` order.
-pub fn check(policy: &Policy, targets: &[Target]) -> Result<(), Unreachable> {
-    let refuse = |target: &Target, path: &Path, cause| Unreachable {
-        target: target.clone(),
-        path: path.to_path_buf(),
-        cause,
-        blank_slate: policy.provenance.blank_slate.clone(),
+pub fn check(policy: &Policy, targets: &[Target]) -> Result<(), Box<Unreachable>> {
+    let refuse = |target: &Target, path: &Path, cause| {
+        Box::new(Unreachable {
+            target: target.clone(),
+            path: path.to_path_buf(),
+            cause,
+            blank_slate: policy.provenance.blank_slate.clone(),
+        })
     };
-    let mut first_command: Option<Unreachable> = None;
+    let mut first_command: Option<Box<Unreachable>> = None;
     let mut command_ok = false;
     for t in targets {
         match t {

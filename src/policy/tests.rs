@@ -917,6 +917,16 @@ fn policy_ref_reads_the_committed_file_not_the_working_tree() {
     git(&["commit", "-q", "-m", "policy"]);
     // The change under test widens the policy.
     s.write("vetto.toml", "extends = []\n[filesystem]\nread = [\"/\"]\n");
+    // A hostile repository configuration: plain git runs it…
+    let marker = s.project.join("fsmonitor-ran");
+    let hook = format!("touch {}; false", marker.display());
+    git(&["config", "core.fsmonitor", &hook]);
+    git(&["status", "--short"]);
+    assert!(
+        marker.exists(),
+        "control: git status did not run the fsmonitor"
+    );
+    fs::remove_file(&marker).unwrap();
 
     let mut req = s.req(None);
     req.policy_ref = Some("main".into());
@@ -931,6 +941,11 @@ fn policy_ref_reads_the_committed_file_not_the_working_tree() {
     ));
     assert_eq!(p.provenance.working_tree_differs, Some(true));
     assert!(p.provenance.line().contains("from git ref main ("));
+    // … vetto's git does not.
+    assert!(
+        !marker.exists(),
+        "--policy-ref ran the repository's fsmonitor"
+    );
     // The working tree's file stays protected.
     assert_eq!(
         verdict(&p, &s.project.join("vetto.toml")),

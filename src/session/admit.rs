@@ -32,7 +32,7 @@ pub fn reachable(
     plan: &Plan,
     policy: &Policy,
     command: &[std::ffi::OsString],
-) -> Result<(), reach::Unreachable> {
+) -> Result<(), Box<reach::Unreachable>> {
     if plan.landlock.is_none() && plan.namespaces.is_none() {
         return Ok(());
     }
