@@ -103,6 +103,10 @@ pub struct PolicyArgs {
     /// TOML policy (default: vetto.toml at the project root, else the built-in default)
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
+    /// Read the policy file from this git ref (`git show REF:vetto.toml`,
+    /// no checkout), so the change under test cannot widen its own policy
+    #[arg(long = "policy-ref", value_name = "REF")]
+    pub policy_ref: Option<String>,
     /// Project root (default: the git top-level of the working directory)
     #[arg(long, value_name = "DIR")]
     pub project: Option<PathBuf>,

@@ -51,6 +51,7 @@ impl PolicyArgs {
             cwd,
             project: self.project.clone(),
             policy_file: self.policy.clone(),
+            policy_ref: self.policy_ref.clone(),
             home,
             session_tmp: session_tmp.to_path_buf(),
             report_dir: report_dir.map(Path::to_path_buf),

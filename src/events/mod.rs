@@ -223,6 +223,18 @@ pub struct PolicyInfo {
     /// The rules in effect, one line each (`write $PROJECT/target  (vetto.toml:12)`).
     #[serde(default)]
     pub rules: Vec<String>,
+    /// Where the policy file came from (`built-in`, `working-tree`,
+    /// `git-ref`); absent in logs of older vettos.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::policy::PolicyOrigin>,
+    /// The session-start line that said it (`policy vetto.toml (extends
+    /// default) sha256:… from the working tree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+    /// With `--policy-ref`: the working tree's copy of the policy file
+    /// differs from the one in force.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub working_tree_differs: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

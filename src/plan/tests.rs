@@ -230,6 +230,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         limits: Limits::default(),
         env: EnvPolicy::default(),
         min_tier: None,
+        provenance: Default::default(),
     }
 }
 

@@ -214,13 +214,9 @@ fn fmt_size(b: u64) -> String {
 pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "project: {}", policy.project.display());
-    match &policy.policy_file {
-        Some(p) => {
-            let _ = writeln!(o, "policy file: {}", p.display());
-        }
-        None => {
-            let _ = writeln!(o, "policy file: none (the built-in default)");
-        }
+    let _ = writeln!(o, "{}", policy.provenance.line());
+    if let Some(l) = policy.provenance.differs_line() {
+        let _ = writeln!(o, "{l}");
     }
     let _ = writeln!(o, "session tmp: {}", policy.session_tmp.display());
     let _ = writeln!(o, "\nsources (lowest precedence first):");

@@ -4,10 +4,12 @@
 //!    file's `extends` (each preset's own `extends` before it, recursively;
 //!    a preset is applied once, at its first position; a cycle is an error),
 //!    then the `--preset` options (same expansion), then the policy file,
-//!    then the command-line options. With no policy file (none given and no
-//!    `vetto.toml` at the project root) the file is replaced by the
-//!    `default` preset. A policy file without `extends` does NOT get the
-//!    default implicitly.
+//!    then the command-line options. With no policy file (none given, no
+//!    `vetto.toml` at the project root, or none at `--policy-ref`) the
+//!    file is replaced by the `default` preset. A policy file without an
+//!    `extends` key extends `default` (so a comment-only file behaves like
+//!    no file); `extends = []` is the explicit blank slate: only what the
+//!    file itself says.
 //! 2. Lists accumulate over all sources: `read`, `write`, `deny`, `protect`,
 //!    `outputs`, `allow`, `resolve`, `pass`, `withhold`, `pass_secret`.
 //! 3. Scalars are overridden by later sources: `min_tier`, `mode`,
@@ -18,9 +20,10 @@
 //! 5. Rules naming the same path do not conflict: the longest matching
 //!    path decides, and for equal paths Deny > Protect > Write > Read
 //!    (`paths::decide`).
-//! 6. Built-in rules are added last (source `built-in`): the policy file
-//!    and the report directory become `protect` where they would otherwise
-//!    be writable; the files named by `GITHUB_ENV`, `GITHUB_PATH`,
+//! 6. Built-in rules are added last (source `built-in`): the project's
+//!    `vetto.toml`, the `--policy` file and the report directory become
+//!    `protect` where they would otherwise be writable — whether or not
+//!    they exist, so the job can neither change nor plant them; the files named by `GITHUB_ENV`, `GITHUB_PATH`,
 //!    `GITHUB_OUTPUT`, `GITHUB_STATE`, `GITHUB_STEP_SUMMARY` become `deny`,
 //!    and those variable names are always withheld.
 
@@ -234,6 +237,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         limits: Limits::default(),
         env: Default::default(),
         min_tier: None,
+        provenance: Default::default(),
     };
     let mut mode = NetMode::Off;
     let (mut hosts, mut pins) = (Vec::new(), Vec::new());
@@ -270,7 +274,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
 /// Rule 6: the built-in rules.
 pub fn add_built_ins(
     p: &mut Policy,
-    policy_file: Option<&Path>,
+    policy_files: &[Option<&Path>],
     report_dir: Option<&Path>,
     env: &[(String, String)],
     cwd: &Path,
@@ -281,15 +285,17 @@ pub fn add_built_ins(
         col: 0,
         written,
     };
-    for (path, why) in [
-        (policy_file, "the policy file"),
-        (report_dir, "the report directory"),
-    ] {
+    let files = policy_files.iter().map(|f| (*f, "the policy file"));
+    for (path, why) in files.chain([(report_dir, "the report directory")]) {
         let Some(path) = path else { continue };
         let path = super::paths::normalise_abs(&cwd.join(path));
         let writable =
             super::paths::decide_rule(&p.fs, &path).is_some_and(|r| r.access == Access::Write);
-        if writable {
+        let already = p
+            .fs
+            .iter()
+            .any(|r| r.path == path && r.access == Access::Protect && r.origin.source == BUILT_IN);
+        if writable && !already {
             p.fs.push(FsRule {
                 path,
                 access: Access::Protect,

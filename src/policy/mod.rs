@@ -9,11 +9,15 @@
 
 pub mod diag;
 pub mod explain;
+pub mod git_ref;
 pub(crate) mod merge;
 mod model;
 pub mod paths;
 pub mod presets;
+pub mod project;
+mod provenance;
 pub(crate) mod raw;
+pub mod reach;
 pub(crate) mod validate;
 pub(crate) mod vars;
 
@@ -71,6 +75,9 @@ pub struct LoadRequest {
     pub project: Option<PathBuf>,
     /// `--policy`, else `vetto.toml` at the project root if present.
     pub policy_file: Option<PathBuf>,
+    /// `--policy-ref`: read the policy file from this git ref instead of
+    /// the working tree.
+    pub policy_ref: Option<String>,
     /// The caller's home directory (`$HOME`).
     pub home: PathBuf,
     /// The per-session temporary directory (already created).
@@ -108,15 +115,7 @@ pub const PROJECT_POLICY: &str = "vetto.toml";
 /// contains `.git` (a directory or a worktree's file), else `cwd`;
 /// canonicalised.
 pub fn project_root(cwd: &Path, project: Option<&Path>) -> std::io::Result<PathBuf> {
-    let chosen = match project {
-        Some(p) => cwd.join(p),
-        None => cwd
-            .ancestors()
-            .find(|d| d.join(".git").symlink_metadata().is_ok())
-            .unwrap_or(cwd)
-            .to_path_buf(),
-    };
-    std::fs::canonicalize(chosen)
+    project::locate(cwd, project).map(|(p, _)| p)
 }
 
 fn digest(text: &str) -> String {
@@ -143,27 +142,15 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
             return Err(PolicyError::from_diags(diags));
         }
     };
-    let file: Option<(PathBuf, String)> = match &req.policy_file {
-        Some(p) => Some((p.clone(), p.display().to_string())),
-        None => {
-            let p = project.join(PROJECT_POLICY);
-            p.exists().then(|| (p.clone(), p.display().to_string()))
-        }
+    let Some(chosen) = choose_file(req, &project, &mut diags) else {
+        return Err(PolicyError::from_diags(diags));
     };
-    let file_text = match &file {
-        Some((path, shown)) => match std::fs::read_to_string(req.cwd.join(path)) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                diags.plain(
-                    shown.clone(),
-                    format!("cannot read the policy file: {e}"),
-                    None,
-                );
-                return Err(PolicyError::from_diags(diags));
-            }
-        },
-        None => None,
-    };
+    let ChosenFile {
+        file,
+        text: file_text,
+        origin,
+        working_tree_differs,
+    } = chosen;
 
     // Parse every source, presets in merge order first.
     let mut order: Vec<PresetSource> = Vec::new();
@@ -174,6 +161,17 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         .map(|((_, shown), text)| SourceRef { name: shown, text });
     let file_raw = file_src.map(|src| {
         let raw = raw::parse(src, &mut diags);
+        // No `extends` means the default; `extends = []` means nothing.
+        if raw.extends_at.is_none() {
+            merge::add_preset(
+                presets::PRESETS,
+                "default",
+                Asker::Option,
+                &mut stack,
+                &mut order,
+                &mut diags,
+            );
+        }
         for e in &raw.extends {
             merge::add_preset(
                 presets::PRESETS,
@@ -267,17 +265,176 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         return Err(PolicyError::from_diags(diags));
     }
 
+    // A file in the project is named as the project knows it.
+    let shown_file = file_src.map(|src| match &origin {
+        PolicyOrigin::WorkingTree { path } => path
+            .strip_prefix(&project)
+            .map_or_else(|_| src.name.to_string(), |r| r.display().to_string()),
+        _ => src.name.to_string(),
+    });
+    let provenance = Provenance {
+        origin,
+        file: shown_file,
+        digest: match file_src {
+            Some(src) => digest(src.text),
+            None => presets::PRESETS
+                .iter()
+                .find(|(n, _)| *n == "default")
+                .map(|(_, text)| digest(text))
+                .unwrap_or_default(),
+        },
+        extends: match &file_raw {
+            Some(raw) if raw.extends_at.is_none() => vec!["default".into()],
+            Some(raw) => raw.extends.iter().map(|e| e.value.clone()).collect(),
+            None => vec!["default".into()],
+        },
+        extends_implicit: file_raw.as_ref().is_none_or(|r| r.extends_at.is_none()),
+        blank_slate: file_raw.as_ref().zip(file_src).and_then(|(raw, src)| {
+            let at = raw.extends_at.as_ref()?;
+            raw.extends.is_empty().then(|| {
+                let loc = src.locate(at);
+                Origin {
+                    source: src.name.to_string(),
+                    line: loc.line,
+                    col: loc.col,
+                    written: "extends = []".into(),
+                }
+            })
+        }),
+        presets: req.overrides.presets.clone(),
+        command_line: !req.overrides.is_empty(),
+        working_tree_differs,
+    };
     let mut policy = merge::fold(layers, project, req.session_tmp.clone());
-    let policy_path = file.map(|(p, _)| paths::normalise_abs(&req.cwd.join(p)));
+    policy.provenance = provenance;
+    // The files that decide the next session's policy, protected whether
+    // or not they exist: the project's `vetto.toml` and the `--policy`
+    // file (its working-tree path, also under `--policy-ref`).
+    let project_policy = policy.project.join(PROJECT_POLICY);
+    let given = req
+        .policy_file
+        .as_ref()
+        .map(|p| paths::normalise_abs(&req.cwd.join(p)));
+    let working_tree_file = match &policy.provenance.origin {
+        PolicyOrigin::WorkingTree { path } => Some(path.clone()),
+        _ => None,
+    };
     merge::add_built_ins(
         &mut policy,
-        policy_path.as_deref(),
+        &[Some(project_policy.as_path()), given.as_deref()],
         req.report_dir.as_deref(),
         &req.env,
         &req.cwd,
     );
-    policy.policy_file = policy_path;
+    policy.policy_file = working_tree_file;
     Ok(policy)
+}
+
+/// The policy file of an invocation: where it is shown from, its text
+/// (`None`: no file, the built-in default), and its origin.
+struct ChosenFile {
+    /// The path (working tree) and the name diagnostics give it.
+    file: Option<(PathBuf, String)>,
+    text: Option<String>,
+    origin: PolicyOrigin,
+    working_tree_differs: Option<bool>,
+}
+
+/// `--policy-ref REF` (the file at a git ref), else `--policy FILE`, else
+/// the project's `vetto.toml` if present, else none. Problems go to
+/// `diags` (and the answer is `None`).
+fn choose_file(req: &LoadRequest, project: &Path, diags: &mut Diags) -> Option<ChosenFile> {
+    if let Some(reference) = &req.policy_ref {
+        return from_ref(req, project, reference, diags);
+    }
+    let file: Option<(PathBuf, String)> = match &req.policy_file {
+        Some(p) => Some((p.clone(), p.display().to_string())),
+        None => {
+            let p = project.join(PROJECT_POLICY);
+            p.exists().then(|| (p.clone(), p.display().to_string()))
+        }
+    };
+    let text = match &file {
+        Some((path, shown)) => match std::fs::read_to_string(req.cwd.join(path)) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                diags.plain(
+                    shown.clone(),
+                    format!("cannot read the policy file: {e}"),
+                    None,
+                );
+                return None;
+            }
+        },
+        None => None,
+    };
+    let origin = match &file {
+        Some((path, _)) => PolicyOrigin::WorkingTree {
+            path: paths::normalise_abs(&req.cwd.join(path)),
+        },
+        None => PolicyOrigin::BuiltIn,
+    };
+    Some(ChosenFile {
+        file,
+        text,
+        origin,
+        working_tree_differs: None,
+    })
+}
+
+/// The file at `reference`: `--policy`'s path relative to the project, or
+/// `vetto.toml`; named `REF:PATH` in diagnostics.
+fn from_ref(
+    req: &LoadRequest,
+    project: &Path,
+    reference: &str,
+    diags: &mut Diags,
+) -> Option<ChosenFile> {
+    let in_tree = match &req.policy_file {
+        Some(p) => paths::normalise_abs(&req.cwd.join(p)),
+        None => project.join(PROJECT_POLICY),
+    };
+    let rel = match in_tree.strip_prefix(project).ok().and_then(Path::to_str) {
+        Some(rel) if !rel.is_empty() && !rel.contains(|c: char| c.is_control()) => rel.to_string(),
+        _ => {
+            diags.plain(
+                "--policy-ref",
+                format!(
+                    "the policy file {} is not a file inside the project {}; expected --policy to name one there",
+                    in_tree.display(),
+                    project.display()
+                ),
+                None,
+            );
+            return None;
+        }
+    };
+    let at = match git_ref::read(project, reference, &rel) {
+        Ok(at) => at,
+        Err(e) => {
+            diags.plain(
+                "--policy-ref",
+                e.to_string(),
+                Some("name a branch, tag or commit of the project's repository".into()),
+            );
+            return None;
+        }
+    };
+    let found = at.text.is_some();
+    // What the working tree holds there, to say when it is not what runs.
+    let tree_text = std::fs::read(&in_tree).ok();
+    let working_tree_differs = Some(tree_text.as_deref() != at.text.as_deref().map(str::as_bytes));
+    Some(ChosenFile {
+        file: found.then(|| (in_tree.clone(), format!("{reference}:{rel}"))),
+        text: at.text,
+        origin: PolicyOrigin::GitRef {
+            reference: reference.to_string(),
+            commit: at.commit,
+            path: rel,
+            found,
+        },
+        working_tree_differs,
+    })
 }
 
 /// Validate one policy file as `vetto run --policy FILE` would, from the
@@ -290,6 +447,7 @@ pub fn check_file(path: &Path) -> Result<(), PolicyError> {
         cwd: cwd.clone(),
         project: project_root(dir, None).ok(),
         policy_file: Some(path.to_path_buf()),
+        policy_ref: None,
         home: std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from),
         session_tmp: explain::placeholder_tmp(),
         report_dir: None,

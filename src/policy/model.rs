@@ -171,6 +171,55 @@ pub struct SourceInfo {
     pub digest: String,
 }
 
+/// Where the project's policy came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum PolicyOrigin {
+    /// No policy file: the built-in `default` preset.
+    BuiltIn,
+    /// A file in the working tree.
+    WorkingTree { path: PathBuf },
+    /// `--policy-ref REF`: the file as committed at `REF` (the commit
+    /// `commit`), read without a checkout. `found` is false when `REF` has
+    /// no such file: then the built-in default applies.
+    GitRef {
+        #[serde(rename = "ref")]
+        reference: String,
+        commit: String,
+        /// The file's path relative to the project (`vetto.toml`).
+        path: String,
+        found: bool,
+    },
+}
+
+/// Which policy is in force, from where: the session-start line and the
+/// session log's `policy.origin` are made from this.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub origin: PolicyOrigin,
+    /// The policy file as diagnostics name it (`vetto.toml`,
+    /// `origin/main:vetto.toml`); `None` for the built-in default.
+    pub file: Option<String>,
+    /// Hex SHA-256 of the policy file's text (of the `default` preset's
+    /// when there is no file): what `sha256sum` of the file prints.
+    pub digest: String,
+    /// The presets the file extends: as written, or `["default"]` when it
+    /// has no `extends`.
+    pub extends: Vec<String>,
+    /// The file has no `extends`, so it extends `default`.
+    pub extends_implicit: bool,
+    /// Where `extends = []` (the blank slate) was written, if it was.
+    pub blank_slate: Option<Origin>,
+    /// `--preset` options, in order.
+    pub presets: Vec<String>,
+    /// Command-line options shaped the policy too.
+    pub command_line: bool,
+    /// With `--policy-ref`: whether the working tree's copy of the file
+    /// differs from the one in force (a missing copy differs from a found
+    /// one). `None` when nothing was compared.
+    pub working_tree_differs: Option<bool>,
+}
+
 /// The resolved policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
@@ -192,6 +241,8 @@ pub struct Policy {
     pub env: EnvPolicy,
     /// The weakest tier this policy accepts (`auto` never goes below it).
     pub min_tier: Option<Tier>,
+    /// Which policy this is, from where.
+    pub provenance: Provenance,
 }
 
 mod opt_duration_ms {

@@ -28,6 +28,9 @@ pub enum SizeValue {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RawPolicy {
     pub extends: Vec<Sp<String>>,
+    /// Where `extends` was written (the key), when it was: a file without
+    /// it extends `default`; `extends = []` is the blank slate.
+    pub extends_at: Option<Range<usize>>,
     pub min_tier: Option<Sp<String>>,
     pub filesystem: RawFilesystem,
     pub network: RawNetwork,
@@ -118,7 +121,10 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
     w.unknown_keys(table, None, TOP);
     for (key, value) in table.iter() {
         match key.get_ref().as_ref() {
-            "extends" => raw.extends = w.string_list(value, "a list of preset names"),
+            "extends" => {
+                raw.extends_at = Some(key.span());
+                raw.extends = w.string_list(value, "a list of preset names");
+            }
             "min_tier" => {
                 raw.min_tier = w.string(value, "a tier name (`full`, `fs-only` or `seccomp`)")
             }

@@ -19,6 +19,7 @@ fn req(cwd: &Path, project: &Path, home: &Path, policy_file: Option<&str>) -> Lo
         cwd: cwd.to_path_buf(),
         project: Some(project.to_path_buf()),
         policy_file: policy_file.map(PathBuf::from),
+        policy_ref: None,
         home: home.to_path_buf(),
         session_tmp: PathBuf::from("/tmp/vetto-test-session"),
         report_dir: None,
@@ -198,6 +199,7 @@ fn no_policy_file_means_the_default_preset_only() {
     assert_eq!(names, ["preset:default"]);
     assert_eq!(p.sources[0].digest.len(), 64);
     assert_eq!(p.policy_file, None);
+    assert_eq!(p.provenance.digest, p.sources[0].digest);
 }
 
 #[test]
@@ -212,9 +214,9 @@ fn vetto_toml_at_the_project_root_is_used_and_protected() {
 }
 
 #[test]
-fn a_policy_without_extends_gets_no_implicit_default() {
+fn extends_empty_is_the_blank_slate() {
     let s = scratch();
-    s.write("p.toml", "[filesystem]\nread = [\"/usr\"]\n");
+    s.write("p.toml", "extends = []\n[filesystem]\nread = [\"/usr\"]\n");
     let p = load(&s.req(Some("p.toml"))).unwrap();
     assert_eq!(p.sources.len(), 1);
     assert_eq!(verdict(&p, &s.home.join(".ssh")), PathVerdict::NoRule);
@@ -222,6 +224,66 @@ fn a_policy_without_extends_gets_no_implicit_default() {
     assert!(p.env.pass.is_empty());
     // The CI control variables are withheld whatever the policy says.
     assert!(p.env.withhold.contains(&"GITHUB_ENV".to_string()));
+    let at = p.provenance.blank_slate.as_ref().map(|o| (o.line, o.col));
+    assert_eq!(at, Some((1, 1)));
+    assert!(p.provenance.extends.is_empty());
+}
+
+#[test]
+fn a_policy_without_extends_extends_the_default() {
+    let s = scratch();
+    s.write("p.toml", "[filesystem]\nread = [\"/srv\"]\n");
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let names: Vec<_> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["preset:default", "p.toml"]);
+    assert_eq!(verdict(&p, &s.home.join(".ssh")), PathVerdict::Masked);
+    assert_eq!(verdict(&p, Path::new("/srv/x")), PathVerdict::Readable);
+    assert!(p.provenance.extends_implicit);
+    assert_eq!(p.provenance.blank_slate, None);
+}
+
+#[test]
+fn a_comment_only_policy_behaves_like_the_default() {
+    let s = scratch();
+    s.write("vetto.toml", "# nothing to say yet\n");
+    let with_file = load(&s.req(None)).unwrap();
+    std::fs::remove_file(s.project.join("vetto.toml")).unwrap();
+    let without = load(&s.req(None)).unwrap();
+    assert_eq!(with_file.fs.len(), without.fs.len());
+    for (a, b) in with_file.fs.iter().zip(&without.fs) {
+        assert_eq!((&a.path, a.access), (&b.path, b.access));
+    }
+    assert_eq!(with_file.env, without.env);
+    assert_eq!(with_file.net, without.net);
+}
+
+#[test]
+fn a_project_policy_that_does_not_exist_is_protected_by_name() {
+    let s = scratch();
+    let p = load(&s.req(None)).unwrap();
+    let planted = s.project.join("vetto.toml");
+    assert!(!planted.exists());
+    assert_eq!(verdict(&p, &planted), PathVerdict::Protected);
+    let rule = crate::policy::paths::decide_rule(&p.fs, &planted).unwrap();
+    assert_eq!(rule.origin.source, merge::BUILT_IN);
+    assert_eq!(p.provenance.origin, PolicyOrigin::BuiltIn);
+    // With another policy file, vetto.toml stays protected, and so does it.
+    let other = s.write("ci/policy.toml", "extends = [\"default\"]\n");
+    let p = load(&s.req(Some("ci/policy.toml"))).unwrap();
+    assert_eq!(verdict(&p, &planted), PathVerdict::Protected);
+    assert_eq!(verdict(&p, &other), PathVerdict::Protected);
+}
+
+#[test]
+fn the_report_directory_is_protected_before_it_exists() {
+    let s = scratch();
+    let mut req = s.req(None);
+    req.report_dir = Some(s.project.join("vetto-report"));
+    let p = load(&req).unwrap();
+    assert_eq!(
+        verdict(&p, &s.project.join("vetto-report/summary.md.tmp")),
+        PathVerdict::Protected
+    );
 }
 
 #[test]
@@ -404,7 +466,7 @@ fn globs_match_without_following_symlinks_and_keep_the_pattern() {
     std::os::unix::fs::symlink(s.project.join("a"), s.project.join("link")).unwrap();
     s.write(
         "p.toml",
-        "[filesystem]\noutputs = [\"build\"]\ndeny = [\"${PROJECT}/**/*.pem\", \"${PROJECT}/a/?/y.*\", \"${PROJECT}/missing/literal\"]\n",
+        "extends = []\n[filesystem]\noutputs = [\"build\"]\ndeny = [\"${PROJECT}/**/*.pem\", \"${PROJECT}/a/?/y.*\", \"${PROJECT}/missing/literal\"]\n",
     );
     let p = load(&s.req(Some("p.toml"))).unwrap();
     let denied: Vec<_> =
@@ -432,7 +494,7 @@ fn globs_match_without_following_symlinks_and_keep_the_pattern() {
     assert_eq!(r.origin.written, "${PROJECT}/**/*.pem");
     assert_eq!(
         (r.origin.source.as_str(), r.origin.line, r.origin.col),
-        ("p.toml", 3, 9)
+        ("p.toml", 4, 9)
     );
 }
 
@@ -751,4 +813,168 @@ fn check_file_validates_against_the_files_own_project() {
     );
     let e = check_file(&s.project.join("missing.toml")).unwrap_err();
     assert!(e.rendered.contains("cannot read the policy file"), "{e}");
+}
+
+#[test]
+fn a_policy_that_leaves_the_project_unreadable_names_the_rule() {
+    use super::reach::{Target, check};
+    let s = scratch();
+    s.write("p.toml", "extends = []\n[filesystem]\nread = [\"/usr\"]\n");
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let err = check(&p, &[Target::Project(s.project.clone())]).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!(
+            "the policy leaves the project {} unreadable: no rule allows it (extends = [] at p.toml:1:1 removed the default's read rules); add read = [\"${{PROJECT}}\"] or drop extends = []",
+            s.project.display()
+        )),
+        "{msg}"
+    );
+
+    s.write("d.toml", "[filesystem]\ndeny = [\"${PROJECT}\"]\n");
+    let p = load(&s.req(Some("d.toml"))).unwrap();
+    let msg = check(&p, &[Target::Project(s.project.clone())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("deny = [\"${PROJECT}\"] at d.toml:2:9 masks it"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_command_no_rule_lets_the_job_run_is_refused_by_name() {
+    use super::reach::{Target, candidates, check};
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "extends = []\n[filesystem]\nread = [\"${PROJECT}\", \"/usr\"]\n",
+    );
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let cmd = |found: &str, real: Option<&str>| Target::Command {
+        name: "tool".into(),
+        found: found.into(),
+        real: real.map(PathBuf::from),
+    };
+    let msg = check(&p, &[cmd("/opt/tool/bin/tool", None)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.starts_with("the policy leaves the command tool (/opt/tool/bin/tool) unreadable: no rule allows it (extends = [] at p.toml:1:1"),
+        "{msg}"
+    );
+    assert!(msg.contains("add read = [\"/opt/tool/bin\"]"), "{msg}");
+    // A link into an unreadable place is as unreachable as the place.
+    let msg = check(&p, &[cmd("/usr/bin/tool", Some("/opt/tool/bin/tool"))])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("(/usr/bin/tool → /opt/tool/bin/tool)"),
+        "{msg}"
+    );
+    // One reachable candidate on PATH is enough (the sandbox skips the others).
+    assert_eq!(
+        check(
+            &p,
+            &[cmd("/opt/tool/bin/tool", None), cmd("/usr/bin/tool", None)]
+        ),
+        Ok(())
+    );
+    // PATH order, relative names against the working directory.
+    let exists = |p: &Path| p == Path::new("/b/tool") || p == Path::new("/w/x/tool");
+    assert_eq!(
+        candidates("tool", Some("/a::/b"), Path::new("/w"), exists),
+        [PathBuf::from("/b/tool")]
+    );
+    assert_eq!(
+        candidates("./x/tool", None, Path::new("/w"), exists),
+        [PathBuf::from("/w/x/tool")]
+    );
+    assert!(candidates("", None, Path::new("/w"), exists).is_empty());
+}
+
+#[test]
+fn policy_ref_reads_the_committed_file_not_the_working_tree() {
+    let s = scratch();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&s.project)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&["init", "-q", "-b", "main"]);
+    s.write("vetto.toml", "extends = [\"default\"]\n");
+    git(&["add", "vetto.toml"]);
+    git(&["commit", "-q", "-m", "policy"]);
+    // The change under test widens the policy.
+    s.write("vetto.toml", "extends = []\n[filesystem]\nread = [\"/\"]\n");
+    // A hostile repository configuration: plain git runs it…
+    let marker = s.project.join("fsmonitor-ran");
+    let hook = format!("touch {}; false", marker.display());
+    git(&["config", "core.fsmonitor", &hook]);
+    git(&["status", "--short"]);
+    assert!(
+        marker.exists(),
+        "control: git status did not run the fsmonitor"
+    );
+    fs::remove_file(&marker).unwrap();
+
+    let mut req = s.req(None);
+    req.policy_ref = Some("main".into());
+    let p = load(&req).unwrap();
+    let names: Vec<_> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["preset:default", "main:vetto.toml"]);
+    assert_eq!(verdict(&p, &s.home.join(".ssh")), PathVerdict::Masked);
+    assert!(matches!(
+        &p.provenance.origin,
+        PolicyOrigin::GitRef { reference, found: true, path, .. }
+            if reference == "main" && path == "vetto.toml"
+    ));
+    assert_eq!(p.provenance.working_tree_differs, Some(true));
+    assert!(p.provenance.line().contains("from git ref main ("));
+    // … vetto's git does not.
+    assert!(
+        !marker.exists(),
+        "--policy-ref ran the repository's fsmonitor"
+    );
+    // The working tree's file stays protected.
+    assert_eq!(
+        verdict(&p, &s.project.join("vetto.toml")),
+        PathVerdict::Protected
+    );
+
+    // Diagnostics name the file at the ref.
+    s.write("vetto.toml", "[filesystem]\nwirte = []\n");
+    git(&["commit", "-q", "-am", "typo"]);
+    let err = load(&req).unwrap_err().to_string();
+    assert!(err.contains("main:vetto.toml:2:1: error"), "{err}");
+
+    // A ref without the file: the built-in default, said so.
+    git(&["rm", "-q", "vetto.toml"]);
+    git(&["commit", "-q", "-m", "no policy"]);
+    let p = load(&req).unwrap();
+    let names: Vec<_> = p.sources.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["preset:default"]);
+    assert!(
+        p.provenance
+            .line()
+            .ends_with("(git ref main has no vetto.toml)"),
+        "{}",
+        p.provenance.line()
+    );
+
+    for bad in ["--output=/tmp/x", "no-such-branch", "main..x"] {
+        req.policy_ref = Some(bad.into());
+        let err = load(&req).unwrap_err().to_string();
+        assert!(err.starts_with("--policy-ref: error:"), "{bad}: {err}");
+    }
 }

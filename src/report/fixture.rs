@@ -56,6 +56,17 @@ pub fn start() -> SessionStart {
                 "deny  ~/.npmrc  (<builtin>/default:9)".into(),
                 "net   off  (<builtin>/default:12)".into(),
             ],
+            origin: Some(crate::policy::PolicyOrigin::GitRef {
+                reference: "origin/main".into(),
+                commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                path: "vetto.toml".into(),
+                found: true,
+            }),
+            line: Some(
+                "policy origin/main:vetto.toml (extends default) sha256:1111 from git ref origin/main (0123456789ab)"
+                    .into(),
+            ),
+            working_tree_differs: true,
         },
         command: vec!["npm".into(), "ci".into()],
         cwd: PROJECT.into(),

@@ -70,7 +70,25 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
             e.peak_procs
         );
     }
-    let _ = writeln!(out, "| policy | {} |", code(&s.policy.digest));
+    match &s.policy.line {
+        Some(line) => {
+            let _ = writeln!(
+                out,
+                "| policy | {} ({}) |",
+                cell(line),
+                code(&s.policy.digest)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "| policy | {} |", code(&s.policy.digest));
+        }
+    }
+    if s.policy.working_tree_differs {
+        let _ = writeln!(
+            out,
+            "| **policy in the working tree** | differs from the one in force, and was not used |"
+        );
+    }
     let _ = writeln!(out);
 
     if model.total_violations > 0 {

@@ -26,6 +26,7 @@ use crate::policy::{self, LoadRequest};
 use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
+mod admit;
 mod finish;
 mod start;
 mod tell;
@@ -122,6 +123,14 @@ fn execute(
     log_dir: Option<&Path>,
     output: Output,
 ) -> anyhow::Result<Executed> {
+    // 0. The project is never the home directory or above it.
+    match admit::project(&request.policy) {
+        Ok(note) => note.iter().for_each(|l| eprintln!("vetto: {l}")),
+        Err(refusal) => {
+            eprintln!("vetto: {refusal}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    }
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     let caps = host::probe();
     // 1. The stage first: its exec runs while we load and plan — and where
@@ -168,6 +177,12 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
+    // Which policy is in force, from where (and when the working tree's
+    // copy is not it).
+    eprintln!("vetto: {}", policy.provenance.line());
+    if let Some(l) = policy.provenance.differs_line() {
+        eprintln!("vetto: {l}");
+    }
     let options = BuildOptions {
         allow_degraded: request.allow_degraded,
         audit: request.audit,
@@ -182,6 +197,10 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
+    if let Err(unreachable) = admit::reachable(&plan, &policy, &request.command) {
+        eprintln!("vetto: {unreachable}");
+        return Ok(Executed::Refused(exit::REFUSED));
+    }
     if !plan.env.withheld.is_empty() {
         eprintln!(
             "vetto: withheld {} credential-like variable(s) from the job: {} (pass one with --env-pass NAME)",

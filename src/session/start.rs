@@ -164,6 +164,9 @@ pub fn session_start(
                 .collect(),
             digest,
             rules,
+            origin: Some(policy.provenance.origin.clone()),
+            line: Some(policy.provenance.line()),
+            working_tree_differs: policy.provenance.working_tree_differs == Some(true),
         },
         command: command
             .iter()

@@ -201,6 +201,7 @@ fn resolve_tier(world: &World, options: &Options) -> Result<Resolved, VerifyErro
         cwd: p.clone(),
         project: Some(p.clone()),
         policy_file: None,
+        policy_ref: None,
         home: world.home.clone(),
         session_tmp: world.tmp.join("preflight-session"),
         report_dir: None,

@@ -12,6 +12,7 @@ mod env_scrub;
 mod fs_escape;
 mod git_hooks;
 mod github_env_inject;
+mod home_project;
 mod io_uring;
 mod network;
 mod npmrc_exfil;

@@ -154,3 +154,42 @@ fn cli_deny_masks_a_project_file() {
         out.dump()
     );
 }
+
+/// Runs as an unprivileged user: `extends = []` with only system reads
+/// (the project unreadable), and a policy that reads the project but not
+/// the directory the command lives in. Evidence: exit 125 with a message
+/// naming the rule (and the way to fix it) instead of the kernel's
+/// "cannot enter DIR", and the command never ran.
+fn unreachable_project_or_command_is_refused_naming_the_rule(tier: crate::util::Tier) {
+    crate::require!(tier.feature());
+    let w = World::at(tier);
+    let marker = w.outside.join("command-ran");
+    let blank = w.outside.join("blank.toml");
+    w.write(
+        &blank,
+        "extends = []\n[filesystem]\nread = [\"/usr\", \"/bin\", \"/lib\", \"/lib64\", \"/etc\"]\n",
+    );
+    let out = w
+        .sandboxed_with(
+            &["--policy", blank.to_str().unwrap()],
+            &["sh", "-c", &format!("touch {}", marker.display())],
+        )
+        .run();
+    out.assert_code(125).assert_stderr_contains(&format!(
+        "vetto: the policy leaves the project {} unreadable: no rule allows it (extends = [] at {}:1:1 removed the default's read rules); add read = [\"${{PROJECT}}\"] or drop extends = []",
+        w.project.display(),
+        blank.display()
+    ));
+
+    let tool = w.outside.join("bin/tool");
+    w.write(&tool, &format!("#!/bin/sh\ntouch {}\n", marker.display()));
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = w.sandboxed_with(&[], &[tool.to_str().unwrap()]).run();
+    out.assert_code(125).assert_stderr_contains(&format!(
+        "vetto: the policy leaves the command {} unreadable: no rule allows it; add read = [\"{}\"]",
+        tool.display(),
+        tool.parent().unwrap().display()
+    ));
+    assert!(!marker.exists(), "the command ran\n{}", out.dump());
+}
+crate::at_every_tier!(unreachable_project_or_command_is_refused_naming_the_rule);
