@@ -1,16 +1,18 @@
 //! `vetto run`: policy → plan → sandbox → supervisor → exit status.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 
 use super::{PolicyArgs, RunArgs};
-use crate::events::log::{ChannelSink, EventSink, SessionWriter, spawn_writer};
+use crate::events::log::{
+    ChannelSink, EventSink, LOG_MODE, LogWriter, SessionWriter, spawn_writer_to,
+};
 use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions};
 use crate::policy::{self, LoadRequest, Overrides};
+use crate::sandbox::safe_fs;
 use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
@@ -101,14 +103,14 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         }
     };
     // FULL keeps the job's temporary files in its own /tmp: no directory.
-    let mut session_tmp = SessionTmp::reserve(early.is_none());
+    let mut session_tmp = SessionTmp::reserve(early.is_none())?;
     // The reports are read back and written outside the sandbox: their
     // directory must be read-only for the job (`ci`'s default included),
     // and it must exist before planning, so that the plan binds or carves
     // it like any path rather than skipping a path that is not there yet.
     // (Failing here is not fatal: `open_log` falls back and says so.)
     if let Some(dir) = log_dir {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = safe_fs::Dir::create(dir, safe_fs::Parents::Walk, 0o755);
     }
     let request = args.policy.load_request(session_tmp.path(), log_dir)?;
     let policy = match policy::load(&request) {
@@ -149,7 +151,7 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
 
     // The session log, written as things happen. A log that cannot be
     // created costs the reports, never the command.
-    let log = log_dir.and_then(|dir| open_log(dir, &session_tmp));
+    let log = log_dir.and_then(open_log);
     if let Some((_, sink, _)) = &log {
         let start = super::ci::session_start(
             &plan,
@@ -298,38 +300,42 @@ fn tell(session: &supervisor::Session, audit: bool) {
 type OpenLog = (PathBuf, ChannelSink, SessionWriter);
 
 /// `session.jsonl` in the report directory, or, when that cannot be
-/// written, in a temporary place (the reports then say so).
-fn open_log(dir: &Path, session_tmp: &SessionTmp) -> Option<OpenLog> {
-    let in_dir = std::fs::create_dir_all(dir)
+/// written, in a temporary place (the reports then say so). Both are made
+/// without following anything planted there ([`safe_fs`]): the report
+/// directory may hold what an earlier job left.
+fn open_log(dir: &Path) -> Option<OpenLog> {
+    let in_dir = safe_fs::Dir::create(dir, safe_fs::Parents::Walk, 0o755)
+        .and_then(|d| {
+            let file = d.replace_with_new("session.jsonl", LOG_MODE)?;
+            Ok(LogWriter::from_file(file, d.join("session.jsonl")))
+        })
         .map_err(|e| e.to_string())
-        .and_then(|()| {
-            let path = dir.join("session.jsonl");
-            spawn_writer(&path)
-                .map(|(sink, writer)| (path, sink, writer))
-                .map_err(|e| e.to_string())
-        });
+        .and_then(|w| spawn_writer_to(w).map_err(|e| e.to_string()));
     match in_dir {
-        Ok(log) => Some(log),
+        Ok((sink, writer)) => Some((dir.join("session.jsonl"), sink, writer)),
         Err(e) => {
-            let fallback = std::env::temp_dir().join(format!(
-                "{}-session.jsonl",
-                session_tmp
-                    .path()
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "vetto".into())
-            ));
             eprintln!(
-                "vetto: error: cannot write the session log in {}: {e}; logging to {} instead",
-                dir.display(),
-                fallback.display()
+                "vetto: error: cannot write the session log in {}: {e}",
+                dir.display()
             );
-            spawn_writer(&fallback)
-                .map(|(sink, writer)| (fallback, sink, writer))
+            let (file, path) = private_temp_file("session")
+                .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
+                .ok()?;
+            eprintln!("vetto: logging to {} instead", path.display());
+            spawn_writer_to(LogWriter::from_file(file, path.clone()))
+                .map(|(sink, writer)| (path, sink, writer))
                 .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
                 .ok()
         }
     }
+}
+
+/// A new file only the user can read, under a fresh unpredictable name in
+/// the temporary directory.
+fn private_temp_file(what: &str) -> Result<(std::fs::File, PathBuf), safe_fs::SafeFsError> {
+    let tmp = safe_fs::Dir::open(&std::env::temp_dir(), safe_fs::Parents::Followed)?;
+    let (file, name) = tmp.create_unique(&format!("vetto-{what}-"), ".jsonl", 0o600)?;
+    Ok((file, tmp.join(&name)))
 }
 
 /// The log outlives the session directory it may have been written in.
@@ -337,10 +343,21 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
     if !path.starts_with(session_tmp.path()) {
         return path;
     }
-    let kept = std::env::temp_dir().join(path.file_name().unwrap_or_default());
-    match std::fs::copy(&path, &kept) {
-        Ok(_) => kept,
-        Err(_) => path,
+    let copied = private_temp_file("session").and_then(|(mut to, kept)| {
+        let mut from = safe_fs::open_regular(&path)?;
+        std::io::copy(&mut from, &mut to).map_err(|e| safe_fs::SafeFsError::Io {
+            op: "write",
+            path: kept.clone(),
+            source: e,
+        })?;
+        Ok(kept)
+    });
+    match copied {
+        Ok(kept) => kept,
+        Err(e) => {
+            eprintln!("vetto: warning: cannot keep the session log: {e}");
+            path
+        }
     }
 }
 
@@ -402,36 +419,39 @@ pub struct SessionTmp {
     /// The directory is made in the background while vetto loads and
     /// plans (a fresh directory on a busy ext4 /tmp costs a good part of
     /// the start-up); joined when the plan needs it or the session ends.
-    making: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    making: Option<std::thread::JoinHandle<Result<safe_fs::Dir, safe_fs::SafeFsError>>>,
     created: bool,
 }
 
 impl SessionTmp {
     /// A name for the session directory (under `$TMPDIR`), made in the
-    /// background when the plan is `likely` to need it.
-    pub fn reserve(likely: bool) -> Self {
-        let path = std::env::temp_dir().join(format!("vetto-{}-{}", std::process::id(), nonce()));
+    /// background when the plan is `likely` to need it. The name is
+    /// unpredictable (80 bits from the kernel) and the directory must be
+    /// new: nothing planted under a guessed name is ever used.
+    pub fn reserve(likely: bool) -> anyhow::Result<Self> {
+        let nonce = safe_fs::random_hex(10)?;
+        let path = std::env::temp_dir().join(format!("vetto-{}-{nonce}", std::process::id()));
         let target = path.clone();
         let making = likely
             .then(|| {
                 std::thread::Builder::new()
                     .name("vetto-tmpdir".into())
-                    .spawn(move || std::fs::DirBuilder::new().mode(0o700).create(&target))
+                    .spawn(move || safe_fs::create_private_dir(&target, safe_fs::Parents::Followed))
                     .ok()
             })
             .flatten();
-        SessionTmp {
+        Ok(SessionTmp {
             path,
             making,
             created: false,
-        }
+        })
     }
 
     /// Wait for the directory (or make it now).
     pub fn create(&mut self) -> anyhow::Result<()> {
         let made = match self.making.take().map(std::thread::JoinHandle::join) {
             Some(Ok(result)) => result,
-            _ => std::fs::DirBuilder::new().mode(0o700).create(&self.path),
+            _ => safe_fs::create_private_dir(&self.path, safe_fs::Parents::Followed),
         };
         made.with_context(|| {
             format!(
@@ -451,16 +471,11 @@ impl SessionTmp {
 impl Drop for SessionTmp {
     fn drop(&mut self) {
         // Made in the background but never needed: remove it too.
-        if let Some(Ok(Ok(()))) = self.making.take().map(std::thread::JoinHandle::join) {
+        if let Some(Ok(Ok(_))) = self.making.take().map(std::thread::JoinHandle::join) {
             self.created = true;
         }
         if self.created {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
-}
-
-fn nonce() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
 }

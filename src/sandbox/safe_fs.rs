@@ -11,8 +11,10 @@
 //!   `/tmp`, where nobody can replace another's entries). A relative path
 //!   ([`Parents::Walk`]) is walked one component at a time from the
 //!   working directory, none of them a link: the working tree is the
-//!   job's. An absolute path, or one the user names for a single file
-//!   ([`Parents::AsNamed`]), is taken as named up to its last component.
+//!   job's. An absolute path ([`Parents::AsNamed`]) is taken as named up
+//!   to its last component. The directory of a file the user names
+//!   (`--sarif out/x.sarif`, `$TMPDIR`: [`Parents::Followed`]) is taken
+//!   as named, their own links included, and still checked.
 //! - Files are made relative to that descriptor under a fresh name with
 //!   128 random bits from the kernel (`getrandom(2)`), with
 //!   `O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC`: nothing that exists — a link,
@@ -107,9 +109,13 @@ pub enum Parents {
     /// job's, so any of them may be planted (the report directory). An
     /// absolute path is taken as named up to its last component.
     Walk,
-    /// Up to the last component, as the user named it: a link there is
-    /// theirs (`vetto report --sarif out/x.sarif`, `$TMPDIR`).
+    /// Up to the last component as named, the last one never a link (the
+    /// project's `.git`).
     AsNamed,
+    /// The whole path as named, a link at its end included: a directory
+    /// the user names for a file (`vetto report --sarif out/x.sarif`,
+    /// `$TMPDIR`), whose links are theirs. It is still checked.
+    Followed,
 }
 
 /// A directory opened without following a link and checked on its
@@ -139,11 +145,22 @@ impl Dir {
 
     fn open_or_make(path: &Path, parents: Parents, make: Option<u32>) -> Result<Dir> {
         let last_is_name = matches!(path.components().next_back(), Some(Component::Normal(_)));
-        if parents == Parents::Walk && path.is_relative() && last_is_name {
-            Dir::walk(AT_FDCWD, path, make)
-        } else {
-            Dir::open_as_named(path, make)
+        match parents {
+            Parents::Walk if path.is_relative() && last_is_name => Dir::walk(AT_FDCWD, path, make),
+            Parents::Walk | Parents::AsNamed => Dir::open_as_named(path, make),
+            Parents::Followed => {
+                if let Some(mode) = make {
+                    make_dir_all(path, mode)?;
+                }
+                Dir::open_followed(path)
+            }
         }
+    }
+
+    fn open_followed(path: &Path) -> Result<Dir> {
+        let fd = nix::fcntl::open(path, DIR_FLAGS.difference(OFlag::O_NOFOLLOW), Mode::empty())
+            .map_err(|e| SafeFsError::io("open the directory", path, e))?;
+        Dir::checked(fd, path)
     }
 
     /// Every component of the relative `path` from `start`, none a link.
@@ -176,23 +193,14 @@ impl Dir {
         let name = match path.components().next_back() {
             Some(Component::Normal(name)) => name,
             // `/`, `.`, `..`: nothing planted can stand there.
-            _ => {
-                let fd =
-                    nix::fcntl::open(path, DIR_FLAGS.difference(OFlag::O_NOFOLLOW), Mode::empty())
-                        .map_err(|e| SafeFsError::io("open the directory", path, e))?;
-                return Dir::checked(fd, path);
-            }
+            _ => return Dir::open_followed(path),
         };
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
         if let Some(mode) = make {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(mode)
-                .create(parent)
-                .map_err(|e| SafeFsError::io("create the directory", parent, e))?;
+            make_dir_all(parent, mode)?;
         }
         let parent_fd = nix::fcntl::open(
             parent,
@@ -296,20 +304,7 @@ impl Dir {
     /// Copy the regular file `from` (not followed if it is a link) to
     /// `name`, as [`Dir::write_with`] writes.
     pub fn copy_in(&self, name: &str, from: &Path, mode: u32) -> Result<()> {
-        let mut src = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
-            .open(from)
-            .map_err(|e| SafeFsError::io("read", from, e))?;
-        let regular = src
-            .metadata()
-            .map_err(|e| SafeFsError::io("read", from, e))?
-            .is_file();
-        if !regular {
-            return Err(SafeFsError::NotRegular {
-                path: from.to_path_buf(),
-            });
-        }
+        let mut src = open_regular(from)?;
         self.write_with(name, mode, |f| io::copy(&mut src, f).map(drop))
     }
 
@@ -339,9 +334,9 @@ impl Dir {
     }
 }
 
-/// Make `path` (its parent as named) a new directory only the user can
-/// enter: it must not exist in any form.
-pub fn create_private_dir(path: &Path) -> Result<Dir> {
+/// Make `path` a new directory only the user can enter: it must not exist
+/// in any form. Its parent is opened as `parents` says.
+pub fn create_private_dir(path: &Path, parents: Parents) -> Result<Dir> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name().and_then(OsStr::to_str))
     else {
         return Err(SafeFsError::io("create the directory", path, Errno::EINVAL));
@@ -351,7 +346,27 @@ pub fn create_private_dir(path: &Path) -> Result<Dir> {
     } else {
         parent
     };
-    Dir::open(parent, Parents::AsNamed)?.create_dir_new(name, 0o700)
+    Dir::open(parent, parents)?.create_dir_new(name, 0o700)
+}
+
+/// Open `path` for reading only if it is a regular file and not a link
+/// (a FIFO would block, a link could lead anywhere).
+pub fn open_regular(path: &Path) -> Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(|e| SafeFsError::io("read", path, e))?;
+    let regular = file
+        .metadata()
+        .map_err(|e| SafeFsError::io("read", path, e))?
+        .is_file();
+    if !regular {
+        return Err(SafeFsError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(file)
 }
 
 /// Append `bytes` to `path`, a file vetto does not own: never through a
@@ -468,6 +483,14 @@ fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr, shown: &Path) -> Result<OwnedF
         }),
         Err(e) => Err(SafeFsError::io("open the directory", shown, e)),
     }
+}
+
+fn make_dir_all(path: &Path, mode: u32) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(path)
+        .map_err(|e| SafeFsError::io("create the directory", path, e))
 }
 
 fn mkdir_if_missing(dir: BorrowedFd<'_>, name: &OsStr, mode: u32, shown: &Path) -> Result<()> {
@@ -591,8 +614,10 @@ mod tests {
         assert!(matches!(e, SafeFsError::Link { .. }), "{e}");
         walk("reports/new/deeper").unwrap();
         assert!(dir.join("new/deeper").is_dir());
-        // As named, the parent may be the user's own link.
+        // As named, the parent may be the user's own link; followed, the
+        // directory itself too.
         Dir::open(&tmp.path().join("link/sub"), Parents::AsNamed).unwrap();
+        Dir::open(&tmp.path().join("link"), Parents::Followed).unwrap();
     }
 
     #[test]
@@ -629,11 +654,11 @@ mod tests {
         assert!(d.create_dir_new("spares", 0o700).unwrap_err().is_exists());
         symlink(victim.parent().unwrap(), dir.join("planted")).unwrap();
         assert!(d.create_dir_new("planted", 0o700).unwrap_err().is_exists());
-        let private = create_private_dir(&dir.join("session")).unwrap();
+        let private = create_private_dir(&dir.join("session"), Parents::Followed).unwrap();
         let mode = std::fs::metadata(private.path()).unwrap().mode();
         assert_eq!(mode & 0o777, 0o700);
         assert!(
-            create_private_dir(&dir.join("session"))
+            create_private_dir(&dir.join("session"), Parents::Followed)
                 .unwrap_err()
                 .is_exists()
         );

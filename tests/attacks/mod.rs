@@ -18,6 +18,7 @@ mod npmrc_exfil;
 mod policy_tamper;
 mod proc_environ;
 mod ptrace;
+mod report_links;
 mod seccomp_tier;
 mod secrets;
 mod signals;
