@@ -326,3 +326,38 @@ fn report_outputs_never_follow_planted_links() {
         );
     }
 }
+
+/// Runs as an unprivileged user: the session directory vetto makes in
+/// `$TMPDIR` (FS-ONLY: FULL gives the job its own `/tmp` and makes none)
+/// has a name nobody can plant in advance: 80 random bits, new each
+/// session. (That a directory made under such a name must be new, and is
+/// checked once made, is `safe_fs`'s unit tests.)
+#[test]
+fn the_session_directory_name_cannot_be_guessed() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let name = || {
+        let out = w.sh_sandboxed("echo \"tmp=$TMPDIR\"");
+        out.assert_success();
+        let dir = out
+            .stdout()
+            .lines()
+            .find_map(|l| l.strip_prefix("tmp=").map(str::to_owned))
+            .unwrap_or_else(|| panic!("no TMPDIR\n{}", out.dump()));
+        let name = Path::new(&dir)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let random = name.rsplit('-').next().unwrap().to_owned();
+        assert!(
+            name.starts_with("vetto-")
+                && random.len() == 20
+                && random.chars().all(|c| c.is_ascii_hexdigit()),
+            "{name}"
+        );
+        random
+    };
+    assert_ne!(name(), name());
+}
