@@ -22,6 +22,11 @@ use super::{Aggregator, Event, SCHEMA_VERSION, SessionEnd, SessionStart, Violati
 pub enum LogError {
     #[error("cannot create the session log {path}")]
     Create { path: PathBuf, source: io::Error },
+    #[error("cannot create the session log {path}")]
+    Place {
+        path: PathBuf,
+        source: crate::sandbox::safe_fs::SafeFsError,
+    },
     #[error("cannot write the session log {path}")]
     Write { path: PathBuf, source: io::Error },
     #[error("cannot read the session log {path}")]
@@ -66,17 +71,39 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
+    /// A new, empty log at `path` that has replaced whatever was there
+    /// (a link planted there is replaced, never followed: see
+    /// [`crate::sandbox::safe_fs`]); `path`'s directory is taken as named.
     pub fn create(path: &Path) -> Result<Self, LogError> {
-        let file = File::create(path).map_err(|source| LogError::Create {
+        use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
+        let place = |source| LogError::Place {
             path: path.to_path_buf(),
             source,
+        };
+        let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+            place(SafeFsError::BadName {
+                dir: path.to_path_buf(),
+                name: String::new(),
+            })
         })?;
-        Ok(LogWriter {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let file = Dir::open(parent, Parents::Followed)
+            .and_then(|dir| dir.replace_with_new(name, LOG_MODE))
+            .map_err(place)?;
+        Ok(LogWriter::from_file(file, path.to_path_buf()))
+    }
+
+    /// A log written to `file`, already created safely at `path`.
+    pub fn from_file(file: File, path: PathBuf) -> Self {
+        LogWriter {
             file,
-            path: path.to_path_buf(),
+            path,
             bytes: 0,
             lines: 0,
-        })
+        }
     }
 
     pub fn write(&mut self, event: &Event) -> Result<(), LogError> {
@@ -145,17 +172,22 @@ pub struct SessionWriter {
     handle: JoinHandle<Result<WriterStats, LogError>>,
 }
 
-/// Create the log file and start the writer thread.
+/// The mode of a session log in a report directory (an artifact).
+pub const LOG_MODE: u32 = 0o644;
+
+/// Create the log file ([`LogWriter::create`]) and start the writer thread.
 pub fn spawn_writer(path: &Path) -> Result<(ChannelSink, SessionWriter), LogError> {
-    let mut writer = LogWriter::create(path)?;
+    spawn_writer_to(LogWriter::create(path)?)
+}
+
+/// Start the writer thread on a log the caller created.
+pub fn spawn_writer_to(mut writer: LogWriter) -> Result<(ChannelSink, SessionWriter), LogError> {
+    let path = writer.path.clone();
     let (tx, rx) = mpsc::channel::<Event>();
     let handle = std::thread::Builder::new()
         .name("vetto-log".into())
         .spawn(move || write_loop(&mut writer, &rx))
-        .map_err(|source| LogError::Create {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(|source| LogError::Create { path, source })?;
     Ok((ChannelSink(tx), SessionWriter { handle }))
 }
 

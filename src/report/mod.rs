@@ -14,6 +14,7 @@ use crate::events::{
     SessionStart, Timestamp, Violation,
 };
 use crate::exit::Outcome;
+use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
 
 pub mod annotations;
 pub mod html;
@@ -34,33 +35,35 @@ pub enum ReportError {
     #[error("cannot render the HTML report")]
     Render(#[from] minijinja::Error),
     #[error("cannot write {path}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: SafeFsError },
 }
 
-/// Write `contents` to `path` via a temporary file in the same directory,
-/// so a full disk leaves no half-written report behind.
+/// The mode of every report file (artifacts for reviewers).
+pub const REPORT_MODE: u32 = 0o644;
+
+/// Write `contents` to `path`, a file the user named: in its directory
+/// (taken as named), under a fresh temporary name that is then renamed
+/// onto `path` — a link planted at `path` or at any temporary name is
+/// replaced or refused, never followed ([`crate::sandbox::safe_fs`]), and
+/// a full disk leaves no half-written report behind.
 pub fn write_file(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
     let err = |source| ReportError::Write {
         path: path.to_path_buf(),
         source,
     };
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".tmp");
-    let tmp = path.with_file_name(name);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        std::io::Write::write_all(&mut f, contents)?;
-        f.sync_data()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(err)?;
-    Ok(())
+    let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        err(SafeFsError::BadName {
+            dir: path.parent().unwrap_or(Path::new("")).to_path_buf(),
+            name: path.display().to_string(),
+        })
+    })?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Dir::open(parent, Parents::Followed)
+        .and_then(|dir| dir.write_file(name, contents, REPORT_MODE))
+        .map_err(err)
 }
 
 /// One distinct violation with how often it happened.
@@ -374,9 +377,9 @@ impl Outputs {
     /// The standard names inside a report directory.
     pub fn in_dir(dir: &Path) -> Self {
         Outputs {
-            sarif: Some(dir.join("vetto.sarif")),
-            html: Some(dir.join("report.html")),
-            summary: Some(dir.join("summary.md")),
+            sarif: Some(dir.join(Kind::Sarif.file_name())),
+            html: Some(dir.join(Kind::Html.file_name())),
+            summary: Some(dir.join(Kind::Summary.file_name())),
         }
     }
 }
@@ -388,23 +391,73 @@ pub fn write_outputs(
     outputs: &Outputs,
     sarif_opts: &sarif::SarifOptions,
 ) -> Vec<ReportError> {
-    let mut errors = Vec::new();
-    if let Some(path) = &outputs.sarif
-        && let Err(e) = sarif::render(model, sarif_opts).and_then(|b| write_file(path, &b))
-    {
-        errors.push(e);
+    let targets = [
+        (Kind::Sarif, &outputs.sarif),
+        (Kind::Html, &outputs.html),
+        (Kind::Summary, &outputs.summary),
+    ];
+    targets
+        .into_iter()
+        .filter_map(|(kind, path)| {
+            let path = path.as_ref()?;
+            kind.render(model, sarif_opts)
+                .and_then(|bytes| write_file(path, &bytes))
+                .err()
+        })
+        .collect()
+}
+
+/// Every output under its standard name in `dir`, a report directory
+/// vetto has opened and checked.
+pub fn write_outputs_in(
+    model: &Model,
+    dir: &Dir,
+    sarif_opts: &sarif::SarifOptions,
+) -> Vec<ReportError> {
+    [Kind::Sarif, Kind::Html, Kind::Summary]
+        .into_iter()
+        .filter_map(|kind| {
+            kind.render(model, sarif_opts)
+                .and_then(|bytes| {
+                    dir.write_file(kind.file_name(), &bytes, REPORT_MODE)
+                        .map_err(|source| ReportError::Write {
+                            path: dir.join(kind.file_name()),
+                            source,
+                        })
+                })
+                .err()
+        })
+        .collect()
+}
+
+/// The reports a report directory holds.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Sarif,
+    Html,
+    Summary,
+}
+
+impl Kind {
+    fn file_name(self) -> &'static str {
+        match self {
+            Kind::Sarif => "vetto.sarif",
+            Kind::Html => "report.html",
+            Kind::Summary => "summary.md",
+        }
     }
-    if let Some(path) = &outputs.html
-        && let Err(e) = html::render(model).and_then(|s| write_file(path, s.as_bytes()))
-    {
-        errors.push(e);
+
+    fn render(
+        self,
+        model: &Model,
+        sarif_opts: &sarif::SarifOptions,
+    ) -> Result<Vec<u8>, ReportError> {
+        match self {
+            Kind::Sarif => sarif::render(model, sarif_opts),
+            Kind::Html => html::render(model).map(String::into_bytes),
+            Kind::Summary => Ok(summary::render(model).into_bytes()),
+        }
     }
-    if let Some(path) = &outputs.summary
-        && let Err(e) = write_file(path, summary::render(model).as_bytes())
-    {
-        errors.push(e);
-    }
-    errors
 }
 
 /// Read a session log and fold it into a model.

@@ -12,6 +12,8 @@ mod imp;
 mod imp;
 
 pub use imp::{SetupError, Spawned, Stage, caps, notify, notify_server, process, terminal};
+// Writing outside the sandbox without following what a job planted.
+pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.

@@ -3,15 +3,14 @@
 //! command's exit status: every reporting failure is printed and the status
 //! is kept.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::events::log::LOG_MODE;
 use crate::events::rule_id::Level;
 use crate::exit::{self, Outcome};
-use crate::report::{
-    self, Model, Outputs, annotations, error_chain, human_ms, sarif::SarifOptions,
-};
+use crate::report::{self, Model, annotations, error_chain, human_ms, sarif::SarifOptions};
+use crate::sandbox::safe_fs;
 use crate::text;
 
 /// `--fail-on`.
@@ -94,59 +93,59 @@ pub fn final_status(command_status: u8, fail_on: FailOn, model: Option<&Model>) 
 }
 
 fn write_reports(model: &Model, session_log: &Path, opts: &ReportOptions, status: u8) {
-    let dir = &opts.report_dir;
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        eprintln!(
-            "vetto: error: cannot create the report directory {}: {e}; no reports written, the command's exit status ({status}) is kept",
-            dir.display()
-        );
-        return;
-    }
+    // Checked and held open: the directory may hold what an earlier job
+    // planted, and nothing here follows it (`safe_fs`).
+    let dir = match safe_fs::Dir::create(&opts.report_dir, safe_fs::Parents::Walk, 0o755) {
+        Ok(dir) => dir,
+        Err(e) => {
+            eprintln!(
+                "vetto: error: no reports written: {}; the command's exit status ({status}) is kept",
+                error_chain(&e)
+            );
+            return;
+        }
+    };
     // Keep the log with its reports when it was written elsewhere.
     let log_in_dir = dir.join("session.jsonl");
-    if !same_file(session_log, &log_in_dir)
-        && let Err(e) = std::fs::copy(session_log, &log_in_dir)
+    if !same_entry(session_log, &log_in_dir)
+        && let Err(e) = dir.copy_in("session.jsonl", session_log, LOG_MODE)
     {
         eprintln!(
-            "vetto: error: cannot copy the session log to {}: {e}",
-            log_in_dir.display()
+            "vetto: error: cannot copy the session log to {}: {}",
+            log_in_dir.display(),
+            error_chain(&e)
         );
     }
     let sarif_opts = SarifOptions {
         category: opts.category.clone(),
         ..Default::default()
     };
-    let errors = report::write_outputs(model, &Outputs::in_dir(dir), &sarif_opts);
+    let errors = report::write_outputs_in(model, &dir, &sarif_opts);
     for e in &errors {
         eprintln!(
             "vetto: error: {}; the command's exit status ({status}) is kept",
             error_chain(e)
         );
     }
-    if let Some(summary_path) = &opts.step_summary
-        && let Err(e) = append(summary_path, report::summary::render(model).as_bytes())
-    {
-        eprintln!(
-            "vetto: error: cannot append to $GITHUB_STEP_SUMMARY ({}): {e}",
-            summary_path.display()
-        );
+    if let Some(summary_path) = &opts.step_summary {
+        let mut text = report::summary::render(model);
+        text.push('\n');
+        if let Err(e) = safe_fs::append(summary_path, text.as_bytes()) {
+            eprintln!(
+                "vetto: error: cannot append to $GITHUB_STEP_SUMMARY: {}",
+                error_chain(&e)
+            );
+        }
     }
 }
 
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(x), Ok(y)) => x == y,
+/// The same directory entry (not following a link at either name).
+fn same_entry(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
         _ => false,
     }
-}
-
-fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.write_all(b"\n")
 }
 
 /// The one-screen summary printed at the end (≤ ~20 lines).

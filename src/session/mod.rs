@@ -19,10 +19,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::events::log::{ChannelSink, EventSink, SessionWriter, spawn_writer};
+use crate::events::log::{
+    ChannelSink, EventSink, LOG_MODE, LogWriter, SessionWriter, spawn_writer_to,
+};
 use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions, TierRequest};
 use crate::policy::{self, LoadRequest};
+use crate::sandbox::safe_fs;
 use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
@@ -157,7 +160,7 @@ fn execute(
         }
     };
     // FULL keeps the job's temporary files in its own /tmp: no directory.
-    let mut session_tmp = SessionTmp::reserve(early.is_none());
+    let mut session_tmp = SessionTmp::reserve(early.is_none())?;
     // 3. The reports are read back and written outside the sandbox: their
     //    directory must be read-only for the job (`ci`'s default included),
     //    and it must exist before planning, so that the plan binds or
@@ -165,7 +168,7 @@ fn execute(
     //    there yet. (Failing here is not fatal: `open_log` falls back and
     //    says so.)
     if let Some(dir) = log_dir {
-        let _ = std::fs::create_dir_all(dir);
+        let _ = safe_fs::Dir::create(dir, safe_fs::Parents::Walk, 0o755);
     }
     // 4. Policy, then plan: a refusal here means the command never starts.
     request.policy.session_tmp = session_tmp.path().to_path_buf();
@@ -219,7 +222,7 @@ fn execute(
 
     // 5. The session log, written as things happen. A log that cannot be
     //    created costs the reports, never the command.
-    let log = log_dir.and_then(|dir| open_log(dir, &session_tmp));
+    let log = log_dir.and_then(open_log);
     if let Some((_, sink, _)) = &log {
         let start = session_start(
             &plan,
@@ -308,38 +311,42 @@ fn finish_output(copier: Option<OutputCopier>) {
 
 type OpenLog = (PathBuf, ChannelSink, SessionWriter);
 /// `session.jsonl` in the report directory, or, when that cannot be
-/// written, in a temporary place (the reports then say so).
-fn open_log(dir: &Path, session_tmp: &SessionTmp) -> Option<OpenLog> {
-    let in_dir = std::fs::create_dir_all(dir)
+/// written, in a temporary place (the reports then say so). Both are made
+/// without following anything planted there ([`safe_fs`]): the report
+/// directory may hold what an earlier job left.
+fn open_log(dir: &Path) -> Option<OpenLog> {
+    let in_dir = safe_fs::Dir::create(dir, safe_fs::Parents::Walk, 0o755)
+        .and_then(|d| {
+            let file = d.replace_with_new("session.jsonl", LOG_MODE)?;
+            Ok(LogWriter::from_file(file, d.join("session.jsonl")))
+        })
         .map_err(|e| e.to_string())
-        .and_then(|()| {
-            let path = dir.join("session.jsonl");
-            spawn_writer(&path)
-                .map(|(sink, writer)| (path, sink, writer))
-                .map_err(|e| e.to_string())
-        });
+        .and_then(|w| spawn_writer_to(w).map_err(|e| e.to_string()));
     match in_dir {
-        Ok(log) => Some(log),
+        Ok((sink, writer)) => Some((dir.join("session.jsonl"), sink, writer)),
         Err(e) => {
-            let fallback = std::env::temp_dir().join(format!(
-                "{}-session.jsonl",
-                session_tmp
-                    .path()
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "vetto".into())
-            ));
             eprintln!(
-                "vetto: error: cannot write the session log in {}: {e}; logging to {} instead",
-                dir.display(),
-                fallback.display()
+                "vetto: error: cannot write the session log in {}: {e}",
+                dir.display()
             );
-            spawn_writer(&fallback)
-                .map(|(sink, writer)| (fallback, sink, writer))
+            let (file, path) = private_temp_file("session")
+                .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
+                .ok()?;
+            eprintln!("vetto: logging to {} instead", path.display());
+            spawn_writer_to(LogWriter::from_file(file, path.clone()))
+                .map(|(sink, writer)| (path, sink, writer))
                 .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
                 .ok()
         }
     }
+}
+
+/// A new file only the user can read, under a fresh unpredictable name in
+/// the temporary directory.
+fn private_temp_file(what: &str) -> Result<(std::fs::File, PathBuf), safe_fs::SafeFsError> {
+    let tmp = safe_fs::Dir::open(&std::env::temp_dir(), safe_fs::Parents::Followed)?;
+    let (file, name) = tmp.create_unique(&format!("vetto-{what}-"), ".jsonl", 0o600)?;
+    Ok((file, tmp.join(&name)))
 }
 
 /// The log outlives the session directory it may have been written in.
@@ -347,9 +354,20 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
     if !path.starts_with(session_tmp.path()) {
         return path;
     }
-    let kept = std::env::temp_dir().join(path.file_name().unwrap_or_default());
-    match std::fs::copy(&path, &kept) {
-        Ok(_) => kept,
-        Err(_) => path,
+    let copied = private_temp_file("session").and_then(|(mut to, kept)| {
+        let mut from = safe_fs::open_regular(&path)?;
+        std::io::copy(&mut from, &mut to).map_err(|e| safe_fs::SafeFsError::Io {
+            op: "write",
+            path: kept.clone(),
+            source: e,
+        })?;
+        Ok(kept)
+    });
+    match copied {
+        Ok(kept) => kept,
+        Err(e) => {
+            eprintln!("vetto: warning: cannot keep the session log: {e}");
+            path
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! The session's own directories on the host: the per-session `$TMPDIR`
 //! and the notification spares, removed when the session ends.
 
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+
+use crate::sandbox::safe_fs;
 
 /// A directory vetto made for the session, removed with everything in it.
 pub(super) struct RemoveOnDrop(pub(super) Option<PathBuf>);
@@ -25,36 +26,39 @@ pub struct SessionTmp {
     /// The directory is made in the background while vetto loads and
     /// plans (a fresh directory on a busy ext4 /tmp costs a good part of
     /// the start-up); joined when the plan needs it or the session ends.
-    making: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    making: Option<std::thread::JoinHandle<Result<safe_fs::Dir, safe_fs::SafeFsError>>>,
     created: bool,
 }
 
 impl SessionTmp {
     /// A name for the session directory (under `$TMPDIR`), made in the
-    /// background when the plan is `likely` to need it.
-    pub fn reserve(likely: bool) -> Self {
-        let path = std::env::temp_dir().join(format!("vetto-{}-{}", std::process::id(), nonce()));
+    /// background when the plan is `likely` to need it. The name is
+    /// unpredictable (80 bits from the kernel) and the directory must be
+    /// new: nothing planted under a guessed name is ever used.
+    pub fn reserve(likely: bool) -> anyhow::Result<Self> {
+        let nonce = safe_fs::random_hex(10)?;
+        let path = std::env::temp_dir().join(format!("vetto-{}-{nonce}", std::process::id()));
         let target = path.clone();
         let making = likely
             .then(|| {
                 std::thread::Builder::new()
                     .name("vetto-tmpdir".into())
-                    .spawn(move || std::fs::DirBuilder::new().mode(0o700).create(&target))
+                    .spawn(move || safe_fs::create_private_dir(&target, safe_fs::Parents::Followed))
                     .ok()
             })
             .flatten();
-        SessionTmp {
+        Ok(SessionTmp {
             path,
             making,
             created: false,
-        }
+        })
     }
 
     /// Wait for the directory (or make it now).
     pub fn create(&mut self) -> anyhow::Result<()> {
         let made = match self.making.take().map(std::thread::JoinHandle::join) {
             Some(Ok(result)) => result,
-            _ => std::fs::DirBuilder::new().mode(0o700).create(&self.path),
+            _ => safe_fs::create_private_dir(&self.path, safe_fs::Parents::Followed),
         };
         made.with_context(|| {
             format!(
@@ -74,16 +78,11 @@ impl SessionTmp {
 impl Drop for SessionTmp {
     fn drop(&mut self) {
         // Made in the background but never needed: remove it too.
-        if let Some(Ok(Ok(()))) = self.making.take().map(std::thread::JoinHandle::join) {
+        if let Some(Ok(Ok(_))) = self.making.take().map(std::thread::JoinHandle::join) {
             self.created = true;
         }
         if self.created {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
-}
-
-fn nonce() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
 }

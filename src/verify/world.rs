@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::catalogue::{Canary, Listener, Target};
-use crate::sandbox::verify_host;
+use crate::sandbox::{safe_fs, verify_host};
 
 /// Setting up the world failed (the probes never ran).
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +38,8 @@ pub enum WorldError {
     },
     #[error("cannot find vetto's own executable")]
     OwnExe(#[source] io::Error),
+    #[error("cannot create the verify world")]
+    Root(#[source] crate::sandbox::safe_fs::SafeFsError),
 }
 
 fn create(path: &Path) -> impl FnOnce(io::Error) -> WorldError + '_ {
@@ -130,16 +132,15 @@ impl World {
     /// Lay out the world's files under `base` (the caller's temporary
     /// directory); nothing runs yet.
     pub fn new(base: &Path) -> Result<World, WorldError> {
-        let nonce = format!("{:016x}", random());
+        // Names others could plant beforehand (the world, its /dev/shm
+        // file) come from the kernel's randomness, and the world is new.
+        let nonce = safe_fs::random_hex(8).map_err(WorldError::Root)?;
         let root = base.join(format!(
             "vetto-verify-{}-{}",
             std::process::id(),
             &nonce[..8]
         ));
-        fs::DirBuilder::new()
-            .mode_0700()
-            .create(&root)
-            .map_err(create(&root))?;
+        safe_fs::create_private_dir(&root, safe_fs::Parents::Followed).map_err(WorldError::Root)?;
         let digits = random() % 100_000;
         // From here on, dropping `w` removes everything made so far.
         let mut w = World {
@@ -482,17 +483,6 @@ impl Drop for World {
 fn kill_child(mut c: Child) {
     let _ = c.kill();
     let _ = c.wait();
-}
-
-trait DirBuilderPrivate {
-    fn mode_0700(&mut self) -> &mut Self;
-}
-
-impl DirBuilderPrivate for fs::DirBuilder {
-    fn mode_0700(&mut self) -> &mut Self {
-        use std::os::unix::fs::DirBuilderExt;
-        self.mode(0o700)
-    }
 }
 
 pub fn canary_value(nonce: &str, c: Canary) -> String {

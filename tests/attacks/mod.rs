@@ -20,6 +20,7 @@ mod output_injection;
 mod policy_tamper;
 mod proc_environ;
 mod ptrace;
+mod report_links;
 mod seccomp_tier;
 mod secrets;
 mod signals;

@@ -185,7 +185,8 @@ fn apply(
     //    Likewise the spares the supervisor turns into the job's new
     //    entries in a list-only project root (docs/tiers.md).
     if let Some(pool) = &plan.notify.spares {
-        make_spares(pool).map_err(|e| format!("cannot create {}: {e}", pool.dir.display()))?;
+        make_spares(pool)
+            .map_err(|e| format!("cannot create the spares {}: {e}", pool.dir.display()))?;
     }
 
     // 6. FULL tier: namespaces. This process stays outside as a relay;
@@ -338,20 +339,20 @@ fn apply(
     }
 }
 
-fn make_spares(pool: &crate::plan::fs::SparePool) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new().mode(0o700).create(&pool.dir)?;
+/// The spare pool: a new directory (never one that exists, nor anything
+/// through a link) in the project's checked `.git`, and its entries made
+/// relative to it (`safe_fs`). Its name comes from the session
+/// directory's, which nobody can guess.
+fn make_spares(
+    pool: &crate::plan::fs::SparePool,
+) -> Result<(), crate::sandbox::safe_fs::SafeFsError> {
+    use crate::sandbox::safe_fs;
+    let dir = safe_fs::create_private_dir(&pool.dir, safe_fs::Parents::AsNamed)?;
     for name in &pool.files {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(pool.dir.join(name))?;
+        dir.create_new(name, 0o600)?;
     }
     for name in &pool.dirs {
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(pool.dir.join(name))?;
+        dir.create_dir_new(name, 0o700)?;
     }
     Ok(())
 }
