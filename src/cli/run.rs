@@ -179,6 +179,7 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
         };
     }
     let shared_before = supervisor::snapshot_shared(&plan);
+    let persistence = supervisor::persist::Watch::start(&policy.project);
     let child = match stage.launch(&plan, &args.command) {
         Ok(child) => child,
         Err(e) => {
@@ -195,6 +196,8 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
     // before vetto's own last words.
     finish_output(copier);
     tell(&session, args.audit);
+    let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
+    supervisor::persist::finish(&persistence, sink);
     let log = log.map(|(path, sink, writer)| {
         sink.emit(Event::SessionEnd(Box::new(SessionEnd {
             ended_at: Timestamp::now(),

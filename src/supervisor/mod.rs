@@ -9,6 +9,7 @@ use nix::sys::wait::WaitStatus;
 
 pub mod notify;
 pub mod output;
+pub mod persist;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
