@@ -448,6 +448,7 @@ fn plan_for(
             denied_calls: Vec::new(),
             audit: false,
             net_connect: net_connect(net_off, own_netns),
+            project: Some(policy.project.clone()),
         };
         let landlock = LandlockPlan {
             abi,
@@ -468,6 +469,7 @@ fn plan_for(
             denied_calls: Vec::new(),
             audit: false,
             net_connect: net_connect(net_off, own_netns),
+            project: None,
         };
         (None, notify, Vec::new())
     };
@@ -658,6 +660,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         audit: true,
         // Audit performs what the policy would refuse, and records it.
         net_connect: fs::NetConnect::Open,
+        project: Some(policy.project.clone()),
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

@@ -139,6 +139,11 @@ pub struct NotifyPlan {
     /// with its own credentials: with the network off it must not.
     #[serde(default)]
     pub net_connect: NetConnect,
+    /// The project root: an entry named `.git` below it (a nested
+    /// repository, which a later `git status` would act on outside the
+    /// sandbox) is refused wherever the supervisor sees it created.
+    #[serde(default)]
+    pub project: Option<PathBuf>,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

@@ -163,7 +163,8 @@ pub fn static_name(name: &str) -> Option<&'static str> {
 }
 
 /// Syscalls that create, remove or rename directory entries: notified so
-/// the supervisor can emulate them in carved directories.
+/// the supervisor can emulate them in carved directories (`link*` and
+/// `mknod*` only so that it refuses a nested `.git`).
 const CREATION: &[&str] = &[
     "creat",
     "mkdir",
@@ -176,6 +177,10 @@ const CREATION: &[&str] = &[
     "rmdir",
     "symlink",
     "symlinkat",
+    "link",
+    "linkat",
+    "mknod",
+    "mknodat",
 ];
 
 /// The filter for a plan: dangerous calls always; socket families when the

@@ -111,9 +111,7 @@ impl Watch {
         // FAT) truncates a change in this very second to before `now`:
         // compare by seconds there (a change in the second before the
         // start may then be reported; none is missed).
-        let coarse = RealTree
-            .lstat(project)
-            .is_some_and(|m| m.ctime.nsec == 0);
+        let coarse = RealTree.lstat(project).is_some_and(|m| m.ctime.nsec == 0);
         Watch {
             project: project.to_path_buf(),
             since: if coarse {
@@ -740,7 +738,10 @@ mod tests {
             ("/p/.git/info/exclude", What::Changed),
             ("/p/.git/modules/sm/config", What::Changed),
         ] {
-            assert!(found.contains(&(p.into(), w.clone())), "{p} missing: {found:?}");
+            assert!(
+                found.contains(&(p.into(), w.clone())),
+                "{p} missing: {found:?}"
+            );
         }
         assert!(!found.iter().any(|(p, _)| p == "/p/.gitmodules"));
     }
