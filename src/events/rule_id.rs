@@ -22,7 +22,6 @@ pub enum RuleId {
     FsReadDenied,
     SecretReadDenied,
     GitPersistenceBlocked,
-    PersistencePlanted,
     CiControlFileBlocked,
     UnixSocketDenied,
     NetSocketDenied,
@@ -33,6 +32,7 @@ pub enum RuleId {
     LimitMemory,
     LimitProcs,
     SecretEnvWithheld,
+    PersistencePlanted,
 }
 
 /// How loud a class is in code scanning (SARIF `level`).
@@ -50,7 +50,6 @@ impl RuleId {
         RuleId::FsReadDenied,
         RuleId::SecretReadDenied,
         RuleId::GitPersistenceBlocked,
-        RuleId::PersistencePlanted,
         RuleId::CiControlFileBlocked,
         RuleId::UnixSocketDenied,
         RuleId::NetSocketDenied,
@@ -61,6 +60,7 @@ impl RuleId {
         RuleId::LimitMemory,
         RuleId::LimitProcs,
         RuleId::SecretEnvWithheld,
+        RuleId::PersistencePlanted,
     ];
 
     pub fn as_str(self) -> &'static str {
