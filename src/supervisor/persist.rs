@@ -36,8 +36,8 @@
 //! and stops after [`Limits::entries`] entries: a job that makes a million
 //! files costs a bounded walk, and what was left unchecked is itself a
 //! finding (fail closed), as is a directory that cannot be listed.
-//! Measured: 50,000 files in 2,600 directories (ext4, warm cache) take
-//! about 60 ms.
+//! Measured (release build, ext4, a loaded 2-core VM): 50,000 files in
+//! 2,562 directories take 32–39 ms with a warm cache, 160 ms cold.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
