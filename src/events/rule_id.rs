@@ -32,6 +32,7 @@ pub enum RuleId {
     LimitMemory,
     LimitProcs,
     SecretEnvWithheld,
+    PersistencePlanted,
 }
 
 /// How loud a class is in code scanning (SARIF `level`).
@@ -44,7 +45,7 @@ pub enum Level {
 }
 
 impl RuleId {
-    pub const ALL: [RuleId; 14] = [
+    pub const ALL: [RuleId; 15] = [
         RuleId::FsWriteDenied,
         RuleId::FsReadDenied,
         RuleId::SecretReadDenied,
@@ -59,6 +60,7 @@ impl RuleId {
         RuleId::LimitMemory,
         RuleId::LimitProcs,
         RuleId::SecretEnvWithheld,
+        RuleId::PersistencePlanted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +69,7 @@ impl RuleId {
             RuleId::FsReadDenied => "fs-read-denied",
             RuleId::SecretReadDenied => "secret-read-denied",
             RuleId::GitPersistenceBlocked => "git-persistence-blocked",
+            RuleId::PersistencePlanted => "persistence-planted",
             RuleId::CiControlFileBlocked => "ci-control-file-blocked",
             RuleId::UnixSocketDenied => "unix-socket-denied",
             RuleId::NetSocketDenied => "net-socket-denied",
@@ -87,6 +90,7 @@ impl RuleId {
             RuleId::FsReadDenied => "FsReadDenied",
             RuleId::SecretReadDenied => "SecretReadDenied",
             RuleId::GitPersistenceBlocked => "GitPersistenceBlocked",
+            RuleId::PersistencePlanted => "PersistencePlanted",
             RuleId::CiControlFileBlocked => "CiControlFileBlocked",
             RuleId::UnixSocketDenied => "UnixSocketDenied",
             RuleId::NetSocketDenied => "NetSocketDenied",
@@ -108,6 +112,9 @@ impl RuleId {
             RuleId::SecretReadDenied => "A read of a masked secret was denied",
             RuleId::GitPersistenceBlocked => {
                 "A write to .git/hooks or .git/config (persistence beyond the job) was blocked"
+            }
+            RuleId::PersistencePlanted => {
+                "A nested repository or a file that other tools run later (.envrc, .vscode tasks …) was planted"
             }
             RuleId::CiControlFileBlocked => {
                 "A write to a CI control file (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT …) was blocked"
@@ -156,6 +163,21 @@ impl RuleId {
                 "The job tried to write to .git/hooks or .git/config. A hook or a config entry \
                  (core.fsmonitor, core.hooksPath, a credential helper) runs code on the developer's \
                  or the next job's machine long after this job ended."
+            }
+            RuleId::PersistencePlanted => {
+                "The job left behind, or tried to create, something that another tool acts on \
+                 later, outside the sandbox: a nested git repository (an entry named .git below \
+                 the project root, or a bare repository), a change to any repository's config, \
+                 hooks/ or info/, or a change to .envrc, .vscode/tasks.json, launch.json, \
+                 settings.json, .devcontainer/, .gitattributes, .lfsconfig or .gitmodules at the \
+                 project root. A `git status` from a shell prompt or an IDE in a planted \
+                 repository runs its core.fsmonitor command; direnv, VS Code tasks and dev \
+                 containers run what these files say. Where the seccomp-notify supervisor sees the \
+                 creation (FULL and FS-ONLY, a project with a .git directory), creating, renaming \
+                 into place or symlinking an entry named .git below the root is refused and \
+                 recorded with the process. On every tier vetto compares these files after the \
+                 session (by change time, never following the job's links); what changed there \
+                 is reported with its path, the process being unknown."
             }
             RuleId::CiControlFileBlocked => {
                 "The job tried to write to a file that the CI runner reads back between steps \
@@ -238,6 +260,14 @@ impl RuleId {
                  rule for the same path. A hook runs with the developer's full rights on the \
                  next `git commit`."
             }
+            RuleId::PersistencePlanted => {
+                "There is no policy switch: a build does not need to leave a repository or an \
+                 editor task behind. Look at the reported path before you run `git status` in it \
+                 or open the folder in an editor (`git -c core.fsmonitor= status` and \
+                 `git config -l --show-origin` inside it are safe ways to look), and delete it if \
+                 you did not expect it. If a step really clones repositories into the project \
+                 (`pip install -e git+…`), clone them outside vetto or into `$TMPDIR`."
+            }
             RuleId::CiControlFileBlocked => {
                 "Write step outputs from a separate, trusted step instead. Allowing it:\n\n\
                  ```toml\n[filesystem]\nwrite = [\"<the file $GITHUB_OUTPUT names>\"]\n```\n\n\
@@ -304,7 +334,9 @@ impl RuleId {
     pub fn security_severity(self) -> f64 {
         match self {
             RuleId::SecretReadDenied | RuleId::CiControlFileBlocked => 9.0,
-            RuleId::GitPersistenceBlocked | RuleId::UnixSocketDenied => 8.5,
+            RuleId::GitPersistenceBlocked
+            | RuleId::PersistencePlanted
+            | RuleId::UnixSocketDenied => 8.5,
             RuleId::SyscallDenied | RuleId::ProcessEscaped => 8.0,
             RuleId::NetEgressBlocked | RuleId::NetSocketDenied => 7.0,
             RuleId::FsWriteDenied => 6.0,
@@ -334,7 +366,9 @@ impl RuleId {
         match self {
             RuleId::FsWriteDenied | RuleId::FsReadDenied => "filesystem",
             RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => "secrets",
-            RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => "persistence",
+            RuleId::GitPersistenceBlocked
+            | RuleId::PersistencePlanted
+            | RuleId::CiControlFileBlocked => "persistence",
             RuleId::UnixSocketDenied | RuleId::NetSocketDenied | RuleId::NetEgressBlocked => {
                 "network"
             }
@@ -348,9 +382,9 @@ impl RuleId {
         let mut tags = vec!["security", "sandbox", self.class()];
         match self {
             RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => tags.push("credentials"),
-            RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
-                tags.push("supply-chain")
-            }
+            RuleId::GitPersistenceBlocked
+            | RuleId::PersistencePlanted
+            | RuleId::CiControlFileBlocked => tags.push("supply-chain"),
             RuleId::NetEgressBlocked | RuleId::NetSocketDenied => tags.push("exfiltration"),
             _ => {}
         }

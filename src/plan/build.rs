@@ -474,6 +474,7 @@ fn plan_for(
             audit: false,
             net_connect: net_connect(net_off, own_netns),
             pty_peer,
+            project: Some(policy.project.clone()),
         };
         let landlock = LandlockPlan {
             abi,
@@ -495,6 +496,7 @@ fn plan_for(
             audit: false,
             net_connect: net_connect(net_off, own_netns),
             pty_peer: false,
+            project: None,
         };
         (None, notify, Vec::new())
     };
@@ -690,6 +692,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         // Audit performs what the policy would refuse, and records it.
         net_connect: fs::NetConnect::Open,
         pty_peer: false,
+        project: Some(policy.project.clone()),
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

@@ -147,6 +147,11 @@ pub struct NotifyPlan {
     /// grants only the job's own terminal there (see `plan::terminal`).
     #[serde(default)]
     pub pty_peer: bool,
+    /// The project root: an entry named `.git` below it (a nested
+    /// repository, which a later `git status` would act on outside the
+    /// sandbox) is refused wherever the supervisor sees it created.
+    #[serde(default)]
+    pub project: Option<PathBuf>,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

@@ -164,7 +164,8 @@ pub fn static_name(name: &str) -> Option<&'static str> {
 }
 
 /// Syscalls that create, remove or rename directory entries: notified so
-/// the supervisor can emulate them in carved directories.
+/// the supervisor can emulate them in carved directories (`link*` and
+/// `mknod*` only so that it refuses a nested `.git`).
 const CREATION: &[&str] = &[
     "creat",
     "mkdir",
@@ -177,6 +178,10 @@ const CREATION: &[&str] = &[
     "rmdir",
     "symlink",
     "symlinkat",
+    "link",
+    "linkat",
+    "mknod",
+    "mknodat",
 ];
 
 /// `ioctl(master, TIOCGPTPEER)` goes to the supervisor, which opens the

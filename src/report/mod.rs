@@ -305,6 +305,9 @@ impl Model {
             RuleId::SyscallDenied | RuleId::ProcessEscaped => {
                 "no policy switch: fix the job".into()
             }
+            RuleId::PersistencePlanted => {
+                "no policy switch: inspect the path before any git or editor touches it".into()
+            }
         }
     }
 }

@@ -53,7 +53,9 @@ pub fn suggest(logs: &[SessionLog]) -> String {
                 (RuleId::SecretEnvWithheld, _) => {}
                 (rule, target) => {
                     let why = match rule {
-                        RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
+                        RuleId::GitPersistenceBlocked
+                        | RuleId::PersistencePlanted
+                        | RuleId::CiControlFileBlocked => {
                             "persists code beyond the job: not suggested"
                         }
                         RuleId::SecretReadDenied => "reads a masked secret: not suggested",

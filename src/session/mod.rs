@@ -253,6 +253,7 @@ fn execute(
         };
     }
     let shared_before = supervisor::snapshot_shared(&plan);
+    let persistence = supervisor::persist::Watch::start(&policy.project);
     let child = match stage.launch(&plan, &request.command) {
         Ok(child) => child,
         Err(e) => {
@@ -271,6 +272,9 @@ fn execute(
     // before vetto's own last words.
     finish_output(copier);
     tell::tell(&session, request.audit);
+    // What the job left for other tools to run later is recorded before
+    // the session's end, so that `--fail-on violation` counts it.
+    supervisor::persist::finish(&persistence, sink);
 
     // 8. The session end closes the log.
     let log = log.map(|(path, sink, writer)| {

@@ -9,6 +9,7 @@ use nix::sys::wait::WaitStatus;
 
 pub mod notify;
 pub mod output;
+pub mod persist;
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -476,6 +477,8 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
         (RuleId::NetEgressBlocked, target)
     } else if d.syscall == "connect" {
         (RuleId::UnixSocketDenied, Target::Socket { path })
+    } else if d.reason == notify::Reason::NestedGit {
+        (RuleId::PersistencePlanted, Target::Path { path })
     } else {
         let name = path
             .file_name()

@@ -63,6 +63,9 @@ pub enum Reason {
     /// interface is loopback (FULL, network off): refused with
     /// `ENETUNREACH`, as the missing route would refuse it.
     Egress,
+    /// An entry named `.git` below the project root (a nested repository
+    /// that a later `git status` outside the sandbox would act on).
+    NestedGit,
 }
 
 /// One decision, for the session log.
@@ -88,7 +91,11 @@ impl NotifyEvent {
         matches!(self.decision, Decision::Denied(_))
             || matches!(
                 self.reason,
-                Reason::Protected | Reason::OutsidePolicy | Reason::Forbidden | Reason::WouldDeny
+                Reason::Protected
+                    | Reason::OutsidePolicy
+                    | Reason::Forbidden
+                    | Reason::WouldDeny
+                    | Reason::NestedGit
             )
     }
 }

