@@ -522,7 +522,7 @@ fn plan_for(
         notify.broker_unix_connect,
     );
     if notify.pty_peer {
-        seccomp.rules.push(syscalls::pty_peer_rule());
+        seccomp.rules.extend(syscalls::pty_rules());
     }
     seccomp.record_denials = notify_available;
     let mut notify = notify;

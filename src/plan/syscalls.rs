@@ -62,6 +62,9 @@ mod uapi {
     pub const SOCK_RAW: u64 = 3;
     pub const SOCK_TYPE_MASK: u64 = 0xf;
     pub const O_CREAT: u64 = 0o100;
+    pub const O_ACCMODE: u64 = 0o3;
+    pub const O_RDWR: u64 = 0o2;
+    pub const O_NOCTTY: u64 = 0o400;
     pub const TIOCSTI: u64 = 0x5412;
     pub const TIOCLINUX: u64 = 0x541c;
     pub const TIOCGPTPEER: u64 = 0x5441;
@@ -184,19 +187,38 @@ const CREATION: &[&str] = &[
     "mknodat",
 ];
 
-/// `ioctl(master, TIOCGPTPEER)` goes to the supervisor, which opens the
-/// slave of the job's own pseudo-terminal where Landlock grants no slave
-/// (the host's shared `/dev/pts`, FS-ONLY). Other ioctls are not notified.
-pub fn pty_peer_rule() -> SyscallRule {
-    rule(
+/// The slave of a pseudo-terminal the job created goes to the supervisor,
+/// which opens it where Landlock grants no slave (the host's shared
+/// `/dev/pts`, FS-ONLY): `ioctl(master, TIOCGPTPEER)` (glibc's `openpty`),
+/// and `open*("/dev/pts/N", O_RDWR | O_NOCTTY)` after `ptsname()` (Go's
+/// `creack/pty`). Other ioctls are not notified, and only opens that are
+/// read-write *and* `O_NOCTTY`: GNU tools pass `O_NOCTTY` on ordinary
+/// opens, but read-only (`cat`, `fts`) or write-only (`cp`, `touch`).
+pub fn pty_rules() -> Vec<SyscallRule> {
+    use uapi::*;
+    const WHY: &str = "the slave of a pseudo-terminal the job created is opened by the supervisor";
+    let mut rules = vec![rule(
         "ioctl",
         Action::Notify,
         vec![ArgCheck::Eq {
             index: 1,
-            value: uapi::TIOCGPTPEER,
+            value: TIOCGPTPEER,
         }],
-        "the slave of a pseudo-terminal the job created is opened by the supervisor",
-    )
+        WHY,
+    )];
+    for (name, index) in [("open", 1), ("openat", 2)] {
+        rules.push(rule(
+            name,
+            Action::Notify,
+            vec![ArgCheck::MaskedEq {
+                index,
+                mask: O_ACCMODE | O_NOCTTY,
+                value: O_RDWR | O_NOCTTY,
+            }],
+            WHY,
+        ));
+    }
+    rules
 }
 
 /// The filter for a plan: dangerous calls always; socket families when the

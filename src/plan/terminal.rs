@@ -12,7 +12,8 @@
 //! - **FS-ONLY**: `/dev/pts` is the host's, shared by every terminal of the
 //!   user. Landlock grants the directory nothing and the terminal vetto runs
 //!   on by its own inode; the slave of a pty the job creates is opened by
-//!   the supervisor (`TIOCGPTPEER` on the job's master).
+//!   the supervisor (`TIOCGPTPEER` on the job's master, also when the job
+//!   opens `/dev/pts/N` by path read-write with `O_NOCTTY`).
 
 use std::path::{Path, PathBuf};
 

@@ -38,6 +38,17 @@ impl Victim {
         }
     }
 
+    /// A terminal whose number the job's first own pty cannot have (at
+    /// FULL that is `pts/0` of the private instance, the same name):
+    /// `pts/0`, if it comes, is kept open and another one taken.
+    fn open_beside_own() -> (Victim, Option<Victim>) {
+        let first = Victim::open();
+        if first.path != std::path::Path::new("/dev/pts/0") {
+            return (first, None);
+        }
+        (Victim::open(), Some(first))
+    }
+
     /// Type a line at the terminal, as its user would.
     fn type_line(&mut self, line: &str) {
         self.master
@@ -175,3 +186,123 @@ python3 -c "import pty; pty.spawn([\"sh\", \"-c\", \"echo SPAWNED-ON-\$(tty)\"])
     }
 }
 at_every_tier!(own_terminal_and_own_ptys_work);
+
+/// Python (3.11: no `os.posix_openpt` yet) making a pty as Go's
+/// `creack/pty` and `expect` do: `posix_openpt`, `grantpt`, `unlockpt`,
+/// `ptsname`; binds `m` (the master) and `name` (the slave's path).
+const SELF_MADE_PTY: &str = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptsname.restype = ctypes.c_char_p
+m = libc.posix_openpt(os.O_RDWR | os.O_NOCTTY)
+assert m >= 0, ctypes.get_errno()
+assert libc.grantpt(m) == 0 and libc.unlockpt(m) == 0, ctypes.get_errno()
+name = libc.ptsname(m).decode()
+"#;
+
+/// Runs as an unprivileged user: the slave of a pty the job made itself,
+/// opened by the name `ptsname()` gives (`open("/dev/pts/N", O_RDWR |
+/// O_NOCTTY)`), is that terminal, both ways.
+fn own_pty_slave_opens_by_path(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let script = format!(
+        r#"{SELF_MADE_PTY}
+s = os.open(name, os.O_RDWR | os.O_NOCTTY)
+print("slave", name, "is", os.ttyname(s))
+import termios
+a = termios.tcgetattr(s)
+a[3] &= ~termios.ECHO
+termios.tcsetattr(s, termios.TCSANOW, a)
+os.write(m, b"typed-at-master\n")
+print("slave-read", os.read(s, 100))
+os.write(s, b"from-slave\n")
+print("master-read", os.read(m, 100))
+"#
+    );
+    let out = w.run_sandboxed(&["python3", "-c", &script]);
+    out.assert_success()
+        .assert_stdout_contains("slave-read b'typed-at-master\\n'")
+        .assert_stdout_contains("master-read b'from-slave\\r\\n'");
+    let line = out
+        .stdout()
+        .lines()
+        .find(|l| l.starts_with("slave "))
+        .unwrap_or_default()
+        .to_owned();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert!(
+        words.len() == 4 && words[1].starts_with("/dev/pts/") && words[1] == words[3],
+        "the slave opened is not the pty's own\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(own_pty_slave_opens_by_path);
+
+/// Open another terminal by path as a pty slave is opened (`O_RDWR |
+/// O_NOCTTY`), while holding a pty master of its own, and by the other
+/// spellings of that path (relative to `/dev`, through `..`).
+fn by_path_attack_script(path: &str) -> String {
+    let n = path.rsplit('/').next().unwrap_or_default();
+    format!(
+        r#"{SELF_MADE_PTY}
+d = os.open("/dev", os.O_RDONLY | os.O_DIRECTORY)
+for name, p, dirfd in (("abs", "{path}", None), ("rel", "pts/{n}", d), ("dotdot", "/dev/pts/../pts/{n}", None)):
+    try:
+        fd = os.open(p, os.O_RDWR | os.O_NOCTTY, dir_fd=dirfd)
+    except OSError as e:
+        print(name, "open-failed", e.errno)
+        continue
+    print(name, "opened")
+    os.write(fd, b"\x1b]0;{MARK}\x07")
+    os.set_blocking(fd, False)
+    try:
+        print(name, "read", os.read(fd, 200))
+    except BlockingIOError:
+        pass
+"#
+    )
+}
+
+/// Runs as an unprivileged user: a job that made a pty of its own (so the
+/// supervisor is asked about its slave opens) opens another terminal of
+/// the same user read-write by path. Evidence: bare, its escape sequence
+/// reaches that terminal and it reads what was typed; sandboxed, every
+/// open fails and nothing arrives.
+fn another_terminal_cannot_be_opened_as_an_own_pty_slave(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+
+    let (mut bare_victim, _kept) = Victim::open_beside_own();
+    bare_victim.type_line(TYPED);
+    let _ = bare_victim.screen();
+    let path = bare_victim.path.to_str().unwrap().to_owned();
+    let bare = w.run_bare(&["python3", "-c", &by_path_attack_script(&path)]);
+    bare.assert_success()
+        .assert_stdout_contains("abs opened")
+        .assert_stdout_contains(TYPED);
+    assert!(
+        bare_victim.screen().contains(MARK),
+        "control: the bare escape sequence never reached the terminal\n{}",
+        bare.dump()
+    );
+
+    let (mut victim, _kept) = Victim::open_beside_own();
+    victim.type_line(TYPED);
+    let _ = victim.screen();
+    let path = victim.path.to_str().unwrap().to_owned();
+    let out = w.run_sandboxed(&["python3", "-c", &by_path_attack_script(&path)]);
+    out.assert_success()
+        .assert_stdout_contains("abs open-failed")
+        .assert_stdout_contains("rel open-failed")
+        .assert_stdout_contains("dotdot open-failed")
+        .assert_stdout_lacks("opened")
+        .assert_no_leak(TYPED);
+    let screen = victim.screen();
+    assert!(
+        !screen.contains(MARK),
+        "the job wrote onto another terminal: {screen:?}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(another_terminal_cannot_be_opened_as_an_own_pty_slave);

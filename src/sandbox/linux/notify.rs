@@ -44,6 +44,8 @@ pub mod consts {
 
     pub const O_ACCMODE: i32 = libc::O_ACCMODE;
     pub const O_CREAT: i32 = libc::O_CREAT;
+    pub const O_RDWR: i32 = libc::O_RDWR;
+    pub const O_NOCTTY: i32 = libc::O_NOCTTY;
     pub const O_EXCL: i32 = libc::O_EXCL;
     pub const O_TRUNC: i32 = libc::O_TRUNC;
     pub const O_RDONLY: i32 = libc::O_RDONLY;
@@ -522,6 +524,15 @@ pub fn pty_peer(master: BorrowedFd<'_>, flags: i32) -> io::Result<OwnedFd> {
     })?;
     // SAFETY: the kernel returned a fresh descriptor that we now own.
     Ok(unsafe { OwnedFd::from_raw_fd(ret) })
+}
+
+/// `ioctl(fd, TIOCGPTN)`: the index `N` of the pseudo-terminal whose
+/// master is `fd` (its slave is `pts/N`). An error for anything else.
+pub fn pty_number(master: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through a valid pointer.
+    cvt(unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN, &mut n) })?;
+    Ok(n)
 }
 
 /// `TIOCGPTPEER` (`<asm-generic/ioctls.h>`, Linux 4.13), `_IO('T', 0x41)`.

@@ -13,8 +13,9 @@
 //! 3. **Pseudo-terminals the job creates** (where the host's `/dev/pts` is
 //!    shared): Landlock grants only the job's own terminal there, so the
 //!    slave of a pty the job made (`ioctl(master, TIOCGPTPEER)`, what
-//!    glibc's `openpty` does) is opened by the supervisor on its own copy
-//!    of the job's master descriptor and handed over.
+//!    glibc's `openpty` does, or `open("/dev/pts/N", O_RDWR | O_NOCTTY)`
+//!    after `ptsname()`) is opened by the supervisor on its own copy of the
+//!    job's master descriptor and handed over.
 //!
 //! The one rule: after an *allow* decision the supervisor performs the
 //! operation itself, with its own copy of every argument (copied once) and
@@ -306,6 +307,10 @@ impl Shared {
     }
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
+        if let Some(answer) = self.pty_slave_by_path(&n) {
+            self.answer(&n, n.call.name(), answer, None, events);
+            return;
+        }
         let (answer, path) = match n.call {
             // Numbers of another ABI could mean anything, `connect` among
             // them: refuse rather than CONTINUE (the BPF should never
@@ -468,6 +473,10 @@ impl Shared {
         {
             return;
         }
+        // Nor does the slave of the job's own pty: the job's own business.
+        if reason == Reason::OwnPty {
+            return;
+        }
         let _ = events.send(NotifyEvent {
             tid: n.tid,
             syscall,
@@ -519,6 +528,83 @@ impl Shared {
             },
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::OwnPty),
         }
+    }
+
+    /// `open*("/dev/pts/N", O_RDWR | O_NOCTTY)`: the slave of a pty by the
+    /// name `ptsname()` gave (Go's `creack/pty`). `None`: not such an open
+    /// (the BPF notifies it for `O_CREAT` too). The path is copied once and
+    /// decided on as copied: it must be exactly `/dev/pts/N`, absolute and
+    /// in canonical form (what `ptsname()` returns). The job's own
+    /// descriptor table must hold the master of pty `N` (a `ptmx`
+    /// descriptor, checked with `TIOCGPTN` on the supervisor's own copy).
+    /// The supervisor then opens the slave through that master
+    /// (`TIOCGPTPEER`), so what the job gets is the slave of a terminal it
+    /// already controls entirely, and only if it is the very inode
+    /// `/dev/pts/N` names. Anything else → CONTINUE, where Landlock grants
+    /// no terminal but the job's own: nothing is granted on this path.
+    fn pty_slave_by_path(&self, n: &Notif) -> Option<Answer> {
+        let (path_addr, flags) = match n.call {
+            Call::Open => (n.args[0], n.args[1] as u32 as i32),
+            Call::Openat => (n.args[1], n.args[2] as u32 as i32),
+            _ => return None,
+        };
+        let slave_open = c::O_RDWR | c::O_NOCTTY;
+        if !self.pty_peer
+            || !n.native
+            || flags & (c::O_ACCMODE | c::O_NOCTTY) != slave_open
+            || flags & c::O_CREAT != 0
+        {
+            return None;
+        }
+        let leave = Some(Answer::Continue(Reason::NotHandled));
+        let kept = c::O_ACCMODE | c::O_NOCTTY | c::O_NONBLOCK | c::O_CLOEXEC;
+        if flags & !(kept | c::KERNEL_O_LARGEFILE) != 0 {
+            return leave;
+        }
+        let Ok(path) = copy_path(n.tid, path_addr) else {
+            return leave;
+        };
+        let Some(index) = pts_index(path.to_bytes()) else {
+            return leave;
+        };
+        let Ok(pidfd) = sys::pidfd_open_thread(n.tid) else {
+            return Some(self.stale_or(n, Answer::Continue(Reason::NotHandled)));
+        };
+        let Some(master) = held_master(n.tid, pidfd.as_fd(), index) else {
+            return Some(self.stale_or(n, Answer::Continue(Reason::NotHandled)));
+        };
+        // The thread was alive and blocked in this call throughout: the
+        // descriptors read are its own.
+        if !self.listener.id_valid(n.id) {
+            return Some(Answer::Drop);
+        }
+        let slave = match sys::pty_peer(master.as_fd(), flags & (c::O_ACCMODE | c::O_NONBLOCK)) {
+            Ok(slave) => slave,
+            Err(e) => {
+                return Some(Answer::Errno(
+                    sys::errno_of(&e),
+                    Decision::Emulated,
+                    Reason::OwnPty,
+                ));
+            }
+        };
+        let named = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+        let same = match (sys::facts(slave.as_fd()), std::fs::metadata(named)) {
+            (Ok(ours), Ok(there)) => {
+                use std::os::unix::fs::MetadataExt;
+                ours.dev == there.dev() && ours.ino == there.ino()
+            }
+            _ => false,
+        };
+        if !same {
+            return leave;
+        }
+        Some(Answer::Fd {
+            fd: slave,
+            cloexec: flags & c::O_CLOEXEC != 0,
+            reason: Reason::OwnPty,
+            undo: None,
+        })
     }
 
     // ----- creations in carved directories -------------------------------
@@ -1663,6 +1749,41 @@ fn copy_path(tid: i32, addr: u64) -> Result<CString, Answer> {
     }
 }
 
+/// Descriptors of a job's thread looked at for a pty master, at most.
+const MAX_FDS_SCANNED: usize = 4096;
+
+/// `N` of `/dev/pts/N`, written exactly as `ptsname()` writes it (no
+/// leading zeros, nothing around it).
+fn pts_index(path: &[u8]) -> Option<u32> {
+    let digits = path.strip_prefix(b"/dev/pts/")?;
+    let n: u32 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    (n.to_string().as_bytes() == digits).then_some(n)
+}
+
+/// The supervisor's own copy of a descriptor in thread `tid`'s table that
+/// is the master of pty `index`. The `/proc` link (a `ptmx`) only picks
+/// candidates; `TIOCGPTN` on the copy decides.
+fn held_master(tid: i32, pidfd: BorrowedFd<'_>, index: u32) -> Option<OwnedFd> {
+    let fds = std::fs::read_dir(format!("/proc/{tid}/fd")).ok()?;
+    for entry in fds.take(MAX_FDS_SCANNED).flatten() {
+        let Some(fd) = entry.file_name().to_str().and_then(|f| f.parse().ok()) else {
+            continue;
+        };
+        let is_ptmx = std::fs::read_link(entry.path())
+            .is_ok_and(|link| link.as_os_str().as_bytes().ends_with(b"/ptmx"));
+        if !is_ptmx {
+            continue;
+        }
+        let Ok(ours) = sys::pidfd_getfd(pidfd, fd) else {
+            continue;
+        };
+        if sys::pty_number(ours.as_fd()).is_ok_and(|n| n == index) {
+            return Some(ours);
+        }
+    }
+    None
+}
+
 /// Split into (parent, final name, had trailing slashes).
 fn split(path: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     let mut end = path.len();
@@ -1715,6 +1836,26 @@ fn done(result: io::Result<()>) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_name_ptsname_writes_is_a_pty_slave_path() {
+        assert_eq!(pts_index(b"/dev/pts/0"), Some(0));
+        assert_eq!(pts_index(b"/dev/pts/17"), Some(17));
+        for other in [
+            &b"/dev/pts/"[..],
+            b"/dev/pts/07",
+            b"/dev/pts/+7",
+            b"/dev/pts/7/",
+            b"/dev/pts//7",
+            b"/dev/pts/../pts/7",
+            b"//dev/pts/7",
+            b"pts/7",
+            b"/dev/pts/ptmx",
+            b"/dev/pts/99999999999",
+        ] {
+            assert_eq!(pts_index(other), None, "{}", String::from_utf8_lossy(other));
+        }
+    }
 
     fn sockaddr(family: i32, port: u16, ip: &[u8], ip_at: usize, len: usize) -> Vec<u8> {
         let mut b = vec![0u8; len];
