@@ -207,7 +207,8 @@ pub fn withheld_line(withheld: &[String]) -> Option<String> {
     }
     (!parts.is_empty()).then(|| {
         format!(
-            "vetto: withheld from the job's environment: {}",
+            "vetto: withheld {} variable(s) from the job's environment: {}",
+            withheld.len(),
             parts.join(" and ")
         )
     })
@@ -254,7 +255,7 @@ mod env_tests {
         let line = withheld_line(&["GITHUB_ENV".into(), "GITHUB_OUTPUT".into()]).unwrap_or_default();
         assert_eq!(
             line,
-            "vetto: withheld from the job's environment: GITHUB_ENV, GITHUB_OUTPUT (CI command files; never passed)"
+            "vetto: withheld 2 variable(s) from the job's environment: GITHUB_ENV, GITHUB_OUTPUT (CI command files; never passed)"
         );
         assert!(!line.contains("--env-pass"));
         let line = withheld_line(&["GITHUB_ENV".into(), "NPM_TOKEN\x1b[2J".into()]).unwrap_or_default();
