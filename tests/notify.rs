@@ -24,6 +24,9 @@ use vetto::sandbox::notify::testing::{
 };
 use vetto::supervisor::notify::{Decision, NotifyEvent, Reason, serve};
 
+#[path = "util/skip.rs"]
+mod skip;
+
 const CREATION: &[Call] = &[
     Call::Open,
     Call::Openat,
@@ -56,7 +59,7 @@ fn skip_feature(test: &str, feature: &str, reason: &str) {
         !required,
         "{test}: required feature {feature} missing: {reason}"
     );
-    eprintln!("SKIP {test}: {reason}");
+    skip::say(test, reason);
 }
 
 fn skip(test: &str, reason: &str) {
@@ -593,7 +596,11 @@ fn abstract_socket_connect_is_refused_not_continued() {
     ) else {
         return;
     };
-    assert_eq!(listener.connections(), 0, "the outside listener saw a connection");
+    assert_eq!(
+        listener.connections(),
+        0,
+        "the outside listener saw a connection"
+    );
     assert_eq!(job.result_line(), format!("errno {EACCES}"));
 }
 
@@ -644,7 +651,10 @@ fn non_dumpable_job_fails_closed_with_eperm() {
     let test = "non_dumpable_job_fails_closed_with_eperm";
     if nix::unistd::geteuid().is_root() {
         // CAP_SYS_PTRACE reads non-dumpable processes: nothing to fail closed on.
-        eprintln!("SKIP {test}: the supervisor runs as root; run as an unprivileged user");
+        skip::say(
+            test,
+            "the supervisor runs as root; run as an unprivileged user",
+        );
         return;
     }
     let allowed = tempfile::tempdir().unwrap();
@@ -782,6 +792,10 @@ fn zz_child_helper() {
             // Start the listener and leave it behind (to init).
             let mut cmd = helper("abstract-listen", &[&arg(0), &arg(1)]);
             cmd.stdin(std::process::Stdio::null());
+            // Left to init on purpose: this process exits at once, so the
+            // listener is re-parented away from the test's process tree
+            // (and reaped there).
+            #[expect(clippy::zombie_processes, reason = "re-parented and reaped by init")]
             let _ = cmd.spawn().unwrap();
         }
         "abstract-listen" => {

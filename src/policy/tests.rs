@@ -797,7 +797,10 @@ fn default_env_passes_ordinary_variables_and_withholds_credentials() {
         ("ACTIONS_ID_TOKEN_REQUEST_URL", "https://x"),
         ("SSH_AUTH_SOCK", "/tmp/ssh/agent"),
         ("NPM_CONFIG__AUTH", "x"),
-        ("PIP_EXTRA_INDEX_URL", "https://ci:hunter2@pypi.corp.example/simple"),
+        (
+            "PIP_EXTRA_INDEX_URL",
+            "https://ci:hunter2@pypi.corp.example/simple",
+        ),
         ("DATABASE_URL", "postgres://app:pw@db/app"),
         ("GITHUB_ENV", "/runner/_temp/set_env"),
     ];
@@ -821,9 +824,15 @@ fn default_env_passes_ordinary_variables_and_withholds_credentials() {
     }
     for (name, _) in withheld {
         assert!(!reached.contains(&name), "{name} reached the job");
-        assert!(plan.withheld.iter().any(|w| w == name), "{name} not named as withheld");
+        assert!(
+            plan.withheld.iter().any(|w| w == name),
+            "{name} not named as withheld"
+        );
     }
     for (name, _) in dropped {
-        assert!(!plan.withheld.iter().any(|w| w == name), "{name} called a credential");
+        assert!(
+            !plan.withheld.iter().any(|w| w == name),
+            "{name} called a credential"
+        );
     }
 }

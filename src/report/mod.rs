@@ -147,7 +147,7 @@ impl Model {
         for e in &log.events {
             match e {
                 // Logs of earlier versions made each withheld variable a
-                    // violation: it is information about the session.
+                // violation: it is information about the session.
                 Event::Violation(v) if v.rule == RuleId::SecretEnvWithheld => {
                     if let crate::events::Target::EnvVar { name } = &v.target
                         && !start.withheld_env.contains(name)
@@ -494,7 +494,10 @@ mod tests {
                 }
                 _ => {}
             }
-            assert!(!s.contains("pass_secret") && !s.contains("GITHUB_ENV"), "{s}");
+            assert!(
+                !s.contains("pass_secret") && !s.contains("GITHUB_ENV"),
+                "{s}"
+            );
         }
         assert!(
             model

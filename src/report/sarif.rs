@@ -592,7 +592,10 @@ mod tests {
         let mut events = fixture::attack_session();
         if let Some(crate::events::Event::SessionStart(start)) = events.first_mut() {
             start.ci = None;
-            start.policy.sources.retain(|s| s.name.starts_with("preset:"));
+            start
+                .policy
+                .sources
+                .retain(|s| s.name.starts_with("preset:"));
         }
         let model = Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
         let sarif = render_value(&model);
@@ -603,10 +606,14 @@ mod tests {
         }
         // A policy file named relative to the working directory is a file.
         let mut with_file = model.clone();
-        with_file.start.policy.sources.push(crate::events::PolicySource {
-            name: "ci/vetto.toml".into(),
-            digest: String::new(),
-        });
+        with_file
+            .start
+            .policy
+            .sources
+            .push(crate::events::PolicySource {
+                name: "ci/vetto.toml".into(),
+                digest: String::new(),
+            });
         let f = with_file
             .findings
             .iter()

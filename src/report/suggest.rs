@@ -49,7 +49,11 @@ pub fn suggest(logs: &[SessionLog]) -> String {
                 _ => None,
             };
             if let Some((path, why)) = reopened {
-                let what = format!("{} {} — {why}: not suggested", v.rule.as_str(), written(path, &roots));
+                let what = format!(
+                    "{} {} — {why}: not suggested",
+                    v.rule.as_str(),
+                    written(path, &roots)
+                );
                 *needs.refused.entry(what).or_insert(0) += 1;
                 continue;
             }
@@ -123,7 +127,10 @@ pub(crate) fn reopens_protection(path: &Path, guarded: &[PathBuf]) -> Option<&'s
     }
     let names: Vec<_> = path.components().map(|c| c.as_os_str()).collect();
     if names.windows(2).any(|w| {
-        w[0] == ".git" && ["hooks", "config", "info", "modules", "commondir"].iter().any(|n| w[1] == *n)
+        w[0] == ".git"
+            && ["hooks", "config", "info", "modules", "commondir"]
+                .iter()
+                .any(|n| w[1] == *n)
     }) {
         return Some("git's hooks and config run outside the sandbox");
     }
@@ -213,7 +220,10 @@ mod tests {
             _ => unreachable!("the fixture starts with the start"),
         };
         start.policy.rules = vec![
-            format!("protect {}/.husky  (policies/default.toml:70)", fixture::PROJECT),
+            format!(
+                "protect {}/.husky  (policies/default.toml:70)",
+                fixture::PROJECT
+            ),
             format!("deny    {}/.ssh  (policies/default.toml:30)", fixture::HOME),
         ];
         let viol = |path: String| {
@@ -232,13 +242,19 @@ mod tests {
         ];
         events.splice(1..1, extra);
         let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
-        let rules: Vec<&str> = toml.lines().filter(|l| !l.trim_start().starts_with('#')).collect();
+        let rules: Vec<&str> = toml
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
         let rules = rules.join("\n");
         for bad in [".husky", ".ssh", "hooks"] {
             assert!(!rules.contains(bad), "{bad} suggested:\n{toml}");
         }
         assert!(rules.contains("\"~/tool\""), "{toml}");
-        assert!(toml.contains("a protected or masked path of the policy: not suggested"), "{toml}");
+        assert!(
+            toml.contains("a protected or masked path of the policy: not suggested"),
+            "{toml}"
+        );
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
     }
 }

@@ -53,11 +53,9 @@ pub(super) fn distinct(decisions: &[NotifyEvent], audit: bool, home: &Path) -> V
             continue;
         };
         let target = match &v.target {
-            Target::Path { path } | Target::Socket { path } if path.is_relative() => {
-                Target::Path {
-                    path: v.process.cwd.join(path),
-                }
-            }
+            Target::Path { path } | Target::Socket { path } if path.is_relative() => Target::Path {
+                path: v.process.cwd.join(path),
+            },
             t => t.clone(),
         };
         let denial = Denial {
@@ -184,14 +182,25 @@ mod tests {
     fn denials_are_named_with_the_rule_and_the_flag_that_allows_them() {
         let home = Path::new("/home/u");
         let decisions = vec![
-            event("openat", "/home/u/.npm/_cacache/index", Reason::OutsidePolicy),
-            event("openat", "/home/u/.npm/_cacache/index", Reason::OutsidePolicy),
+            event(
+                "openat",
+                "/home/u/.npm/_cacache/index",
+                Reason::OutsidePolicy,
+            ),
+            event(
+                "openat",
+                "/home/u/.npm/_cacache/index",
+                Reason::OutsidePolicy,
+            ),
             event("mkdirat", "/home/u/app/.git/hooks/x", Reason::Protected),
             event("socket", "", Reason::Forbidden),
             event("openat", "/home/u/.cache/tool/db", Reason::OutsidePolicy),
         ];
         let out = lines(&decisions, 0, false, false, home);
-        assert_eq!(out[0], "vetto: the sandbox denied 5 operation(s), 4 distinct:");
+        assert_eq!(
+            out[0],
+            "vetto: the sandbox denied 5 operation(s), 4 distinct:"
+        );
         assert_eq!(
             out[1],
             "vetto:   fs-write-denied ~/.npm/_cacache/index  — to allow: --allow-write ~/.npm/_cacache"
@@ -213,7 +222,10 @@ mod tests {
             Reason::OutsidePolicy,
         )];
         let out = lines(&decisions, 0, false, false, home);
-        assert!(out.iter().all(|l| !l.chars().any(char::is_control)), "{out:?}");
+        assert!(
+            out.iter().all(|l| !l.chars().any(char::is_control)),
+            "{out:?}"
+        );
         assert!(out[1].contains("/tmp/x\\x0a::warning title=forged::\\x1b]0;pwned\\x07\\x9b"));
         assert_eq!(escaped("a\\x0a"), "a\\\\x0a");
     }
@@ -222,7 +234,10 @@ mod tests {
     fn under_audit_the_same_list_says_what_would_have_been_refused() {
         let decisions = vec![event("openat", "/opt/out", Reason::WouldDeny)];
         let out = lines(&decisions, 0, true, false, Path::new("/home/u"));
-        assert!(out[0].contains("would have refused 1 operation(s)"), "{out:?}");
+        assert!(
+            out[0].contains("would have refused 1 operation(s)"),
+            "{out:?}"
+        );
         assert!(out[1].ends_with("--allow-write /opt"), "{out:?}");
         assert!(lines(&[], 0, false, false, Path::new("/")).is_empty());
     }

@@ -280,7 +280,11 @@ mod tests {
         assert_eq!(final_status(0, FailOn::effective(None, true), Some(&m)), 0);
         assert_eq!(FailOn::effective(None, false), FailOn::Violation);
         assert_eq!(
-            final_status(0, FailOn::effective(Some(FailOn::Violation), true), Some(&m)),
+            final_status(
+                0,
+                FailOn::effective(Some(FailOn::Violation), true),
+                Some(&m)
+            ),
             3
         );
         assert_eq!(FailOn::effective(Some(FailOn::Never), false), FailOn::Never);

@@ -243,7 +243,12 @@ fn execute(
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.
     finish_output(copier);
-    tell::tell(&session, request.audit, options.verbose, &request.policy.home);
+    tell::tell(
+        &session,
+        request.audit,
+        options.verbose,
+        &request.policy.home,
+    );
 
     // 8. The session end closes the log.
     let log = log.map(|(path, sink, writer)| {

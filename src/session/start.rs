@@ -252,15 +252,22 @@ mod env_tests {
     #[test]
     fn withholding_is_one_line_that_never_offers_to_pass_a_ci_command_file() {
         assert_eq!(withheld_line(&[]), None);
-        let line = withheld_line(&["GITHUB_ENV".into(), "GITHUB_OUTPUT".into()]).unwrap_or_default();
+        let line =
+            withheld_line(&["GITHUB_ENV".into(), "GITHUB_OUTPUT".into()]).unwrap_or_default();
         assert_eq!(
             line,
             "vetto: withheld 2 variable(s) from the job's environment: GITHUB_ENV, GITHUB_OUTPUT (CI command files; never passed)"
         );
         assert!(!line.contains("--env-pass"));
-        let line = withheld_line(&["GITHUB_ENV".into(), "NPM_TOKEN\x1b[2J".into()]).unwrap_or_default();
+        let line =
+            withheld_line(&["GITHUB_ENV".into(), "NPM_TOKEN\x1b[2J".into()]).unwrap_or_default();
         assert_eq!(line.lines().count(), 1);
-        assert!(line.contains("NPM_TOKEN\\x1b[2J (credential-like; --env-pass NAME passes one) and GITHUB_ENV"), "{line}");
+        assert!(
+            line.contains(
+                "NPM_TOKEN\\x1b[2J (credential-like; --env-pass NAME passes one) and GITHUB_ENV"
+            ),
+            "{line}"
+        );
     }
 
     #[test]

@@ -4,7 +4,12 @@ use crate::supervisor;
 
 /// One line each for what the user should know about the session; the
 /// denials named one a line (the first few, all when `verbose`).
-pub(super) fn tell(session: &supervisor::Session, audit: bool, verbose: bool, home: &std::path::Path) {
+pub(super) fn tell(
+    session: &supervisor::Session,
+    audit: bool,
+    verbose: bool,
+    home: &std::path::Path,
+) {
     match session.limit {
         Some(supervisor::LimitHit::Timeout { max_ms }) => {
             eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
