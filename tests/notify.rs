@@ -24,6 +24,9 @@ use vetto::sandbox::notify::testing::{
 };
 use vetto::supervisor::notify::{Decision, NotifyEvent, Reason, serve};
 
+#[path = "util/skip.rs"]
+mod skip;
+
 const CREATION: &[Call] = &[
     Call::Open,
     Call::Openat,
@@ -56,7 +59,7 @@ fn skip_feature(test: &str, feature: &str, reason: &str) {
         !required,
         "{test}: required feature {feature} missing: {reason}"
     );
-    eprintln!("SKIP {test}: {reason}");
+    skip::say(test, reason);
 }
 
 fn skip(test: &str, reason: &str) {
@@ -521,17 +524,70 @@ fn ssh_agent_socket_outside_policy_gets_eacces_and_sees_no_connection() {
     );
 }
 
+/// A listener outside the job, as a host's D-Bus or X11 abstract socket is:
+/// held by a process that is no descendant of this one. (Held by this test
+/// process, any child another test forks in parallel holds it too until it
+/// execs, and the supervisor rightly takes that child for the job's own.)
+/// Started as a helper that starts the listening helper and exits, leaving
+/// it to init; it prints `READY` once listening, `COUNT n` when `stop`
+/// exists.
+struct OutsideListener {
+    out: std::io::BufReader<std::process::ChildStdout>,
+    stop: PathBuf,
+}
+
+impl OutsideListener {
+    fn start(name: &str, dir: &Path) -> OutsideListener {
+        let stop = dir.join("stop");
+        let mut starter = helper("abstract-outsider", &[Path::new(name), &stop])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(starter.stdout.take().unwrap());
+        // The starter is gone (its child re-parented away from us) …
+        assert!(starter.wait().unwrap().success());
+        // … and the listener listens (the lines before are libtest's).
+        loop {
+            let mut line = String::new();
+            let n = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+            assert!(n > 0, "the listener ended before listening");
+            // libtest's `test zz_child_helper ... ` shares the line.
+            if line.trim_end().ends_with("READY") {
+                break;
+            }
+        }
+        OutsideListener { out, stop }
+    }
+
+    /// Stop it and return how many connections it accepted.
+    fn connections(&mut self) -> u64 {
+        std::fs::write(&self.stop, "").unwrap();
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.out, &mut rest).unwrap();
+        rest.lines()
+            .find_map(|l| l.split_once("COUNT ").map(|(_, n)| n))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count from the listener: {rest:?}"))
+    }
+}
+
+impl Drop for OutsideListener {
+    /// A failed test does not leave the listener running.
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.stop, "");
+    }
+}
+
 #[test]
 fn abstract_socket_connect_is_refused_not_continued() {
     let test = "abstract_socket_connect_is_refused_not_continued";
     let allowed = tempfile::tempdir().unwrap();
     let name = format!("vetto-test-{}", std::process::id());
-    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes());
-    let Ok(addr) = addr else {
+    if std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).is_err() {
         skip(test, "abstract socket addresses unsupported");
         return;
-    };
-    let (stop, counter) = count_connections(UnixListener::bind_addr(&addr).unwrap());
+    }
+    let mut listener = OutsideListener::start(&name, allowed.path());
     let Some(job) = run(
         test,
         helper("connect-abstract", &[Path::new(&name)]),
@@ -540,10 +596,12 @@ fn abstract_socket_connect_is_refused_not_continued() {
     ) else {
         return;
     };
-    std::thread::sleep(Duration::from_millis(100));
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        listener.connections(),
+        0,
+        "the outside listener saw a connection"
+    );
     assert_eq!(job.result_line(), format!("errno {EACCES}"));
-    assert_eq!(counter.join().unwrap(), 0);
 }
 
 #[test]
@@ -593,7 +651,10 @@ fn non_dumpable_job_fails_closed_with_eperm() {
     let test = "non_dumpable_job_fails_closed_with_eperm";
     if nix::unistd::geteuid().is_root() {
         // CAP_SYS_PTRACE reads non-dumpable processes: nothing to fail closed on.
-        eprintln!("SKIP {test}: the supervisor runs as root; run as an unprivileged user");
+        skip::say(
+            test,
+            "the supervisor runs as root; run as an unprivileged user",
+        );
         return;
     }
     let allowed = tempfile::tempdir().unwrap();
@@ -726,6 +787,41 @@ fn zz_child_helper() {
         "connect-nondumpable" => {
             nix::sys::prctl::set_dumpable(false).unwrap();
             ping(std::os::unix::net::UnixStream::connect(arg(0)));
+        }
+        "abstract-outsider" => {
+            // Start the listener and leave it behind (to init).
+            let mut cmd = helper("abstract-listen", &[&arg(0), &arg(1)]);
+            cmd.stdin(std::process::Stdio::null());
+            // Left to init on purpose: this process exits at once, so the
+            // listener is re-parented away from the test's process tree
+            // (and reaped there).
+            #[expect(clippy::zombie_processes, reason = "re-parented and reaped by init")]
+            let _ = cmd.spawn().unwrap();
+        }
+        "abstract-listen" => {
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(
+                arg(0).as_os_str().as_encoded_bytes(),
+            )
+            .unwrap();
+            let listener = UnixListener::bind_addr(&addr).unwrap();
+            listener.set_nonblocking(true).unwrap();
+            println!("READY");
+            std::io::stdout().flush().unwrap();
+            let stop = arg(1);
+            // A hang guard only: the test stops it long before.
+            let deadline = std::time::Instant::now() + Duration::from_secs(300);
+            let mut n = 0u64;
+            while !stop.exists() && std::time::Instant::now() < deadline {
+                match listener.accept() {
+                    Ok(_) => n += 1,
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+            // Whatever came in before the stop.
+            while listener.accept().is_ok() {
+                n += 1;
+            }
+            println!("COUNT {n}");
         }
         "connect-abstract" => {
             let name = arg(0);

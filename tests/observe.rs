@@ -27,6 +27,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "util/sarif.rs"]
+mod sarif;
+#[path = "util/skip.rs"]
+mod skip;
+
 const DOTENV_CANARY: &str = "CANARY-observe-dotenv-4e1f";
 const NPM_CANARY: &str = "CANARY-observe-npmrc-a7c2";
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -228,7 +233,7 @@ fn require(test: &str, feature: &str) -> bool {
         !promised,
         "{test}: VETTO_TEST_REQUIRE promises {feature}, but it is {state}"
     );
-    eprintln!("SKIP {test}: {feature} is {state} on this host");
+    skip::say(test, &format!("{feature} is {state} on this host"));
     false
 }
 
@@ -597,7 +602,10 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
         return;
     }
     let Some(ip) = outward_ip() else {
-        eprintln!("SKIP an_agent_calling_its_attacker_at_full: this host has no outward address");
+        skip::say(
+            "an_agent_calling_its_attacker_at_full",
+            "this host has no outward address",
+        );
         return;
     };
     let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
@@ -1224,4 +1232,153 @@ fn suggest_turns_an_audited_session_into_a_policy_to_review() {
     let file = w.write("suggested.toml", toml.as_bytes());
     let checked = w.vetto(&["policy", "check", file.to_str().unwrap()]);
     assert_eq!(checked.code, Some(0), "{}\n{toml}", checked.stderr);
+}
+
+/// A real `vetto ci` with violations, in a GitHub-Actions-like
+/// environment: its SARIF is what GitHub accepts (schema, and 0
+/// `sarif-multitool` errors); the withheld CI command-file variables are
+/// said once (one stderr line, `withheld_env`), never a violation, a SARIF
+/// result or a suggestion to pass them; and the end names the denial with
+/// the flag that allows it. Runs as an unprivileged user, at FS-ONLY.
+#[test]
+fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_information() {
+    let test = "a_real_ci_run_reports_violations_github_accepts_and_withholding_as_information";
+    if !require(test, "seccomp_notify") || host()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
+        assert!(
+            !std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|l| l.contains("landlock")),
+            "{test}: VETTO_TEST_REQUIRE promises Landlock, the host lacks ABI 6"
+        );
+        skip::say(
+            test,
+            "FS-ONLY needs Landlock ABI 6 and seccomp user notification",
+        );
+        return;
+    }
+    let w = World::new();
+    let ran = run(w.command("git", &["init", "-q"]));
+    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
+    w.give_away(&w.home);
+    w.give_away(&w.project);
+    let report = w.report_dir();
+    let files = w.root.join("runner-files");
+    std::fs::create_dir_all(&files).unwrap();
+    w.give_away(&files);
+    let mut cmd = w.command(
+        env!("CARGO_BIN_EXE_vetto"),
+        &[
+            "ci",
+            // FS-ONLY names a denied creation (FULL's home has no `~/.cache`).
+            "--tier",
+            "fs-only",
+            "--report-dir",
+            report.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo data > \"$HOME/.cache/tool/state\"; echo ok",
+        ],
+    );
+    for var in [
+        "GITHUB_ENV",
+        "GITHUB_PATH",
+        "GITHUB_OUTPUT",
+        "GITHUB_STATE",
+        "GITHUB_STEP_SUMMARY",
+    ] {
+        cmd.env(var, files.join(var.to_lowercase()));
+    }
+    let ran = run(cmd);
+    assert_eq!(
+        ran.code,
+        Some(3),
+        "a violation, --fail-on violation:\n{}",
+        ran.stderr
+    );
+    sarif::assert_github_accepts(test, &report.join("vetto.sarif"));
+
+    let said: Vec<&str> = ran
+        .stderr
+        .lines()
+        .filter(|l| l.contains("GITHUB_ENV"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once:\n{}", ran.stderr);
+    assert!(
+        said[0].starts_with("vetto: withheld 5 variable(s)"),
+        "{}",
+        said[0]
+    );
+    assert!(!said[0].contains("--env-pass"), "{}", said[0]);
+    let log = w.session_log();
+    assert!(
+        log[0]["withheld_env"]
+            .as_array()
+            .is_some_and(|v| v.len() == 5),
+        "{}",
+        log[0]
+    );
+    let rules: Vec<&str> = log
+        .iter()
+        .filter(|e| e["type"] == "violation")
+        .filter_map(|e| e["rule"].as_str())
+        .collect();
+    assert_eq!(rules, ["fs-write-denied"], "{rules:?}");
+    let sarif_text = std::fs::read_to_string(report.join("vetto.sarif")).unwrap();
+    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    for text in [&sarif_text, &summary] {
+        assert!(!text.contains("pass_secret = [\"GITHUB"), "{text}");
+    }
+    let sarif: Value = serde_json::from_str(&sarif_text).unwrap();
+    assert_eq!(
+        sarif["runs"][0]["results"].as_array().map(Vec::len),
+        Some(1)
+    );
+    // The denial, named with its rule and the flag that allows it.
+    assert!(
+        ran.stderr
+            .lines()
+            .any(|l| l.contains("fs-write-denied ~/.cache/tool/state")
+                && l.ends_with("to allow: --allow-write ~/.cache/tool")),
+        "{}",
+        ran.stderr
+    );
+}
+
+/// `vetto ci --audit` observes: what it saw fails nothing (exit 0) unless
+/// `--fail-on violation` is given explicitly (then 3). Runs as an
+/// unprivileged user.
+#[test]
+fn audit_fails_the_job_only_when_fail_on_is_given() {
+    if !require("audit_fail_on", "seccomp_notify") {
+        return;
+    }
+    let w = World::new();
+    std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
+    w.give_away(&w.home);
+    w.give_away(&w.project);
+    let report = w.report_dir();
+    let job = ["sh", "-c", "echo data > \"$HOME/.cache/tool/state\""];
+    let mut args = vec![
+        "ci",
+        "--audit",
+        "--report-dir",
+        report.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(job);
+    let ran = w.vetto(&args);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert!(ran.stderr.contains("would have refused"), "{}", ran.stderr);
+    let mut args = vec![
+        "ci",
+        "--audit",
+        "--fail-on",
+        "violation",
+        "--report-dir",
+        report.to_str().unwrap(),
+        "--",
+    ];
+    args.extend(job);
+    let ran = w.vetto(&args);
+    assert_eq!(ran.code, Some(3), "{}", ran.stderr);
 }

@@ -2,6 +2,11 @@
 
 use std::process::Command;
 
+#[path = "util/sarif.rs"]
+mod sarif;
+#[path = "util/skip.rs"]
+mod skip;
+
 #[test]
 #[expect(clippy::unwrap_used, reason = "test")]
 fn report_rerenders_sarif_html_and_summary_from_a_session_log() {
@@ -85,8 +90,9 @@ fn report_renders_in_headless_chromium_without_console_errors() {
                 .any(|n| n == "chromium" || n == "all")
         });
         assert!(!required, "chromium is required but missing");
-        eprintln!(
-            "SKIP report_renders_in_headless_chromium_without_console_errors: chromium not installed"
+        skip::say(
+            "report_renders_in_headless_chromium_without_console_errors",
+            "chromium not installed",
         );
         return;
     };
@@ -136,5 +142,86 @@ fn report_renders_in_headless_chromium_without_console_errors() {
                 "{name}: {bad} in chromium's log:\n{stderr}"
             );
         }
+    }
+}
+
+/// The SARIF of `events`, rendered by `vetto report` into `dir/NAME.sarif`.
+#[expect(clippy::unwrap_used, reason = "test")]
+fn rendered(
+    dir: &std::path::Path,
+    name: &str,
+    events: &[vetto::events::Event],
+) -> std::path::PathBuf {
+    let log = dir.join(format!("{name}.jsonl"));
+    std::fs::write(&log, vetto::report::fixture::to_jsonl(events)).unwrap();
+    let out = dir.join(format!("{name}.sarif"));
+    let st = Command::new(env!("CARGO_BIN_EXE_vetto"))
+        .args(["report", "--session"])
+        .arg(&log)
+        .arg("--sarif")
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+/// GitHub accepts every SARIF vetto renders, by the schema and by
+/// `sarif-multitool validate --rule-kind "Gh;Sarif"` (0 errors): the attack
+/// session; the same outside CI under the built-in policy only (where
+/// results used to be located at `preset:default` under `%SRCROOT%`,
+/// SARIF1004); and a clean session. The multitool is not vacuous: the old
+/// location is an error to it.
+#[test]
+#[expect(clippy::unwrap_used, reason = "test")]
+fn sarif_multitool_finds_no_errors_in_any_rendered_sarif() {
+    use vetto::events::Event;
+    let test = "sarif_multitool_finds_no_errors_in_any_rendered_sarif";
+    let tmp = tempfile::tempdir().unwrap();
+    let attack = vetto::report::fixture::attack_session();
+    let mut preset_only = attack.clone();
+    if let Some(Event::SessionStart(start)) = preset_only.first_mut() {
+        start.ci = None;
+        start
+            .policy
+            .sources
+            .retain(|s| s.name.starts_with("preset:"));
+    }
+    let clean: Vec<Event> = attack
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e,
+                Event::Violation(_) | Event::Repeated(_) | Event::Limit(_)
+            )
+        })
+        .cloned()
+        .map(|e| match e {
+            Event::SessionEnd(mut end) => {
+                end.violations_by_rule.clear();
+                Event::SessionEnd(end)
+            }
+            e => e,
+        })
+        .collect();
+    for (name, events) in [
+        ("attack", &attack),
+        ("preset-only", &preset_only),
+        ("clean", &clean),
+    ] {
+        sarif::assert_github_accepts(test, &rendered(tmp.path(), name, events));
+    }
+    // What vetto used to write: a result at `preset:default`.
+    let path = rendered(tmp.path(), "old", &preset_only);
+    let mut old: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    old["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] =
+        "preset:default".into();
+    std::fs::write(&path, serde_json::to_vec(&old).unwrap()).unwrap();
+    if let Some(errors) = sarif::multitool_errors(&path) {
+        assert!(
+            errors.iter().any(|e| e.contains("SARIF1004")),
+            "the multitool missed SARIF1004: {errors:?}"
+        );
     }
 }

@@ -6,12 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use super::CiArgs;
-use crate::session::{self, DEFAULT_REPORT_DIR, Output, ReportOptions};
+use crate::session::{self, DEFAULT_REPORT_DIR, FailOn, Output, ReportOptions};
 
 pub fn ci(args: CiArgs) -> anyhow::Result<ExitCode> {
     let options = session::Options {
         output: Output::Neutralised,
         reports: Some(report_options(&args)),
+        verbose: args.run.verbose,
     };
     session::run(args.run.request()?, &options)
 }
@@ -24,7 +25,7 @@ fn report_options(args: &CiArgs) -> ReportOptions {
             .report_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_REPORT_DIR)),
-        fail_on: args.fail_on,
+        fail_on: FailOn::effective(args.fail_on, args.run.audit),
         step_summary: std::env::var_os("GITHUB_STEP_SUMMARY")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),

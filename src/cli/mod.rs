@@ -161,6 +161,9 @@ pub struct RunArgs {
     /// Where reports are written (`run` writes them only when given)
     #[arg(long = "report-dir", value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
+    /// Name every distinct denial at the end (default: the first few)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// The command and its arguments
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
@@ -170,13 +173,10 @@ pub struct RunArgs {
 pub struct CiArgs {
     #[command(flatten)]
     pub run: Box<RunArgs>,
-    /// Also fail (exit 3) when the command passed but violations were recorded
-    #[arg(
-        long = "fail-on",
-        value_name = "violation|never",
-        default_value = "violation"
-    )]
-    pub fail_on: crate::session::FailOn,
+    /// Also fail (exit 3) when the command passed but violations were
+    /// recorded (default: violation; with --audit: never, unless given)
+    #[arg(long = "fail-on", value_name = "violation|never")]
+    pub fail_on: Option<crate::session::FailOn>,
 }
 
 #[derive(Debug, Args)]

@@ -14,6 +14,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let options = session::Options {
         output: Output::Direct,
         reports: args.report_dir.clone().map(ReportOptions::files_only),
+        verbose: args.verbose,
     };
     session::run(args.request()?, &options)
 }

@@ -442,7 +442,7 @@ mod tests {
         let log = SessionLog::read(&path).unwrap();
         assert_eq!(
             log.violations().count(),
-            12,
+            11,
             "one line per distinct violation"
         );
         assert!(stats.lines < 40, "{} lines", stats.lines);

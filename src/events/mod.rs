@@ -179,6 +179,11 @@ pub struct SessionStart {
     /// Facts about the CI run (GitHub Actions), when there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci: Option<CiInfo>,
+    /// The variables the plan withheld from the job's environment (names
+    /// only): credential-like names and the CI command-file variables.
+    /// Information about the session, said once here — never a violation.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld_env: Vec<String>,
 }
 
 impl SessionStart {

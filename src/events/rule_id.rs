@@ -31,6 +31,10 @@ pub enum RuleId {
     LimitTimeout,
     LimitMemory,
     LimitProcs,
+    /// Retired: never recorded any more. Withholding a variable is vetto's
+    /// decision before the job started, not something the job did: it is
+    /// the session start's `withheld_env`. Logs of earlier versions that
+    /// carry it still parse, and the reports fold it into that list.
     SecretEnvWithheld,
     PersistencePlanted,
 }
@@ -45,7 +49,9 @@ pub enum Level {
 }
 
 impl RuleId {
-    pub const ALL: [RuleId; 15] = [
+    /// Every rule a violation can have (the retired `secret-env-withheld`
+    /// is not one).
+    pub const ALL: [RuleId; 14] = [
         RuleId::FsWriteDenied,
         RuleId::FsReadDenied,
         RuleId::SecretReadDenied,
@@ -59,7 +65,6 @@ impl RuleId {
         RuleId::LimitTimeout,
         RuleId::LimitMemory,
         RuleId::LimitProcs,
-        RuleId::SecretEnvWithheld,
         RuleId::PersistencePlanted,
     ];
 
@@ -221,9 +226,10 @@ impl RuleId {
                  (a fork bomb, or a build that needs a higher limit)."
             }
             RuleId::SecretEnvWithheld => {
-                "The job's environment contained a credential-like variable (a token, a key, a \
-                 password) that vetto's scrubbing withheld from the job. This is informational: \
-                 it records what the job did not get."
+                "Retired. Earlier versions recorded each environment variable that vetto withheld \
+                 from the job as a violation; withholding is vetto's decision before the job \
+                 started, so it is now said once, on the session-start line and in the \
+                 session log's `withheld_env`."
             }
         }
     }
@@ -345,12 +351,6 @@ impl RuleId {
             RuleId::LimitTimeout | RuleId::LimitMemory => 2.0,
             RuleId::SecretEnvWithheld => 1.0,
         }
-    }
-
-    /// Recorded for the reviewer but not a reason to fail the job (a
-    /// withheld variable is vetto doing its job, not the job misbehaving).
-    pub fn is_informational(self) -> bool {
-        matches!(self, RuleId::SecretEnvWithheld)
     }
 
     pub fn level(self) -> Level {

@@ -37,11 +37,42 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-/// Scrub `env` by the policy, then add the session's own variables.
+/// A value that carries a credential in a URL: `scheme://user:password@host`,
+/// or any user part for http(s) (`https://ghp_…@github.com`, the token as
+/// the user name). Scans every URL of the value (`PIP_EXTRA_INDEX_URL` can
+/// hold several).
+pub fn has_url_credentials(value: &str) -> bool {
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let scheme = rest[..at]
+            .rsplit(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c)))
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let after = &rest[at + 3..];
+        let authority = after
+            .split(|c: char| "/?# \t,;".contains(c))
+            .next()
+            .unwrap_or_default();
+        if let Some((userinfo, _host)) = authority.rsplit_once('@')
+            && !userinfo.is_empty()
+            && (userinfo.contains(':') || scheme == "http" || scheme == "https")
+        {
+            return true;
+        }
+        rest = after;
+    }
+    false
+}
+
+/// Scrub `env` by the policy, then add the session's own variables. A
+/// variable is withheld when its name matches a `withhold` pattern or its
+/// value has credentials in a URL, unless it is passed by its exact name.
 pub fn plan(policy: &EnvPolicy, env: &[(String, String)], session: &[(String, String)]) -> EnvPlan {
     let mut out = EnvPlan::default();
     for (name, value) in env {
-        let withheld = policy.withhold.iter().any(|p| glob_match(p, name));
+        let withheld =
+            policy.withhold.iter().any(|p| glob_match(p, name)) || has_url_credentials(value);
         let forced = policy.pass_exact.iter().any(|p| p == name);
         if withheld && !forced {
             out.withheld.push(name.clone());
@@ -74,6 +105,29 @@ mod tests {
         assert!(!glob_match("AWS_*", "XAWS_"));
         assert!(glob_match("PATH", "PATH"));
         assert!(!glob_match("PATH", "PATHX"));
+    }
+
+    #[test]
+    fn urls_with_credentials_are_told_from_ordinary_urls() {
+        for secret in [
+            "https://user:hunter2@pypi.example.com/simple",
+            "https://ghp_abc@github.com/o/r.git",
+            "postgres://app:pw@db:5432/app",
+            "https://pypi.org/simple https://u:p@private.example/simple",
+        ] {
+            assert!(has_url_credentials(secret), "{secret}");
+        }
+        for ordinary in [
+            "https://registry.npmjs.org/",
+            "https://proxy.golang.org,direct",
+            "ssh://git@github.com/o/r.git",
+            "/etc/ssl/certs/ca.pem",
+            "git@github.com:o/r.git",
+            "https://example.com/path@v1",
+            "",
+        ] {
+            assert!(!has_url_credentials(ordinary), "{ordinary}");
+        }
     }
 
     #[test]

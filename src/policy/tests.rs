@@ -170,7 +170,7 @@ fn default_preset_masks_credentials_and_keeps_toolchains_working() {
     assert_eq!(p.limits, Limits::default());
     assert_eq!(p.min_tier, None);
     assert!(p.outputs.contains(&"target".to_string()));
-    assert!(p.env.withhold.contains(&"*TOKEN*".to_string()));
+    assert!(p.env.withhold.contains(&"*TOKEN".to_string()));
 }
 
 #[test]
@@ -976,5 +976,89 @@ fn policy_ref_reads_the_committed_file_not_the_working_tree() {
         req.policy_ref = Some(bad.into());
         let err = load(&req).unwrap_err().to_string();
         assert!(err.starts_with("--policy-ref: error:"), "{bad}: {err}");
+    }
+}
+
+/// The default policy's scrubbing is precise: ordinary variables — paths,
+/// regions, profiles, names that merely contain the letters of a credential
+/// word — reach the job; credentials are withheld and named.
+#[test]
+fn default_env_passes_ordinary_variables_and_withholds_credentials() {
+    let s = scratch();
+    let p = load(&s.req(None)).unwrap();
+    let pass = [
+        ("AWS_CA_BUNDLE", "/etc/ssl/certs/corp.pem"),
+        ("AWS_REGION", "eu-west-1"),
+        ("AWS_DEFAULT_REGION", "eu-west-1"),
+        ("AWS_PROFILE", "ci"),
+        ("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt"),
+        ("SSL_CERT_DIR", "/etc/ssl/certs"),
+        ("REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt"),
+        ("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/corp.pem"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+        ("PATH", "/usr/bin"),
+        ("HOME", "/home/u"),
+        ("TERM", "xterm"),
+        ("CARGO_HOME", "/home/u/.cargo"),
+        ("PIP_INDEX_URL", "https://pypi.org/simple"),
+        ("GITHUB_ACTIONS", "true"),
+    ];
+    let withheld = [
+        ("AWS_ACCESS_KEY_ID", "AKIA"),
+        ("AWS_SECRET_ACCESS_KEY", "x"),
+        ("AWS_SESSION_TOKEN", "x"),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", "/var/run/token"),
+        ("GITHUB_TOKEN", "ghs_x"),
+        ("GH_TOKEN", "x"),
+        ("NPM_TOKEN", "x"),
+        ("NODE_AUTH_TOKEN", "x"),
+        ("CARGO_REGISTRY_TOKEN", "x"),
+        ("OPENAI_API_KEY", "x"),
+        ("STRIPE_APIKEY", "x"),
+        ("DB_PASSWORD", "x"),
+        ("SMTP_PASS", "x"),
+        ("AZURE_CLIENT_SECRET", "x"),
+        ("AZURE_STORAGE_CONNECTION_STRING", "x"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/k.json"),
+        ("ACTIONS_ID_TOKEN_REQUEST_URL", "https://x"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh/agent"),
+        ("NPM_CONFIG__AUTH", "x"),
+        (
+            "PIP_EXTRA_INDEX_URL",
+            "https://ci:hunter2@pypi.corp.example/simple",
+        ),
+        ("DATABASE_URL", "postgres://app:pw@db/app"),
+        ("GITHUB_ENV", "/runner/_temp/set_env"),
+    ];
+    // Not credential-like, and not in `pass`: dropped without a word.
+    let dropped = [
+        ("KEYBOARD", "us"),
+        ("GIT_AUTHOR_NAME", "A"),
+        ("GIT_SSH_COMMAND", "ssh -i key"),
+        ("MAX_TOKENS", "100"),
+    ];
+    let env: Vec<(String, String)> = pass
+        .iter()
+        .chain(&withheld)
+        .chain(&dropped)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let plan = crate::plan::env::plan(&p.env, &env, &[]);
+    let reached: Vec<&str> = plan.vars.iter().map(|(n, _)| n.as_str()).collect();
+    for (name, _) in pass {
+        assert!(reached.contains(&name), "{name} must reach the job");
+    }
+    for (name, _) in withheld {
+        assert!(!reached.contains(&name), "{name} reached the job");
+        assert!(
+            plan.withheld.iter().any(|w| w == name),
+            "{name} not named as withheld"
+        );
+    }
+    for (name, _) in dropped {
+        assert!(
+            !plan.withheld.iter().any(|w| w == name),
+            "{name} called a credential"
+        );
     }
 }

@@ -45,16 +45,16 @@ pub fn start() -> SessionStart {
                     digest: "sha256:1111".into(),
                 },
                 PolicySource {
-                    name: "<builtin>/default".into(),
+                    name: "preset:default".into(),
                     digest: "sha256:2222".into(),
                 },
             ],
             digest: "sha256:3333".into(),
             rules: vec![
-                "read  ${PROJECT}  (<builtin>/default:3)".into(),
+                "read  ${PROJECT}  (policies/default.toml:3)".into(),
                 "write ${PROJECT}/node_modules  (vetto.toml:4)".into(),
-                "deny  ~/.npmrc  (<builtin>/default:9)".into(),
-                "net   off  (<builtin>/default:12)".into(),
+                "deny  ~/.npmrc  (policies/default.toml:9)".into(),
+                "net   off  (policies/default.toml:12)".into(),
             ],
             origin: Some(crate::policy::PolicyOrigin::GitRef {
                 reference: "origin/main".into(),
@@ -83,6 +83,7 @@ pub fn start() -> SessionStart {
             job: Some("test".into()),
             run_url: None,
         }),
+        withheld_env: vec!["GITHUB_ENV".into(), "NPM_TOKEN".into()],
     }
 }
 
@@ -217,24 +218,6 @@ pub fn attack_violations() -> Vec<Violation> {
         parent_chain: vec![(1, "/usr/bin/npm".into())],
     };
     out.push(escaped);
-    let mut env = v(
-        RuleId::SecretEnvWithheld,
-        0,
-        Target::EnvVar {
-            name: "NPM_TOKEN".into(),
-        },
-        None,
-        1,
-    );
-    env.provenance = Provenance::Plan;
-    env.process = ProcessInfo {
-        pid: 2,
-        exe: "/usr/bin/npm".into(),
-        argv: vec!["npm".into(), "ci".into()],
-        cwd: PROJECT.into(),
-        parent_chain: vec![],
-    };
-    out.push(env);
     for pid in 300..320 {
         // A storm of identical denials from different processes: one finding.
         out.push(v(

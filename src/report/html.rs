@@ -53,6 +53,7 @@ struct View {
     tier: String,
     audit: bool,
     enforced: Vec<String>,
+    withheld_env: Vec<String>,
     degraded: Vec<String>,
     started_at: String,
     duration: String,
@@ -115,7 +116,6 @@ struct FindingView {
     detail: String,
     provenance: String,
     policy_rule: Option<String>,
-    informational: bool,
 }
 
 #[derive(Serialize)]
@@ -232,7 +232,6 @@ impl View {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default(),
-                informational: v.rule.is_informational(),
                 policy_rule: v.policy_rule.as_ref().map(|p| {
                     format!(
                         "{}:{} {}",
@@ -320,6 +319,7 @@ impl View {
             tier: s.tier.to_string(),
             audit: s.audit,
             enforced: s.enforced.clone(),
+            withheld_env: s.withheld_env.clone(),
             degraded: s.degraded.clone(),
             started_at: s.started_at.to_string(),
             duration: human_ms(m.duration_ms()),

@@ -133,16 +133,13 @@ pub struct Model {
     /// Occurrences counted by rule (repeats included).
     pub counts_by_rule: Vec<(RuleId, u64)>,
     pub total_violations: u64,
-    /// Occurrences of rules that are not informational: what `--fail-on
-    /// violation` and the verdict count.
-    pub failing_violations: u64,
     pub torn_tail: bool,
     pub skipped_lines: usize,
 }
 
 impl Model {
     pub fn build(log: &SessionLog) -> Option<Model> {
-        let start = log.start()?.clone();
+        let mut start = log.start()?.clone();
         let roots = start.roots();
         let mut findings: Vec<Finding> = Vec::new();
         let mut by_key: HashMap<AggregationKey, usize> = HashMap::new();
@@ -152,6 +149,15 @@ impl Model {
         let mut processes = Vec::new();
         for e in &log.events {
             match e {
+                // Logs of earlier versions made each withheld variable a
+                // violation: it is information about the session.
+                Event::Violation(v) if v.rule == RuleId::SecretEnvWithheld => {
+                    if let crate::events::Target::EnvVar { name } = &v.target
+                        && !start.withheld_env.contains(name)
+                    {
+                        start.withheld_env.push(name.clone());
+                    }
+                }
                 Event::Violation(v) => {
                     let key = AggregationKey::of(v, &roots);
                     if let Some(&i) = by_key.get(&key) {
@@ -196,16 +202,14 @@ impl Model {
         // The writer's totals include violations beyond the aggregator's cap.
         if let Some(end) = &end {
             for (rule, n) in &end.violations_by_rule {
+                if *rule == RuleId::SecretEnvWithheld {
+                    continue;
+                }
                 let c = counts.entry(*rule).or_default();
                 *c = (*c).max(*n);
             }
         }
         let total_violations = counts.values().sum();
-        let failing_violations = counts
-            .iter()
-            .filter(|(r, _)| !r.is_informational())
-            .map(|(_, n)| n)
-            .sum();
         let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
         counts_by_rule.sort_by(|a, b| {
             b.0.security_severity()
@@ -221,7 +225,6 @@ impl Model {
             processes,
             counts_by_rule,
             total_violations,
-            failing_violations,
             torn_tail: log.torn_tail,
             skipped_lines: log.skipped.len(),
         })
@@ -231,7 +234,7 @@ impl Model {
         match &self.end {
             None => Verdict::Incomplete,
             Some(end) if end.exit_code != 0 => Verdict::Failed,
-            Some(_) if self.failing_violations > 0 => Verdict::Violations,
+            Some(_) if self.total_violations > 0 => Verdict::Violations,
             Some(_) => Verdict::Clean,
         }
     }
@@ -271,7 +274,9 @@ impl Model {
 
     /// Policy-file-shaped suggestion to allow a finding, in the tables and
     /// keys the policy parser accepts (paths written as `vetto policy
-    /// suggest` writes them).
+    /// suggest` writes them). A protection is never offered for re-opening:
+    /// the CI command files, git's hooks and config, masked secrets and
+    /// refused syscalls have no policy line here.
     pub fn suggestion(&self, f: &Finding) -> String {
         let roots = self.start.roots();
         let v = &f.violation;
@@ -281,24 +286,35 @@ impl Model {
                 .map(|p| suggest::written(p, &roots))
                 .unwrap_or_default()
         };
+        let guarded = suggest::protections(&self.start);
+        let reopened = v
+            .target
+            .path()
+            .and_then(|p| suggest::reopens_protection(p, &guarded));
         match v.rule {
-            RuleId::FsWriteDenied
-            | RuleId::GitPersistenceBlocked
-            | RuleId::CiControlFileBlocked
-            | RuleId::UnixSocketDenied => format!("[filesystem] write = [\"{}\"]", path()),
+            RuleId::FsWriteDenied | RuleId::UnixSocketDenied | RuleId::FsReadDenied
+                if reopened.is_some() =>
+            {
+                format!(
+                    "no policy switch: {}; fix the job",
+                    reopened.unwrap_or_default()
+                )
+            }
+            RuleId::FsWriteDenied | RuleId::UnixSocketDenied => {
+                format!("[filesystem] write = [\"{}\"]", path())
+            }
             RuleId::FsReadDenied => format!("[filesystem] read = [\"{}\"]", path()),
+            RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
+                "no policy switch: this runs code outside the sandbox later; fix the job".into()
+            }
             RuleId::SecretReadDenied => {
-                "a policy of its own for the step that needs it, without the mask".into()
+                "no policy switch: the secret stays masked; a step that needs a credential gets it as a variable (--env-pass NAME)".into()
             }
             RuleId::NetEgressBlocked | RuleId::NetSocketDenied => {
                 "[network] mode = \"host\"  (or --net host: everything)".into()
             }
-            RuleId::SecretEnvWithheld => match &v.target {
-                crate::events::Target::EnvVar { name } => {
-                    format!("[env] pass_secret = [\"{}\"]", suggest::toml_basic(name))
-                }
-                _ => "[env] pass_secret = [\"<NAME>\"]".into(),
-            },
+            // Never a finding (`Model::build` folds it into the start).
+            RuleId::SecretEnvWithheld => String::new(),
             RuleId::LimitTimeout => "[limits] timeout = \"<longer>\"".into(),
             RuleId::LimitMemory => "[limits] max_memory = \"<more>\"".into(),
             RuleId::LimitProcs => "[limits] max_procs = <more>".into(),
@@ -514,5 +530,68 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 3, "the fixture exercises too few suggestions");
+    }
+
+    /// No suggestion re-opens a protection: nothing for the CI command
+    /// files, git's hooks and config or a masked secret, and no withheld
+    /// variable is a finding to suggest passing.
+    #[test]
+    fn no_suggestion_reopens_a_protection() {
+        use crate::events::RuleId;
+        let model = super::fixture::attack_model();
+        for f in &model.findings {
+            let s = model.suggestion(f);
+            match f.violation.rule {
+                RuleId::CiControlFileBlocked
+                | RuleId::GitPersistenceBlocked
+                | RuleId::SecretReadDenied
+                | RuleId::SyscallDenied => {
+                    assert!(s.starts_with("no policy switch"), "{s}");
+                }
+                _ => {}
+            }
+            assert!(
+                !s.contains("pass_secret") && !s.contains("GITHUB_ENV"),
+                "{s}"
+            );
+        }
+        assert!(
+            model
+                .findings
+                .iter()
+                .all(|f| f.violation.rule != RuleId::SecretEnvWithheld)
+        );
+    }
+
+    /// Logs written by earlier versions made each withheld variable a
+    /// violation: read back, they are the start's `withheld_env`, and a
+    /// session that only withheld variables is clean.
+    #[test]
+    fn legacy_withheld_variable_violations_are_information() {
+        use crate::events::{Event, RuleId, Target};
+        let mut events: Vec<Event> = super::fixture::attack_session()
+            .into_iter()
+            .filter(|e| !matches!(e, Event::Violation(_) | Event::Repeated(_)))
+            .collect();
+        if let Some(Event::SessionStart(s)) = events.first_mut() {
+            s.withheld_env.clear();
+        }
+        let mut v = super::fixture::attack_violations().remove(0);
+        v.rule = RuleId::SecretEnvWithheld;
+        v.target = Target::EnvVar {
+            name: "GITHUB_ENV".into(),
+        };
+        events.insert(1, Event::Violation(Box::new(v)));
+        for e in &mut events {
+            if let Event::SessionEnd(end) = e {
+                end.violations_by_rule = [(RuleId::SecretEnvWithheld, 1)].into_iter().collect();
+            }
+        }
+        let log = crate::events::log::SessionLog::parse(&super::fixture::to_jsonl(&events));
+        let model = super::Model::build(&log).unwrap_or_else(|| unreachable!());
+        assert!(model.findings.is_empty());
+        assert_eq!(model.total_violations, 0);
+        assert_eq!(model.start.withheld_env, ["GITHUB_ENV"]);
+        assert_eq!(model.verdict(), super::Verdict::Clean);
     }
 }

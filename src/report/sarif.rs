@@ -171,24 +171,40 @@ pub fn locate(model: &Model, f: &Finding) -> RepoLocation {
     if let Some(wf) = model.start.ci.as_ref().and_then(|c| c.workflow.clone()) {
         return at(wf, 1, "the workflow that ran the job");
     }
-    for src in &model.start.policy.sources {
-        let p = std::path::Path::new(&src.name);
-        let rel = if p.is_absolute() {
-            model.repo_relative(p)
-        } else if !src.name.starts_with('<') {
-            Some(src.name.clone())
-        } else {
-            None
-        };
-        if let Some(rel) = rel {
-            return at(rel, 1, "the policy file");
-        }
+    if let Some(rel) = model
+        .start
+        .policy
+        .sources
+        .iter()
+        .find_map(|src| repo_file(model, &src.name))
+    {
+        return at(rel, 1, "the policy file");
     }
     at(
         "README.md".into(),
         1,
         "the repository (no closer location known)",
     )
+}
+
+/// A policy source that is a file of the repository, relative to its root:
+/// an absolute path inside the project, or a `*.toml` named relative to the
+/// working directory (`--policy ci/vetto.toml`). Built-in sources
+/// (`preset:default`, `command line`) are no file: a result located there
+/// would carry a URI with a scheme under `%SRCROOT%` (SARIF1004), and code
+/// scanning could not show it.
+fn repo_file(model: &Model, name: &str) -> Option<String> {
+    let path = std::path::Path::new(name);
+    if path.is_absolute() {
+        return model.repo_relative(path);
+    }
+    let scheme = name
+        .split_once(':')
+        .is_some_and(|(s, _)| !s.is_empty() && !s.contains('/'));
+    if scheme || name.starts_with('<') || !name.ends_with(".toml") {
+        return None;
+    }
+    model.repo_relative(&model.start.cwd.join(path))
 }
 
 /// Percent-encode a relative path for `artifactLocation.uri`.
@@ -456,6 +472,9 @@ mod tests {
                     !uri.starts_with('/') && !uri.contains("..") && !uri.contains("://"),
                     "{uri}"
                 );
+                // A relative reference under %SRCROOT%: no scheme (SARIF1004).
+                let scheme = uri.split_once(':').is_some_and(|(s, _)| !s.contains('/'));
+                assert!(!scheme, "a URI with a scheme under %SRCROOT%: {uri}");
                 assert!(r["partialFingerprints"][FINGERPRINT_KEY].is_string());
                 assert!(r["message"]["text"].is_string());
             }
@@ -563,6 +582,44 @@ mod tests {
             sarif["runs"][0]["invocations"][0]["executionSuccessful"],
             json!(false)
         );
+    }
+
+    /// Outside CI, with only the built-in policy: results are located in a
+    /// file of the repository, never at `preset:default` (SARIF1004 under
+    /// `%SRCROOT%`, and code scanning shows no file for it).
+    #[test]
+    fn results_decided_by_a_preset_are_located_in_a_repository_file() {
+        let mut events = fixture::attack_session();
+        if let Some(crate::events::Event::SessionStart(start)) = events.first_mut() {
+            start.ci = None;
+            start
+                .policy
+                .sources
+                .retain(|s| s.name.starts_with("preset:"));
+        }
+        let model = Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        let sarif = render_value(&model);
+        assert_github_accepts(&sarif);
+        for f in &model.findings {
+            let loc = locate(&model, f);
+            assert!(!loc.path.starts_with("preset:"), "{loc:?}");
+        }
+        // A policy file named relative to the working directory is a file.
+        let mut with_file = model.clone();
+        with_file
+            .start
+            .policy
+            .sources
+            .push(crate::events::PolicySource {
+                name: "ci/vetto.toml".into(),
+                digest: String::new(),
+            });
+        let f = with_file
+            .findings
+            .iter()
+            .find(|f| f.violation.rule == RuleId::SyscallDenied)
+            .unwrap();
+        assert_eq!(locate(&with_file, f).path, "ci/vetto.toml");
     }
 
     #[test]

@@ -2,14 +2,16 @@
 //! would have allowed what audited sessions did — as a TOML policy to
 //! review, never applied by itself. Attempts that persist code beyond the
 //! job (hooks, CI command files), read secrets or need a refused syscall are
-//! listed as comments, not suggested.
+//! listed as comments, not suggested — and so is any path that would make a
+//! protected or masked path writable ([`reopens_protection`]). Withheld
+//! variables are no violation and never a suggestion.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::events::log::SessionLog;
-use crate::events::{Roots, RuleId, Target};
+use crate::events::{Roots, RuleId, SessionStart, Target};
 
 /// What the sessions did that the policy refused, folded by rule and path.
 #[derive(Debug, Default)]
@@ -28,6 +30,7 @@ pub fn suggest(logs: &[SessionLog]) -> String {
     let mut needs = Needs::default();
     for log in logs {
         let roots = log.start().map(|s| s.roots()).unwrap_or_default();
+        let guarded = log.start().map(protections).unwrap_or_default();
         for v in log.violations() {
             let who = v
                 .attribution
@@ -38,10 +41,30 @@ pub fn suggest(logs: &[SessionLog]) -> String {
                 let e = map.entry(key).or_insert((0, who.clone()));
                 e.0 += 1;
             };
+            let reopened = match (&v.rule, &v.target) {
+                (
+                    RuleId::FsWriteDenied | RuleId::UnixSocketDenied,
+                    Target::Path { path } | Target::Socket { path },
+                ) => reopens_protection(path, &guarded).map(|why| (path, why)),
+                _ => None,
+            };
+            if let Some((path, why)) = reopened {
+                let what = format!(
+                    "{} {} — {why}: not suggested",
+                    v.rule.as_str(),
+                    written(path, &roots)
+                );
+                *needs.refused.entry(what).or_insert(0) += 1;
+                continue;
+            }
             match (&v.rule, &v.target) {
                 (RuleId::FsWriteDenied, Target::Path { path }) => {
                     let dir = path.parent().unwrap_or(path);
-                    bump(&mut needs.write, written(dir, &roots));
+                    match reopens_protection(dir, &guarded) {
+                        // Its directory is protected: the file alone, then.
+                        Some(_) => bump(&mut needs.write, written(path, &roots)),
+                        None => bump(&mut needs.write, written(dir, &roots)),
+                    }
                 }
                 (RuleId::UnixSocketDenied, Target::Socket { path }) => {
                     bump(&mut needs.sockets, written(path, &roots));
@@ -71,6 +94,52 @@ pub fn suggest(logs: &[SessionLog]) -> String {
         }
     }
     render(&needs, logs.len())
+}
+
+/// The paths of a session's policy that stay closed whatever a suggestion
+/// says: its `protect` and `deny` rules, from the rule list the session log
+/// records (`"{access:<7} {path}  ({origin})"`).
+pub(crate) fn protections(start: &SessionStart) -> Vec<PathBuf> {
+    start
+        .policy
+        .rules
+        .iter()
+        .filter_map(|line| {
+            let (access, rest) = line.split_once(' ')?;
+            if access != "protect" && access != "deny" {
+                return None;
+            }
+            let rest = rest.trim_start();
+            let path = rest.split_once("  (").map_or(rest, |(p, _)| p);
+            Some(PathBuf::from(path))
+        })
+        .collect()
+}
+
+/// Why making `path` writable would re-open a protection, if it would: it
+/// is (or lies inside) a protected or masked path of the policy, a git
+/// directory's hooks or config, or the runner's CI command files. An
+/// ancestor of a protected path is fine: the more specific rule still wins.
+pub(crate) fn reopens_protection(path: &Path, guarded: &[PathBuf]) -> Option<&'static str> {
+    if path
+        .components()
+        .any(|c| c.as_os_str() == "_runner_file_commands")
+    {
+        return Some("a CI command file");
+    }
+    let names: Vec<_> = path.components().map(|c| c.as_os_str()).collect();
+    if names.windows(2).any(|w| {
+        w[0] == ".git"
+            && ["hooks", "config", "info", "modules", "commondir"]
+                .iter()
+                .any(|n| w[1] == *n)
+    }) {
+        return Some("git's hooks and config run outside the sandbox");
+    }
+    guarded
+        .iter()
+        .any(|g| path.starts_with(g))
+        .then_some("a protected or masked path of the policy")
 }
 
 /// A path as a policy would write it: `${PROJECT}/…`, `~/…`, or absolute.
@@ -206,5 +275,54 @@ mod tests {
             })
             .unwrap_or_default();
         assert!(write.iter().any(|w| w == HOSTILE_DIR), "{write:?}\n{toml}");
+    }
+
+    /// A denied write into a protected path (a hook manager's directory, a
+    /// masked credential directory) is never turned into a writable rule:
+    /// not the path, not its directory.
+    #[test]
+    fn never_suggests_writing_a_protected_or_masked_path() {
+        let mut events = fixture::attack_session();
+        let start = match events.first_mut() {
+            Some(crate::events::Event::SessionStart(s)) => s,
+            _ => unreachable!("the fixture starts with the start"),
+        };
+        start.policy.rules = vec![
+            format!(
+                "protect {}/.husky  (policies/default.toml:70)",
+                fixture::PROJECT
+            ),
+            format!("deny    {}/.ssh  (policies/default.toml:30)", fixture::HOME),
+        ];
+        let viol = |path: String| {
+            let mut v = fixture::attack_violations()
+                .into_iter()
+                .find(|v| v.rule == RuleId::FsWriteDenied)
+                .unwrap_or_else(|| unreachable!("the fixture has write denials"));
+            v.target = Target::Path { path: path.into() };
+            crate::events::Event::Violation(Box::new(v))
+        };
+        let extra = [
+            viol(format!("{}/.husky/pre-commit", fixture::PROJECT)),
+            viol(format!("{}/.ssh/authorized_keys", fixture::HOME)),
+            viol(format!("{}/sub/.git/hooks/post-checkout", fixture::PROJECT)),
+            viol(format!("{}/tool/cache.db", fixture::HOME)),
+        ];
+        events.splice(1..1, extra);
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        let rules: Vec<&str> = toml
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .collect();
+        let rules = rules.join("\n");
+        for bad in [".husky", ".ssh", "hooks"] {
+            assert!(!rules.contains(bad), "{bad} suggested:\n{toml}");
+        }
+        assert!(rules.contains("\"~/tool\""), "{toml}");
+        assert!(
+            toml.contains("a protected or masked path of the policy: not suggested"),
+            "{toml}"
+        );
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
     }
 }

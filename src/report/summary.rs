@@ -52,6 +52,13 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         }
     );
     let _ = writeln!(out, "| enforced | {} |", cell(&s.enforced.join(", ")));
+    if !s.withheld_env.is_empty() {
+        let _ = writeln!(
+            out,
+            "| withheld from the job | {} |",
+            cell(&s.withheld_env.join(", "))
+        );
+    }
     if !s.degraded.is_empty() {
         let _ = writeln!(
             out,

@@ -30,6 +30,7 @@ use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
 mod admit;
+mod denials;
 mod finish;
 mod start;
 mod tell;
@@ -38,7 +39,7 @@ mod tmp;
 pub use finish::{
     DEFAULT_REPORT_DIR, FailOn, ReportOptions, console_summary, final_status, finish,
 };
-pub use start::{ci_info, git_info, session_start, withheld_env_violations};
+pub use start::{ci_info, git_info, session_start, withheld_line};
 use tmp::RemoveOnDrop;
 pub use tmp::SessionTmp;
 
@@ -71,12 +72,14 @@ pub struct Options {
     pub output: Output,
     /// Reports (and the session log they are made from), or none.
     pub reports: Option<ReportOptions>,
+    /// `-v`: name every distinct denial at the end, not the first few.
+    pub verbose: bool,
 }
 
 /// Run one session and return the exit status the contract gives it.
 pub fn run(request: Request, options: &Options) -> anyhow::Result<ExitCode> {
     let log_dir = options.reports.as_ref().map(|r| r.report_dir.as_path());
-    match execute(request, log_dir, options.output)? {
+    match execute(request, log_dir, options)? {
         Executed::Refused(code) => Ok(ExitCode::from(code)),
         Executed::Ran { outcome, log } => match (&options.reports, log) {
             (Some(reports), Some(log)) => Ok(finish(outcome, &log, reports)),
@@ -124,7 +127,7 @@ fn likely_namespaces(request: &Request, caps: &host::HostCaps) -> Option<sandbox
 fn execute(
     mut request: Request,
     log_dir: Option<&Path>,
-    output: Output,
+    options: &Options,
 ) -> anyhow::Result<Executed> {
     // 0. The project is never the home directory or above it.
     match admit::project(&request.policy) {
@@ -134,6 +137,7 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     }
+    let output = options.output;
     let signals = supervisor::prepare().context("cannot prepare the supervisor")?;
     let caps = host::probe();
     // 1. The stage first: its exec runs while we load and plan — and where
@@ -186,14 +190,14 @@ fn execute(
     if let Some(l) = policy.provenance.differs_line() {
         eprintln!("vetto: {l}");
     }
-    let options = BuildOptions {
+    let build_options = BuildOptions {
         allow_degraded: request.allow_degraded,
         audit: request.audit,
         env: request.policy.env.clone(),
         cwd: request.policy.cwd.clone(),
         terminals: crate::sandbox::terminal::own_terminals(),
     };
-    let plan = match plan::build(&policy, &caps, request.tier, &options) {
+    let plan = match plan::build(&policy, &caps, request.tier, &build_options) {
         Ok(plan) => plan,
         Err(refusal) => {
             eprintln!("vetto: {refusal}");
@@ -204,12 +208,8 @@ fn execute(
         eprintln!("vetto: {unreachable}");
         return Ok(Executed::Refused(exit::REFUSED));
     }
-    if !plan.env.withheld.is_empty() {
-        eprintln!(
-            "vetto: withheld {} credential-like variable(s) from the job: {} (pass one with --env-pass NAME)",
-            plan.env.withheld.len(),
-            plan.env.withheld.join(", ")
-        );
+    if let Some(line) = withheld_line(&plan.env.withheld) {
+        eprintln!("{line}");
     }
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
@@ -232,11 +232,7 @@ fn execute(
             request.audit,
             &request.policy.env,
         );
-        let withheld = withheld_env_violations(&start, &plan.env.withheld);
         sink.emit(Event::SessionStart(Box::new(start)));
-        for v in withheld {
-            sink.emit(Event::Violation(Box::new(v)));
-        }
     }
 
     // 6. The stage becomes the job.
@@ -271,7 +267,12 @@ fn execute(
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.
     finish_output(copier);
-    tell::tell(&session, request.audit);
+    tell::tell(
+        &session,
+        request.audit,
+        options.verbose,
+        &request.policy.home,
+    );
     // What the job left for other tools to run later is recorded before
     // the session's end, so that `--fail-on violation` counts it.
     supervisor::persist::finish(&persistence, sink);

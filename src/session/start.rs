@@ -178,41 +178,43 @@ pub fn session_start(
         session_tmp: Some(policy.session_tmp.clone()),
         git: git_info(&policy.project),
         ci: ci_info(env),
+        withheld_env: plan.env.withheld.clone(),
     }
 }
 
-/// One `secret-env-withheld` violation per variable the plan withheld
-/// (names only; values are never logged). Send them right after
-/// `session-start`.
-pub fn withheld_env_violations(
-    start: &crate::events::SessionStart,
-    withheld: &[String],
-) -> Vec<crate::events::Violation> {
-    use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Violation};
-    withheld
+/// The one line that says what the job's environment lacks, said at
+/// session start (the session log has the names in `withheld_env`).
+/// Withholding is information, never a violation. The CI command-file
+/// variables are named apart, with no way to pass them: none exists.
+pub fn withheld_line(withheld: &[String]) -> Option<String> {
+    let (ci, credentials): (Vec<&str>, Vec<&str>) = withheld
         .iter()
-        .map(|name| Violation {
-            rule: RuleId::SecretEnvWithheld,
-            time: start.started_at,
-            action: if start.audit {
-                Action::Observed
-            } else {
-                Action::Blocked
-            },
-            process: ProcessInfo {
-                pid: 0,
-                exe: start.command.first().map(PathBuf::from).unwrap_or_default(),
-                argv: start.command.clone(),
-                cwd: start.cwd.clone(),
-                parent_chain: vec![],
-            },
-            target: Target::EnvVar { name: name.clone() },
-            attribution: None,
-            policy_rule: None,
-            detail: String::new(),
-            provenance: Provenance::Plan,
-        })
-        .collect()
+        .map(String::as_str)
+        .partition(|n| crate::policy::CI_CONTROL_VARS.contains(n));
+    let list = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| super::denials::escaped(n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !credentials.is_empty() {
+        parts.push(format!(
+            "{} (credential-like; --env-pass NAME passes one)",
+            list(&credentials)
+        ));
+    }
+    if !ci.is_empty() {
+        parts.push(format!("{} (CI command files; never passed)", list(&ci)));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "vetto: withheld {} variable(s) from the job's environment: {}",
+            withheld.len(),
+            parts.join(" and ")
+        )
+    })
 }
 
 #[cfg(test)]
@@ -247,6 +249,28 @@ mod env_tests {
             Some("https://github.com/octo/app/actions/runs/42")
         );
         assert_eq!(ci_info(&env(&[("GITHUB_JOB", "x")])), None);
+    }
+
+    /// Said once, and never with a way to pass a CI command file.
+    #[test]
+    fn withholding_is_one_line_that_never_offers_to_pass_a_ci_command_file() {
+        assert_eq!(withheld_line(&[]), None);
+        let line =
+            withheld_line(&["GITHUB_ENV".into(), "GITHUB_OUTPUT".into()]).unwrap_or_default();
+        assert_eq!(
+            line,
+            "vetto: withheld 2 variable(s) from the job's environment: GITHUB_ENV, GITHUB_OUTPUT (CI command files; never passed)"
+        );
+        assert!(!line.contains("--env-pass"));
+        let line =
+            withheld_line(&["GITHUB_ENV".into(), "NPM_TOKEN\x1b[2J".into()]).unwrap_or_default();
+        assert_eq!(line.lines().count(), 1);
+        assert!(
+            line.contains(
+                "NPM_TOKEN\\x1b[2J (credential-like; --env-pass NAME passes one) and GITHUB_ENV"
+            ),
+            "{line}"
+        );
     }
 
     #[test]

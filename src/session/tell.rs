@@ -2,8 +2,14 @@
 
 use crate::{supervisor, text};
 
-/// One line each for what the user should know about the session.
-pub(super) fn tell(session: &supervisor::Session, audit: bool) {
+/// One line each for what the user should know about the session; the
+/// denials named one a line (the first few, all when `verbose`).
+pub(super) fn tell(
+    session: &supervisor::Session,
+    audit: bool,
+    verbose: bool,
+    home: &std::path::Path,
+) {
     match session.limit {
         Some(supervisor::LimitHit::Timeout { max_ms }) => {
             eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
@@ -60,14 +66,13 @@ pub(super) fn tell(session: &supervisor::Session, audit: bool) {
             paths.join(", ")
         );
     }
-    let denied = session.denials();
-    if denied > 0 {
-        if audit {
-            eprintln!(
-                "vetto: the policy would have refused {denied} operation(s) (--audit: allowed)"
-            );
-        } else {
-            eprintln!("vetto: the sandbox denied {denied} operation(s)");
-        }
+    for line in super::denials::lines(
+        &session.decisions,
+        session.decisions_dropped,
+        audit,
+        verbose,
+        home,
+    ) {
+        eprintln!("{line}");
     }
 }

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod skip;
+
 /// Upper bound for any single command; reaching it fails the test.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -353,6 +355,44 @@ fn require_list_escalates_exactly_the_promised_features() {
     assert!(!required_in("landlock-abi>=6", Feature::Userns));
 }
 
+/// Not a test: the body of `skip_lines_are_visible_without_nocapture`'s
+/// child (with `VETTO_SKIP_DEMO`); without it, it does nothing.
+#[test]
+fn zz_skip_demo() {
+    if std::env::var_os("VETTO_SKIP_DEMO").is_none() {
+        return;
+    }
+    eprintln!("CAPTURED-BY-LIBTEST");
+    skip::say(&test_name(), "shown without --nocapture");
+}
+
+/// A skipped test says so in `cargo test`'s output, not only under
+/// `--nocapture`: the child run captures output (no `--nocapture`), and
+/// still the SKIP line is there while the `eprintln!` beside it is not.
+#[test]
+fn skip_lines_are_visible_without_nocapture() {
+    let name = format!(
+        "{}::zz_skip_demo",
+        module_path!().split_once("::").map_or("util", |(_, m)| m)
+    );
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &name, "--test-threads=1"])
+        .env("VETTO_SKIP_DEMO", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.contains(&format!("SKIP {name}: shown without --nocapture")),
+        "{all}"
+    );
+    assert!(!all.contains("CAPTURED-BY-LIBTEST"), "not captured: {all}");
+}
+
 // ───────────────────────────── tiers ─────────────────────────────
 
 /// The tier a world's sandboxed runs ask for (`--tier NAME`).
@@ -424,7 +464,7 @@ macro_rules! require {
                     $feature
                 );
             }
-            eprintln!("SKIP {}: {reason}", $crate::util::test_name());
+            $crate::util::skip::say(&$crate::util::test_name(), &reason);
             return;
         }
     };
@@ -449,7 +489,7 @@ macro_rules! require_attack_possible {
                 $what
             );
         }
-        eprintln!("SKIP {}: {reason}", $crate::util::test_name());
+        $crate::util::skip::say(&$crate::util::test_name(), &reason);
         return;
     }};
 }

@@ -420,29 +420,55 @@ impl Shared {
             _ => None,
         };
         let process = violating.then(|| self.describe(n.tid));
-        // A failed answer means the thread is gone (ENOENT): nothing to do.
-        let (decision, reason) = match answer {
+        let (decision, reason) = match &answer {
             Answer::Drop => return,
+            Answer::Unreachable(_) => (Decision::Denied(c::ENETUNREACH), Reason::Egress),
+            Answer::Continue(reason) => (Decision::Continued, *reason),
+            Answer::Errno(_, decision, reason) => (*decision, *reason),
+            Answer::Value(_, reason) => (Decision::Emulated, *reason),
+            Answer::Fd { reason, .. } => (Decision::Emulated, *reason),
+        };
+        // Recorded before it is answered: once answered, the job runs on
+        // and may end, and the supervisor takes the job's end for "every
+        // decision is in" — an event sent after the answer could miss the
+        // session log. "The kernel handled it" carries no information and
+        // is by far the most common answer (every create outside carved
+        // directories): not recorded.
+        // Nor is the slave of the job's own pty: the job's own business.
+        if !(decision == Decision::Continued
+            && matches!(reason, Reason::NotCarved | Reason::NotHandled))
+            && reason != Reason::OwnPty
+        {
+            let _ = events.send(NotifyEvent {
+                tid: n.tid,
+                syscall,
+                path,
+                addr,
+                decision,
+                reason,
+                process,
+                time: std::time::SystemTime::now(),
+            });
+        }
+        // A failed answer means the thread is gone (ENOENT): nothing to do.
+        match answer {
+            Answer::Drop => {}
             Answer::Unreachable(_) => {
                 let _ = l.respond_errno(n.id, c::ENETUNREACH);
-                (Decision::Denied(c::ENETUNREACH), Reason::Egress)
             }
-            Answer::Continue(reason) => {
+            Answer::Continue(_) => {
                 let _ = l.respond_continue(n.id);
-                (Decision::Continued, reason)
             }
-            Answer::Errno(errno, decision, reason) => {
+            Answer::Errno(errno, _, _) => {
                 let _ = l.respond_errno(n.id, errno);
-                (decision, reason)
             }
-            Answer::Value(v, reason) => {
+            Answer::Value(v, _) => {
                 let _ = l.respond_value(n.id, v);
-                (Decision::Emulated, reason)
             }
             Answer::Fd {
                 fd,
                 cloexec,
-                reason,
+                reason: _,
                 undo,
             } => {
                 match l.add_fd_send(n.id, fd.as_fd(), cloexec) {
@@ -463,30 +489,8 @@ impl Shared {
                         let _ = l.respond_errno(n.id, sys::errno_of(&e));
                     }
                 }
-                (Decision::Emulated, reason)
             }
-        };
-        // "The kernel handled it" carries no information and is by far the
-        // most common answer (every create outside carved directories).
-        if decision == Decision::Continued
-            && matches!(reason, Reason::NotCarved | Reason::NotHandled)
-        {
-            return;
         }
-        // Nor does the slave of the job's own pty: the job's own business.
-        if reason == Reason::OwnPty {
-            return;
-        }
-        let _ = events.send(NotifyEvent {
-            tid: n.tid,
-            syscall,
-            path,
-            addr,
-            decision,
-            reason,
-            process,
-            time: std::time::SystemTime::now(),
-        });
     }
 
     // ----- the slave of a pseudo-terminal the job created ----------------
