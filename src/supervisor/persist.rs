@@ -39,6 +39,7 @@
 //! Measured (release build, ext4, a loaded 2-core VM): 50,000 files in
 //! 2,562 directories take 32–39 ms with a warm cache, 160 ms cold.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
@@ -74,7 +75,15 @@ pub trait Tree {
     /// Up to `max` entries of directory `dir` with their kinds; an error
     /// when it cannot be listed.
     fn list(&self, dir: &Path, max: usize) -> std::io::Result<Vec<(OsString, Kind)>>;
+    /// What the entry is, precisely enough to tell whether it changed
+    /// (inode, size, stamps, content or link target); `None` when it
+    /// cannot be read.
+    fn identity(&self, path: &Path) -> Option<Identity>;
 }
+
+/// An entry as it was: compared, never interpreted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity(Vec<u8>);
 
 /// How much the check may do.
 #[derive(Debug, Clone, Copy)]
@@ -100,18 +109,38 @@ pub struct Watch {
     pub project: PathBuf,
     /// Changes stamped at or after this are the session's.
     pub since: Stamp,
+    /// The root's watched entries that already carried a stamp at or after
+    /// [`Watch::since`] when the session started (changed in the tick
+    /// before it: a `git init`, a checkout, right before vetto), as they
+    /// were then. Still so at the end, they are not the job's.
+    pub settled: HashMap<PathBuf, Identity>,
 }
 
 impl Watch {
-    /// Call right before the job is launched: one clock read and one
-    /// `lstat`, nothing that grows with the project.
+    /// Call right before the job is launched: one clock read and the
+    /// root's fixed paths (a few dozen `lstat`s), nothing that grows with
+    /// the project.
     pub fn start(project: &Path) -> Watch {
+        Watch::start_in(project, &RealTree)
+    }
+
+    fn start_in(project: &Path, tree: &dyn Tree) -> Watch {
+        let mut watch = Watch::at(project, tree);
+        let ambiguous = watch.check_root(tree, Limits::default());
+        watch.settled = ambiguous
+            .into_iter()
+            .filter_map(|f| Some((f.path.clone(), tree.identity(&f.path)?)))
+            .collect();
+        watch
+    }
+
+    fn at(project: &Path, tree: &dyn Tree) -> Watch {
         let now = coarse_now();
         // A filesystem with whole-second stamps (ext4 with small inodes,
         // FAT) truncates a change in this very second to before `now`:
         // compare by seconds there (a change in the second before the
         // start may then be reported; none is missed).
-        let coarse = RealTree.lstat(project).is_some_and(|m| m.ctime.nsec == 0);
+        let coarse = tree.lstat(project).is_some_and(|m| m.ctime.nsec == 0);
         Watch {
             project: project.to_path_buf(),
             since: if coarse {
@@ -122,7 +151,15 @@ impl Watch {
             } else {
                 now
             },
+            settled: HashMap::new(),
         }
+    }
+
+    /// The root's fixed paths only (no walk): what looks new there.
+    fn check_root(&self, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
+        let mut c = Checker::new(self, tree, limits);
+        c.root(&self.project);
+        c.found
     }
 }
 
@@ -207,28 +244,9 @@ const SUBTREE_DEPTH: usize = 8;
 /// The whole check: the fixed root paths, the root repository, and the
 /// repositories below the root.
 pub fn check(watch: &Watch, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
-    let mut c = Checker {
-        tree,
-        since: watch.since,
-        budget: limits.entries,
-        max: limits.findings,
-        found: Vec::new(),
-        more: 0,
-    };
+    let mut c = Checker::new(watch, tree, limits);
     let root = &watch.project;
-    for rel in ROOT_FILES {
-        c.path_of(root, rel);
-    }
-    c.entry(&root.join(".vscode"), true);
-    c.subtree(&root.join(".devcontainer"), 0);
-    let git = root.join(".git");
-    match tree.lstat(&git).map(|m| m.kind) {
-        Some(Kind::Dir) => c.git_dir(&git),
-        Some(_) => {
-            c.entry(&git, false);
-        }
-        None => {}
-    }
+    c.root(root);
     c.walk(root);
     if c.more > 0 {
         c.found.push(Finding {
@@ -242,13 +260,43 @@ pub fn check(watch: &Watch, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
 struct Checker<'a> {
     tree: &'a dyn Tree,
     since: Stamp,
+    settled: &'a HashMap<PathBuf, Identity>,
     budget: usize,
     max: usize,
     found: Vec<Finding>,
     more: usize,
 }
 
-impl Checker<'_> {
+impl<'a> Checker<'a> {
+    fn new(watch: &'a Watch, tree: &'a dyn Tree, limits: Limits) -> Self {
+        Checker {
+            tree,
+            since: watch.since,
+            settled: &watch.settled,
+            budget: limits.entries,
+            max: limits.findings,
+            found: Vec::new(),
+            more: 0,
+        }
+    }
+
+    /// The fixed paths at the root and the root repository.
+    fn root(&mut self, root: &Path) {
+        for rel in ROOT_FILES {
+            self.path_of(root, rel);
+        }
+        self.entry(&root.join(".vscode"), true);
+        self.subtree(&root.join(".devcontainer"), 0);
+        let git = root.join(".git");
+        match self.tree.lstat(&git).map(|m| m.kind) {
+            Some(Kind::Dir) => self.git_dir(&git),
+            Some(_) => {
+                self.entry(&git, false);
+            }
+            None => {}
+        }
+    }
+
     fn push(&mut self, path: PathBuf, what: What) {
         if self.found.len() < self.max {
             self.found.push(Finding { path, what });
@@ -261,7 +309,7 @@ impl Checker<'_> {
     /// link (for a directory whose own changes mean nothing).
     fn entry(&mut self, path: &Path, links_only: bool) -> Option<Meta> {
         let meta = self.tree.lstat(path)?;
-        if meta.ctime >= self.since {
+        if meta.ctime >= self.since && !self.unchanged_since_start(path) {
             match meta.kind {
                 Kind::Symlink => self.push(path.to_path_buf(), What::Link),
                 _ if links_only => {}
@@ -269,6 +317,13 @@ impl Checker<'_> {
             }
         }
         Some(meta)
+    }
+
+    /// Stamped in the tick before the start, and exactly as it was then.
+    fn unchanged_since_start(&self, path: &Path) -> bool {
+        self.settled
+            .get(path)
+            .is_some_and(|then| self.tree.identity(path).as_ref() == Some(then))
     }
 
     /// `root/rel`, through directories only: a link on the way is itself
@@ -478,6 +533,47 @@ impl Tree for RealTree {
         })
     }
 
+    fn identity(&self, path: &Path) -> Option<Identity> {
+        use std::io::Read;
+        use std::os::unix::fs::MetadataExt;
+        /// Content read to tell a change the stamps may hide (a write in
+        /// the same tick): config files and hooks are small.
+        const MAX_CONTENT: u64 = 1 << 20;
+        let md = std::fs::symlink_metadata(path).ok()?;
+        let mut id = Vec::new();
+        for n in [
+            md.dev(),
+            md.ino(),
+            u64::from(md.mode()),
+            md.size(),
+            md.mtime() as u64,
+            md.mtime_nsec() as u64,
+            md.ctime() as u64,
+            md.ctime_nsec() as u64,
+        ] {
+            id.extend_from_slice(&n.to_le_bytes());
+        }
+        let ft = md.file_type();
+        if ft.is_symlink() {
+            id.extend_from_slice(
+                std::fs::read_link(path)
+                    .ok()?
+                    .as_os_str()
+                    .as_encoded_bytes(),
+            );
+        } else if ft.is_file() {
+            // Never through a link, nor a FIFO that blocks.
+            let f = crate::sandbox::safe_fs::open_regular(path).ok()?;
+            let mut content = Vec::new();
+            f.take(MAX_CONTENT + 1).read_to_end(&mut content).ok()?;
+            if content.len() as u64 > MAX_CONTENT {
+                return None;
+            }
+            id.extend_from_slice(crate::hash::sha256_hex(&[&content]).as_bytes());
+        }
+        Some(Identity(id))
+    }
+
     fn list(&self, dir: &Path, max: usize) -> std::io::Result<Vec<(OsString, Kind)>> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(dir)?.take(max) {
@@ -542,22 +638,9 @@ pub fn finish(watch: &Watch, sink: Option<&dyn crate::events::log::EventSink>) {
 pub fn line(f: &Finding) -> String {
     format!(
         "vetto: persistence planted: {} ({})",
-        printable(&f.path.to_string_lossy()),
-        printable(&f.what.describe())
+        crate::text::path_name(&f.path),
+        crate::text::escape(&f.what.describe())
     )
-}
-
-fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let shown: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            shown
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -612,6 +695,11 @@ mod tests {
                 .take(max)
                 .collect())
         }
+
+        fn identity(&self, path: &Path) -> Option<Identity> {
+            let m = self.entries.get(path)?;
+            Some(Identity(format!("{:?} {:?}", m.kind, m.ctime).into_bytes()))
+        }
     }
 
     fn project() -> Fake {
@@ -631,11 +719,43 @@ mod tests {
         let w = Watch {
             project: "/p".into(),
             since: SINCE,
+            settled: HashMap::new(),
         };
         check(&w, f, Limits::default())
             .into_iter()
             .map(|x| (x.path.display().to_string(), x.what))
             .collect()
+    }
+
+    /// A `git init` or a checkout in the tick before vetto started carries
+    /// a stamp at the start's own time: what was so at the start is not the
+    /// job's, whatever the job changes afterwards is.
+    #[test]
+    fn entries_stamped_just_before_the_start_are_not_the_jobs() {
+        let mut f = project();
+        f.file("/p/.git/config", NEW)
+            .file("/p/.git/hooks/pre-push.sample", NEW)
+            .file("/p/.envrc", NEW);
+        let mut w = Watch {
+            project: "/p".into(),
+            since: SINCE,
+            settled: HashMap::new(),
+        };
+        let ambiguous = w.check_root(&f, Limits::default());
+        assert_eq!(ambiguous.len(), 3, "{ambiguous:?}");
+        w.settled = ambiguous
+            .iter()
+            .filter_map(|x| Some((x.path.clone(), f.identity(&x.path)?)))
+            .collect();
+        assert_eq!(check(&w, &f, Limits::default()), []);
+        // The job rewrites one of them and plants a new one.
+        f.file("/p/.git/config", Stamp { sec: 201, nsec: 0 })
+            .file("/p/.git/hooks/pre-commit", NEW);
+        let found: Vec<_> = check(&w, &f, Limits::default())
+            .into_iter()
+            .map(|x| x.path.display().to_string())
+            .collect();
+        assert_eq!(found, ["/p/.git/config", "/p/.git/hooks/pre-commit"]);
     }
 
     #[test]
@@ -764,6 +884,7 @@ mod tests {
         let w = Watch {
             project: "/p".into(),
             since: SINCE,
+            settled: HashMap::new(),
         };
         let found = check(
             &w,
@@ -798,6 +919,7 @@ mod tests {
         let w = Watch {
             project: "/p".into(),
             since: SINCE,
+            settled: HashMap::new(),
         };
         let found = check(
             &w,
