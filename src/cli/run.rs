@@ -141,6 +141,9 @@ pub fn execute(args: &RunArgs, log_dir: Option<&Path>, output: Output) -> anyhow
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
     }
+    if let Some(line) = plan::memory::session_line(&plan) {
+        eprintln!("vetto: {line}");
+    }
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }
@@ -233,14 +236,8 @@ fn finish_output(copier: Option<OutputCopier>) {
 
 /// One line each for what the user should know about the session.
 fn tell(session: &supervisor::Session, audit: bool) {
-    match session.limit {
-        Some(supervisor::LimitHit::Timeout { max_ms }) => {
-            eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
-        }
-        Some(supervisor::LimitHit::Memory { max, observed }) => eprintln!(
-            "vetto: the command was killed: its processes used {observed} bytes, over the --max-memory of {max}"
-        ),
-        None => {}
+    if let Some(hit) = session.limit {
+        eprintln!("vetto: {}", hit.message());
     }
     if !session.escaped.is_empty() {
         let names: Vec<String> = session

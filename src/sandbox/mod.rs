@@ -11,7 +11,7 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, Stage, caps, notify, notify_server, process};
+pub use imp::{SetupError, Spawned, Stage, caps, memory, notify, notify_server, process};
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
