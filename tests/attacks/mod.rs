@@ -13,6 +13,7 @@ mod fs_escape;
 mod git_hooks;
 mod github_env_inject;
 mod io_uring;
+mod memory_hog;
 mod network;
 mod npmrc_exfil;
 mod policy_tamper;
