@@ -135,6 +135,7 @@ pub fn shares(limit: u64, data: &[u64]) -> Vec<u64> {
 
 #[cfg(test)]
 mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use crate::host::Availability;
 
