@@ -46,6 +46,8 @@ pub struct DoctorReport {
     pub tiers: Vec<TierVerdict>,
     /// The strongest tier the host can run; `None`: no tier at all.
     pub auto: Option<Tier>,
+    /// What would hold a `--max-memory` limit here.
+    pub memory: &'static str,
     /// What each tier would do with the policy `vetto run` would use in
     /// the current directory: the same plan the sandbox applies.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -194,7 +196,10 @@ impl DoctorReport {
                 meaning: f.meaning(),
             })
             .collect();
+        let memory = crate::plan::memory::decide(Some(1), &host)
+            .map_or("", |m| crate::plan::memory::mechanism(&m.tree));
         DoctorReport {
+            memory,
             schema: DOCTOR_SCHEMA,
             tiers: host.tier_verdicts(),
             auto: host.best_tier(),
@@ -315,6 +320,12 @@ pub fn render(report: &DoctorReport) -> String {
         "  container",
         c.container.as_deref().unwrap_or("none detected"),
     );
+
+    let _ = writeln!(out, "\nlimits");
+    row(&mut out, "  --max-memory", report.memory);
+    if let crate::host::CgroupMemory::Unavailable(why) = &host.cgroup_memory {
+        row(&mut out, "", &format!("no cgroup v2: {why}"));
+    }
 
     let _ = writeln!(out, "\ntiers");
     for v in &report.tiers {

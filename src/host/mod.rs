@@ -74,6 +74,30 @@ pub struct HostCaps {
     /// children that did what the tiers do; `vetto run` skips this to stay fast.
     #[serde(default)]
     pub tested: bool,
+    /// Whether vetto can give a job a cgroup v2 with a memory limit.
+    #[serde(default = "CgroupMemory::not_probed")]
+    pub cgroup_memory: CgroupMemory,
+}
+
+/// A delegated cgroup v2 subtree with the memory controller, writable by
+/// vetto (a container with a cgroup namespace, a `Delegate=yes` unit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "state", content = "detail")]
+pub enum CgroupMemory {
+    Delegated {
+        /// vetto's own cgroup directory.
+        dir: std::path::PathBuf,
+        /// vetto must move itself into a leaf first (its cgroup's
+        /// children do not have the memory controller yet).
+        move_supervisor: bool,
+    },
+    Unavailable(String),
+}
+
+impl CgroupMemory {
+    pub fn not_probed() -> Self {
+        CgroupMemory::Unavailable("not probed".into())
+    }
 }
 
 /// What already restricts the vetto process (a container, an outer sandbox).
@@ -105,6 +129,7 @@ impl HostCaps {
             root: false,
             confinement: Confinement::default(),
             tested: false,
+            cgroup_memory: CgroupMemory::not_probed(),
         }
     }
 

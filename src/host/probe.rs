@@ -12,7 +12,7 @@ use std::path::Path;
 
 use nix::errno::Errno;
 
-use super::{Availability, Confinement, HostCaps, KernelVersion};
+use super::{Availability, CgroupMemory, Confinement, HostCaps, KernelVersion};
 use crate::sandbox::caps::{self, SeccompAction};
 
 /// The first kernel with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`.
@@ -82,7 +82,102 @@ pub fn probe() -> HostCaps {
         root,
         confinement,
         tested: false,
+        cgroup_memory: cgroup_memory(),
     }
+}
+
+/// Where the unified cgroup hierarchy is mounted.
+const CGROUP2_ROOT: &str = "/sys/fs/cgroup";
+
+/// What decides whether vetto may give the job a memory-limited cgroup v2.
+#[derive(Debug, Default)]
+struct CgroupFacts {
+    /// `/proc/self/cgroup`.
+    self_cgroup: String,
+    /// `cgroup.controllers` of vetto's cgroup (`None`: unreadable).
+    controllers: Option<String>,
+    /// `cgroup.subtree_control` of vetto's cgroup.
+    subtree_control: Option<String>,
+    /// vetto may create directories there and write its `cgroup.procs`
+    /// and `cgroup.subtree_control`.
+    writable: bool,
+    /// Processes in vetto's cgroup other than vetto.
+    others: usize,
+}
+
+/// vetto's cgroup v2 directory (the `0::` line; `None` on a v1-only host).
+fn own_cgroup_dir(self_cgroup: &str) -> Option<std::path::PathBuf> {
+    let path = self_cgroup.lines().find_map(|l| l.strip_prefix("0::"))?;
+    let rel = path.trim().trim_start_matches('/');
+    if rel.split('/').any(|c| c == "..") || path.contains(" (deleted)") {
+        return None;
+    }
+    Some(Path::new(CGROUP2_ROOT).join(rel))
+}
+
+fn cgroup_verdict(f: &CgroupFacts) -> CgroupMemory {
+    let no = |why: &str| CgroupMemory::Unavailable(why.into());
+    let Some(dir) = own_cgroup_dir(&f.self_cgroup) else {
+        return no(
+            "vetto is in no cgroup v2 (this host's memory controller is cgroup v1, or none)",
+        );
+    };
+    let has_memory = |list: &Option<String>| {
+        list.as_deref()
+            .is_some_and(|l| l.split_whitespace().any(|c| c == "memory"))
+    };
+    if !has_memory(&f.controllers) {
+        return no(
+            "vetto's cgroup v2 has no memory controller (it is not delegated to vetto, or the host uses cgroup v1 for memory)",
+        );
+    }
+    if !f.writable {
+        return no(
+            "vetto's cgroup v2 is not writable by this user (not delegated: use a container with a cgroup namespace or a systemd unit with Delegate=yes)",
+        );
+    }
+    if has_memory(&f.subtree_control) {
+        // Children already get the controller: vetto is not inside this
+        // cgroup's process list (or it is the root), nothing to move.
+        return CgroupMemory::Delegated {
+            dir,
+            move_supervisor: false,
+        };
+    }
+    if f.others > 0 {
+        return no(
+            "other processes share vetto's cgroup v2, so its children cannot get the memory controller (\"no internal processes\"); run vetto alone in its cgroup",
+        );
+    }
+    CgroupMemory::Delegated {
+        dir,
+        move_supervisor: true,
+    }
+}
+
+/// Reads a handful of small files; no cgroup is created here.
+fn cgroup_memory() -> CgroupMemory {
+    let self_cgroup = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(dir) = own_cgroup_dir(&self_cgroup) else {
+        return cgroup_verdict(&CgroupFacts::default());
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let can_write = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+    let me = std::process::id().to_string();
+    let facts = CgroupFacts {
+        controllers: read("cgroup.controllers"),
+        subtree_control: read("cgroup.subtree_control"),
+        writable: can_write(&dir)
+            && can_write(&dir.join("cgroup.procs"))
+            && can_write(&dir.join("cgroup.subtree_control")),
+        others: read("cgroup.procs")
+            .unwrap_or_default()
+            .lines()
+            .filter(|p| p.trim() != me)
+            .count(),
+        self_cgroup,
+    };
+    cgroup_verdict(&facts)
 }
 
 /// `/dev/fuse` as the secret traps need it: there and open to this user.
@@ -395,6 +490,89 @@ fn read_apparmor_label() -> Option<String> {
             .map_or(label, |(name, _)| name)
             .to_owned(),
     )
+}
+
+#[cfg(test)]
+mod cgroup_tests {
+    use super::*;
+
+    fn delegated() -> CgroupFacts {
+        CgroupFacts {
+            self_cgroup: "0::/system.slice/ci-runner.service\n".into(),
+            controllers: Some("cpuset cpu io memory pids\n".into()),
+            subtree_control: Some(String::new()),
+            writable: true,
+            others: 0,
+        }
+    }
+
+    #[test]
+    fn a_delegated_unit_alone_in_its_cgroup_moves_itself_aside() {
+        assert_eq!(
+            cgroup_verdict(&delegated()),
+            CgroupMemory::Delegated {
+                dir: "/sys/fs/cgroup/system.slice/ci-runner.service".into(),
+                move_supervisor: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_cgroup_v1_memory_controller_is_no_delegation() {
+        // This host's kind: v1 controllers, and a 0:: line whose v2
+        // cgroup has no memory controller.
+        let v1 = CgroupFacts {
+            self_cgroup: "4:memory:/user.slice\n0::/user.slice/session-1.scope\n".into(),
+            controllers: Some("cpu pids\n".into()),
+            ..delegated()
+        };
+        assert!(matches!(cgroup_verdict(&v1), CgroupMemory::Unavailable(_)));
+        let no_v2 = CgroupFacts {
+            self_cgroup: "4:memory:/user.slice\n".into(),
+            ..delegated()
+        };
+        assert!(matches!(
+            cgroup_verdict(&no_v2),
+            CgroupMemory::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn an_unwritable_or_shared_cgroup_is_not_used() {
+        let ro = CgroupFacts {
+            writable: false,
+            ..delegated()
+        };
+        assert!(matches!(cgroup_verdict(&ro), CgroupMemory::Unavailable(_)));
+        let shared = CgroupFacts {
+            others: 3,
+            ..delegated()
+        };
+        assert!(
+            matches!(cgroup_verdict(&shared), CgroupMemory::Unavailable(w) if w.contains("no internal processes"))
+        );
+        let enabled = CgroupFacts {
+            subtree_control: Some("memory pids".into()),
+            others: 3,
+            ..delegated()
+        };
+        assert!(matches!(
+            cgroup_verdict(&enabled),
+            CgroupMemory::Delegated {
+                move_supervisor: false,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_cgroup_path_cannot_climb_out_of_the_hierarchy() {
+        assert_eq!(own_cgroup_dir("0::/../../etc\n"), None);
+        assert_eq!(
+            own_cgroup_dir("0::/\n"),
+            Some(std::path::PathBuf::from("/sys/fs/cgroup/"))
+        );
+    }
 }
 
 #[cfg(test)]

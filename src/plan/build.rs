@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
-use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, mounts, syscalls};
+use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, memory, mounts, syscalls};
 use crate::host::HostCaps;
 use crate::policy::{Access, FsRule, NetPolicy, Origin, Policy};
 
@@ -524,6 +524,14 @@ fn plan_for(
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }
+    let memory = memory::decide(policy.limits.max_memory, host);
+    if let Some(memory::MemoryPlan {
+        tree: memory::TreeBound::Shares { .. },
+        ..
+    }) = &memory
+    {
+        seccomp.rules.extend(syscalls::memory_shares());
+    }
     seccomp.record_denials = notify_available;
     let mut notify = notify;
     if seccomp.record_denials {
@@ -563,6 +571,7 @@ fn plan_for(
         env,
         net: policy.net.clone(),
         limits: policy.limits.clone(),
+        memory,
         cwd: job_cwd(policy, options),
         degraded,
     }
@@ -707,6 +716,15 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         env: env::plan(&policy.env, &options.env, &session_env(&tmp, "audit")),
         net: policy.net.clone(),
         limits: policy.limits.clone(),
+        // Audit changes nothing the job does: no shares, only the
+        // per-process limit and the sampler.
+        memory: memory::decide(policy.limits.max_memory, host).map(|m| memory::MemoryPlan {
+            tree: match m.tree {
+                memory::TreeBound::Shares { .. } => memory::TreeBound::Sampled,
+                other => other,
+            },
+            ..m
+        }),
         cwd: job_cwd(policy, options),
         degraded: vec![
             "--audit: nothing is enforced; what the policy would refuse is recorded as observed"

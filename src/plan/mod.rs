@@ -14,6 +14,7 @@ use crate::policy::{Limits, NetPolicy};
 
 pub mod env;
 pub mod fs;
+pub mod memory;
 pub mod mounts;
 pub mod refusal;
 pub mod syscalls;
@@ -49,6 +50,9 @@ pub struct Plan {
     pub env: env::EnvPlan,
     pub net: NetPolicy,
     pub limits: Limits,
+    /// `--max-memory`: what holds it (`None`: no limit).
+    #[serde(default)]
+    pub memory: Option<memory::MemoryPlan>,
     /// Working directory of the job.
     pub cwd: PathBuf,
     /// Rules this tier does not enforce; non-empty only with `--allow-degraded`.

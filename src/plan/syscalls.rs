@@ -70,6 +70,8 @@ mod uapi {
     pub const TIOCGPTPEER: u64 = 0x5441;
     /// CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET.
     pub const CLONE_NEW_ANY: u64 = 0x7e02_0000;
+    pub const CLONE_THREAD: u64 = 0x0001_0000;
+    pub const RLIMIT_DATA: u64 = 2;
 }
 
 fn rule(name: &str, action: Action, when: Vec<ArgCheck>, why: &str) -> SyscallRule {
@@ -157,7 +159,15 @@ const DANGEROUS: &[(&str, &str)] = &[
 
 /// The `'static` spelling of a call name this module uses (for events).
 pub fn static_name(name: &str) -> Option<&'static str> {
-    const OTHERS: [&str; 5] = ["socket", "socketpair", "clone", "ioctl", "connect"];
+    const OTHERS: [&str; 7] = [
+        "socket",
+        "socketpair",
+        "clone",
+        "ioctl",
+        "connect",
+        "setrlimit",
+        "prlimit64",
+    ];
     DANGEROUS
         .iter()
         .map(|(n, _)| *n)
@@ -219,6 +229,53 @@ pub fn pty_rules() -> Vec<SyscallRule> {
         ));
     }
     rules
+}
+
+/// `--max-memory` shared out over the tree (`plan::memory`): the job
+/// cannot set its own `RLIMIT_DATA` (the supervisor sets the soft limit
+/// of each process), and every new process (a `clone` that is not a
+/// thread, `fork`, `vfork`) is notified so that the supervisor splits
+/// the parent's share before the child inherits it. Threads share their
+/// process's limit and are not notified.
+pub fn memory_shares() -> Vec<SyscallRule> {
+    use uapi::*;
+    let locked = "the supervisor shares --max-memory out as each process's RLIMIT_DATA";
+    let split = "a new process inherits its parent's RLIMIT_DATA: the supervisor splits it first";
+    vec![
+        rule(
+            "setrlimit",
+            Action::Deny,
+            vec![ArgCheck::Eq {
+                index: 0,
+                value: RLIMIT_DATA,
+            }],
+            locked,
+        ),
+        rule(
+            "prlimit64",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 1,
+                    value: RLIMIT_DATA,
+                },
+                ArgCheck::Ne { index: 2, value: 0 },
+            ],
+            locked,
+        ),
+        rule(
+            "clone",
+            Action::Notify,
+            vec![ArgCheck::MaskedEq {
+                index: 0,
+                mask: CLONE_THREAD,
+                value: 0,
+            }],
+            split,
+        ),
+        rule("fork", Action::Notify, vec![], split),
+        rule("vfork", Action::Notify, vec![], split),
+    ]
 }
 
 /// The filter for a plan: dangerous calls always; socket families when the

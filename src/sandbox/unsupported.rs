@@ -39,6 +39,10 @@ impl Spawned {
     pub fn escaped(&mut self) -> Vec<crate::sandbox::EscapedProcess> {
         Vec::new()
     }
+
+    pub fn memory_oom_killed(&self) -> bool {
+        false
+    }
 }
 
 /// Never constructed here: [`start_stage`] refuses.
@@ -105,12 +109,36 @@ pub mod notify_server {
     pub fn serve(
         _listener: OwnedFd,
         _plan: &NotifyPlan,
+        _shares: Option<std::sync::Arc<super::memory::Shares>>,
         _events: Sender<NotifyEvent>,
     ) -> io::Result<NotifyServer> {
         Err(io::Error::new(
             io::ErrorKind::Unsupported,
             "no seccomp user notification on this operating system",
         ))
+    }
+}
+
+/// `--max-memory` shares: there is never a sandbox here to share among.
+pub mod memory {
+    #[derive(Debug)]
+    pub struct Shares {
+        _never: (),
+    }
+
+    impl Shares {
+        pub fn new(_limit: u64, _fork_floor: u64) -> Shares {
+            Shares { _never: () }
+        }
+        pub fn rebalance(&self, _pids: &[i32]) {}
+    }
+
+    pub fn job_processes(_stage: i32, _full: bool) -> Vec<i32> {
+        Vec::new()
+    }
+
+    pub fn held_bytes(_pid: i32) -> u64 {
+        0
     }
 }
 

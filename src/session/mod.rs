@@ -214,6 +214,9 @@ fn execute(
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
     }
+    if let Some(line) = plan::memory::session_line(&plan) {
+        eprintln!("vetto: {line}");
+    }
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
     }

@@ -107,6 +107,9 @@ pub fn session_start(
         }
     }
     enforced.push("seccomp".into());
+    if let Some(line) = crate::plan::memory::session_line(plan) {
+        enforced.push(line);
+    }
     if !plan.env.withheld.is_empty() {
         enforced.push("environment scrubbing".into());
     }

@@ -10,14 +10,8 @@ pub(super) fn tell(
     verbose: bool,
     home: &std::path::Path,
 ) {
-    match session.limit {
-        Some(supervisor::LimitHit::Timeout { max_ms }) => {
-            eprintln!("vetto: the command was killed at the {max_ms} ms --timeout");
-        }
-        Some(supervisor::LimitHit::Memory { max, observed }) => eprintln!(
-            "vetto: the command was killed: its processes used {observed} bytes, over the --max-memory of {max}"
-        ),
-        None => {}
+    if let Some(hit) = session.limit {
+        eprintln!("vetto: {}", hit.message());
     }
     if !session.escaped.is_empty() {
         let names: Vec<String> = session

@@ -23,6 +23,7 @@ use crate::events::{
 };
 use crate::exit::Outcome;
 use crate::plan::Plan;
+use crate::plan::memory::{MemoryPlan, TreeBound};
 use crate::sandbox::process::{self, SignalWaiter};
 use crate::sandbox::{JobStatus, SecretAccess, SecretFeed, SecretOp, Spawned};
 
@@ -49,8 +50,11 @@ pub fn prepare() -> nix::Result<SignalWaiter> {
     SignalWaiter::block(&FORWARDED)
 }
 
-/// How often the process tree is sampled (memory limit, resource figures).
+/// How often the process tree is sampled for the resource figures.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);
+/// How often `--max-memory` is checked and its shares rebalanced (unless
+/// a cgroup holds it).
+const MEMORY_EVERY: Duration = Duration::from_millis(crate::plan::memory::SAMPLE_EVERY_MS);
 /// Resource samples kept; beyond it every other one is dropped, so a long
 /// session keeps an even, bounded timeline.
 const MAX_SAMPLES: usize = 4096;
@@ -76,6 +80,23 @@ pub struct Sample {
 pub enum LimitHit {
     Timeout { max_ms: u64 },
     Memory { max: u64, observed: u64 },
+}
+
+impl LimitHit {
+    /// What happened, for vetto's one line about it.
+    pub fn message(&self) -> String {
+        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        match *self {
+            LimitHit::Timeout { max_ms } => {
+                format!("the command was killed at the {max_ms} ms --timeout")
+            }
+            LimitHit::Memory { max, observed } => format!(
+                "the command was killed: its processes held {:.1} MiB of memory, over the --max-memory of {:.1} MiB (the whole process tree was stopped)",
+                mib(observed),
+                mib(max)
+            ),
+        }
+    }
 }
 
 /// Everything the supervisor observed about one session.
@@ -177,8 +198,22 @@ pub fn run(
     sink: Option<&dyn EventSink>,
 ) -> Session {
     let (events, decisions) = mpsc::channel();
+    let memory = plan.memory.as_ref();
+    let shares = match memory {
+        Some(MemoryPlan {
+            limit,
+            tree: TreeBound::Shares { fork_floor },
+        }) => Some(std::sync::Arc::new(crate::sandbox::memory::Shares::new(
+            *limit,
+            *fork_floor,
+        ))),
+        _ => None,
+    };
+    // The supervisor samples the tree itself unless a cgroup holds it.
+    let sampled = memory.filter(|m| !matches!(m.tree, TreeBound::Cgroup(_)));
+    let full = plan.namespaces.is_some();
     let server = match child.listener.take() {
-        Some(listener) => match notify::serve(listener, &plan.notify, events) {
+        Some(listener) => match notify::serve(listener, &plan.notify, shares.clone(), events) {
             Ok(server) => Some(server),
             Err(e) => {
                 // The listener is gone with the error: notified calls now
@@ -212,12 +247,19 @@ pub fn run(
         eprintln!("vetto: warning: reads of a masked secret will not be seen: {problem}");
     }
     let mut next_sample = start;
+    let mut next_memory = start;
     let mut procs_limit_seen = false;
     let mut ended = None;
     session.outcome = loop {
+        let tick = match sampled {
+            Some(_) => next_memory
+                .saturating_duration_since(Instant::now())
+                .min(TICK),
+            None => TICK,
+        };
         let wait = deadline
-            .map(|d| d.saturating_duration_since(Instant::now()).min(TICK))
-            .unwrap_or(TICK);
+            .map(|d| d.saturating_duration_since(Instant::now()).min(tick))
+            .unwrap_or(tick);
         if let Some(caught) = signals.wait(wait)
             && caught.from_user()
             && let Some(sig) = FORWARDED.iter().find(|s| **s as i32 == caught.signo)
@@ -230,6 +272,15 @@ pub fn run(
         }
         if let Some(end) = child.ended() {
             ended = Some(end);
+            if let Some(m) = memory
+                && child.memory_oom_killed()
+            {
+                session.limit = Some(LimitHit::Memory {
+                    max: m.limit,
+                    observed: m.limit.max(session.peak_rss_bytes),
+                });
+                break Outcome::LimitKilled;
+            }
             break match end.status {
                 JobStatus::Exited(code) => Outcome::Exited(code),
                 JobStatus::Signaled(sig) => Outcome::Signaled(sig),
@@ -249,6 +300,26 @@ pub fn run(
             let max_ms = plan.limits.timeout.map_or(0, |t| t.as_millis() as u64);
             session.limit = Some(LimitHit::Timeout { max_ms });
             break Outcome::TimedOut;
+        }
+        if let Some(m) = sampled
+            && Instant::now() >= next_memory
+        {
+            next_memory = Instant::now() + MEMORY_EVERY;
+            if let Some(shares) = &shares {
+                shares.rebalance(&crate::sandbox::memory::job_processes(child.pid, full));
+            }
+            let rss = crate::sandbox::memory::job_processes(child.pid, full)
+                .into_iter()
+                .map(crate::sandbox::memory::held_bytes)
+                .sum();
+            session.peak_rss_bytes = session.peak_rss_bytes.max(rss);
+            if rss > m.limit {
+                session.limit = Some(LimitHit::Memory {
+                    max: m.limit,
+                    observed: rss,
+                });
+                break Outcome::LimitKilled;
+            }
         }
         if Instant::now() >= next_sample {
             next_sample += SAMPLE_EVERY;
@@ -279,15 +350,6 @@ pub fn run(
                     observed: u64::from(sample.procs),
                 }));
                 sink.emit(limit_violation(RuleId::LimitProcs, "max-procs"));
-            }
-            if let Some(max) = plan.limits.max_memory
-                && sample.rss_bytes > max
-            {
-                session.limit = Some(LimitHit::Memory {
-                    max,
-                    observed: sample.rss_bytes,
-                });
-                break Outcome::LimitKilled;
             }
         }
     };

@@ -14,6 +14,7 @@ mod git_hooks;
 mod github_env_inject;
 mod home_project;
 mod io_uring;
+mod memory_hog;
 mod nested_repo;
 mod network;
 mod npmrc_exfil;

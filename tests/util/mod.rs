@@ -227,6 +227,9 @@ pub enum Feature {
     /// The FULL tier as these tests use it: the FS-ONLY parts (Landlock and
     /// the seccomp notifications still run on top) plus user namespaces.
     Full,
+    /// A delegated cgroup v2 with the memory controller, as `vetto doctor`
+    /// sees it (`VETTO_TEST_REQUIRE` item `cgroup-v2-memory`).
+    CgroupV2Memory,
 }
 
 impl Feature {
@@ -247,6 +250,8 @@ impl Feature {
 /// What the host offers, asked with the probe as the test user.
 #[derive(Debug)]
 struct HostFacts {
+    /// `host.cgroup_memory` of `vetto doctor --json`.
+    cgroup_memory: Value,
     landlock_abi: u8,
     userns: Result<(), String>,
     seccomp_notify: Result<(), String>,
@@ -258,7 +263,22 @@ fn host_facts() -> &'static HostFacts {
         let abi = probe_bare_anywhere(&["landlock-abi"]);
         let landlock_abi = abi.json.get("abi").and_then(Value::as_u64).unwrap_or(0) as u8;
         let as_result = |p: Probe| if p.ok() { Ok(()) } else { Err(p.describe()) };
+        let doctor = Run {
+            argv: vec![vetto_bin().into(), "doctor".into(), "--json".into()],
+            env: [("PATH".to_owned(), OsString::from(PATH))]
+                .into_iter()
+                .collect(),
+            cwd: PathBuf::from("/"),
+            stdin: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+        .run();
+        let cgroup_memory = serde_json::from_slice::<Value>(&doctor.stdout)
+            .ok()
+            .and_then(|d| d.pointer("/host/cgroup_memory").cloned())
+            .unwrap_or(Value::Null);
         HostFacts {
+            cgroup_memory,
             landlock_abi,
             userns: as_result(probe_bare_anywhere(&["unshare-user"])),
             seccomp_notify: as_result(probe_bare_anywhere(&["seccomp-notify"])),
@@ -310,6 +330,14 @@ pub fn check(f: Feature) -> Result<(), String> {
                     return Err("needs an x86_64 host".into());
                 }
             }
+            Feature::CgroupV2Memory => {
+                if facts.cgroup_memory.get("state").and_then(Value::as_str) != Some("delegated") {
+                    return Err(format!(
+                        "no delegated cgroup v2 with the memory controller: {}",
+                        facts.cgroup_memory
+                    ));
+                }
+            }
             Feature::FsOnly | Feature::Full => unreachable!("expanded by parts()"),
         }
     }
@@ -335,6 +363,7 @@ pub fn required_in(list: &str, f: Feature) -> bool {
                 Feature::Userns => *item == "userns",
                 Feature::SeccompNotify => *item == "seccomp-notify",
                 Feature::X86_64 => *item == "x86_64",
+                Feature::CgroupV2Memory => *item == "cgroup-v2-memory",
                 Feature::FsOnly | Feature::Full => false,
             })
         })

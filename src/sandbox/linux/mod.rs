@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use crate::plan::Plan;
 
 pub mod caps;
+mod cgroup;
 mod landlock;
+pub mod memory;
 mod namespaces;
 pub mod notify;
 pub mod notify_server;
@@ -100,6 +102,9 @@ pub struct Spawned {
     pub nproc_limit: Option<u64>,
     /// The init's reports, as they arrive.
     reports: Reports,
+    /// `--max-memory` held by a cgroup v2: the job's, removed when this
+    /// is dropped.
+    cgroup: Option<cgroup::JobCgroup>,
 }
 
 /// What the sandbox's init tells vetto, one JSON line each, on the stage's
@@ -119,6 +124,13 @@ impl Spawned {
     pub fn ended(&mut self) -> Option<crate::sandbox::JobEnd> {
         self.reports.pump();
         self.reports.end
+    }
+
+    /// The kernel killed the job's cgroup at its `memory.max`.
+    pub fn memory_oom_killed(&self) -> bool {
+        self.cgroup
+            .as_ref()
+            .is_some_and(cgroup::JobCgroup::oom_killed)
     }
 
     /// The processes the job left running, as the init reported them
@@ -347,6 +359,17 @@ impl Stage {
             supervisor: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
             nproc_limit,
         };
+        // The job's cgroup, before the stage reads its plan: everything it
+        // forks from then on is inside.
+        let cgroup = match &plan.memory {
+            Some(crate::plan::memory::MemoryPlan {
+                limit,
+                tree: crate::plan::memory::TreeBound::Cgroup(c),
+            }) => Some(cgroup::JobCgroup::enter(c, *limit, self.pid).map_err(|e| {
+                SetupError::Stage(format!("cannot give the job a cgroup v2 memory limit: {e}"))
+            })?),
+            _ => None,
+        };
         let mut plan_w = self
             .plan_w
             .take()
@@ -374,6 +397,20 @@ impl Stage {
             None
         };
 
+        if let (
+            Some(fd),
+            Some(crate::plan::memory::MemoryPlan {
+                tree: crate::plan::memory::TreeBound::Shares { .. },
+                ..
+            }),
+        ) = (&listener, &plan.memory)
+        {
+            fd.try_clone()
+                .and_then(|fd| notify::Listener::new(fd).pass_first_fork())
+                .map_err(|e| {
+                    SetupError::Stage(format!("cannot let the sandbox start the job: {e}"))
+                })?;
+        }
         let mut report = Vec::new();
         if let Some(status_r) = self.status_r.take() {
             let _ = File::from(status_r)
@@ -397,6 +434,7 @@ impl Stage {
             secrets,
             nproc_limit,
             reports,
+            cgroup,
         })
     }
 }

@@ -125,6 +125,9 @@ pub enum Call {
     /// `ioctl`: notified for `TIOCGPTPEER` (the slave of a pseudo-terminal
     /// the job created) and for the refused terminal commands.
     Ioctl,
+    /// A new process (`clone` without `CLONE_THREAD`, `fork`, `vfork`):
+    /// notified only for `--max-memory` shares.
+    Fork,
     /// Anything else: a call the plan refuses outright (answered EPERM and
     /// recorded; allowed and recorded under `--audit`).
     Other,
@@ -133,7 +136,7 @@ pub enum Call {
 impl Call {
     /// Creates, removes or renames a directory entry.
     pub fn is_creation(self) -> bool {
-        !matches!(self, Call::Connect | Call::Ioctl | Call::Other)
+        !matches!(self, Call::Connect | Call::Ioctl | Call::Fork | Call::Other)
     }
 
     pub fn name(self) -> &'static str {
@@ -157,6 +160,7 @@ impl Call {
             Call::Mknodat => "mknodat",
             Call::Connect => "connect",
             Call::Ioctl => "ioctl",
+            Call::Fork => "clone",
             Call::Other => "other",
         }
     }
@@ -175,10 +179,12 @@ impl Call {
                 libc::SYS_symlink => return Call::Symlink,
                 libc::SYS_link => return Call::Link,
                 libc::SYS_mknod => return Call::Mknod,
+                libc::SYS_fork | libc::SYS_vfork => return Call::Fork,
                 _ => {}
             }
         }
         match nr {
+            libc::SYS_clone => Call::Fork,
             libc::SYS_openat => Call::Openat,
             libc::SYS_mkdirat => Call::Mkdirat,
             libc::SYS_renameat => Call::Renameat,
@@ -334,6 +340,43 @@ impl Listener {
             nr: i64::from(raw.data.nr),
             args: raw.data.args,
         }))
+    }
+
+    /// Let the sandbox's init start the job: with `--max-memory` shares
+    /// its `fork` is notified too, and it comes before the supervisor
+    /// serves notifications (it waits for the job's `execve`). The first
+    /// notification on a new listener is that fork (nothing else runs in
+    /// the filter yet); anything else is refused. Returns at once if the
+    /// init is gone.
+    pub fn pass_first_fork(&self) -> io::Result<()> {
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd; waits without a timeout.
+            let ret = unsafe { libc::poll(&mut pfd, 1, -1) };
+            if ret < 0 {
+                let err = io::Error::last_os_error();
+                if err.raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                return Err(err);
+            }
+            if pfd.revents & libc::POLLIN == 0 {
+                // Hung up: the init died before forking.
+                return Ok(());
+            }
+            let Some(n) = self.recv()? else {
+                continue;
+            };
+            return if n.native && n.call == Call::Fork {
+                self.respond_continue(n.id)
+            } else {
+                self.respond_errno(n.id, libc::EPERM)
+            };
+        }
     }
 
     /// No task is left in the filter: the job is gone.

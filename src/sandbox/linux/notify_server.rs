@@ -72,12 +72,15 @@ impl NotifyServer {
 pub fn serve(
     listener: OwnedFd,
     plan: &NotifyPlan,
+    shares: Option<Arc<super::memory::Shares>>,
     events: Sender<NotifyEvent>,
 ) -> io::Result<NotifyServer> {
     let listener = Listener::new(listener);
     // Only a speed-up (6.6+); older kernels answer EINVAL.
     let _ = listener.set_sync_wakeup();
-    let shared = Arc::new(Shared::new(listener, plan)?);
+    let mut shared = Shared::new(listener, plan)?;
+    shared.shares = shares;
+    let shared = Arc::new(shared);
     let mut workers = Vec::with_capacity(WORKERS);
     for n in 0..WORKERS {
         let shared = Arc::clone(&shared);
@@ -152,6 +155,8 @@ struct Shared {
     /// directory only come from the supervisor, so a number in this set
     /// cannot name anything the carve protects.
     created: Mutex<HashSet<(u64, u64)>>,
+    /// `--max-memory` shared out over the tree: forks split a share.
+    shares: Option<Arc<super::memory::Shares>>,
     /// Spares for a list-only carved directory (see `SparePool`).
     spares: Option<Spares>,
     /// Numbers and names of the calls the plan refuses outright.
@@ -303,6 +308,7 @@ impl Shared {
             described: Mutex::new(std::collections::HashMap::new()),
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
+            shares: None,
         })
     }
 
@@ -319,6 +325,16 @@ impl Shared {
                 Answer::Errno(c::ENOSYS, Decision::Denied(c::ENOSYS), Reason::NotHandled),
                 None,
             ),
+            // A new process under `--max-memory` shares: split the
+            // parent's share, then let the kernel create it. Never a
+            // namespace-creating clone (denied, and notified only to be
+            // recorded): those take the refusal below.
+            Call::Fork if self.shares.is_some() && !creates_namespaces(&n) => {
+                if let Some(shares) = &self.shares {
+                    shares.on_fork(n.tid);
+                }
+                (Answer::Continue(Reason::NotHandled), None)
+            }
             Call::Connect if self.broker => {
                 let (decision, path) = self.connect(&n);
                 match decision {
@@ -1673,6 +1689,14 @@ enum SockAddr {
 
 /// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
 /// addresses in network order, the family in ours).
+/// A `clone` whose flags ask for a thread or a namespace: not a plain
+/// new process (`fork`/`vfork` take no flags).
+fn creates_namespaces(n: &Notif) -> bool {
+    /// CLONE_THREAD and every CLONE_NEW* flag.
+    const NOT_A_FORK: u64 = 0x0001_0000 | 0x7e02_0000;
+    n.nr == libc::SYS_clone && n.args[0] & NOT_A_FORK != 0
+}
+
 fn inet_addr(addr: &[u8]) -> Option<std::net::SocketAddr> {
     let family = i32::from(u16::from_ne_bytes([*addr.first()?, *addr.get(1)?]));
     let port = u16::from_be_bytes([*addr.get(2)?, *addr.get(3)?]);

@@ -32,6 +32,22 @@ pub fn descendants(pid: u32) -> Vec<i32> {
     out
 }
 
+/// The direct children of process `pid` (of all its threads).
+pub fn children(pid: u32) -> Vec<i32> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_ascii_whitespace()
+                .filter_map(|s| s.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// The argument vector of `pid` (empty when gone or unreadable), each
 /// argument cut at 4 KiB and at most 64 of them.
 pub fn cmdline(pid: i32) -> Vec<String> {

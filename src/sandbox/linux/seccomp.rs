@@ -281,6 +281,8 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "name_to_handle_at" => libc::SYS_name_to_handle_at,
         "open_by_handle_at" => libc::SYS_open_by_handle_at,
         "clone" => libc::SYS_clone,
+        "setrlimit" => libc::SYS_setrlimit,
+        "prlimit64" => libc::SYS_prlimit64,
         "clone3" => libc::SYS_clone3,
         "openat2" => libc::SYS_openat2,
         "ioctl" => libc::SYS_ioctl,
@@ -301,9 +303,9 @@ pub fn syscall_number(name: &str) -> Option<i64> {
 
 /// Calls that only older architectures have (x86_64 has them all; aarch64
 /// only those listed for it below).
-const ONLY_ON_OLDER_ARCHITECTURES: [&str; 12] = [
+const ONLY_ON_OLDER_ARCHITECTURES: [&str; 14] = [
     "uselib", "vhangup", "open", "creat", "mkdir", "rename", "renameat", "unlink", "rmdir",
-    "symlink", "link", "mknod",
+    "symlink", "link", "mknod", "fork", "vfork",
 ];
 
 /// Calls that only older architectures have.
@@ -322,6 +324,8 @@ fn legacy_syscall_number(name: &str) -> Option<i64> {
         "symlink" => libc::SYS_symlink,
         "link" => libc::SYS_link,
         "mknod" => libc::SYS_mknod,
+        "fork" => libc::SYS_fork,
+        "vfork" => libc::SYS_vfork,
         _ => return None,
     })
 }

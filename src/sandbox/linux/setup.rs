@@ -288,9 +288,22 @@ fn apply(
     //      none, and before seccomp, which filters capset.
     sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
 
-    // 14. seccomp last: nothing after it but sendmsg, fork and execve, none
-    //     of which the filter notifies, so the supervisor cannot be waited
-    //     on before it holds the listener.
+    // 13c. --max-memory: RLIMIT_DATA, inherited by the job and all it
+    //      starts. It counts private writable memory (heap, thread
+    //      stacks, writable private mappings), not the PROT_NONE address
+    //      space V8, the JVM and Go reserve. The hard limit is the limit;
+    //      the supervisor moves the soft one to share it out over the
+    //      tree (`plan::memory`). Here, late: vetto's own set-up is not
+    //      counted; before seccomp, which then forbids the job to change it.
+    if let Some(memory) = &plan.memory {
+        setrlimit(Resource::RLIMIT_DATA, memory.limit, memory.limit)
+            .map_err(|e| format!("setrlimit(RLIMIT_DATA): {e}"))?;
+    }
+
+    // 14. seccomp last: nothing after it but sendmsg, fork and execve. Only
+    //     the fork may be notified (`--max-memory` shares), after the
+    //     listener was sent: vetto answers that one first
+    //     (`Listener::pass_first_fork`).
     let listener = seccomp::install(&plan.seccomp).map_err(|e| e.to_string())?;
     if let Some(listener) = listener {
         let fds = [listener.as_raw_fd()];

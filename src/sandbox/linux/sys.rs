@@ -314,3 +314,25 @@ pub fn large_allocations_from_mmap() {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
+
+/// `prlimit(pid, resource, new, &old)`: sets `new` when given; returns the
+/// limit as it was.
+pub fn prlimit(
+    pid: i32,
+    resource: libc::__rlimit_resource_t,
+    new: Option<&libc::rlimit64>,
+) -> io::Result<libc::rlimit64> {
+    let mut old = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    let new_ptr = new.map_or(std::ptr::null(), |n| n as *const libc::rlimit64);
+    // SAFETY: `new_ptr` is null or points at a live rlimit64 the kernel
+    // only reads; `old` is a valid out-parameter for the call's duration.
+    let rc = unsafe { libc::prlimit64(pid, resource, new_ptr, &mut old) };
+    if rc == 0 {
+        Ok(old)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
