@@ -122,6 +122,19 @@ fn digest(text: &str) -> String {
     crate::hash::sha256_hex(&[text.as_bytes()])
 }
 
+/// The `default` preset, asked for by no file (none given, or one without
+/// `extends`).
+fn add_default(stack: &mut Vec<&'static str>, order: &mut Vec<PresetSource>, diags: &mut Diags) {
+    merge::add_preset(
+        presets::PRESETS,
+        "default",
+        Asker::Option,
+        stack,
+        order,
+        diags,
+    );
+}
+
 /// Parse, merge and resolve the policy for one invocation.
 pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
     let mut diags = Diags::default();
@@ -163,14 +176,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         let raw = raw::parse(src, &mut diags);
         // No `extends` means the default; `extends = []` means nothing.
         if raw.extends_at.is_none() {
-            merge::add_preset(
-                presets::PRESETS,
-                "default",
-                Asker::Option,
-                &mut stack,
-                &mut order,
-                &mut diags,
-            );
+            add_default(&mut stack, &mut order, &mut diags);
         }
         for e in &raw.extends {
             merge::add_preset(
@@ -185,14 +191,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         raw
     });
     if file_raw.is_none() {
-        merge::add_preset(
-            presets::PRESETS,
-            "default",
-            Asker::Option,
-            &mut stack,
-            &mut order,
-            &mut diags,
-        );
+        add_default(&mut stack, &mut order, &mut diags);
     }
     for name in &req.overrides.presets {
         merge::add_preset(

@@ -1017,15 +1017,7 @@ impl Shared {
         // Absolute paths resolve from the job's own root (at FULL it is
         // not ours), clamped to it with RESOLVE_IN_ROOT.
         let absolute = bytes.first() == Some(&b'/');
-        let what = if absolute {
-            "root".to_string()
-        } else if dirfd == c::AT_FDCWD {
-            "cwd".to_string()
-        } else if dirfd >= 0 {
-            format!("fd/{dirfd}")
-        } else {
-            return Err(Answer::Continue(Reason::Unsupported));
-        };
+        let what = start_dir(bytes, dirfd).ok_or(Answer::Continue(Reason::Unsupported))?;
         let facts: FileFacts = if parent.is_empty() {
             // The common case, a bare name: one stat of the magic link.
             sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
@@ -1165,15 +1157,7 @@ impl Shared {
         project: (u64, u64),
     ) -> Option<bool> {
         let absolute = path.first() == Some(&b'/');
-        let what = if absolute {
-            "root".to_string()
-        } else if dirfd == c::AT_FDCWD {
-            "cwd".to_string()
-        } else if dirfd >= 0 {
-            format!("fd/{dirfd}")
-        } else {
-            return None;
-        };
+        let what = start_dir(path, dirfd)?;
         let base = sys::open_proc_dir(tid, &what).ok()?;
         let mut dir = if parent.is_empty() {
             base
@@ -1858,6 +1842,21 @@ fn done(result: io::Result<()>) -> Answer {
     match result {
         Ok(()) => Answer::Value(0, Reason::CarvedDir),
         Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::CarvedDir),
+    }
+}
+
+/// The entry of `/proc/TID/` a path resolves from: the job's root for an
+/// absolute path, its working directory, or the directory descriptor it
+/// passed; `None` for a descriptor that cannot be one.
+fn start_dir(path: &[u8], dirfd: i32) -> Option<String> {
+    if path.first() == Some(&b'/') {
+        Some("root".to_string())
+    } else if dirfd == c::AT_FDCWD {
+        Some("cwd".to_string())
+    } else if dirfd >= 0 {
+        Some(format!("fd/{dirfd}"))
+    } else {
+        None
     }
 }
 
