@@ -423,6 +423,16 @@ fn plan_for(
                 access: handled,
             });
         }
+        // /dev lists its names, nothing more: glibc's ttyname() scans it
+        // for the terminal's inode, and `ls /dev` works; no device in it
+        // opens unless a rule grants that device (the default grants the
+        // FULL tier's minimal set, not the host's every terminal and disk).
+        if view.kind(Path::new("/dev")) == Some(fs::EntryKind::Dir) {
+            carved.rules.push(LandlockRule {
+                path: "/dev".into(),
+                access: rights::READ_DIR & handled,
+            });
+        }
         // FULL binds the job's terminal at /dev/console: as reachable as
         // /dev/pts is.
         if let Some((_, access)) = &console {

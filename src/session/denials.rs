@@ -83,6 +83,8 @@ fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
     };
     let path = target.path().map(PathBuf::from).unwrap_or_default();
     match rule {
+        // A device is granted by itself, never its directory (all of /dev).
+        RuleId::FsWriteDenied if path.starts_with("/dev") => flag("--allow-write", &path),
         RuleId::FsWriteDenied => flag("--allow-write", path.parent().unwrap_or(&path)),
         RuleId::UnixSocketDenied => flag("--allow-write", &path),
         RuleId::FsReadDenied => flag("--allow-read", &path),

@@ -117,3 +117,35 @@ fn files_dropped_in_dev_shm_do_not_outlive_the_session(tier: Tier) {
     );
 }
 at_every_tier!(files_dropped_in_dev_shm_do_not_outlive_the_session);
+
+/// Runs as an unprivileged user: a job opens host devices beyond the
+/// minimal set a build needs — `/dev/fuse`, which lets it serve a
+/// filesystem of its own, and `/dev/kmsg`'s neighbours — and lists `/dev`.
+/// Evidence: bare, `/dev/fuse` opens read-write (the test host makes it
+/// 0666, as Debian does); sandboxed it does not, while `/dev/null` still
+/// does and `/dev` still lists its names.
+fn host_devices_beyond_the_minimal_set_do_not_open(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let script = "(exec 3<>/dev/fuse) 2>/dev/null && echo FUSE-OPENED; \
+                  echo null-ok > /dev/null && echo NULL-WRITABLE; \
+                  ls /dev | grep -qx null && echo DEV-LISTS; echo script-finished";
+    let bare = w.sh_bare(script);
+    bare.assert_success();
+    assert!(
+        bare.stdout().contains("FUSE-OPENED"),
+        "control: bare open of /dev/fuse failed (is it 0666?)\n{}",
+        bare.dump()
+    );
+    let out = w.sh_sandboxed(script);
+    out.assert_ran()
+        .assert_stdout_contains("script-finished")
+        .assert_stdout_contains("NULL-WRITABLE")
+        .assert_stdout_contains("DEV-LISTS");
+    assert!(
+        !out.stdout().contains("FUSE-OPENED"),
+        "the job opened /dev/fuse\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(host_devices_beyond_the_minimal_set_do_not_open);
