@@ -231,6 +231,8 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
         walker: GlobWalker::new(skip),
     };
     let mut layers = Vec::new();
+    // Each source is hashed once (the policy line shows one of these).
+    let mut default_digest = None;
     for (p, outputs) in order.iter().zip(outputs_per_source) {
         let name = presets::source_name(p.name);
         let text = p.text;
@@ -239,15 +241,20 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
             name: format!("preset:{}", p.name),
             digest: digest(text),
         };
+        if p.name == "default" {
+            default_digest = Some(info.digest.clone());
+        }
         let mut layer = validate::validate(&p.raw, src, info, &mut ctx, &mut diags);
         layer.outputs = outputs;
         layers.push(layer);
     }
+    let mut file_digest = None;
     if let (Some(raw), Some(src)) = (&file_raw, file_src) {
         let info = SourceInfo {
             name: src.name.to_string(),
             digest: digest(src.text),
         };
+        file_digest = Some(info.digest.clone());
         let mut layer = validate::validate(raw, src, info, &mut ctx, &mut diags);
         layer.outputs = file_outputs;
         layers.push(layer);
@@ -274,14 +281,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
     let provenance = Provenance {
         origin,
         file: shown_file,
-        digest: match file_src {
-            Some(src) => digest(src.text),
-            None => presets::PRESETS
-                .iter()
-                .find(|(n, _)| *n == "default")
-                .map(|(_, text)| digest(text))
-                .unwrap_or_default(),
-        },
+        digest: file_digest.or(default_digest).unwrap_or_default(),
         extends: match &file_raw {
             Some(raw) if raw.extends_at.is_none() => vec!["default".into()],
             Some(raw) => raw.extends.iter().map(|e| e.value.clone()).collect(),
