@@ -98,6 +98,23 @@ pub struct JobOutput {
 }
 
 /// The FULL tier's namespaces, as the stage may create them before the
+/// The `RLIMIT_NPROC` a job runs under (`--max-procs`) and what the kernel
+/// counts against it, so the supervisor can tell when the job is at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NprocLimit {
+    pub max: u64,
+    pub counts: NprocCount,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NprocCount {
+    /// Every task of the real uid on the host (no user namespace of the
+    /// job's own, or one made after the limit was set).
+    UserTasks,
+    /// The tasks in the sandbox's own user namespace: vetto's descendants.
+    SandboxTasks,
+}
+
 /// plan arrives: vetto's guess from the command line and the host, made
 /// good or thrown away once the plan exists ([`Stage::fits`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

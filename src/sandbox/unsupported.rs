@@ -28,7 +28,7 @@ pub struct Spawned {
     pub pid: i32,
     pub listener: Option<OwnedFd>,
     pub secrets: Option<crate::sandbox::SecretFeed>,
-    pub nproc_limit: Option<u64>,
+    pub nproc_limit: Option<crate::sandbox::NprocLimit>,
 }
 
 impl Spawned {
@@ -207,6 +207,10 @@ pub mod process {
 
     pub fn reaped_children_cpu_ms() -> (u64, u64) {
         (0, 0)
+    }
+
+    pub fn tasks_of_descendants() -> u64 {
+        0
     }
 
     pub fn tasks_of_uid(_uid: u32) -> u64 {

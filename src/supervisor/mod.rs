@@ -334,13 +334,18 @@ pub fn run(
                     procs: sample.procs,
                 }));
             }
-            // The kernel refuses forks past the limit (RLIMIT_NPROC counts
-            // every task of the user); the user seen at it is recorded once
-            // (sampled: a burst between two samples can go unseen).
+            // The kernel refuses forks past the limit; the job seen at it,
+            // counted as the kernel counts it, is recorded once (sampled: a
+            // burst between two samples can go unseen).
             if let (Some(max), Some(limit), Some(sink)) =
                 (plan.limits.max_procs, child.nproc_limit, sink)
                 && !procs_limit_seen
-                && process::tasks_of_uid(nix::unistd::getuid().as_raw()) >= limit
+                && match limit.counts {
+                    crate::sandbox::NprocCount::UserTasks => {
+                        process::tasks_of_uid(nix::unistd::getuid().as_raw())
+                    }
+                    crate::sandbox::NprocCount::SandboxTasks => process::tasks_of_descendants(),
+                } >= limit.max
             {
                 procs_limit_seen = true;
                 sink.emit(Event::Limit(LimitEvent {

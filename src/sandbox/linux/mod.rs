@@ -97,9 +97,8 @@ pub struct Spawned {
     /// FULL tier with masked paths: who touched them, as their traps
     /// report it.
     pub secrets: Option<crate::sandbox::SecretFeed>,
-    /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
-    /// task count at launch plus the limit.
-    pub nproc_limit: Option<u64>,
+    /// The `RLIMIT_NPROC` the job runs under (`--max-procs`).
+    pub nproc_limit: Option<crate::sandbox::NprocLimit>,
     /// The init's reports, as they arrive.
     reports: Reports,
     /// `--max-memory` held by a cgroup v2: the job's, removed when this
@@ -353,6 +352,22 @@ impl Stage {
             // RLIMIT_NPROC counts every task of the real uid, not just ours.
             process::tasks_of_uid(nix::unistd::getuid().as_raw()) + u64::from(n)
         });
+        // What binds, as the stage sets it (`setup::stage`, step 4): in
+        // namespaces made early, the count inside them against N + 1 (the
+        // relay, the init and the job); else the user's count at launch + N.
+        let binding = plan
+            .limits
+            .max_procs
+            .map(|n| match (self.early, &plan.namespaces) {
+                (Some(_), Some(_)) => crate::sandbox::NprocLimit {
+                    max: u64::from(n) + 1,
+                    counts: crate::sandbox::NprocCount::SandboxTasks,
+                },
+                _ => crate::sandbox::NprocLimit {
+                    max: nproc_limit.unwrap_or(u64::from(n)),
+                    counts: crate::sandbox::NprocCount::UserTasks,
+                },
+            });
         let request = StageRequest {
             plan: plan.clone(),
             argv: command.iter().map(|a| a.as_bytes().to_vec()).collect(),
@@ -432,7 +447,7 @@ impl Stage {
             pid,
             listener,
             secrets,
-            nproc_limit,
+            nproc_limit: binding,
             reports,
             cgroup,
         })

@@ -9,6 +9,15 @@ use nix::unistd::Pid;
 pub use super::proc::{
     cmdline, cpu_ms, descendants, reaped_children_cpu_ms, rss_bytes, tasks_of_uid,
 };
+
+/// The tasks (threads included) of vetto's descendants: what RLIMIT_NPROC
+/// counts in a user namespace of the sandbox's own.
+pub fn tasks_of_descendants() -> u64 {
+    descendants(std::process::id())
+        .into_iter()
+        .map(|pid| u64::from(super::proc::status_field(pid, "Threads:").unwrap_or(1)))
+        .sum()
+}
 pub use super::sys::Caught;
 
 /// Become a subreaper (orphaned descendants are re-parented to us) and
