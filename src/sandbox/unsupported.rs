@@ -110,6 +110,7 @@ pub mod notify_server {
         _listener: OwnedFd,
         _plan: &NotifyPlan,
         _shares: Option<std::sync::Arc<super::memory::Shares>>,
+        _egress: Option<std::sync::Arc<dyn crate::supervisor::notify::EgressBroker>>,
         _events: Sender<NotifyEvent>,
     ) -> io::Result<NotifyServer> {
         Err(io::Error::new(

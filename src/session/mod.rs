@@ -265,7 +265,7 @@ fn execute(
 
     // 7. Supervise to the end.
     let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
-    let session = supervisor::run(child, &plan, &signals, &shared_before, sink);
+    let session = supervisor::run(child, &plan, &signals, &shared_before, sink, None);
     let outcome = session.outcome;
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.

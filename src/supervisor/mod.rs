@@ -196,6 +196,7 @@ pub fn run(
     signals: &SignalWaiter,
     shared_before: &[(PathBuf, HashSet<OsString>)],
     sink: Option<&dyn EventSink>,
+    egress: Option<std::sync::Arc<dyn notify::EgressBroker>>,
 ) -> Session {
     let (events, decisions) = mpsc::channel();
     let memory = plan.memory.as_ref();
@@ -213,15 +214,17 @@ pub fn run(
     let sampled = memory.filter(|m| !matches!(m.tree, TreeBound::Cgroup(_)));
     let full = plan.namespaces.is_some();
     let server = match child.listener.take() {
-        Some(listener) => match notify::serve(listener, &plan.notify, shares.clone(), events) {
-            Ok(server) => Some(server),
-            Err(e) => {
-                // The listener is gone with the error: notified calls now
-                // fail with ENOSYS, closed rather than open.
-                eprintln!("vetto: cannot answer seccomp notifications: {e}");
-                None
+        Some(listener) => {
+            match notify::serve(listener, &plan.notify, shares.clone(), egress, events) {
+                Ok(server) => Some(server),
+                Err(e) => {
+                    // The listener is gone with the error: notified calls now
+                    // fail with ENOSYS, closed rather than open.
+                    eprintln!("vetto: cannot answer seccomp notifications: {e}");
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     let start = Instant::now();
