@@ -579,7 +579,9 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
 /// The process as the reports show it, and the package whose code is
 /// responsible: the process's own first, else its nearest parent's (the
 /// `cat ~/.npmrc` a postinstall script runs is that script's doing).
-fn process_and_package(facts: crate::sandbox::ProcessFacts) -> (ProcessInfo, Option<Package>) {
+pub(crate) fn process_and_package(
+    facts: crate::sandbox::ProcessFacts,
+) -> (ProcessInfo, Option<Package>) {
     let read = read_manifest;
     let process = ProcessInfo {
         pid: facts.pid,
