@@ -165,9 +165,12 @@ const DANGEROUS: &[(&str, &str)] = &[
 
 /// The `'static` spelling of a call name this module uses (for events).
 pub fn static_name(name: &str) -> Option<&'static str> {
-    const OTHERS: [&str; 7] = [
+    const OTHERS: [&str; 10] = [
         "socket",
         "socketpair",
+        "sendto",
+        "sendmsg",
+        "sendmmsg",
         "clone",
         "ioctl",
         "connect",
@@ -368,7 +371,7 @@ pub fn tcp_only() -> Vec<SyscallRule> {
             "filtered egress: stream protocols other than TCP (SCTP, MPTCP) are refused",
         ));
     }
-    for (name, index) in [("sendto", 3), ("sendmsg", 2)] {
+    for (name, index) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
         rules.push(rule(
             name,
             Action::Deny,

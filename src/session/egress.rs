@@ -9,8 +9,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
+use crate::events::Event;
 use crate::events::log::EventSink;
-use crate::events::{Event, Target};
 use crate::plan::Plan;
 use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, proxy_vars};
 use crate::policy::{NetPolicy, Policy};
@@ -65,9 +65,9 @@ impl EgressBroker for Broker {
         let Ok(proxy) = self.proxy.lock() else {
             return false;
         };
-        proxy.as_ref().is_some_and(|p| {
-            p.audit() || p.decide_addr(to.ip().to_canonical(), to.port()).allowed
-        })
+        proxy
+            .as_ref()
+            .is_some_and(|p| p.audit() || p.decide_addr(to.ip().to_canonical(), to.port()).allowed)
     }
 
     fn expect(
@@ -100,7 +100,7 @@ impl EgressBroker for Broker {
 }
 
 /// What the proxy refused, for vetto's last words (the log has it all).
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Said {
     denied: Mutex<(Vec<String>, u64)>,
 }
@@ -117,10 +117,7 @@ impl EventSink for Tee {
             && let Ok(mut d) = self.said.denied.lock()
         {
             d.1 += 1;
-            let what = match &v.target {
-                Target::Host { .. } | Target::Address { .. } => v.target.to_string(),
-                other => other.to_string(),
-            };
+            let what = v.target.display();
             if d.0.len() < SAID_MAX && !d.0.contains(&what) {
                 d.0.push(what);
             }
@@ -159,10 +156,9 @@ fn config(
     else {
         return Ok(proxy::Config::default());
     };
-    let upstream = proxy::Upstream::from_env(|k| {
-        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-    })
-    .transpose()?;
+    let upstream =
+        proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            .transpose()?;
     Ok(proxy::Config {
         allow: hosts.clone(),
         deny: deny.clone(),
@@ -219,7 +215,8 @@ pub fn start(
         }
     };
     let socks = proxy.socks_url(address);
-    plan.env.set_all(proxy_vars(&proxy.proxy_url(address), &socks));
+    plan.env
+        .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
     Ok(Some(Egress {
         broker: Arc::new(Broker {
             proxy: Mutex::new(Some(proxy)),

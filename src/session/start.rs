@@ -110,7 +110,10 @@ pub fn session_start(
     enforced.push("seccomp".into());
     // The proxy's address only: its credential is the job's, never logged.
     if let (Some(how), Some(addr)) = (plan.egress, proxy) {
-        enforced.push(format!("filtered egress, proxy at {addr}: {}", how.describe()));
+        enforced.push(format!(
+            "filtered egress, proxy at {addr}: {}",
+            how.describe()
+        ));
     }
     if let Some(line) = crate::plan::memory::session_line(plan) {
         enforced.push(line);

@@ -406,6 +406,11 @@ fn keep_decisions(
         if let Some(sink) = sink
             && let Some(v) = violation_of(&d, audit)
         {
+            // A connect refused on its notification is a connection too
+            // (with the process, read before the answer).
+            if let (RuleId::NetEgressBlocked, Some(to)) = (v.rule, d.addr) {
+                sink.emit(Event::Connection(Box::new(refused_connection(&v, to))));
+            }
             sink.emit(Event::Violation(Box::new(v)));
         }
         if session.decisions.len() < MAX_DECISIONS {
@@ -516,6 +521,30 @@ fn is_ci_control_file(path: &Path) -> bool {
             .parent()
             .and_then(Path::file_name)
             .is_some_and(|d| d == "_runner_file_commands")
+}
+
+/// The connection record of a connect the supervisor refused itself.
+fn refused_connection(v: &Violation, to: std::net::SocketAddr) -> crate::events::Connection {
+    use crate::events::{ConnDecision, ConnReason, ConnVia, Connection};
+    Connection {
+        time: v.time,
+        host: None,
+        port: to.port(),
+        addr: Some(to.ip().to_string()),
+        decision: match v.action {
+            Action::Observed => ConnDecision::Observed,
+            _ => ConnDecision::Denied,
+        },
+        reason: ConnReason::NotAllowed,
+        rule: None,
+        via: ConnVia::Redirect,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        process: Some(v.process.clone()),
+        attribution: v.attribution.clone(),
+        detail: "a direct connect() past the proxy, refused by the supervisor".into(),
+    }
 }
 
 /// A notification decision as a violation (`None` if it is not one):

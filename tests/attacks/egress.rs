@@ -129,7 +129,11 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
     ));
     bare.assert_stdout_contains(ALLOWED_BODY)
         .assert_stdout_contains(DENIED_BODY);
-    assert_eq!((allowed.hits(), denied.hits()), (1, 1), "control: bare, both are reached");
+    assert_eq!(
+        (allowed.hits(), denied.hits()),
+        (1, 1),
+        "control: bare, both are reached"
+    );
 
     let (opts, dir) = egress_options(&w, a);
     let out = run_sh(
@@ -145,7 +149,12 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
         .assert_stdout_contains(ALLOWED_BODY)
         .assert_stdout_contains("vars-set")
         .assert_stdout_lacks(DENIED_BODY);
-    assert_eq!(denied.hits(), 1, "the sandboxed request reached denied.test\n{}", out.dump());
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the sandboxed request reached denied.test\n{}",
+        out.dump()
+    );
     assert_eq!(allowed.hits(), 2, "{}", out.dump());
     assert!(
         !blocked(&dir, "denied.test").is_empty(),
@@ -156,7 +165,9 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
     let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap_or_default();
     let start = events(&dir, "session-start");
     assert!(
-        start.first().is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
+        start
+            .first()
+            .is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
         "{log}"
     );
     let stdout = out.stdout();
@@ -165,9 +176,20 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
         .find_map(|l| l.strip_prefix("PROXY=http://vetto:"))
         .and_then(|rest| rest.split('@').next())
         .unwrap_or_default();
-    assert!(secret.len() >= 32, "no credential in HTTP_PROXY\n{}", out.dump());
-    assert!(!log.contains(secret), "the credential is in the session log");
-    assert!(!out.stderr().contains(secret), "the credential was printed\n{}", out.dump());
+    assert!(
+        secret.len() >= 32,
+        "no credential in HTTP_PROXY\n{}",
+        out.dump()
+    );
+    assert!(
+        !log.contains(secret),
+        "the credential is in the session log"
+    );
+    assert!(
+        !out.stderr().contains(secret),
+        "the credential was printed\n{}",
+        out.dump()
+    );
 }
 at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 
@@ -182,7 +204,9 @@ fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
     std::fs::create_dir_all(&certs).unwrap();
     let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
     let made = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj"])
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        ])
         .arg("/CN=allowed.test")
         .arg("-keyout")
         .arg(&key)
@@ -190,8 +214,16 @@ fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
         .arg(&cert)
         .output()
         .unwrap();
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut server = std::process::Command::new("openssl")
         .args(["s_server", "-quiet", "-www", "-accept"])
         .arg(format!("127.0.0.1:{port}"))
@@ -204,9 +236,10 @@ fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
         .spawn()
         .unwrap();
     assert!(
-        crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect(
-            ("127.0.0.1", port)
-        )
+        crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
         .is_ok()),
         "openssl s_server did not start"
     );
@@ -257,12 +290,18 @@ fn a_direct_connection_past_the_proxy_is_refused(tier: Tier) {
         &format!("curl -s -m 20 --noproxy '*' http://127.0.0.1:{d}/; echo rc=$?"),
     );
     out.assert_ran().assert_stdout_lacks(DENIED_BODY);
-    assert_eq!(denied.hits(), 1, "the direct connection arrived\n{}", out.dump());
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the direct connection arrived\n{}",
+        out.dump()
+    );
     if tier == Tier::FsOnly {
         out.assert_stdout_contains("rc=7");
         let hits = blocked(&dir, &d.to_string());
         assert!(
-            hits.iter().any(|v| v["process"].to_string().contains("curl")),
+            hits.iter()
+                .any(|v| v["process"].to_string().contains("curl")),
             "the refused connect is not recorded with curl\n{hits:?}\n{}",
             out.dump()
         );
@@ -291,14 +330,20 @@ fn a_name_pinned_to_the_metadata_address_is_refused(tier: Tier) {
                 "--report-dir",
                 dir.to_str().unwrap(),
             ],
-            &["sh", "-c", "curl -s -m 20 http://meta.test/latest/meta-data/; echo rc=$?"],
+            &[
+                "sh",
+                "-c",
+                "curl -s -m 20 http://meta.test/latest/meta-data/; echo rc=$?",
+            ],
         )
         .timeout(Duration::from_secs(90))
         .run();
     out.assert_ran();
     let conns = events(&dir, "connection");
     assert!(
-        conns.iter().any(|c| c["host"] == "meta.test" && c["decision"] == "denied"),
+        conns
+            .iter()
+            .any(|c| c["host"] == "meta.test" && c["decision"] == "denied"),
         "the metadata connection is not refused\n{conns:?}\n{}",
         out.dump()
     );
