@@ -51,11 +51,11 @@ impl Server {
                     continue;
                 }
                 counted.fetch_add(1, Ordering::SeqCst);
-                let _ = write!(
-                    s,
+                let reply = format!(
                     "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()
                 );
+                let _ = s.write_all(reply.as_bytes());
             }
         });
         Server { port, hits }
@@ -381,3 +381,118 @@ fn the_proxy_refuses_a_client_without_the_credential(tier: Tier) {
     );
 }
 at_every_tier!(the_proxy_refuses_a_client_without_the_credential);
+
+/// Fetch `/` from 127.0.0.1:{A} blocking and non-blocking, and from {D}.
+const PY_GET: &str = r#"python3 - <<'PY'
+import socket, select
+def get(port, blocking):
+    s = socket.socket()
+    s.settimeout(20)
+    try:
+        if blocking:
+            s.connect(('127.0.0.1', port))
+        else:
+            s.setblocking(False)
+            s.connect_ex(('127.0.0.1', port))
+            select.select([], [s], [], 20)
+            e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if e:
+                raise OSError(e, 'connect')
+            s.setblocking(True)
+        s.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
+        print(port, blocking, s.recv(4096).decode(errors='replace').split('\r\n\r\n')[-1])
+    except OSError as e:
+        print(port, blocking, 'refused', e.errno)
+get({A}, True)
+get({A}, False)
+get({D}, True)
+PY"#;
+
+/// Runs as an unprivileged user, at FS-ONLY: an address an IP rule allows
+/// is reached without any proxy variable — the supervisor redirects the
+/// job's notified connect to the proxy, which connects to the address
+/// itself — blocking and non-blocking, and over IPv6 where the host has
+/// `::1`. A port the rule does not name is refused. Evidence: bare, both
+/// servers answer; sandboxed, only the one the rule names.
+#[test]
+fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = PY_GET
+        .replace("{A}", &a.to_string())
+        .replace("{D}", &d.to_string());
+    let bare = w.sh_bare(&script);
+    bare.assert_stdout_contains(&format!("{d} True {DENIED_BODY}"));
+    let dir = w.root.join("reports");
+    let out = run_sh(
+        &w,
+        &[
+            "--allow-domain".into(),
+            format!("127.0.0.1:{a}"),
+            "--report-dir".into(),
+            dir.to_str().unwrap().into(),
+        ],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(&format!("{a} True {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{a} False {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{d} True refused 111"))
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["via"] == "redirect" && c["decision"] == "allowed" && c["port"] == a),
+        "the redirected connection is not recorded\n{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: a DNS query sent straight to a resolver
+/// (DNS tunnelling: the data rides in the queried name) does not arrive.
+/// At FS-ONLY the UDP socket itself is refused (and recorded as
+/// `net-socket-denied`: the query is never made, so its name is not
+/// known); at FULL the datagram goes to the namespace's own loopback.
+/// Evidence: bare, the test's resolver receives the query; sandboxed, not.
+fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let resolver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    resolver.set_nonblocking(true).unwrap();
+    let port = resolver.local_addr().unwrap().port();
+    let allowed = Server::start(ALLOWED_BODY);
+    // A query for <canary>.denied.test, as `dig @127.0.0.1 -p PORT` sends it.
+    let script = format!(
+        "python3 -c \"\nimport socket\nq = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + \
+         b'\\x0bcanary-5f3e\\x06denied\\x04test\\x00\\x00\\x01\\x00\\x01'\ntry:\n\
+         \x20   socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(q, ('127.0.0.1', {port})); print('sent')\n\
+         except OSError as e:\n\x20   print('refused', e.errno)\n\""
+    );
+    w.sh_bare(&script).assert_stdout_contains("sent");
+    let mut buf = [0u8; 512];
+    let (n, _) = resolver
+        .recv_from(&mut buf)
+        .expect("control: the bare query arrives");
+    assert!(buf[..n].windows(11).any(|w| w == b"canary-5f3e"));
+
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran();
+    assert!(
+        resolver.recv_from(&mut buf).is_err(),
+        "a sandboxed DNS query arrived\n{}",
+        out.dump()
+    );
+    if tier == Tier::FsOnly {
+        out.assert_stdout_contains("refused 1");
+        let socket_denied = events(&dir, "violation")
+            .into_iter()
+            .any(|v| v["rule"] == "net-socket-denied");
+        assert!(socket_denied, "{}", out.dump());
+    }
+}
+at_every_tier!(a_dns_query_past_the_proxy_does_not_arrive);
