@@ -580,6 +580,8 @@ fn plan_for(
             net: own_netns,
             hostname: "vetto".into(),
             mounts,
+            dns_stub: (egress == Some(super::net::EgressPlan::Netns))
+                .then(|| super::net::DnsStub::for_policy(&policy.net)),
         }
     });
     let mut seccomp = syscalls::plan(

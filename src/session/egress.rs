@@ -27,6 +27,11 @@ pub struct Egress {
     /// Where the job's proxy variables point (without the credential).
     pub address: SocketAddr,
     said: Arc<Said>,
+    sink: Arc<Tee>,
+    /// FULL: the DNS stub's table and rules, and the stub once serving.
+    names: Arc<Mutex<super::dns::Names>>,
+    answerable: super::dns::Answerable,
+    stub: Option<super::dns::Stub>,
 }
 
 /// The proxy as the notification server sees it. `None` once shut down:
@@ -106,6 +111,7 @@ struct Said {
 }
 
 /// The proxy's events: to the session log, and the refusals remembered.
+#[derive(Debug)]
 struct Tee {
     log: Option<crate::events::log::ChannelSink>,
     said: Arc<Said>,
@@ -196,7 +202,7 @@ pub fn start(
         log,
         said: Arc::clone(&said),
     });
-    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink)?;
+    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink.clone())?;
     let (address, explicit, redirect_v4, redirect_v6) = match how {
         // The stage's listeners inside the namespace are served after the
         // launch (`serve_netns`); the variables point at them.
@@ -226,6 +232,10 @@ pub fn start(
         }),
         address,
         said,
+        sink,
+        names: Arc::new(Mutex::new(super::dns::Names::default())),
+        answerable: super::dns::Answerable::for_policy(&policy.net),
+        stub: None,
     }))
 }
 
@@ -243,18 +253,37 @@ impl Egress {
         self.broker.clone()
     }
 
-    /// FULL: serve the listeners the stage made inside the namespace.
-    pub fn serve_netns(&self, listeners: Vec<std::net::TcpListener>) -> std::io::Result<()> {
-        let proxy = self
-            .broker
-            .proxy
-            .lock()
-            .map_err(|_| std::io::Error::other("the egress proxy is gone"))?;
-        let proxy = proxy
-            .as_ref()
-            .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
-        for l in listeners {
-            proxy.serve(l, ListenerKind::Explicit)?;
+    /// FULL: serve what the stage made inside the namespace: the explicit
+    /// listeners, the DNS stub and the transparent listeners (whose
+    /// synthetic local addresses name what the job asked for).
+    pub fn serve_netns(&mut self, sockets: crate::sandbox::EgressSockets) -> std::io::Result<()> {
+        {
+            let proxy = self
+                .broker
+                .proxy
+                .lock()
+                .map_err(|_| std::io::Error::other("the egress proxy is gone"))?;
+            let proxy = proxy
+                .as_ref()
+                .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
+            for l in sockets.explicit {
+                proxy.serve(l.into(), ListenerKind::Explicit)?;
+            }
+            let names = self.names.clone();
+            let kind = ListenerKind::Transparent {
+                names: Arc::new(move |ip| names.lock().ok().and_then(|n| n.name_of(ip))),
+            };
+            for l in sockets.transparent {
+                proxy.serve(l.into(), kind.clone())?;
+            }
+        }
+        if let Some(dns) = sockets.dns {
+            self.stub = Some(super::dns::Stub::start(
+                dns.into(),
+                self.names.clone(),
+                self.answerable.clone(),
+                self.sink.clone(),
+            )?);
         }
         Ok(())
     }
@@ -269,6 +298,9 @@ impl Egress {
 
     /// Stop the proxy; its byte total for `SessionEnd.proxy_bytes`.
     pub fn finish(self) -> u64 {
+        if let Some(stub) = self.stub {
+            stub.stop();
+        }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
         if let Ok(d) = self.said.denied.lock()

@@ -503,3 +503,51 @@ fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
     }
 }
 at_every_tier!(a_dns_query_past_the_proxy_does_not_arrive);
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// variables (`curl --noproxy '*'`) reaches an allowed name by name — the
+/// DNS stub in the namespace answers with a synthetic address that stands
+/// for it, and the transparent listener on that port takes the connection
+/// to the proxy — while a name no rule allows gets NXDOMAIN and the query
+/// is recorded with the name (the tunnelling canary). Evidence: bare, curl
+/// reaches both servers; sandboxed, only the allowed one.
+#[test]
+fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_full() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    w.sh_bare(&format!(
+        "curl -s -m 10 --resolve canary-5f3e.denied.test:{d}:127.0.0.1 http://canary-5f3e.denied.test:{d}/"
+    ))
+    .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 --noproxy '*' http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --noproxy '*' http://canary-5f3e.denied.test:{d}/; echo rc=$?"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=6")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == "canary-5f3e.denied.test"
+            && c["decision"] == "denied"),
+        "the refused query is not recorded with its name\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(
+        conns.iter().any(|c| c["via"] == "transparent"
+            && c["host"] == "allowed.test"
+            && c["decision"] == "allowed"),
+        "{conns:?}"
+    );
+}
