@@ -295,6 +295,7 @@ fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
 
 #[cfg(test)]
 mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use crate::policy::Origin;
 
