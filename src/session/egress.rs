@@ -41,6 +41,9 @@ struct Broker {
     explicit: Vec<SocketAddr>,
     redirect_v4: Option<SocketAddr>,
     redirect_v6: Option<SocketAddr>,
+    /// FULL: the loopback ports inside the namespace where the proxy
+    /// listens (explicit and transparent).
+    netns_ports: Vec<u16>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -56,6 +59,12 @@ impl std::fmt::Debug for Broker {
 impl EgressBroker for Broker {
     fn explicit(&self) -> Vec<SocketAddr> {
         self.explicit.clone()
+    }
+
+    fn names_process(&self, to: SocketAddr) -> bool {
+        let to = SocketAddr::new(to.ip().to_canonical(), to.port());
+        self.explicit.contains(&to)
+            || (to.ip().is_loopback() && self.netns_ports.contains(&to.port()))
     }
 
     fn redirect_to(&self, v6: bool) -> Option<SocketAddr> {
@@ -91,8 +100,10 @@ impl EgressBroker for Broker {
         if let Ok(proxy) = self.proxy.lock()
             && let Some(p) = proxy.as_ref()
         {
+            // As the proxy's listener sees its peer (a v4-mapped address
+            // arrives at the IPv4 listener as IPv4).
             p.expect_redirect(
-                local,
+                SocketAddr::new(local.ip().to_canonical(), local.port()),
                 Original {
                     ip: original.ip().to_canonical(),
                     port: original.port(),
@@ -220,6 +231,18 @@ pub fn start(
             (explicit, vec![explicit], Some(v4), v6)
         }
     };
+    let netns_ports = match (
+        how,
+        plan.namespaces.as_ref().and_then(|n| n.dns_stub.as_ref()),
+    ) {
+        (EgressPlan::Netns, Some(stub)) => {
+            let mut ports = stub.ports.clone();
+            ports.push(NETNS_PROXY_PORT);
+            ports
+        }
+        (EgressPlan::Netns, None) => vec![NETNS_PROXY_PORT],
+        (EgressPlan::Redirect, _) => Vec::new(),
+    };
     let socks = proxy.socks_url(address);
     plan.env
         .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
@@ -229,6 +252,7 @@ pub fn start(
             explicit,
             redirect_v4,
             redirect_v6,
+            netns_ports,
         }),
         address,
         said,
