@@ -754,6 +754,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
     }
     let mut seccomp = syscalls::plan(policy.net == NetPolicy::Off, true, true);
     seccomp.record_denials = true;
+    let audit_egress = matches!(policy.net, NetPolicy::Allow { .. });
     let notify = NotifyPlan {
         carved_dirs: Vec::new(),
         broker_unix_connect: true,
@@ -770,8 +771,15 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             .map(|r| r.name.clone())
             .collect(),
         audit: true,
-        // Audit performs what the policy would refuse, and records it.
-        net_connect: fs::NetConnect::Open,
+        // Audit performs what the policy would refuse, and records it;
+        // with filtered egress every connection goes through the proxy,
+        // which lets it through and records it (`policy suggest` learns
+        // the names from there).
+        net_connect: if audit_egress {
+            fs::NetConnect::Proxy
+        } else {
+            fs::NetConnect::Open
+        },
         pty_peer: false,
         project: Some(policy.project.clone()),
     };
@@ -787,7 +795,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         prepare_dirs: Vec::new(),
         env: env::plan(&policy.env, &options.env, &session_env(&tmp, "audit")),
         net: policy.net.clone(),
-        egress: None,
+        egress: audit_egress.then_some(super::net::EgressPlan::Redirect),
         limits: policy.limits.clone(),
         // Audit changes nothing the job does: no shares, only the
         // per-process limit and the sampler.

@@ -551,3 +551,45 @@ fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_full
         "{conns:?}"
     );
 }
+
+/// Runs as an unprivileged user: `--audit` with a network policy blocks
+/// nothing but sends every connection through the proxy, which records
+/// it — what `vetto policy suggest` learns the names from. Evidence: the
+/// request to a name the policy does not allow arrives (audit), and the
+/// session log has it as an observed connection with its name.
+#[test]
+fn audit_lets_every_destination_through_the_proxy_and_records_it() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let (mut opts, dir) = egress_options(&w, a);
+    opts.push("--audit".into());
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let out = w
+        .vetto(
+            &[
+                &["run", "--project", w.project.to_str().unwrap()][..],
+                &opts,
+                &[
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("curl -s -m 20 http://denied.test:{d}/"),
+                ],
+            ]
+            .concat(),
+        )
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_ran().assert_stdout_contains(DENIED_BODY);
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "denied.test" && c["decision"] == "observed"),
+        "{conns:?}\n{}",
+        out.dump()
+    );
+}
