@@ -170,6 +170,12 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
             .is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
         "{log}"
     );
+    let end = events(&dir, "session-end");
+    assert!(
+        end.first()
+            .is_some_and(|e| e["proxy_bytes"].as_u64().unwrap_or(0) > 0),
+        "no proxy bytes in the session end: {end:?}"
+    );
     let stdout = out.stdout();
     let secret = stdout
         .lines()
@@ -592,4 +598,52 @@ fn audit_lets_every_destination_through_the_proxy_and_records_it() {
         "{conns:?}\n{}",
         out.dump()
     );
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: a process that made itself
+/// non-dumpable (as ssh and gpg-agent do) hides its memory and descriptors
+/// from a same-uid supervisor, which then cannot decide on its connect: the
+/// connect is refused, never let through. Evidence: the same script reaches
+/// the address an IP rule allows while dumpable, and not after
+/// `PR_SET_DUMPABLE 0`.
+#[test]
+fn a_non_dumpable_job_cannot_connect_past_the_supervisor_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let script = format!(
+        "python3 -c \"\nimport ctypes, socket, sys\nif sys.argv[1] == 'hide':\n\
+         \x20   ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\ns = socket.socket()\ntry:\n\
+         \x20   s.connect(('127.0.0.1', {a})); print(sys.argv[1], 'connected')\n\
+         except OSError as e:\n\x20   print(sys.argv[1], 'refused', e.errno)\n\" "
+    );
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("127.0.0.1:{a}")],
+        &format!("{script} show; {script} hide"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("show connected")
+        .assert_stdout_contains("hide refused 1");
+}
+
+/// Runs as an unprivileged user: a policy with filtered egress at the
+/// SECCOMP tier is refused (125) with the truth — which tiers filter
+/// egress and what to pass instead — never run with the network open or
+/// silently off.
+#[test]
+fn filtered_egress_at_the_seccomp_tier_is_refused_with_the_truth() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let out = w
+        .sandboxed_at(
+            "seccomp",
+            &["--allow-domain", "registry.npmjs.org"],
+            &["true"],
+        )
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("FULL and FS-ONLY tiers only")
+        .assert_stderr_contains("--tier fs-only or --tier full");
 }
