@@ -30,7 +30,11 @@ struct Server {
 
 impl Server {
     fn start(body: &'static str) -> Server {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::start_on("127.0.0.1:0", body)
+    }
+
+    fn start_on(addr: &str, body: &'static str) -> Server {
+        let l = TcpListener::bind(addr).unwrap();
         let port = l.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = hits.clone();
@@ -646,4 +650,41 @@ fn filtered_egress_at_the_seccomp_tier_is_refused_with_the_truth() {
     out.assert_code(125)
         .assert_stderr_contains("FULL and FS-ONLY tiers only")
         .assert_stderr_contains("--tier fs-only or --tier full");
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: the same over IPv6 — an IPv6
+/// socket's connect to an address a range allows is redirected to the
+/// proxy's `[::1]` listener; one to another IPv6 loopback port is refused.
+/// Evidence: bare, both servers answer; sandboxed, only the allowed one.
+#[test]
+fn an_ipv6_connect_is_redirected_or_refused_like_ipv4_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    if let Err(e) = TcpListener::bind("[::1]:0") {
+        assert!(
+            !crate::util::required_by_name("ipv6"),
+            "VETTO_TEST_REQUIRE lists ipv6, but the host has no IPv6 loopback: {e}"
+        );
+        crate::util::skip::say(&crate::util::test_name(), &format!("no IPv6 loopback: {e}"));
+        return;
+    }
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start_on("[::1]:0", ALLOWED_BODY);
+    let denied = Server::start_on("[::1]:0", DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = format!(
+        "curl -s -m 20 'http://[::1]:{a}/'; echo; curl -s -m 20 'http://[::1]:{d}/'; echo rc=$?"
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("[::1]:{a}")],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
 }
