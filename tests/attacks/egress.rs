@@ -688,3 +688,58 @@ fn an_ipv6_connect_is_redirected_or_refused_like_ipv4_at_fs_only() {
         .assert_stdout_lacks(DENIED_BODY);
     assert_eq!(denied.hits(), 1, "{}", out.dump());
 }
+
+/// The host's own non-loopback address (the one a route out would use),
+/// if it has one: a UDP "connect" picks it without sending anything.
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// connects to a server on the host's own network address. Evidence: bare
+/// it is reached; sandboxed the connect is refused (`ENETUNREACH`: the
+/// namespace has no route) and recorded with curl as the process.
+#[test]
+fn a_direct_connection_to_a_host_address_is_refused_and_recorded_at_full() {
+    require!(Tier::Full.feature());
+    let Some(ip) = host_address() else {
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "the host has no non-loopback address",
+        );
+        return;
+    };
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start_on("0.0.0.0:0", DENIED_BODY);
+    let url = format!("http://{ip}:{}/", denied.port);
+    w.sh_bare(&format!("curl -s -m 10 {url}"))
+        .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 --noproxy '*' {url}; echo rc=$?"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let hits = blocked(&dir, &ip.to_string());
+    assert!(
+        hits.iter()
+            .any(|v| v["process"].to_string().contains("curl")),
+        "the refused connect is not recorded with curl\n{hits:?}\n{}",
+        out.dump()
+    );
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["addr"] == ip.to_string() && c["decision"] == "denied"),
+        "{conns:?}"
+    );
+}
