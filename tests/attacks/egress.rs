@@ -203,6 +203,66 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
 }
 at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 
+/// openssl's TLS test server on the host's loopback, with a certificate
+/// for `allowed.test` made here; killed when dropped.
+struct TlsServer(std::process::Child);
+
+impl TlsServer {
+    fn start(w: &World) -> (TlsServer, u16) {
+        let certs = w.root.join("tls");
+        std::fs::create_dir_all(&certs).unwrap();
+        let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+            ])
+            .arg("/CN=allowed.test")
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-key")
+            .arg(&key)
+            .arg("-cert")
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "openssl s_server did not start"
+        );
+        (TlsServer(server), port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs as an unprivileged user: HTTPS through the proxy (`CONNECT`) to a
 /// TLS server (openssl's, with a certificate made here) reaches it when
 /// the name is allowed. Evidence: bare and sandboxed the page arrives; a
@@ -210,49 +270,7 @@ at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let certs = w.root.join("tls");
-    std::fs::create_dir_all(&certs).unwrap();
-    let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-        ])
-        .arg("/CN=allowed.test")
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new("openssl")
-        .args(["s_server", "-quiet", "-www", "-accept"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("-key")
-        .arg(&key)
-        .arg("-cert")
-        .arg(&cert)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
-            "127.0.0.1",
-            port
-        ))
-        .is_ok()),
-        "openssl s_server did not start"
-    );
+    let (server, port) = TlsServer::start(&w);
     let page = "s_server";
     w.sh_bare(&format!(
         "curl -sk -m 10 --resolve allowed.test:{port}:127.0.0.1 https://allowed.test:{port}/"
@@ -268,8 +286,7 @@ fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
              curl -sk -m 20 https://denied.test:{port}/ && echo denied-reached; echo done"
         ),
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     out.assert_ran()
         .assert_stdout_contains(page)
         .assert_stdout_contains("done")
@@ -743,3 +760,51 @@ fn a_direct_connection_to_a_host_address_is_refused_and_recorded_at_full() {
         "{conns:?}"
     );
 }
+
+/// Runs as an unprivileged user: domain fronting — a `CONNECT` for the
+/// allowed name whose TLS ClientHello names another server — is refused
+/// by the proxy, which reads the server name before relaying a byte.
+/// Evidence: the same client, through the same `CONNECT`, completes a TLS
+/// handshake with the allowed name in its ClientHello, and none with
+/// `denied.test` in it.
+fn a_connect_whose_tls_server_name_disagrees_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (server, port) = TlsServer::start(&w);
+    let script = PY_FRONTING.replace("{PORT}", &port.to_string());
+    let (opts, dir) = egress_options(&w, port);
+    let out = run_sh(&w, &opts, &script);
+    drop(server);
+    out.assert_ran()
+        .assert_stdout_contains("allowed.test tls")
+        .assert_stdout_contains("denied.test refused");
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["reason"] == "sni-mismatch" && c["decision"] == "denied"),
+        "the fronted CONNECT is not refused for its server name\n{conns:?}\n{}",
+        out.dump()
+    );
+}
+
+/// `CONNECT allowed.test:{PORT}` through `$HTTPS_PROXY`, then a TLS
+/// handshake naming each server in turn.
+const PY_FRONTING: &str = r#"python3 - <<'PY'
+import os, socket, ssl, base64, urllib.parse
+u = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+auth = base64.b64encode(f'{u.username}:{u.password}'.encode()).decode()
+for sni in ['allowed.test', 'denied.test']:
+    s = socket.create_connection((u.hostname, u.port), 20)
+    s.sendall(f'CONNECT allowed.test:{PORT} HTTP/1.1\r\nHost: allowed.test:{PORT}\r\nProxy-Authorization: Basic {auth}\r\n\r\n'.encode())
+    s.recv(4096)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        ctx.wrap_socket(s, server_hostname=sni).do_handshake()
+        print(sni, 'tls')
+    except (OSError, ssl.SSLError) as e:
+        print(sni, 'refused', e)
+PY"#;
+at_every_tier!(a_connect_whose_tls_server_name_disagrees_is_refused);
