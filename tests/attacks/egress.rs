@@ -808,3 +808,91 @@ for sni in ['allowed.test', 'denied.test']:
         print(sni, 'refused', e)
 PY"#;
 at_every_tier!(a_connect_whose_tls_server_name_disagrees_is_refused);
+
+/// Runs as an unprivileged user: `git clone` over HTTP from a local git
+/// server (a bare repository served as static files, git's "dumb" HTTP)
+/// works through the proxy with only that host allowed, and the same
+/// server under a name no rule allows is refused. Evidence: bare, both
+/// clones work; sandboxed, only the allowed one.
+fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&srv, &["init", "-q", "work"]);
+    std::fs::write(srv.join("work/README"), "CLONED-7e11\n").unwrap();
+    git(&srv.join("work"), &["add", "README"]);
+    git(&srv.join("work"), &["commit", "-qm", "one"]);
+    git(&srv, &["clone", "-q", "--bare", "work", "origin.git"]);
+    git(&srv.join("origin.git"), &["update-server-info"]);
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    // Into $TMPDIR: a repository inside the project is refused (nested-repo).
+    let script = |name: &str, into: &str| {
+        format!(
+            "git clone -q http://{name}:{port}/origin.git \"$TMPDIR/{into}\" && cat \"$TMPDIR/{into}/README\"; echo {into}-rc=$?"
+        )
+    };
+    w.sh_bare(&format!(
+        "{}; {}",
+        script("127.0.0.1", "bare-a"),
+        script("localhost", "bare-b")
+    ))
+    .assert_stdout_contains("bare-a-rc=0")
+    .assert_stdout_contains("bare-b-rc=0");
+
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("CLONED-7e11")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(git_clone_reaches_only_the_allowed_git_host);
