@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use std::os::fd::AsFd;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 
@@ -18,13 +20,18 @@ use crate::events::{
     Timestamp,
 };
 
+use crate::sandbox::splice::{self, Pipe};
+
 use super::resolve::ResolveError;
 use super::rules::normalise_name;
 use super::sni::{self, Hello};
 use super::{ListenerKind, Shared, emit, http, socks};
 
-/// The copy buffer, per direction.
+/// The copy buffer, per direction (when `splice(2)` is not available).
 const BUF: usize = 64 * 1024;
+
+/// The most one `splice(2)` moves into a pipe.
+const SPLICE_MAX: usize = 1 << 20;
 
 pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind: ListenerKind) {
     let mut stop = shared.stop.subscribe();
@@ -632,36 +639,72 @@ pub(crate) async fn pump(
         rec.bytes_up += n;
         shared.bytes_up.fetch_add(n, Ordering::Relaxed);
     }
-    let (mut cr, mut cw) = client.split();
-    let (mut sr, mut sw) = server.split();
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let mut stop = shared.stop.subscribe();
-    let both = async {
-        tokio::try_join!(
-            one_way(
-                shared,
-                &mut cr,
-                &mut sw,
-                &up,
-                &shared.bytes_up,
-                &last,
-                start
-            ),
-            one_way(
-                shared,
-                &mut sr,
-                &mut cw,
-                &down,
-                &shared.bytes_down,
-                &last,
-                start
-            ),
-        )
-    };
-    let result = tokio::select! {
-        r = both => r,
-        _ = stop.wait_for(|s| *s) => Err(session_ended()),
+    let pipes = Pipe::new().and_then(|a| Ok((a, Pipe::new()?)));
+    let result = match pipes {
+        // Zero-copy: the bytes stay in the kernel.
+        Ok((pipe_up, pipe_down)) => {
+            let both = async {
+                tokio::try_join!(
+                    splice_way(
+                        shared,
+                        &client,
+                        &server,
+                        &pipe_up,
+                        &up,
+                        &shared.bytes_up,
+                        &last,
+                        start
+                    ),
+                    splice_way(
+                        shared,
+                        &server,
+                        &client,
+                        &pipe_down,
+                        &down,
+                        &shared.bytes_down,
+                        &last,
+                        start
+                    ),
+                )
+            };
+            tokio::select! {
+                r = both => r.map(|_| ()),
+                _ = stop.wait_for(|s| *s) => Err(session_ended()),
+            }
+        }
+        Err(_) => {
+            let (mut cr, mut cw) = client.split();
+            let (mut sr, mut sw) = server.split();
+            let both = async {
+                tokio::try_join!(
+                    one_way(
+                        shared,
+                        &mut cr,
+                        &mut sw,
+                        &up,
+                        &shared.bytes_up,
+                        &last,
+                        start
+                    ),
+                    one_way(
+                        shared,
+                        &mut sr,
+                        &mut cw,
+                        &down,
+                        &shared.bytes_down,
+                        &last,
+                        start
+                    ),
+                )
+            };
+            tokio::select! {
+                r = both => r.map(|_| ()),
+                _ = stop.wait_for(|s| *s) => Err(session_ended()),
+            }
+        }
     };
     rec.bytes_up += up.load(Ordering::Relaxed);
     rec.bytes_down += down.load(Ordering::Relaxed);
@@ -674,6 +717,69 @@ pub(crate) async fn pump(
             io::ErrorKind::Interrupted => rec.detail = "closed: the session ended".into(),
             _ => {}
         }
+    }
+}
+
+/// One direction with `splice(2)` through `pipe`: wait until `from` is
+/// readable, move what is there into the pipe, and from the pipe into `to`
+/// (waiting until it is writable), with the same idle and byte bounds as
+/// [`one_way`]. The pipe is drained before the next read, so it never holds
+/// more than one read's worth.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the two directions share the counters"
+)]
+async fn splice_way(
+    shared: &Shared,
+    from: &TcpStream,
+    to: &TcpStream,
+    pipe: &Pipe,
+    mine: &AtomicU64,
+    total: &AtomicU64,
+    last: &AtomicU64,
+    start: Instant,
+) -> io::Result<()> {
+    let idle = shared.limits.idle_timeout;
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    let now_ms = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "idle");
+    loop {
+        match timeout(idle, from.readable()).await {
+            Ok(r) => r?,
+            Err(_) if now_ms().saturating_sub(last.load(Ordering::Relaxed)) < idle_ms => continue,
+            Err(_) => return Err(timed_out()),
+        }
+        let left = shared.bytes_left();
+        if left == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::QuotaExceeded,
+                "session bytes",
+            ));
+        }
+        let max = usize::try_from(left).unwrap_or(usize::MAX).min(SPLICE_MAX);
+        let n = match from.try_io(Interest::READABLE, || pipe.fill_from(from.as_fd(), max)) {
+            Ok(0) => {
+                let _ = splice::shutdown_write(to.as_fd());
+                return Ok(());
+            }
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        };
+        let mut in_pipe = n;
+        while in_pipe > 0 {
+            timeout(idle, to.writable())
+                .await
+                .map_err(|_| timed_out())??;
+            match to.try_io(Interest::WRITABLE, || pipe.drain_to(to.as_fd(), in_pipe)) {
+                Ok(m) => in_pipe -= m.min(in_pipe),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        mine.fetch_add(n as u64, Ordering::Relaxed);
+        total.fetch_add(n as u64, Ordering::Relaxed);
+        last.store(now_ms(), Ordering::Relaxed);
     }
 }
 

@@ -257,6 +257,12 @@ impl Proxy {
         &self.shared.credential
     }
 
+    /// The `Proxy-Authorization` value the explicit proxy expects
+    /// (`Basic base64(vetto:CRED)`), for clients that take a header.
+    pub fn proxy_authorization(&self) -> String {
+        self.shared.auth_token.clone()
+    }
+
     /// `http://vetto:CRED@ADDR` for `HTTP_PROXY`/`HTTPS_PROXY`; the same
     /// listener speaks SOCKS5, so `socks5h://vetto:CRED@ADDR` (from
     /// [`Proxy::socks_url`]) works for `ALL_PROXY`.

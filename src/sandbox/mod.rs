@@ -23,7 +23,9 @@ pub struct EgressSockets {
     pub transparent: Vec<std::os::fd::OwnedFd>,
 }
 
-pub use imp::{SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, terminal};
+pub use imp::{
+    SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, splice, terminal,
+};
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).

@@ -27,6 +27,7 @@ mod proc;
 pub mod process;
 mod seccomp;
 mod setup;
+pub mod splice;
 mod sys;
 pub mod terminal;
 mod traps;
