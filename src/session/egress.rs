@@ -134,7 +134,9 @@ impl EventSink for Tee {
             && let Ok(mut d) = self.said.denied.lock()
         {
             d.1 += 1;
-            let what = v.target.display();
+            // The job chose the name: escaped before it reaches a terminal.
+            let what =
+                crate::text::clip(&crate::text::escape(&v.target.display()), 120).into_owned();
             if d.0.len() < SAID_MAX && !d.0.contains(&what) {
                 d.0.push(what);
             }
