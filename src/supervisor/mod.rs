@@ -535,7 +535,13 @@ fn refused_connection(v: &Violation, to: std::net::SocketAddr) -> crate::events:
             Action::Observed => ConnDecision::Observed,
             _ => ConnDecision::Denied,
         },
-        reason: ConnReason::NotAllowed,
+        // Why, as the proxy would say it: an internal address, or none of
+        // the rules.
+        reason: if crate::proxy::classify(to.ip().to_canonical()).is_public() {
+            ConnReason::NotAllowed
+        } else {
+            ConnReason::PrivateAddress
+        },
         rule: None,
         via: ConnVia::Redirect,
         bytes_up: 0,
