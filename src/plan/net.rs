@@ -21,6 +21,11 @@ use serde::{Deserialize, Serialize};
 /// so the number is free there whatever the host uses.
 pub const NETNS_PROXY_PORT: u16 = 3128;
 
+/// The port of the proxy's redirected listener inside the FULL tier's
+/// namespace: a connect to an address an IP rule allows is sent there by
+/// the supervisor (as at FS-ONLY, but inside the namespace).
+pub const NETNS_REDIRECT_PORT: u16 = 3129;
+
 /// Where the FULL tier's DNS stub listens inside the namespace (UDP).
 pub const DNS_STUB_ADDR: std::net::SocketAddrV4 =
     std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(127, 0, 0, 53), 53);
@@ -45,6 +50,7 @@ impl DnsStub {
             for p in hosts.iter().filter_map(|h| h.port) {
                 if !ports.contains(&p)
                     && p != NETNS_PROXY_PORT
+                    && p != NETNS_REDIRECT_PORT
                     && ports.len() < MAX_TRANSPARENT_PORTS
                 {
                     ports.push(p);

@@ -17,6 +17,8 @@ mod imp;
 pub struct EgressSockets {
     /// The proxy's explicit listeners (127.0.0.1 and ::1, port 3128).
     pub explicit: Vec<std::os::fd::OwnedFd>,
+    /// The proxy's redirected listeners (127.0.0.1 and ::1, port 3129).
+    pub redirected: Vec<std::os::fd::OwnedFd>,
     /// The DNS stub's UDP socket (127.0.0.53:53).
     pub dns: Option<std::os::fd::OwnedFd>,
     /// Transparent listeners (0.0.0.0, the stub's ports).

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use crate::events::Event;
 use crate::events::log::EventSink;
 use crate::plan::Plan;
-use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, proxy_vars};
+use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, NETNS_REDIRECT_PORT, proxy_vars};
 use crate::policy::{NetPolicy, Policy};
 use crate::proxy::{self, ListenerKind, Original, Proxy};
 use crate::supervisor::notify::EgressBroker;
@@ -219,11 +219,14 @@ pub fn start(
     let (address, explicit, redirect_v4, redirect_v6) = match how {
         // The stage's listeners inside the namespace are served after the
         // launch (`serve_netns`); the variables point at them.
+        // The redirected listeners inside the namespace: a connect to an
+        // address an IP rule allows is sent there (by the supervisor, on
+        // the job's socket, which lives in the namespace).
         EgressPlan::Netns => (
             SocketAddr::from((Ipv4Addr::LOCALHOST, NETNS_PROXY_PORT)),
             Vec::new(),
-            None,
-            None,
+            Some(SocketAddr::from((Ipv4Addr::LOCALHOST, NETNS_REDIRECT_PORT))),
+            Some(SocketAddr::from((Ipv6Addr::LOCALHOST, NETNS_REDIRECT_PORT))),
         ),
         EgressPlan::Redirect => {
             let explicit = proxy.listen_host().map_err(EgressError::Listen)?;
@@ -294,6 +297,9 @@ impl Egress {
                 .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
             for l in sockets.explicit {
                 proxy.serve(l.into(), ListenerKind::Explicit)?;
+            }
+            for l in sockets.redirected {
+                proxy.serve(l.into(), ListenerKind::Redirected)?;
             }
             let names = self.names.clone();
             let kind = ListenerKind::Transparent {

@@ -896,3 +896,54 @@ fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
         .assert_stdout_lacks("d-rc=0");
 }
 at_every_tier!(git_clone_reaches_only_the_allowed_git_host);
+
+/// Runs as an unprivileged user, at FULL: an address an IP rule allows is
+/// reached without proxy variables — the supervisor sends the job's
+/// notified connect to the proxy's redirected listener inside the
+/// namespace, and the proxy connects to the address from outside — while
+/// another port of the same host stays unreachable. Evidence: bare, both
+/// servers answer; sandboxed, only the one the rule names.
+#[test]
+fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_full() {
+    require!(Tier::Full.feature());
+    let Some(ip) = host_address() else {
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "the host has no non-loopback address",
+        );
+        return;
+    };
+    let w = World::at(Tier::Full);
+    let allowed = Server::start_on("0.0.0.0:0", ALLOWED_BODY);
+    let denied = Server::start_on("0.0.0.0:0", DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = format!(
+        "curl -s -m 20 --noproxy '*' http://{ip}:{a}/; echo; curl -s -m 20 --noproxy '*' http://{ip}:{d}/; echo rc=$?"
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    let dir = w.root.join("reports");
+    let out = run_sh(
+        &w,
+        &[
+            "--allow-domain".into(),
+            format!("{ip}:{a}"),
+            "--report-dir".into(),
+            dir.to_str().unwrap().into(),
+        ],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "redirect"
+            && c["decision"] == "allowed"
+            && c["process"].to_string().contains("curl")),
+        "{conns:?}"
+    );
+}

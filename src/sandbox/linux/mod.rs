@@ -396,6 +396,9 @@ impl Stage {
             if let Some((b'N', fds)) = receive_fds::<2>(&self.notify) {
                 egress.explicit = fds;
             }
+            if let Some((b'R', fds)) = receive_fds::<2>(&self.notify) {
+                egress.redirected = fds;
+            }
             if plan
                 .namespaces
                 .as_ref()

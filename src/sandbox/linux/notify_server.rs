@@ -1333,9 +1333,16 @@ impl Shared {
                     Route::Refuse => return (Err(Answer::Refused(to)), None),
                 }
             } else if self.refuses(to) {
-                return (Err(Answer::Unreachable(to)), None);
+                // FULL with filtered egress: an address an IP rule allows
+                // goes to the proxy's redirected listener in the namespace.
+                let allowed = self.net_connect == NetConnect::LoopbackOnly
+                    && self.egress.as_ref().is_some_and(|e| e.allows(to));
+                if !allowed {
+                    return (Err(Answer::Unreachable(to)), None);
+                }
+                redirect = Some(to);
             }
-            if self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
+            if redirect.is_none() && self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
                 named = Some(to);
             }
         }

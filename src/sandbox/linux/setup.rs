@@ -587,7 +587,8 @@ fn relay(init: Pid, supervisor: i32) -> ! {
 
 /// Bind the egress proxy's listeners on the namespace's loopback
 /// (127.0.0.1 and, where IPv6 is up, ::1) and hand them to vetto, tagged
-/// `N`, before the notification listener; then the DNS stub's socket
+/// `N`, before the notification listener; then the redirected listeners
+/// (`R`, port 3129: connects an IP rule allows), the DNS stub's socket
 /// (`D`, none if it cannot be bound) and the transparent listeners (`T`).
 /// Ports below 1024 need `CAP_NET_BIND_SERVICE` in the namespace: this
 /// process still has it.
@@ -602,6 +603,13 @@ fn send_egress_listeners(
     let mut fds = vec![v4.as_raw_fd()];
     fds.extend(v6.as_ref().map(AsRawFd::as_raw_fd));
     send_tagged(to, b'N', &fds)?;
+    let redirect = crate::plan::net::NETNS_REDIRECT_PORT;
+    let r4 = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, redirect))
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{redirect} for the egress proxy: {e}"))?;
+    let r6 = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, redirect)).ok();
+    let mut fds = vec![r4.as_raw_fd()];
+    fds.extend(r6.as_ref().map(AsRawFd::as_raw_fd));
+    send_tagged(to, b'R', &fds)?;
     let Some(stub) = stub else { return Ok(()) };
     let dns = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
     let fds: Vec<RawFd> = dns.iter().map(AsRawFd::as_raw_fd).collect();
