@@ -947,3 +947,94 @@ fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_full() {
         "{conns:?}"
     );
 }
+
+/// Runs as an unprivileged user: `npm pack` of a package from a local
+/// registry stand-in (a packument and a tarball served as static files),
+/// with only that registry allowed, works through the proxy; the same
+/// registry under a name no rule allows is refused. Evidence: bare, both
+/// work; sandboxed, only the allowed one.
+fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("registry");
+    let pkg = w.root.join("pkgsrc");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"vetto-canary","version":"1.0.0","description":"x","license":"MIT"}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = 'PACKED-3b9c';\n").unwrap();
+    std::fs::create_dir_all(srv.join("vetto-canary/-")).unwrap();
+    let packed = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(srv.join("vetto-canary/-"))
+        .current_dir(&pkg)
+        .env("npm_config_cache", w.root.join("npm-cache-build"))
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys, json, hashlib, os\n\
+             root = sys.argv[1]\n\
+             class H(http.server.SimpleHTTPRequestHandler):\n\
+             \x20   def do_GET(self):\n\
+             \x20       if self.path.rstrip('/') == '/vetto-canary':\n\
+             \x20           host = self.headers['Host']\n\
+             \x20           tgz = open(os.path.join(root, 'vetto-canary/-/vetto-canary-1.0.0.tgz'), 'rb').read()\n\
+             \x20           doc = {'name': 'vetto-canary', 'dist-tags': {'latest': '1.0.0'}, 'versions': {'1.0.0': {'name': 'vetto-canary', 'version': '1.0.0', 'dist': {'tarball': f'http://{host}/vetto-canary/-/vetto-canary-1.0.0.tgz', 'shasum': hashlib.sha1(tgz).hexdigest()}}}}\n\
+             \x20           body = json.dumps(doc).encode()\n\
+             \x20           self.send_response(200)\n\
+             \x20           self.send_header('Content-Type', 'application/json')\n\
+             \x20           self.send_header('Content-Length', str(len(body)))\n\
+             \x20           self.end_headers()\n\
+             \x20           self.wfile.write(body)\n\
+             \x20       else:\n\
+             \x20           super().do_GET()\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(H, directory=root))\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let script = |name: &str, into: &str| {
+        format!(
+            "mkdir -p \"$TMPDIR/{into}\" && cd \"$TMPDIR/{into}\" && \
+             npm_config_cache=\"$TMPDIR/npm-cache-{into}\" npm pack --silent --registry http://{name}:{port}/ vetto-canary >/dev/null 2>&1 \
+             && tar -xzOf vetto-canary-1.0.0.tgz package/index.js; echo {into}-rc=$?; cd /"
+        )
+    };
+    w.sh_bare(&script("127.0.0.1", "bare"))
+        .assert_stdout_contains("PACKED-3b9c");
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("PACKED-3b9c")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(npm_pack_reaches_only_the_allowed_registry);
