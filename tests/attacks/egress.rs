@@ -1038,3 +1038,86 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
         .assert_stdout_lacks("d-rc=0");
 }
 at_every_tier!(npm_pack_reaches_only_the_allowed_registry);
+
+/// Runs as an unprivileged user: `pip download` from a local package index
+/// stand-in (a PEP 503 "simple" index and a wheel served as static files),
+/// with only that index allowed, works through the proxy; the same index
+/// under a name no rule allows is refused. Evidence: bare, the download
+/// works; sandboxed, only from the allowed name.
+fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("pypi");
+    std::fs::create_dir_all(srv.join("simple/vetto-canary")).unwrap();
+    std::fs::create_dir_all(srv.join("files")).unwrap();
+    let wheel = "vetto_canary-1.0.0-py3-none-any.whl";
+    let made = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import zipfile, sys\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   z.writestr('vetto_canary.py', 'CANARY = \"WHEEL-81f0\"\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
+        ])
+        .arg(srv.join("files").join(wheel))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    std::fs::write(
+        srv.join("simple/vetto-canary/index.html"),
+        format!("<html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>\n"),
+    )
+    .unwrap();
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let script = |name: &str, into: &str| {
+        format!(
+            "python3 -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps \
+             --index-url http://{name}:{port}/simple/ --trusted-host {name} -d \"$TMPDIR/{into}\" vetto-canary >/dev/null 2>&1 \
+             && python3 -c \"import zipfile,sys; print(zipfile.ZipFile(sys.argv[1]).read('vetto_canary.py').decode())\" \"$TMPDIR/{into}/{wheel}\"; \
+             echo {into}-rc=$?"
+        )
+    };
+    w.sh_bare(&script("127.0.0.1", "bare"))
+        .assert_stdout_contains("WHEEL-81f0");
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("WHEEL-81f0")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(pip_download_reaches_only_the_allowed_index);
