@@ -783,7 +783,7 @@ async fn splice_way(
     }
 }
 
-async fn one_way<R, W>(
+pub(crate) async fn one_way<R, W>(
     shared: &Shared,
     r: &mut R,
     w: &mut W,

@@ -915,3 +915,89 @@ fn connections_chain_through_the_upstream_proxy() {
     let (_, up_conns, _) = upstream.finish();
     assert_eq!(only(&up_conns).host.as_deref(), Some("allowed.test"));
 }
+
+#[test]
+fn the_session_byte_limit_closes_tunnels() {
+    let (l, port) = bind();
+    let mut config = pinned_config(port);
+    config.limits.session_bytes = 64 * 1024;
+    let h = Harness::new(config);
+    let token = h.token();
+    let got = h.run(async {
+        echo_server(l).await;
+        let (s, head) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let (mut r, mut w) = s.into_split();
+        let writer = tokio::spawn(async move {
+            let chunk = vec![7u8; 16 * 1024];
+            for _ in 0..64 {
+                if w.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let _ = writer.await;
+        got
+    });
+    assert!(got <= 64 * 1024, "{got} bytes came back");
+    let (stats, conns, _) = h.finish();
+    assert!(only(&conns).detail.contains("byte limit"), "{conns:?}");
+    assert!(stats.bytes() <= 64 * 1024, "{stats:?}");
+}
+
+/// The user-space copy (where splice(2) is unavailable) has the same
+/// bounds: bytes arrive and are counted, a quiet connection times out.
+#[test]
+fn the_user_space_copy_counts_bytes_and_times_out() {
+    let config = Config {
+        limits: Limits {
+            idle_timeout: Duration::from_millis(100),
+            ..Limits::default()
+        },
+        ..Config::default()
+    };
+    let proxy = Proxy::start(config, Arc::new(VecSink::default())).unwrap();
+    let shared = proxy.shared.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (mut job, mut job_side) = tokio::io::duplex(1024);
+        let (mut dest_side, mut dest) = tokio::io::duplex(1024);
+        let mine = std::sync::atomic::AtomicU64::new(0);
+        let total = std::sync::atomic::AtomicU64::new(0);
+        let last = std::sync::atomic::AtomicU64::new(0);
+        let start = std::time::Instant::now();
+        job.write_all(b"hello").await.unwrap();
+        let copy = conn::one_way(
+            &shared,
+            &mut job_side,
+            &mut dest_side,
+            &mine,
+            &total,
+            &last,
+            start,
+        );
+        let read = async {
+            let mut b = [0u8; 5];
+            dest.read_exact(&mut b).await.unwrap();
+            b
+        };
+        let (result, got) = tokio::join!(tokio::time::timeout(GUARD, copy), read);
+        assert_eq!(&got, b"hello");
+        let err = result.expect("hang guard").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(mine.load(std::sync::atomic::Ordering::Relaxed), 5);
+    });
+    drop(rt);
+    proxy.shutdown();
+}
