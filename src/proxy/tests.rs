@@ -1099,3 +1099,61 @@ fn random_bytes_at_the_listener_are_refused_and_recorded() {
         .count();
     assert_eq!(allowed, 1, "{conns:#?}");
 }
+
+/// A server that speaks first (an SSH-style banner), then echoes.
+async fn banner_server(l: std::net::TcpListener) {
+    let l = tokio_listener(l);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                if s.write_all(b"SSH-2.0-test\r\n").await.is_ok() {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                }
+            });
+        }
+    });
+}
+
+/// A server-first protocol works through a tunnel, and the job's first
+/// bytes are still checked after the banner: a TLS hello naming another
+/// host is refused there too.
+#[test]
+fn a_server_first_banner_passes_and_the_jobs_first_bytes_are_still_checked() {
+    let (l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let token = h.token();
+    let (ssh, fronted) = h.run(async {
+        banner_server(l).await;
+        let read_banner = |mut s: TcpStream| async move {
+            let mut b = [0u8; 14];
+            s.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"SSH-2.0-test\r\n");
+            s
+        };
+        let (s, head) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut s = read_banner(s).await;
+        s.write_all(b"SSH-2.0-client\r\n").await.unwrap();
+        let mut b = [0u8; 16];
+        s.read_exact(&mut b).await.unwrap();
+        drop(s);
+        let (s, _) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        let mut s = read_banner(s).await;
+        s.write_all(&sni::tests::hello(Some("denied.test")))
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        (b, out)
+    });
+    assert_eq!(&ssh, b"SSH-2.0-client\r\n");
+    assert!(
+        fronted.is_empty(),
+        "the hello must not come back from the server"
+    );
+    let (_, conns, _) = h.finish();
+    assert_eq!(conns.len(), 2);
+    with_reason(&conns, ConnReason::AllowedByRule);
+    with_reason(&conns, ConnReason::SniMismatch);
+}
