@@ -3,8 +3,8 @@
 //! pinned name), and the latency of short connections both ways, side by
 //! side in one run. Rounds alternate direct and proxied so a loaded machine
 //! hurts both alike. Run: `cargo bench --bench proxy_throughput` (release;
-//! figures in docs/benchmarks.md). `BENCH_GIB` and `BENCH_CONNS` change the
-//! sizes.
+//! figures in docs/benchmarks.md). `BENCH_GIB`, `BENCH_ROUNDS` and `BENCH_CONNS`
+//! change the sizes.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -18,7 +18,6 @@ use vetto::policy::{HostPattern, Origin, PinnedHost};
 use vetto::proxy::{Config, Proxy};
 
 const CHUNK: usize = 256 * 1024;
-const ROUNDS: usize = 3;
 
 /// Counts events instead of writing a log (the log writer is measured by
 /// the report_render bench).
@@ -107,8 +106,30 @@ fn open(server: SocketAddr, proxy: Option<(SocketAddr, &str)>) -> TcpStream {
     s
 }
 
-/// Send `total` bytes and wait for the server's acknowledgement.
-fn transfer(server: SocketAddr, proxy: Option<(SocketAddr, &str)>, total: u64) -> Duration {
+/// CPU time (user + system) of the whole process so far: the client, the
+/// server and the proxy's threads all run in it.
+fn cpu() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    match getrusage(UsageWho::RUSAGE_SELF) {
+        Ok(u) => {
+            let t = |tv: nix::sys::time::TimeVal| {
+                Duration::from_secs(tv.tv_sec().max(0) as u64)
+                    + Duration::from_micros(tv.tv_usec().max(0) as u64)
+            };
+            t(u.user_time()) + t(u.system_time())
+        }
+        Err(_) => Duration::ZERO,
+    }
+}
+
+/// Send `total` bytes and wait for the server's acknowledgement: wall time
+/// and CPU time.
+fn transfer(
+    server: SocketAddr,
+    proxy: Option<(SocketAddr, &str)>,
+    total: u64,
+) -> (Duration, Duration) {
+    let cpu0 = cpu();
     let begin = Instant::now();
     let mut s = open(server, proxy);
     let mut kind = vec![b'T'];
@@ -123,7 +144,7 @@ fn transfer(server: SocketAddr, proxy: Option<(SocketAddr, &str)>, total: u64) -
     }
     let mut ack = [0u8; 1];
     s.read_exact(&mut ack).unwrap_or_else(|e| fail("ack", e));
-    begin.elapsed()
+    (begin.elapsed(), cpu().saturating_sub(cpu0))
 }
 
 /// One short connection: connect (and CONNECT), one byte there and back.
@@ -154,6 +175,7 @@ fn origin() -> Origin {
 fn main() {
     let gib = env_num("BENCH_GIB", 1);
     let conns = env_num("BENCH_CONNS", 2000) as usize;
+    let rounds = env_num("BENCH_ROUNDS", 5) as usize;
     let total = gib << 30;
     let server = server();
     let config = Config {
@@ -181,11 +203,18 @@ fn main() {
 
     let mut direct = Vec::new();
     let mut proxied = Vec::new();
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         direct.push(transfer(server, None, total));
         proxied.push(transfer(server, via, total));
     }
-    let (d, p) = (median(direct.clone()), median(proxied.clone()));
+    let (d, p) = (
+        median(direct.iter().map(|x| x.0).collect()),
+        median(proxied.iter().map(|x| x.0).collect()),
+    );
+    let (dc, pc) = (
+        median(direct.iter().map(|x| x.1).collect()),
+        median(proxied.iter().map(|x| x.1).collect()),
+    );
     let rate = |t: Duration| total as f64 / t.as_secs_f64() / (1u64 << 20) as f64;
 
     let mut lat_direct = Vec::with_capacity(conns);
@@ -198,18 +227,24 @@ fn main() {
     let stats = proxy.shutdown();
 
     println!(
-        "proxy_throughput: {gib} GiB x {ROUNDS} rounds, {conns} short connections, alternating direct/proxied"
+        "proxy_throughput: {gib} GiB x {rounds} rounds, {conns} short connections, alternating direct/proxied"
     );
     println!();
     println!("| measure | direct loopback | through the proxy | proxy / direct |");
     println!("|---|---|---|---|");
     println!(
-        "| 1 GiB transfer, median of {ROUNDS} | {:.0} MiB/s ({:.2} s) | {:.0} MiB/s ({:.2} s) | {:.1}% |",
+        "| {gib} GiB transfer, median of {rounds} | {:.0} MiB/s ({:.2} s) | {:.0} MiB/s ({:.2} s) | {:.1}% |",
         rate(d),
         d.as_secs_f64(),
         rate(p),
         p.as_secs_f64(),
         100.0 * rate(p) / rate(d)
+    );
+    println!(
+        "| CPU time of the transfer (client + server + proxy), median | {:.2} s | {:.2} s | ×{:.2} |",
+        dc.as_secs_f64(),
+        pc.as_secs_f64(),
+        pc.as_secs_f64() / dc.as_secs_f64().max(1e-9)
     );
     println!(
         "| connection + 1-byte round trip, median of {conns} | {:.3} ms | {:.3} ms | +{:.3} ms |",
@@ -222,11 +257,11 @@ fn main() {
         "rounds (s): direct {:?}, proxied {:?}",
         direct
             .iter()
-            .map(|t| (t.as_secs_f64() * 100.0).round() / 100.0)
+            .map(|t| (t.0.as_secs_f64() * 100.0).round() / 100.0)
             .collect::<Vec<_>>(),
         proxied
             .iter()
-            .map(|t| (t.as_secs_f64() * 100.0).round() / 100.0)
+            .map(|t| (t.0.as_secs_f64() * 100.0).round() / 100.0)
             .collect::<Vec<_>>()
     );
     println!(

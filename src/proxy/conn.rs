@@ -393,6 +393,7 @@ fn refusal_response(rec: &Record) -> Vec<u8> {
     match rec.outcome {
         Some((ConnDecision::Failed, _)) => http::response(502, "Bad Gateway", &extra),
         Some((_, ConnReason::Limit)) => http::response(503, "Service Unavailable", &extra),
+        Some((_, ConnReason::Malformed)) => http::response(400, "Bad Request", &extra),
         _ => http::response(403, "Forbidden", &extra),
     }
 }
@@ -545,7 +546,8 @@ pub(crate) async fn open_name(
 }
 
 /// After `200`/SOCKS success: if the job's first bytes are a TLS
-/// ClientHello, its server name must be `name`; then copy.
+/// ClientHello, its server name must be `name` (nothing of the job's reaches
+/// the server before that); then copy.
 pub(crate) async fn tunnel(
     shared: &Shared,
     rec: &mut Record,
@@ -555,23 +557,47 @@ pub(crate) async fn tunnel(
     mut early: Vec<u8>,
 ) {
     if early.is_empty() {
-        // Whoever speaks first: a server-first protocol (SSH banner, SMTP)
-        // is not TLS from the client, so nothing to check.
-        let mut first = Vec::new();
-        tokio::select! {
-            r = read_some(shared, &mut client, &mut first, sni::MAX_HELLO + 4096) => {
-                match r {
-                    Ok(0) => return,
-                    Ok(_) => early = first,
-                    Err(e) => {
-                        if e.kind() == io::ErrorKind::TimedOut {
-                            rec.detail = "idle timeout".into();
-                        }
+        // What is checked is the job's first bytes, whenever they come: a
+        // server-first protocol's banner (SSH, SMTP) is passed to the job
+        // meanwhile, and a readiness wake-up without data changes nothing.
+        let mut banner = vec![0u8; 16 * 1024];
+        loop {
+            let mut first = Vec::new();
+            let event = tokio::select! {
+                r = read_some(shared, &mut client, &mut first, sni::MAX_HELLO + 4096) => Ok(r),
+                r = server.readable() => Err(r),
+            };
+            match event {
+                Ok(Ok(0)) => return,
+                Ok(Ok(_)) => {
+                    early = first;
+                    break;
+                }
+                Ok(Err(e)) => {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        rec.detail = "closed: idle timeout".into();
+                    }
+                    return;
+                }
+                Err(Err(_)) => return,
+                Err(Ok(())) => {
+                    let n = match server.try_read(&mut banner) {
+                        Ok(0) => return,
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(_) => return,
+                    };
+                    if shared.bytes_left() < n as u64 {
+                        rec.detail = "closed: the session's byte limit was reached".into();
                         return;
                     }
+                    if client.write_all(&banner[..n]).await.is_err() {
+                        return;
+                    }
+                    rec.bytes_down += n as u64;
+                    shared.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
-            _ = server.readable() => {}
         }
     }
     if early.first().is_some_and(|&b| sni::looks_like_tls(b)) {
@@ -783,7 +809,7 @@ async fn splice_way(
     }
 }
 
-async fn one_way<R, W>(
+pub(crate) async fn one_way<R, W>(
     shared: &Shared,
     r: &mut R,
     w: &mut W,

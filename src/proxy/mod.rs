@@ -191,7 +191,8 @@ impl Shared {
 }
 
 /// The running proxy. Dropping it without [`Proxy::shutdown`] stops it too,
-/// without waiting.
+/// without waiting. It owns its runtime: start, drop and shut it down from
+/// synchronous code (the supervisor), never from inside another runtime.
 pub struct Proxy {
     shared: Arc<Shared>,
     runtime: tokio::runtime::Runtime,
@@ -298,8 +299,9 @@ impl Proxy {
     /// FS-ONLY: before answering the job's connect, register the redirected
     /// socket's local address (the peer the proxy will see) and where the
     /// job wanted to go. Also usable for a transparent listener's peer, to
-    /// name the process. At most a few thousand may be pending; past that
-    /// the oldest are not kept (their connections are then refused).
+    /// name the process. At most 4,096 may be pending; past that the table
+    /// is emptied (those connections, should they still come, are refused
+    /// and recorded).
     pub fn expect_redirect(&self, peer: SocketAddr, original: Original) {
         if let Ok(mut map) = self.shared.redirects.lock() {
             if map.len() >= MAX_PENDING_REDIRECTS {

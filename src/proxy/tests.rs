@@ -915,3 +915,245 @@ fn connections_chain_through_the_upstream_proxy() {
     let (_, up_conns, _) = upstream.finish();
     assert_eq!(only(&up_conns).host.as_deref(), Some("allowed.test"));
 }
+
+#[test]
+fn the_session_byte_limit_closes_tunnels() {
+    let (l, port) = bind();
+    let mut config = pinned_config(port);
+    config.limits.session_bytes = 64 * 1024;
+    let h = Harness::new(config);
+    let token = h.token();
+    let got = h.run(async {
+        echo_server(l).await;
+        let (s, head) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let (mut r, mut w) = s.into_split();
+        let writer = tokio::spawn(async move {
+            let chunk = vec![7u8; 16 * 1024];
+            for _ in 0..64 {
+                if w.write_all(&chunk).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            got += n;
+        }
+        let _ = writer.await;
+        got
+    });
+    assert!(got <= 64 * 1024, "{got} bytes came back");
+    let (stats, conns, _) = h.finish();
+    assert!(only(&conns).detail.contains("byte limit"), "{conns:?}");
+    assert!(stats.bytes() <= 64 * 1024, "{stats:?}");
+}
+
+/// The user-space copy (where splice(2) is unavailable) has the same
+/// bounds: bytes arrive and are counted, a quiet connection times out.
+#[test]
+fn the_user_space_copy_counts_bytes_and_times_out() {
+    let config = Config {
+        limits: Limits {
+            idle_timeout: Duration::from_millis(100),
+            ..Limits::default()
+        },
+        ..Config::default()
+    };
+    let proxy = Proxy::start(config, Arc::new(VecSink::default())).unwrap();
+    let shared = proxy.shared.clone();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (mut job, mut job_side) = tokio::io::duplex(1024);
+        let (mut dest_side, mut dest) = tokio::io::duplex(1024);
+        let mine = std::sync::atomic::AtomicU64::new(0);
+        let total = std::sync::atomic::AtomicU64::new(0);
+        let last = std::sync::atomic::AtomicU64::new(0);
+        let start = std::time::Instant::now();
+        job.write_all(b"hello").await.unwrap();
+        let copy = conn::one_way(
+            &shared,
+            &mut job_side,
+            &mut dest_side,
+            &mine,
+            &total,
+            &last,
+            start,
+        );
+        let read = async {
+            let mut b = [0u8; 5];
+            dest.read_exact(&mut b).await.unwrap();
+            b
+        };
+        let (result, got) = tokio::join!(tokio::time::timeout(GUARD, copy), read);
+        assert_eq!(&got, b"hello");
+        let err = result.expect("hang guard").unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(mine.load(std::sync::atomic::Ordering::Relaxed), 5);
+    });
+    drop(rt);
+    proxy.shutdown();
+}
+
+/// A tiny deterministic generator (xorshift64*), so a failure reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, max: usize) -> Vec<u8> {
+        let n = (self.next() as usize) % max;
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// The parsers are total over arbitrary input (a cheap stand-in for a fuzz
+/// target): random heads, hellos and names never panic, and no random
+/// input is taken for an allowed request.
+#[test]
+fn parsers_survive_random_input() {
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let rules = rules::Rules {
+        allow: vec![allow("allowed.test", 443)],
+        ..rules::Rules::default()
+    };
+    for _ in 0..20_000 {
+        let mut b = rng.bytes(300);
+        let _ = sni::client_hello(&b);
+        b.extend_from_slice(b"\r\n\r\n");
+        if let Ok(h) = http::parse_head(&b) {
+            let _ = http::authority(&h.target);
+            let _ = http::absolute(&h.target);
+        }
+        let name = String::from_utf8_lossy(&b[..b.len() - 4]).into_owned();
+        assert!(
+            !rules.decide_name(&name, 443).allowed
+                || name
+                    .trim_end_matches('.')
+                    .eq_ignore_ascii_case("allowed.test")
+        );
+    }
+    // Mutations of a real hello, a real head.
+    let hello = sni::tests::hello(Some("allowed.test"));
+    let head = b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: a\r\n\r\n".to_vec();
+    for _ in 0..20_000 {
+        for base in [&hello, &head] {
+            let mut m = base.clone();
+            let i = (rng.next() as usize) % m.len();
+            m[i] = rng.next() as u8;
+            let _ = sni::client_hello(&m);
+            let _ = http::parse_head(&m);
+        }
+    }
+}
+
+/// Random bytes at the explicit listener (HTTP- and SOCKS-looking): each
+/// connection is refused and recorded, and the proxy still serves.
+#[test]
+fn random_bytes_at_the_listener_are_refused_and_recorded() {
+    let (l, port) = bind();
+    let mut config = pinned_config(port);
+    config.limits.idle_timeout = Duration::from_millis(300);
+    let h = Harness::new(config);
+    let token = h.token();
+    h.run(async {
+        echo_server(l).await;
+        let mut rng = Rng(0xdead_beef_0000_0042);
+        for i in 0..200 {
+            let mut junk = rng.bytes(2_000);
+            match i % 3 {
+                0 => junk.insert(0, 5),
+                1 => junk
+                    .splice(0..0, b"CONNECT ".iter().copied())
+                    .for_each(drop),
+                _ => {}
+            }
+            let mut s = TcpStream::connect(h.addr).await.unwrap();
+            let _ = s.write_all(&junk).await;
+            let _ = s.shutdown().await;
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out).await;
+        }
+        let (mut s, head) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        s.write_all(b"ok").await.unwrap();
+        let mut b = [0u8; 2];
+        s.read_exact(&mut b).await.unwrap();
+    });
+    let (_, conns, _) = h.finish();
+    assert_eq!(conns.len(), 201);
+    let allowed = conns
+        .iter()
+        .filter(|c| c.decision == ConnDecision::Allowed)
+        .count();
+    assert_eq!(allowed, 1, "{conns:#?}");
+}
+
+/// A server that speaks first (an SSH-style banner), then echoes.
+async fn banner_server(l: std::net::TcpListener) {
+    let l = tokio_listener(l);
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                if s.write_all(b"SSH-2.0-test\r\n").await.is_ok() {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                }
+            });
+        }
+    });
+}
+
+/// A server-first protocol works through a tunnel, and the job's first
+/// bytes are still checked after the banner: a TLS hello naming another
+/// host is refused there too.
+#[test]
+fn a_server_first_banner_passes_and_the_jobs_first_bytes_are_still_checked() {
+    let (l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let token = h.token();
+    let (ssh, fronted) = h.run(async {
+        banner_server(l).await;
+        let read_banner = |mut s: TcpStream| async move {
+            let mut b = [0u8; 14];
+            s.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"SSH-2.0-test\r\n");
+            s
+        };
+        let (s, head) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        let mut s = read_banner(s).await;
+        s.write_all(b"SSH-2.0-client\r\n").await.unwrap();
+        let mut b = [0u8; 16];
+        s.read_exact(&mut b).await.unwrap();
+        drop(s);
+        let (s, _) = connect(h.addr, &format!("allowed.test:{port}"), Some(&token)).await;
+        let mut s = read_banner(s).await;
+        s.write_all(&sni::tests::hello(Some("denied.test")))
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+        (b, out)
+    });
+    assert_eq!(&ssh, b"SSH-2.0-client\r\n");
+    assert!(
+        fronted.is_empty(),
+        "the hello must not come back from the server"
+    );
+    let (_, conns, _) = h.finish();
+    assert_eq!(conns.len(), 2);
+    with_reason(&conns, ConnReason::AllowedByRule);
+    with_reason(&conns, ConnReason::SniMismatch);
+}
