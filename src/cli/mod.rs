@@ -123,9 +123,11 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "off|host", value_parser = ["off", "host"])]
     pub net: Option<String>,
     /// Filtered egress: allow only these hosts (`*.example.com` wildcards)
+    /// or address ranges (`10.1.2.0/24:5432`), through vetto's proxy
     #[arg(long = "allow-domain", value_name = "HOST[:PORT]")]
     pub allow_domain: Vec<String>,
-    /// Pin a host name to an address for the proxy
+    /// Pin a host name to an address for the proxy (a loopback pin is
+    /// reachable; an internal one also needs an address range)
     #[arg(long, value_name = "HOST:IP")]
     pub resolve: Vec<String>,
     /// Kill the whole process tree after this long (e.g. 90s, 10m)

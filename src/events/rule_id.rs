@@ -199,11 +199,16 @@ impl RuleId {
                  Exfiltration and second-stage downloads need the network."
             }
             RuleId::NetEgressBlocked => {
-                "The job tried to connect to an address outside the sandbox while the network is \
-                 off. At the FULL tier the sandbox has its own network namespace with nothing but \
-                 loopback: vetto sees the connect(), names the process and refuses it as the \
-                 missing route would (ENETUNREACH). A name lookup shows up as a connection to \
-                 the resolver (port 53). Exfiltration and second-stage downloads need the network."
+                "The job tried to connect to a destination the policy does not allow. With the \
+                 network off, at the FULL tier the sandbox has its own network namespace with \
+                 nothing but loopback: vetto sees the connect(), names the process and refuses it \
+                 as the missing route would (ENETUNREACH); a name lookup shows up as a connection \
+                 to the resolver (port 53). With filtered egress (`[network] allow`), vetto's \
+                 proxy refused a name, port or address no rule allows (or a TLS server name that \
+                 disagrees with the allowed one), the DNS stub refused to resolve a name (the \
+                 target is the queried name), or the supervisor refused a direct connect() past \
+                 the proxy (FS-ONLY, ECONNREFUSED). Exfiltration and second-stage downloads need \
+                 the network."
             }
             RuleId::SyscallDenied => {
                 "The job made a system call that the sandbox never allows (ptrace, io_uring, \
@@ -291,10 +296,12 @@ impl RuleId {
                  install), not for the whole pipeline:\n\n\
                  ```toml\n[network]\nmode = \"host\"\n```\n\n\
                  or `--net host`. That opens everything: a dependency can then send anything it \
-                 could read anywhere. Filtered egress to named hosts through vetto's proxy \
-                 (`allow = [\"registry.npmjs.org\"]`, `--allow-domain`) is not built yet: vetto \
-                 refuses such a policy rather than run it unfiltered. Check who asked first: \
-                 unexpected hosts contacted by a dependency are the usual sign of exfiltration."
+                 could read anywhere. Better, allow only the hosts the step needs, through \
+                 vetto's proxy, for every program of the job:\n\n\
+                 ```toml\n[network]\nallow = [\"registry.npmjs.org\", \"10.1.2.0/24:5432\"]\n```\n\n\
+                 or `--allow-domain registry.npmjs.org` (docs/network.md). Check who asked \
+                 first: unexpected hosts contacted by a dependency are the usual sign of \
+                 exfiltration."
             }
             RuleId::SyscallDenied => {
                 "There is no policy switch for these calls: builds and tests do not need them, and \

@@ -11,7 +11,23 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-pub use imp::{SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, terminal};
+/// FULL with filtered egress: the sockets the stage made inside the job's
+/// network namespace and handed to vetto.
+#[derive(Debug, Default)]
+pub struct EgressSockets {
+    /// The proxy's explicit listeners (127.0.0.1 and ::1, port 3128).
+    pub explicit: Vec<std::os::fd::OwnedFd>,
+    /// The proxy's redirected listeners (127.0.0.1 and ::1, port 3129).
+    pub redirected: Vec<std::os::fd::OwnedFd>,
+    /// The DNS stub's UDP socket (127.0.0.53:53).
+    pub dns: Option<std::os::fd::OwnedFd>,
+    /// Transparent listeners (0.0.0.0, the stub's ports).
+    pub transparent: Vec<std::os::fd::OwnedFd>,
+}
+
+pub use imp::{
+    SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, splice, terminal,
+};
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).

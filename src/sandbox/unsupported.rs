@@ -29,6 +29,7 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
     pub secrets: Option<crate::sandbox::SecretFeed>,
     pub nproc_limit: Option<crate::sandbox::NprocLimit>,
+    pub egress: crate::sandbox::EgressSockets,
 }
 
 impl Spawned {
@@ -110,6 +111,7 @@ pub mod notify_server {
         _listener: OwnedFd,
         _plan: &NotifyPlan,
         _shares: Option<std::sync::Arc<super::memory::Shares>>,
+        _egress: Option<std::sync::Arc<dyn crate::supervisor::notify::EgressBroker>>,
         _events: Sender<NotifyEvent>,
     ) -> io::Result<NotifyServer> {
         Err(io::Error::new(
@@ -120,6 +122,33 @@ pub mod notify_server {
 }
 
 /// `--max-memory` shares: there is never a sandbox here to share among.
+/// No `splice(2)`: the proxy copies through user space.
+pub mod splice {
+    use std::io;
+    use std::os::fd::BorrowedFd;
+
+    #[derive(Debug)]
+    pub struct Pipe {
+        _never: (),
+    }
+
+    impl Pipe {
+        pub fn new() -> io::Result<Pipe> {
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
+        pub fn fill_from(&self, _src: BorrowedFd<'_>, _max: usize) -> io::Result<usize> {
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
+        pub fn drain_to(&self, _dst: BorrowedFd<'_>, _len: usize) -> io::Result<usize> {
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
+    }
+
+    pub fn shutdown_write(_fd: BorrowedFd<'_>) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
 pub mod memory {
     #[derive(Debug)]
     pub struct Shares {

@@ -88,7 +88,23 @@ fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
         RuleId::FsWriteDenied => flag("--allow-write", path.parent().unwrap_or(&path)),
         RuleId::UnixSocketDenied => flag("--allow-write", &path),
         RuleId::FsReadDenied => flag("--allow-read", &path),
-        RuleId::NetSocketDenied | RuleId::NetEgressBlocked => "--net host".into(),
+        RuleId::NetSocketDenied => "--net host".into(),
+        // The one destination, through the proxy; not the whole network.
+        RuleId::NetEgressBlocked => match target {
+            Target::Address {
+                addr,
+                port: Some(p),
+            } if addr.contains(':') => format!("--allow-domain [{addr}]:{p}"),
+            Target::Address {
+                addr,
+                port: Some(p),
+            }
+            | Target::Host {
+                host: addr,
+                port: Some(p),
+            } => format!("--allow-domain {}:{p}", escaped(addr)),
+            _ => "--net host".into(),
+        },
         RuleId::GitPersistenceBlocked
         | RuleId::PersistencePlanted
         | RuleId::CiControlFileBlocked => {
@@ -204,6 +220,25 @@ mod tests {
         let all = lines(&decisions, 0, false, true, home);
         assert_eq!(all.len(), 5);
         assert!(all[4].ends_with("--allow-write ~/.cache/tool"), "{all:?}");
+    }
+
+    #[test]
+    fn a_refused_destination_is_allowed_by_naming_it_not_by_opening_the_network() {
+        let home = Path::new("/home/u");
+        let mut v4 = event("connect", "", Reason::Egress);
+        v4.addr = Some("10.1.2.3:5432".parse().unwrap_or_else(|_| unreachable!()));
+        let mut v6 = event("connect", "", Reason::Egress);
+        v6.addr = Some(
+            "[2001:db8::1]:443"
+                .parse()
+                .unwrap_or_else(|_| unreachable!()),
+        );
+        let out = lines(&[v4, v6], 0, false, true, home);
+        assert!(out[1].ends_with("--allow-domain 10.1.2.3:5432"), "{out:?}");
+        assert!(
+            out[2].ends_with("--allow-domain [2001:db8::1]:443"),
+            "{out:?}"
+        );
     }
 
     #[test]

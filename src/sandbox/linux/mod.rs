@@ -27,6 +27,7 @@ mod proc;
 pub mod process;
 mod seccomp;
 mod setup;
+pub mod splice;
 mod sys;
 pub mod terminal;
 mod traps;
@@ -99,6 +100,9 @@ pub struct Spawned {
     pub secrets: Option<crate::sandbox::SecretFeed>,
     /// The `RLIMIT_NPROC` the job runs under (`--max-procs`).
     pub nproc_limit: Option<crate::sandbox::NprocLimit>,
+    /// FULL with filtered egress: the sockets the stage made in the job's
+    /// network namespace, for the supervisor to serve.
+    pub egress: crate::sandbox::EgressSockets,
     /// The init's reports, as they arrive.
     reports: Reports,
     /// `--max-memory` held by a cgroup v2: the job's, removed when this
@@ -400,6 +404,31 @@ impl Stage {
             Some(ns) if ns.masks().next().is_some() => traps::receive_and_serve(&self.notify, ns),
             _ => None,
         };
+        // Then PID 1 sends the egress proxy's listeners (FULL, filtered
+        // egress), before the notification listener.
+        let mut egress = crate::sandbox::EgressSockets::default();
+        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
+            if let Some((b'N', fds)) = receive_fds::<2>(&self.notify) {
+                egress.explicit = fds;
+            }
+            if let Some((b'R', fds)) = receive_fds::<2>(&self.notify) {
+                egress.redirected = fds;
+            }
+            if plan
+                .namespaces
+                .as_ref()
+                .is_some_and(|n| n.dns_stub.is_some())
+            {
+                if let Some((b'D', fds)) = receive_fds::<1>(&self.notify) {
+                    egress.dns = fds.into_iter().next();
+                }
+                if let Some((b'T', fds)) =
+                    receive_fds::<{ crate::plan::net::MAX_TRANSPARENT_PORTS }>(&self.notify)
+                {
+                    egress.transparent = fds;
+                }
+            }
+        }
         let listener = if plan.seccomp.record_denials
             || plan
                 .seccomp
@@ -439,6 +468,11 @@ impl Stage {
                 Err(_) => SetupError::Stage("the sandbox stage failed".into()),
             });
         }
+        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) && egress.explicit.is_empty() {
+            return Err(SetupError::Stage(
+                "the sandbox did not hand over the egress proxy's listeners".into(),
+            ));
+        }
         let pid = self.pid;
         // Launched: from here the supervisor owns the process.
         self.pid = 0;
@@ -448,6 +482,7 @@ impl Stage {
             listener,
             secrets,
             nproc_limit: binding,
+            egress,
             reports,
             cgroup,
         })

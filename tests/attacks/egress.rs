@@ -1,0 +1,1123 @@
+//! Filtered egress (`--allow-domain`): every TCP connection of the job goes
+//! through vetto's proxy, which lets through only the allowed names. No
+//! internet: the servers run on the host's loopback, and the names are
+//! pinned to them with `--resolve` (the proxy resolves and connects itself).
+//!
+//! Process attribution: a connection the supervisor refuses on a notified
+//! `connect()` (FS-ONLY: a direct connect to anything but the proxy) names
+//! the process; one the proxy refuses after an explicit request (`CONNECT`,
+//! an absolute-form request, SOCKS) does not — the proxy sees a socket, not
+//! who holds it — and is recorded with the name.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
+
+/// A plain HTTP server on the host's loopback that answers every request
+/// with `body` and counts the requests it saw.
+struct Server {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(body: &'static str) -> Server {
+        Server::start_on("127.0.0.1:0", body)
+    }
+
+    fn start_on(addr: &str, body: &'static str) -> Server {
+        let l = TcpListener::bind(addr).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut head = String::new();
+                let mut r = BufReader::new(&s);
+                loop {
+                    let mut line = String::new();
+                    match r.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if line == "\r\n" || line == "\n" => break,
+                        Ok(_) => head.push_str(&line),
+                    }
+                }
+                if head.is_empty() {
+                    continue;
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(reply.as_bytes());
+            }
+        });
+        Server { port, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+const ALLOWED_BODY: &str = "ALLOWED-SERVER-7a1d";
+const DENIED_BODY: &str = "DENIED-SERVER-exfil-4c2b";
+
+/// The session log's events of one type.
+fn events(dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// `net-egress-blocked` violations whose target mentions `needle`.
+fn blocked(dir: &Path, needle: &str) -> Vec<Value> {
+    events(dir, "violation")
+        .into_iter()
+        .filter(|v| v["rule"] == "net-egress-blocked" && v["target"].to_string().contains(needle))
+        .collect()
+}
+
+/// Options that allow `allowed.test:PORT` only, with both test names pinned
+/// to the host's loopback, and a report directory.
+fn egress_options(w: &World, allowed_port: u16) -> (Vec<String>, std::path::PathBuf) {
+    let dir = w.root.join("reports");
+    let opts = vec![
+        "--allow-domain".into(),
+        format!("allowed.test:{allowed_port}"),
+        "--resolve".into(),
+        "allowed.test:127.0.0.1".into(),
+        "--resolve".into(),
+        "denied.test:127.0.0.1".into(),
+        "--report-dir".into(),
+        dir.to_str().unwrap().into(),
+    ];
+    (opts, dir)
+}
+
+fn run_sh(w: &World, opts: &[String], script: &str) -> crate::util::Out {
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    w.sandboxed_with(&opts, &["sh", "-c", script])
+        .timeout(Duration::from_secs(90))
+        .run()
+}
+
+/// Runs as an unprivileged user: `curl` through the proxy variables vetto
+/// sets reaches the allowed server, and the same `curl` to `denied.test`
+/// (a server that would take the job's data) gets nothing. Evidence: bare,
+/// curl reaches both servers; sandboxed, only the allowed one, and the
+/// refusal of `denied.test` is in the session log.
+fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+
+    let bare = w.sh_bare(&format!(
+        "curl -s -m 10 --resolve allowed.test:{a}:127.0.0.1 http://allowed.test:{a}/; echo; \
+         curl -s -m 10 --resolve denied.test:{d}:127.0.0.1 http://denied.test:{d}/"
+    ));
+    bare.assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    assert_eq!(
+        (allowed.hits(), denied.hits()),
+        (1, 1),
+        "control: bare, both are reached"
+    );
+
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 http://allowed.test:{a}/; echo; curl -s -m 20 http://denied.test:{d}/; echo; \
+             test -n \"$HTTPS_PROXY\" && test -n \"$https_proxy\" && echo \"$ALL_PROXY\" | grep -q '^socks5h://' && echo vars-set; \
+             echo \"PROXY=$HTTP_PROXY\""
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("vars-set")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the sandboxed request reached denied.test\n{}",
+        out.dump()
+    );
+    assert_eq!(allowed.hits(), 2, "{}", out.dump());
+    assert!(
+        !blocked(&dir, "denied.test").is_empty(),
+        "the refusal of denied.test is not in the session log\n{}",
+        out.dump()
+    );
+    // The credential is the job's alone: not in vetto's words, not in the log.
+    let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap_or_default();
+    let start = events(&dir, "session-start");
+    assert!(
+        start
+            .first()
+            .is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
+        "{log}"
+    );
+    let end = events(&dir, "session-end");
+    assert!(
+        end.first()
+            .is_some_and(|e| e["proxy_bytes"].as_u64().unwrap_or(0) > 0),
+        "no proxy bytes in the session end: {end:?}"
+    );
+    let stdout = out.stdout();
+    let secret = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("PROXY=http://vetto:"))
+        .and_then(|rest| rest.split('@').next())
+        .unwrap_or_default();
+    assert!(
+        secret.len() >= 32,
+        "no credential in HTTP_PROXY\n{}",
+        out.dump()
+    );
+    assert!(
+        !log.contains(secret),
+        "the credential is in the session log"
+    );
+    assert!(
+        !out.stderr().contains(secret),
+        "the credential was printed\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
+
+/// openssl's TLS test server on the host's loopback, with a certificate
+/// for `allowed.test` made here; killed when dropped.
+struct TlsServer(std::process::Child);
+
+impl TlsServer {
+    fn start(w: &World) -> (TlsServer, u16) {
+        let certs = w.root.join("tls");
+        std::fs::create_dir_all(&certs).unwrap();
+        let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+            ])
+            .arg("/CN=allowed.test")
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-key")
+            .arg(&key)
+            .arg("-cert")
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "openssl s_server did not start"
+        );
+        (TlsServer(server), port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs as an unprivileged user: HTTPS through the proxy (`CONNECT`) to a
+/// TLS server (openssl's, with a certificate made here) reaches it when
+/// the name is allowed. Evidence: bare and sandboxed the page arrives; a
+/// sandboxed `CONNECT` to `denied.test` on the same server does not.
+fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (server, port) = TlsServer::start(&w);
+    let page = "s_server";
+    w.sh_bare(&format!(
+        "curl -sk -m 10 --resolve allowed.test:{port}:127.0.0.1 https://allowed.test:{port}/"
+    ))
+    .assert_stdout_contains(page);
+
+    let (opts, dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -sk -m 20 https://allowed.test:{port}/; echo; \
+             curl -sk -m 20 https://denied.test:{port}/ && echo denied-reached; echo done"
+        ),
+    );
+    drop(server);
+    out.assert_ran()
+        .assert_stdout_contains(page)
+        .assert_stdout_contains("done")
+        .assert_stdout_lacks("denied-reached");
+    assert!(!blocked(&dir, "denied.test").is_empty(), "{}", out.dump());
+}
+at_every_tier!(https_to_the_allowed_name_works_and_to_another_name_does_not);
+
+/// Runs as an unprivileged user: a program that ignores the proxy
+/// variables (`curl --noproxy '*'`) connects straight to a local server.
+/// Evidence: bare it is reached; sandboxed it is not. At FS-ONLY the
+/// supervisor refuses the notified connect (`ECONNREFUSED`) and records it
+/// with the process; at FULL 127.0.0.1 is the job's own loopback, where
+/// nothing listens, so there is nothing to record.
+fn a_direct_connection_past_the_proxy_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let d = denied.port;
+    w.sh_bare(&format!("curl -s -m 10 http://127.0.0.1:{d}/"))
+        .assert_stdout_contains(DENIED_BODY);
+
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 --noproxy '*' http://127.0.0.1:{d}/; echo rc=$?"),
+    );
+    out.assert_ran().assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the direct connection arrived\n{}",
+        out.dump()
+    );
+    if tier == Tier::FsOnly {
+        out.assert_stdout_contains("rc=7");
+        let hits = blocked(&dir, &d.to_string());
+        assert!(
+            hits.iter()
+                .any(|v| v["process"].to_string().contains("curl")),
+            "the refused connect is not recorded with curl\n{hits:?}\n{}",
+            out.dump()
+        );
+    }
+}
+at_every_tier!(a_direct_connection_past_the_proxy_is_refused);
+
+/// Runs as an unprivileged user: an allowed name that resolves to the
+/// cloud metadata address (DNS rebinding, a poisoned pin) is not
+/// connected to without an IP rule naming that address. Evidence: the
+/// session log records the refusal; the job gets no answer. (Nothing on
+/// this host serves 169.254.169.254, so the bare half is the control that
+/// the same request without the rule would be attempted: curl's own
+/// resolution is pinned there and it tries to connect.)
+fn a_name_pinned_to_the_metadata_address_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let dir = w.root.join("reports");
+    let out = w
+        .sandboxed_with(
+            &[
+                "--allow-domain",
+                "meta.test",
+                "--resolve",
+                "meta.test:169.254.169.254",
+                "--report-dir",
+                dir.to_str().unwrap(),
+            ],
+            &[
+                "sh",
+                "-c",
+                "curl -s -m 20 http://meta.test/latest/meta-data/; echo rc=$?",
+            ],
+        )
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_ran();
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "meta.test" && c["decision"] == "denied"),
+        "the metadata connection is not refused\n{conns:?}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(a_name_pinned_to_the_metadata_address_is_refused);
+
+/// Runs as an unprivileged user: a process that finds the proxy's address
+/// but not its credential (another local user's program, or the job with
+/// the credential stripped) is refused. Evidence: with the credential the
+/// allowed server answers; without it, nothing reaches the server.
+fn the_proxy_refuses_a_client_without_the_credential(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let (opts, _dir) = egress_options(&w, a);
+    // Strip `vetto:SECRET@` from the proxy URL and use what is left.
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "bare=$(echo \"$HTTP_PROXY\" | sed 's#//[^@]*@#//#'); \
+             curl -s -m 20 http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --proxy \"$bare\" http://allowed.test:{a}/ && echo; echo stripped-done"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("stripped-done")
+        .assert_stdout_contains(ALLOWED_BODY);
+    assert_eq!(
+        allowed.hits(),
+        1,
+        "a request without the credential reached the server\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(the_proxy_refuses_a_client_without_the_credential);
+
+/// Fetch `/` from 127.0.0.1:{A} with a blocking and a non-blocking connect
+/// (no timeout set: Python's timeouts make every socket non-blocking), and
+/// from {D}.
+const PY_GET: &str = r#"python3 - <<'PY'
+import socket, select
+def get(port, blocking):
+    s = socket.socket()
+    try:
+        if blocking:
+            s.connect(('127.0.0.1', port))
+        else:
+            s.setblocking(False)
+            s.connect_ex(('127.0.0.1', port))
+            select.select([], [s], [], 20)
+            e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if e:
+                raise OSError(e, 'connect')
+            s.setblocking(True)
+        s.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
+        got = b''
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        print(port, blocking, got.decode(errors='replace').split('\r\n\r\n')[-1])
+    except OSError as e:
+        print(port, blocking, 'refused', e.errno)
+get({A}, True)
+get({A}, False)
+get({D}, True)
+PY"#;
+
+/// Runs as an unprivileged user, at FS-ONLY: an address an IP rule allows
+/// is reached without any proxy variable — the supervisor redirects the
+/// job's notified connect to the proxy, which connects to the address
+/// itself — blocking and non-blocking, and over IPv6 where the host has
+/// `::1`. A port the rule does not name is refused. Evidence: bare, both
+/// servers answer; sandboxed, only the one the rule names.
+#[test]
+fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = PY_GET
+        .replace("{A}", &a.to_string())
+        .replace("{D}", &d.to_string());
+    let bare = w.sh_bare(&script);
+    bare.assert_stdout_contains(&format!("{d} True {DENIED_BODY}"));
+    let dir = w.root.join("reports");
+    let out = run_sh(
+        &w,
+        &[
+            "--allow-domain".into(),
+            format!("127.0.0.1:{a}"),
+            "--report-dir".into(),
+            dir.to_str().unwrap().into(),
+        ],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(&format!("{a} True {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{a} False {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{d} True refused 111"))
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["via"] == "redirect" && c["decision"] == "allowed" && c["port"] == a),
+        "the redirected connection is not recorded\n{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: a DNS query sent straight to a resolver
+/// (DNS tunnelling: the data rides in the queried name) does not arrive.
+/// At FS-ONLY the UDP socket itself is refused (and recorded as
+/// `net-socket-denied`: the query is never made, so its name is not
+/// known); at FULL the datagram goes to the namespace's own loopback.
+/// Evidence: bare, the test's resolver receives the query; sandboxed, not.
+fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let resolver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    resolver.set_nonblocking(true).unwrap();
+    let port = resolver.local_addr().unwrap().port();
+    let allowed = Server::start(ALLOWED_BODY);
+    // A query for <canary>.denied.test, as `dig @127.0.0.1 -p PORT` sends it.
+    let script = format!(
+        "python3 -c \"\nimport socket\nq = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + \
+         b'\\x0bcanary-5f3e\\x06denied\\x04test\\x00\\x00\\x01\\x00\\x01'\ntry:\n\
+         \x20   socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(q, ('127.0.0.1', {port})); print('sent')\n\
+         except OSError as e:\n\x20   print('refused', e.errno)\n\""
+    );
+    w.sh_bare(&script).assert_stdout_contains("sent");
+    let mut buf = [0u8; 512];
+    let (n, _) = resolver
+        .recv_from(&mut buf)
+        .expect("control: the bare query arrives");
+    assert!(buf[..n].windows(11).any(|w| w == b"canary-5f3e"));
+
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran();
+    assert!(
+        resolver.recv_from(&mut buf).is_err(),
+        "a sandboxed DNS query arrived\n{}",
+        out.dump()
+    );
+    if tier == Tier::FsOnly {
+        out.assert_stdout_contains("refused 1");
+        let socket_denied = events(&dir, "violation")
+            .into_iter()
+            .any(|v| v["rule"] == "net-socket-denied");
+        assert!(socket_denied, "{}", out.dump());
+    }
+}
+at_every_tier!(a_dns_query_past_the_proxy_does_not_arrive);
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// variables (`curl --noproxy '*'`) reaches an allowed name by name — the
+/// DNS stub in the namespace answers with a synthetic address that stands
+/// for it, and the transparent listener on that port takes the connection
+/// to the proxy — while a name no rule allows gets NXDOMAIN and the query
+/// is recorded with the name (the tunnelling canary). Evidence: bare, curl
+/// reaches both servers; sandboxed, only the allowed one.
+#[test]
+fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_full() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    w.sh_bare(&format!(
+        "curl -s -m 10 --resolve canary-5f3e.denied.test:{d}:127.0.0.1 http://canary-5f3e.denied.test:{d}/"
+    ))
+    .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 --noproxy '*' http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --noproxy '*' http://canary-5f3e.denied.test:{d}/; echo rc=$?"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=6")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == "canary-5f3e.denied.test"
+            && c["decision"] == "denied"),
+        "the refused query is not recorded with its name\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(
+        conns.iter().any(|c| c["via"] == "transparent"
+            && c["host"] == "allowed.test"
+            && c["decision"] == "allowed"),
+        "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: `--audit` with a network policy blocks
+/// nothing but sends every connection through the proxy, which records
+/// it — what `vetto policy suggest` learns the names from. Evidence: the
+/// request to a name the policy does not allow arrives (audit), and the
+/// session log has it as an observed connection with its name.
+#[test]
+fn audit_lets_every_destination_through_the_proxy_and_records_it() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let (mut opts, dir) = egress_options(&w, a);
+    opts.push("--audit".into());
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let out = w
+        .vetto(
+            &[
+                &["run", "--project", w.project.to_str().unwrap()][..],
+                &opts,
+                &[
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("curl -s -m 20 http://denied.test:{d}/"),
+                ],
+            ]
+            .concat(),
+        )
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_ran().assert_stdout_contains(DENIED_BODY);
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "denied.test" && c["decision"] == "observed"),
+        "{conns:?}\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: a process that made itself
+/// non-dumpable (as ssh and gpg-agent do) hides its memory and descriptors
+/// from a same-uid supervisor, which then cannot decide on its connect: the
+/// connect is refused, never let through. Evidence: the same script reaches
+/// the address an IP rule allows while dumpable, and not after
+/// `PR_SET_DUMPABLE 0`.
+#[test]
+fn a_non_dumpable_job_cannot_connect_past_the_supervisor_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let script = format!(
+        "python3 -c \"\nimport ctypes, socket, sys\nif sys.argv[1] == 'hide':\n\
+         \x20   ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\ns = socket.socket()\ntry:\n\
+         \x20   s.connect(('127.0.0.1', {a})); print(sys.argv[1], 'connected')\n\
+         except OSError as e:\n\x20   print(sys.argv[1], 'refused', e.errno)\n\" "
+    );
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("127.0.0.1:{a}")],
+        &format!("{script} show; {script} hide"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("show connected")
+        .assert_stdout_contains("hide refused 1");
+}
+
+/// Runs as an unprivileged user: a policy with filtered egress at the
+/// SECCOMP tier is refused (125) with the truth — which tiers filter
+/// egress and what to pass instead — never run with the network open or
+/// silently off.
+#[test]
+fn filtered_egress_at_the_seccomp_tier_is_refused_with_the_truth() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let out = w
+        .sandboxed_at(
+            "seccomp",
+            &["--allow-domain", "registry.npmjs.org"],
+            &["true"],
+        )
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("FULL and FS-ONLY tiers only")
+        .assert_stderr_contains("--tier fs-only or --tier full");
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: the same over IPv6 — an IPv6
+/// socket's connect to an address a range allows is redirected to the
+/// proxy's `[::1]` listener; one to another IPv6 loopback port is refused.
+/// Evidence: bare, both servers answer; sandboxed, only the allowed one.
+#[test]
+fn an_ipv6_connect_is_redirected_or_refused_like_ipv4_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    if let Err(e) = TcpListener::bind("[::1]:0") {
+        assert!(
+            !crate::util::required_by_name("ipv6"),
+            "VETTO_TEST_REQUIRE lists ipv6, but the host has no IPv6 loopback: {e}"
+        );
+        crate::util::skip::say(&crate::util::test_name(), &format!("no IPv6 loopback: {e}"));
+        return;
+    }
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start_on("[::1]:0", ALLOWED_BODY);
+    let denied = Server::start_on("[::1]:0", DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = format!(
+        "curl -s -m 20 'http://[::1]:{a}/'; echo; curl -s -m 20 'http://[::1]:{d}/'; echo rc=$?"
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("[::1]:{a}")],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+}
+
+/// The host's own non-loopback address (the one a route out would use),
+/// if it has one: a UDP "connect" picks it without sending anything.
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// connects to a server on the host's own network address. Evidence: bare
+/// it is reached; sandboxed the connect is refused (`ENETUNREACH`: the
+/// namespace has no route) and recorded with curl as the process.
+#[test]
+fn a_direct_connection_to_a_host_address_is_refused_and_recorded_at_full() {
+    require!(Tier::Full.feature());
+    let Some(ip) = host_address() else {
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "the host has no non-loopback address",
+        );
+        return;
+    };
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start_on("0.0.0.0:0", DENIED_BODY);
+    let url = format!("http://{ip}:{}/", denied.port);
+    w.sh_bare(&format!("curl -s -m 10 {url}"))
+        .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 --noproxy '*' {url}; echo rc=$?"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let hits = blocked(&dir, &ip.to_string());
+    assert!(
+        hits.iter()
+            .any(|v| v["process"].to_string().contains("curl")),
+        "the refused connect is not recorded with curl\n{hits:?}\n{}",
+        out.dump()
+    );
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["addr"] == ip.to_string() && c["decision"] == "denied"),
+        "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: domain fronting — a `CONNECT` for the
+/// allowed name whose TLS ClientHello names another server — is refused
+/// by the proxy, which reads the server name before relaying a byte.
+/// Evidence: the same client, through the same `CONNECT`, completes a TLS
+/// handshake with the allowed name in its ClientHello, and none with
+/// `denied.test` in it.
+fn a_connect_whose_tls_server_name_disagrees_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (server, port) = TlsServer::start(&w);
+    let script = PY_FRONTING.replace("{PORT}", &port.to_string());
+    let (opts, dir) = egress_options(&w, port);
+    let out = run_sh(&w, &opts, &script);
+    drop(server);
+    out.assert_ran()
+        .assert_stdout_contains("allowed.test tls")
+        .assert_stdout_contains("denied.test refused");
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["reason"] == "sni-mismatch" && c["decision"] == "denied"),
+        "the fronted CONNECT is not refused for its server name\n{conns:?}\n{}",
+        out.dump()
+    );
+}
+
+/// `CONNECT allowed.test:{PORT}` through `$HTTPS_PROXY`, then a TLS
+/// handshake naming each server in turn.
+const PY_FRONTING: &str = r#"python3 - <<'PY'
+import os, socket, ssl, base64, urllib.parse
+u = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+auth = base64.b64encode(f'{u.username}:{u.password}'.encode()).decode()
+for sni in ['allowed.test', 'denied.test']:
+    s = socket.create_connection((u.hostname, u.port), 20)
+    s.sendall(f'CONNECT allowed.test:{PORT} HTTP/1.1\r\nHost: allowed.test:{PORT}\r\nProxy-Authorization: Basic {auth}\r\n\r\n'.encode())
+    s.recv(4096)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        ctx.wrap_socket(s, server_hostname=sni).do_handshake()
+        print(sni, 'tls')
+    except (OSError, ssl.SSLError) as e:
+        print(sni, 'refused', e)
+PY"#;
+at_every_tier!(a_connect_whose_tls_server_name_disagrees_is_refused);
+
+/// Runs as an unprivileged user: `git clone` over HTTP from a local git
+/// server (a bare repository served as static files, git's "dumb" HTTP)
+/// works through the proxy with only that host allowed, and the same
+/// server under a name no rule allows is refused. Evidence: bare, both
+/// clones work; sandboxed, only the allowed one.
+fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&srv, &["init", "-q", "work"]);
+    std::fs::write(srv.join("work/README"), "CLONED-7e11\n").unwrap();
+    git(&srv.join("work"), &["add", "README"]);
+    git(&srv.join("work"), &["commit", "-qm", "one"]);
+    git(&srv, &["clone", "-q", "--bare", "work", "origin.git"]);
+    git(&srv.join("origin.git"), &["update-server-info"]);
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    // Into $TMPDIR: a repository inside the project is refused (nested-repo).
+    let script = |name: &str, into: &str| {
+        format!(
+            "git clone -q http://{name}:{port}/origin.git \"$TMPDIR/{into}\" && cat \"$TMPDIR/{into}/README\"; echo {into}-rc=$?"
+        )
+    };
+    w.sh_bare(&format!(
+        "{}; {}",
+        script("127.0.0.1", "bare-a"),
+        script("localhost", "bare-b")
+    ))
+    .assert_stdout_contains("bare-a-rc=0")
+    .assert_stdout_contains("bare-b-rc=0");
+
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("CLONED-7e11")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(git_clone_reaches_only_the_allowed_git_host);
+
+/// Runs as an unprivileged user, at FULL: an address an IP rule allows is
+/// reached without proxy variables — the supervisor sends the job's
+/// notified connect to the proxy's redirected listener inside the
+/// namespace, and the proxy connects to the address from outside — while
+/// another port of the same host stays unreachable. Evidence: bare, both
+/// servers answer; sandboxed, only the one the rule names.
+#[test]
+fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_full() {
+    require!(Tier::Full.feature());
+    let Some(ip) = host_address() else {
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "the host has no non-loopback address",
+        );
+        return;
+    };
+    let w = World::at(Tier::Full);
+    let allowed = Server::start_on("0.0.0.0:0", ALLOWED_BODY);
+    let denied = Server::start_on("0.0.0.0:0", DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = format!(
+        "curl -s -m 20 --noproxy '*' http://{ip}:{a}/; echo; curl -s -m 20 --noproxy '*' http://{ip}:{d}/; echo rc=$?"
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    let dir = w.root.join("reports");
+    let out = run_sh(
+        &w,
+        &[
+            "--allow-domain".into(),
+            format!("{ip}:{a}"),
+            "--report-dir".into(),
+            dir.to_str().unwrap().into(),
+        ],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "redirect"
+            && c["decision"] == "allowed"
+            && c["process"].to_string().contains("curl")),
+        "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: `npm pack` of a package from a local
+/// registry stand-in (a packument and a tarball served as static files),
+/// with only that registry allowed, works through the proxy; the same
+/// registry under a name no rule allows is refused. Evidence: bare, both
+/// work; sandboxed, only the allowed one.
+fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("registry");
+    let pkg = w.root.join("pkgsrc");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::write(
+        pkg.join("package.json"),
+        r#"{"name":"vetto-canary","version":"1.0.0","description":"x","license":"MIT"}"#,
+    )
+    .unwrap();
+    std::fs::write(pkg.join("index.js"), "module.exports = 'PACKED-3b9c';\n").unwrap();
+    std::fs::create_dir_all(srv.join("vetto-canary/-")).unwrap();
+    let packed = std::process::Command::new("npm")
+        .args(["pack", "--silent", "--pack-destination"])
+        .arg(srv.join("vetto-canary/-"))
+        .current_dir(&pkg)
+        .env("npm_config_cache", w.root.join("npm-cache-build"))
+        .output()
+        .unwrap();
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys, json, hashlib, os\n\
+             root = sys.argv[1]\n\
+             class H(http.server.SimpleHTTPRequestHandler):\n\
+             \x20   def do_GET(self):\n\
+             \x20       if self.path.rstrip('/') == '/vetto-canary':\n\
+             \x20           host = self.headers['Host']\n\
+             \x20           tgz = open(os.path.join(root, 'vetto-canary/-/vetto-canary-1.0.0.tgz'), 'rb').read()\n\
+             \x20           doc = {'name': 'vetto-canary', 'dist-tags': {'latest': '1.0.0'}, 'versions': {'1.0.0': {'name': 'vetto-canary', 'version': '1.0.0', 'dist': {'tarball': f'http://{host}/vetto-canary/-/vetto-canary-1.0.0.tgz', 'shasum': hashlib.sha1(tgz).hexdigest()}}}}\n\
+             \x20           body = json.dumps(doc).encode()\n\
+             \x20           self.send_response(200)\n\
+             \x20           self.send_header('Content-Type', 'application/json')\n\
+             \x20           self.send_header('Content-Length', str(len(body)))\n\
+             \x20           self.end_headers()\n\
+             \x20           self.wfile.write(body)\n\
+             \x20       else:\n\
+             \x20           super().do_GET()\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(H, directory=root))\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let script = |name: &str, into: &str| {
+        format!(
+            "mkdir -p \"$TMPDIR/{into}\" && cd \"$TMPDIR/{into}\" && \
+             npm_config_cache=\"$TMPDIR/npm-cache-{into}\" npm pack --silent --registry http://{name}:{port}/ vetto-canary >/dev/null 2>&1 \
+             && tar -xzOf vetto-canary-1.0.0.tgz package/index.js; echo {into}-rc=$?; cd /"
+        )
+    };
+    w.sh_bare(&script("127.0.0.1", "bare"))
+        .assert_stdout_contains("PACKED-3b9c");
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("PACKED-3b9c")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(npm_pack_reaches_only_the_allowed_registry);
+
+/// Runs as an unprivileged user: `pip download` from a local package index
+/// stand-in (a PEP 503 "simple" index and a wheel served as static files),
+/// with only that index allowed, works through the proxy; the same index
+/// under a name no rule allows is refused. Evidence: bare, the download
+/// works; sandboxed, only from the allowed name.
+fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("pypi");
+    std::fs::create_dir_all(srv.join("simple/vetto-canary")).unwrap();
+    std::fs::create_dir_all(srv.join("files")).unwrap();
+    let wheel = "vetto_canary-1.0.0-py3-none-any.whl";
+    let made = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import zipfile, sys\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   z.writestr('vetto_canary.py', 'CANARY = \"WHEEL-81f0\"\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+             \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
+        ])
+        .arg(srv.join("files").join(wheel))
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    std::fs::write(
+        srv.join("simple/vetto-canary/index.html"),
+        format!("<html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>\n"),
+    )
+    .unwrap();
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let script = |name: &str, into: &str| {
+        format!(
+            "python3 -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps \
+             --index-url http://{name}:{port}/simple/ --trusted-host {name} -d \"$TMPDIR/{into}\" vetto-canary >/dev/null 2>&1 \
+             && python3 -c \"import zipfile,sys; print(zipfile.ZipFile(sys.argv[1]).read('vetto_canary.py').decode())\" \"$TMPDIR/{into}/{wheel}\"; \
+             echo {into}-rc=$?"
+        )
+    };
+    w.sh_bare(&script("127.0.0.1", "bare"))
+        .assert_stdout_contains("WHEEL-81f0");
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("WHEEL-81f0")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(pip_download_reaches_only_the_allowed_index);
