@@ -3,12 +3,13 @@
 //! [`crate::policy::paths::decide_rule`], the same function the plan uses.
 
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::paths::decide_rule;
-use super::{Access, FsRule, HostPattern, NetPolicy, Policy, paths};
+use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.
@@ -66,7 +67,321 @@ pub struct HostDecision {
     pub allowed: bool,
     /// Why, in words (`network is off`, `matches *.github.com:443`).
     pub reason: String,
+    /// The `allow` pattern that decided it.
     pub rule: Option<HostPattern>,
+    /// The `--resolve` pin of the name: the only address vetto connects to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin: Option<PinnedHost>,
+    /// What the queried (or pinned) address is, when the proxy treats it
+    /// as internal: refused unless a pin or an ip rule names it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<AddressClass>,
+    /// Further facts, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl HostDecision {
+    fn new(query: &str, allowed: bool, reason: String) -> Self {
+        HostDecision {
+            query: query.to_string(),
+            allowed,
+            reason,
+            rule: None,
+            pin: None,
+            address: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// The addresses the egress proxy refuses to connect to unless a
+/// `--resolve` pin or an ip rule names them: what DNS rebinding and a
+/// job's own address would otherwise reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AddressClass {
+    Loopback,
+    /// RFC 1918 (IPv4) or unique local `fc00::/7` (IPv6).
+    Private,
+    /// `169.254.0.0/16`, `fe80::/10`.
+    LinkLocal,
+    /// The cloud metadata service: `169.254.169.254`, `fd00:ec2::254`.
+    Metadata,
+    /// Carrier-grade NAT, `100.64.0.0/10`.
+    Cgnat,
+    Multicast,
+    Unspecified,
+    Broadcast,
+}
+
+impl AddressClass {
+    /// The class in words, as part of a sentence (`… is a private address`).
+    pub fn words(self) -> &'static str {
+        match self {
+            AddressClass::Loopback => "a loopback address",
+            AddressClass::Private => "a private address",
+            AddressClass::LinkLocal => "a link-local address",
+            AddressClass::Metadata => "the cloud metadata address",
+            AddressClass::Cgnat => "a carrier-grade NAT address",
+            AddressClass::Multicast => "a multicast address",
+            AddressClass::Unspecified => "the unspecified address",
+            AddressClass::Broadcast => "the broadcast address",
+        }
+    }
+}
+
+/// The class of an internal address, or `None` for an internet address.
+/// An IPv4-mapped IPv6 address is classified as its IPv4 address.
+pub fn address_class(ip: IpAddr) -> Option<AddressClass> {
+    match ip {
+        IpAddr::V4(v4) => v4_class(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4_class(v4),
+            None => v6_class(v6),
+        },
+    }
+}
+
+fn v4_class(ip: Ipv4Addr) -> Option<AddressClass> {
+    let o = ip.octets();
+    Some(match o {
+        [169, 254, 169, 254] => AddressClass::Metadata,
+        [0, ..] => AddressClass::Unspecified,
+        [127, ..] => AddressClass::Loopback,
+        [10, ..] | [192, 168, ..] => AddressClass::Private,
+        [172, b, ..] if (16..32).contains(&b) => AddressClass::Private,
+        [169, 254, ..] => AddressClass::LinkLocal,
+        [100, b, ..] if (64..128).contains(&b) => AddressClass::Cgnat,
+        [255, 255, 255, 255] => AddressClass::Broadcast,
+        [a, ..] if (224..240).contains(&a) => AddressClass::Multicast,
+        _ => return None,
+    })
+}
+
+fn v6_class(ip: Ipv6Addr) -> Option<AddressClass> {
+    let s = ip.segments();
+    Some(match s {
+        [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254] => AddressClass::Metadata,
+        _ if ip.is_unspecified() => AddressClass::Unspecified,
+        _ if ip.is_loopback() => AddressClass::Loopback,
+        [a, ..] if a & 0xfe00 == 0xfc00 => AddressClass::Private,
+        [a, ..] if a & 0xffc0 == 0xfe80 => AddressClass::LinkLocal,
+        [a, ..] if a & 0xff00 == 0xff00 => AddressClass::Multicast,
+        _ => return None,
+    })
+}
+
+/// The ports a host pattern without a port allows.
+pub const DEFAULT_PORTS: [u16; 2] = [443, 80];
+
+/// Whether `pattern` lets a connection to `host:port` through: the name
+/// matches, and the port is the pattern's own or, for a pattern without
+/// one, 80 or 443.
+fn allows(pattern: &HostPattern, host: &str, port: u16) -> bool {
+    pattern.matches(host, Some(port)) && (pattern.port.is_some() || DEFAULT_PORTS.contains(&port))
+}
+
+/// What `explain` was asked about: a name or an address, with or without
+/// a port.
+enum Query {
+    Name { host: String, port: Option<u16> },
+    Addr { ip: IpAddr, port: Option<u16> },
+}
+
+fn parse_port(query: &str, p: &str) -> Result<u16, String> {
+    p.parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("invalid port in `{query}`: expected a number from 1 to 65535"))
+}
+
+fn parse_query(query: &str) -> Result<Query, String> {
+    if let Some(rest) = query.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("`{query}`: an IPv6 address in brackets lacks its `]`"))?;
+        let ip = inside
+            .parse::<Ipv6Addr>()
+            .map_err(|_| format!("`{query}`: `{inside}` is not an IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            p => Some(parse_port(
+                query,
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("`{query}`: expected `:PORT` after the address"))?,
+            )?),
+        };
+        return Ok(Query::Addr {
+            ip: IpAddr::V6(ip),
+            port,
+        });
+    }
+    if let Ok(ip) = query.parse::<IpAddr>() {
+        return Ok(Query::Addr { ip, port: None });
+    }
+    if let Some((h, p)) = query.rsplit_once(':')
+        && let Ok(ip) = h.parse::<Ipv4Addr>()
+    {
+        return Ok(Query::Addr {
+            ip: IpAddr::V4(ip),
+            port: Some(parse_port(query, p)?),
+        });
+    }
+    // Parsed as an allow entry is (lower-cased, port split off), so the
+    // query matches exactly what the policy would let through.
+    match super::validate::parse_host(query) {
+        Ok((h, _)) if h.starts_with("*.") => {
+            Err(format!("`{query}` is a pattern, not a host name"))
+        }
+        Ok((host, port)) => Ok(Query::Name { host, port }),
+        Err((msg, _)) => Err(msg),
+    }
+}
+
+pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
+    let target = match parse_query(query) {
+        Ok(t) => t,
+        Err(msg) => return HostDecision::new(query, false, msg),
+    };
+    match (&policy.net, &target) {
+        (NetPolicy::Off, _) => HostDecision::new(query, false, "the network is off".into()),
+        (NetPolicy::Host, _) => HostDecision::new(
+            query,
+            true,
+            "the network is unrestricted (mode host)".into(),
+        ),
+        (NetPolicy::Allow { hosts, resolve, .. }, Query::Name { host, port }) => {
+            decide_name(query, host, *port, hosts, resolve)
+        }
+        (NetPolicy::Allow { resolve, .. }, Query::Addr { ip, port }) => {
+            decide_addr(query, *ip, *port, resolve)
+        }
+    }
+}
+
+fn ports_text(ports: &[u16]) -> String {
+    match ports {
+        [p] => format!("port {p}"),
+        _ => format!(
+            "ports {}",
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    }
+}
+
+fn decide_name(
+    query: &str,
+    host: &str,
+    port: Option<u16>,
+    hosts: &[HostPattern],
+    resolve: &[PinnedHost],
+) -> HostDecision {
+    // Without a port in the query: the ports a client uses by default,
+    // else the one a rule for the name names.
+    let ports: Vec<u16> = match port {
+        Some(p) => vec![p],
+        None => {
+            let defaults: Vec<u16> = DEFAULT_PORTS
+                .into_iter()
+                .filter(|p| hosts.iter().any(|h| allows(h, host, *p)))
+                .collect();
+            if defaults.is_empty() {
+                hosts
+                    .iter()
+                    .filter(|h| h.matches(host, h.port))
+                    .filter_map(|h| h.port)
+                    .take(1)
+                    .collect()
+            } else {
+                defaults
+            }
+        }
+    };
+    let rule = ports
+        .first()
+        .and_then(|p| hosts.iter().find(|h| allows(h, host, *p)));
+    let mut d = match rule {
+        Some(h) => {
+            let mut why = format!("matches `{}`", h.origin.written);
+            if port.is_none() {
+                let _ = write!(why, " ({} only)", ports_text(&ports));
+            }
+            let mut d = HostDecision::new(query, true, why);
+            d.rule = Some(h.clone());
+            d
+        }
+        None => {
+            let why = match (port, hosts.iter().find(|h| h.matches(host, None))) {
+                (Some(p), Some(h)) => format!(
+                    "`{}` names the host without a port, which allows ports 80 and 443 only; write \"{host}:{p}\" to allow port {p}",
+                    h.origin.written
+                ),
+                _ => "no `allow` entry matches (only listed hosts are reachable)".to_string(),
+            };
+            HostDecision::new(query, false, why)
+        }
+    };
+    if !d.allowed {
+        return d;
+    }
+    match resolve.iter().find(|r| r.host.eq_ignore_ascii_case(host)) {
+        Some(pin) => {
+            d.notes.push(format!(
+                "connects to {} only: pinned by `{}` ({})",
+                pin.addr, pin.origin.written, pin.origin
+            ));
+            if let Some(class) = address_class(pin.addr) {
+                d.address = Some(class);
+                d.notes.push(format!(
+                    "{} is {}: reachable only because the pin names it",
+                    pin.addr,
+                    class.words()
+                ));
+            }
+            d.pin = Some(pin.clone());
+        }
+        None => d.notes.push(
+            "resolved by vetto on the host, and only that answer is connected to; an internal \
+             answer (loopback, private, link-local, CGNAT, multicast, metadata) is refused unless \
+             pinned with --resolve"
+                .into(),
+        ),
+    }
+    d
+}
+
+fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, resolve: &[PinnedHost]) -> HostDecision {
+    let shown = match (ip, port) {
+        (IpAddr::V6(v6), Some(p)) => format!("[{v6}]:{p}"),
+        (ip, Some(p)) => format!("{ip}:{p}"),
+        (ip, None) => ip.to_string(),
+    };
+    let mut d = HostDecision::new(
+        query,
+        false,
+        format!(
+            "no ip rule covers {shown}: `allow` names hosts, and the proxy never connects to an address the job chose"
+        ),
+    );
+    for pin in resolve.iter().filter(|r| r.addr == ip) {
+        d.notes.push(format!(
+            "pinned for `{}` by `{}` ({}): reachable by that name only",
+            pin.host, pin.origin.written, pin.origin
+        ));
+    }
+    if let Some(class) = address_class(ip) {
+        d.address = Some(class);
+        d.notes.push(format!(
+            "{ip} is {}: refused unless a --resolve pin or an ip rule names it",
+            class.words()
+        ));
+    }
+    d
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -123,61 +438,6 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
         query: query.to_string(),
         path: path.to_path_buf(),
         verdict,
-        rule,
-    }
-}
-
-pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
-    // Parsed as an allow entry is (lower-cased, port split off), so the
-    // query matches exactly what the policy would let through.
-    let parsed = super::validate::parse_host(query).and_then(|(h, p)| {
-        if h.starts_with("*.") {
-            Err((format!("`{query}` is a pattern, not a host name"), None))
-        } else {
-            Ok((h, p))
-        }
-    });
-    let (host, port) = match parsed {
-        Ok(hp) => hp,
-        Err((msg, _)) => {
-            return HostDecision {
-                query: query.to_string(),
-                allowed: false,
-                reason: msg,
-                rule: None,
-            };
-        }
-    };
-    let host = host.as_str();
-    let (allowed, reason, rule) = match &policy.net {
-        NetPolicy::Off => (false, "the network is off".to_string(), None),
-        NetPolicy::Host => (
-            true,
-            "the network is unrestricted (mode host)".to_string(),
-            None,
-        ),
-        NetPolicy::Allow { hosts, .. } => {
-            // Without a port in the query, any port a rule allows counts.
-            match hosts.iter().find(|h| h.matches(host, port.or(h.port))) {
-                Some(h) => {
-                    let mut why = format!("matches `{}`", h.origin.written);
-                    if let (Some(p), None) = (h.port, port) {
-                        let _ = write!(why, " (port {p} only)");
-                    }
-                    (true, why, Some(h.clone()))
-                }
-                None => (
-                    false,
-                    "no `allow` entry matches (only listed hosts are reachable)".to_string(),
-                    None,
-                ),
-            }
-        }
-    };
-    HostDecision {
-        query: query.to_string(),
-        allowed,
-        reason,
         rule,
     }
 }
@@ -359,8 +619,162 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
                         let _ = writeln!(o);
                     }
                 }
+                for n in &h.notes {
+                    let _ = writeln!(o, "      {n}");
+                }
             }
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Origin;
+
+    fn origin(line: u32, written: &str) -> Origin {
+        Origin {
+            source: "vetto.toml".into(),
+            line,
+            col: 10,
+            written: written.into(),
+        }
+    }
+
+    fn pattern(line: u32, written: &str) -> HostPattern {
+        let (host, port) = match written.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p.parse().ok()),
+            None => (written.to_string(), None),
+        };
+        HostPattern {
+            host,
+            port,
+            origin: origin(line, written),
+        }
+    }
+
+    fn pin(host: &str, addr: &str) -> PinnedHost {
+        PinnedHost {
+            host: host.into(),
+            addr: addr.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            origin: Origin {
+                source: "--resolve".into(),
+                line: 0,
+                col: 0,
+                written: format!("{host}:{addr}"),
+            },
+        }
+    }
+
+    fn name(q: &str, hosts: &[HostPattern], resolve: &[PinnedHost]) -> HostDecision {
+        match parse_query(q) {
+            Ok(Query::Name { host, port }) => decide_name(q, &host, port, hosts, resolve),
+            Ok(Query::Addr { ip, port }) => decide_addr(q, ip, port, resolve),
+            Err(e) => HostDecision::new(q, false, e),
+        }
+    }
+
+    /// A rule without a port allows the web's ports, 80 and 443, and no
+    /// other: `registry.npmjs.org` does not open its ssh or a debug port.
+    #[test]
+    fn a_rule_without_a_port_allows_80_and_443_only() {
+        let hosts = [
+            pattern(3, "registry.npmjs.org"),
+            pattern(4, "*.github.com:22"),
+        ];
+        for q in ["registry.npmjs.org:443", "registry.npmjs.org:80"] {
+            let d = name(q, &hosts, &[]);
+            assert!(d.allowed, "{q}: {d:?}");
+            assert_eq!(d.rule.map(|r| r.origin.line), Some(3));
+        }
+        let d = name("registry.npmjs.org:8443", &hosts, &[]);
+        assert!(!d.allowed, "{d:?}");
+        assert!(d.reason.contains("80 and 443 only"), "{}", d.reason);
+        assert!(d.reason.contains("registry.npmjs.org:8443"), "{}", d.reason);
+        let d = name("registry.npmjs.org", &hosts, &[]);
+        assert!(
+            d.allowed && d.reason.contains("ports 443 and 80 only"),
+            "{d:?}"
+        );
+        let d = name("git.github.com", &hosts, &[]);
+        assert!(d.allowed && d.reason.contains("port 22 only"), "{d:?}");
+        assert!(!name("git.github.com:443", &hosts, &[]).allowed);
+    }
+
+    /// An allowed name is resolved by vetto and refused when the answer is
+    /// internal, unless a pin names it: explain says which.
+    #[test]
+    fn pins_and_internal_answers_are_explained() {
+        let hosts = [pattern(3, "allowed.test")];
+        let d = name("allowed.test:443", &hosts, &[]);
+        assert!(d.allowed && d.pin.is_none());
+        assert!(
+            d.notes.iter().any(|n| n.contains("metadata) is refused")),
+            "{d:?}"
+        );
+        let pins = [pin("allowed.test", "127.0.0.1")];
+        let d = name("ALLOWED.test:443", &hosts, &pins);
+        assert!(d.allowed, "{d:?}");
+        assert_eq!(
+            d.pin.as_ref().map(|p| p.addr.to_string()),
+            Some("127.0.0.1".into())
+        );
+        assert_eq!(d.address, Some(AddressClass::Loopback));
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("connects to 127.0.0.1 only")),
+            "{d:?}"
+        );
+        // A pin alone allows nothing: the name must still be allowed.
+        let d = name("other.test:443", &hosts, &[pin("other.test", "10.0.0.1")]);
+        assert!(!d.allowed && d.pin.is_none(), "{d:?}");
+    }
+
+    /// An address the job names is reached only through an ip rule, and
+    /// internal ones are named as such — the metadata address above all.
+    #[test]
+    fn addresses_are_refused_and_internal_ones_named() {
+        let pins = [pin("allowed.test", "10.0.0.1")];
+        for (q, class) in [
+            ("169.254.169.254", Some(AddressClass::Metadata)),
+            ("169.254.169.254:80", Some(AddressClass::Metadata)),
+            ("[fd00:ec2::254]:80", Some(AddressClass::Metadata)),
+            ("[::ffff:169.254.169.254]:80", Some(AddressClass::Metadata)),
+            ("10.0.0.1:5432", Some(AddressClass::Private)),
+            ("172.31.255.1", Some(AddressClass::Private)),
+            ("fd12::1", Some(AddressClass::Private)),
+            ("127.0.0.1:8080", Some(AddressClass::Loopback)),
+            ("[::1]:22", Some(AddressClass::Loopback)),
+            ("169.254.1.1", Some(AddressClass::LinkLocal)),
+            ("fe80::1", Some(AddressClass::LinkLocal)),
+            ("100.100.100.200", Some(AddressClass::Cgnat)),
+            ("224.0.0.251", Some(AddressClass::Multicast)),
+            ("0.0.0.0", Some(AddressClass::Unspecified)),
+            ("93.184.215.14:443", None),
+            ("172.32.0.1", None),
+            ("2606:4700::1111", None),
+        ] {
+            let d = name(q, &[pattern(3, "allowed.test")], &pins);
+            assert!(!d.allowed, "{q}: {d:?}");
+            assert!(d.reason.contains("no ip rule"), "{q}: {}", d.reason);
+            assert_eq!(d.address, class, "{q}");
+            assert_eq!(
+                d.notes.iter().any(|n| n.contains("refused unless")),
+                class.is_some(),
+                "{q}: {d:?}"
+            );
+        }
+        let d = name("10.0.0.1", &[], &pins);
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("pinned for `allowed.test`")),
+            "{d:?}"
+        );
+        for bad in ["[::1", "[::1]x", "1.2.3.4:0", "1.2.3.4:99999", "[zz]:1"] {
+            assert!(!name(bad, &[], &[]).allowed, "{bad}");
+        }
+    }
 }

@@ -567,7 +567,11 @@ fn explain_names_the_deciding_rule_for_paths_and_hosts() {
         assert!(!pattern.matches(not_a_host, None), "{not_a_host:?}");
     }
     assert!(pattern.matches("codeload.github.com.", Some(443)));
-    assert!(host("registry.npmjs.org:8443").allowed);
+    assert!(
+        !host("registry.npmjs.org:8443").allowed,
+        "no port: 80 and 443 only"
+    );
+    assert!(host("registry.npmjs.org:80").allowed);
     assert!(!host("example.com").allowed);
     let off = load(&s.req(None)).unwrap();
     assert_eq!(
