@@ -1,0 +1,153 @@
+//! The network destinations of a session: every [`Connection`] the egress
+//! layer decided, folded by (host, port, decision) with counts, bytes and
+//! who made them. Bounded: at most [`MAX_DESTINATIONS`] distinct ones are
+//! kept (the rest are counted), at most [`MAX_ACTORS`] actors each.
+
+use std::collections::HashMap;
+
+use crate::events::{ConnDecision, ConnReason, Connection, Roots, Timestamp};
+
+/// Distinct destinations kept in the model; further ones are only counted.
+pub const MAX_DESTINATIONS: usize = 10_000;
+/// Destinations the HTML report lists (the rest are counted).
+pub const TOP: usize = 200;
+/// Processes or packages named per destination.
+pub const MAX_ACTORS: usize = 8;
+/// Pinned addresses named per destination.
+pub const MAX_ADDRS: usize = 4;
+
+/// Connections to one destination with one decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Destination {
+    /// The name the job asked for, else the address it connected to.
+    pub host: String,
+    /// `host` is a name (not an address).
+    pub named: bool,
+    pub port: u16,
+    pub decision: ConnDecision,
+    /// The reason of the first connection.
+    pub reason: ConnReason,
+    /// The deciding rule in words, when one decided.
+    pub rule: Option<String>,
+    /// The addresses vetto connected to (pinned answers), first seen first.
+    pub addrs: Vec<String>,
+    pub connections: u64,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Who made them: the package, else the program; first seen first.
+    pub actors: Vec<String>,
+    /// Further distinct actors not named.
+    pub more_actors: u64,
+    pub first: Timestamp,
+    pub last: Timestamp,
+}
+
+impl Destination {
+    /// `host:port`, `[v6]:port` for an IPv6 address.
+    pub fn display(&self) -> String {
+        if !self.named && self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Who made a connection, as reviewers read it.
+pub fn actor(c: &Connection, roots: &Roots) -> String {
+    match (&c.attribution, &c.process) {
+        (Some(p), _) => p.display(),
+        (None, Some(p)) if !p.exe.as_os_str().is_empty() => roots.normalise(&p.exe),
+        _ => "an unknown process".to_string(),
+    }
+}
+
+/// Folds connections into destinations.
+#[derive(Debug, Default)]
+pub struct Fold {
+    by_key: HashMap<(String, u16, ConnDecision), usize>,
+    list: Vec<Destination>,
+    /// Connections to destinations beyond [`MAX_DESTINATIONS`].
+    pub dropped: u64,
+}
+
+impl Fold {
+    pub fn add(&mut self, c: &Connection, roots: &Roots) {
+        let (host, named) = match (&c.host, &c.addr) {
+            (Some(h), _) => (h.trim_end_matches('.').to_ascii_lowercase(), true),
+            (None, Some(a)) => (a.clone(), false),
+            (None, None) => ("(unknown)".to_string(), false),
+        };
+        let key = (host, c.port, c.decision);
+        let who = actor(c, roots);
+        let i = match self.by_key.get(&key) {
+            Some(&i) => i,
+            None if self.list.len() >= MAX_DESTINATIONS => {
+                self.dropped += 1;
+                return;
+            }
+            None => {
+                self.list.push(Destination {
+                    host: key.0.clone(),
+                    named,
+                    port: c.port,
+                    decision: c.decision,
+                    reason: c.reason,
+                    rule: c.rule.clone(),
+                    addrs: Vec::new(),
+                    connections: 0,
+                    bytes_up: 0,
+                    bytes_down: 0,
+                    actors: Vec::new(),
+                    more_actors: 0,
+                    first: c.time,
+                    last: c.time,
+                });
+                self.by_key.insert(key, self.list.len() - 1);
+                self.list.len() - 1
+            }
+        };
+        let d = &mut self.list[i];
+        d.connections += 1;
+        d.bytes_up = d.bytes_up.saturating_add(c.bytes_up);
+        d.bytes_down = d.bytes_down.saturating_add(c.bytes_down);
+        d.first = d.first.min(c.time);
+        d.last = d.last.max(c.time);
+        if d.rule.is_none() {
+            d.rule.clone_from(&c.rule);
+        }
+        if let Some(a) = &c.addr
+            && named
+            && !d.addrs.contains(a)
+            && d.addrs.len() < MAX_ADDRS
+        {
+            d.addrs.push(a.clone());
+        }
+        if !d.actors.contains(&who) {
+            if d.actors.len() < MAX_ACTORS {
+                d.actors.push(who);
+            } else {
+                d.more_actors += 1;
+            }
+        }
+    }
+
+    /// Denied first, then observed (audit), then allowed; within each the
+    /// most connections first, then by name and port.
+    pub fn finish(self) -> (Vec<Destination>, u64) {
+        let mut list = self.list;
+        let rank = |d: ConnDecision| match d {
+            ConnDecision::Denied => 0,
+            ConnDecision::Observed => 1,
+            ConnDecision::Allowed => 2,
+        };
+        list.sort_by(|a, b| {
+            rank(a.decision)
+                .cmp(&rank(b.decision))
+                .then(b.connections.cmp(&a.connections))
+                .then_with(|| a.host.cmp(&b.host))
+                .then(a.port.cmp(&b.port))
+        });
+        (list, self.dropped)
+    }
+}
