@@ -25,6 +25,7 @@ pub mod host;
 pub mod plan;
 pub mod policy;
 pub mod probe;
+pub mod proxy;
 pub mod report;
 pub mod sandbox;
 pub mod session;

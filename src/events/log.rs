@@ -524,7 +524,7 @@ mod schema_tests {
         }
         assert_eq!(
             types.len(),
-            7,
+            8,
             "the fixture covers every event type: {types:?}"
         );
         // The schema is not vacuous.

@@ -149,6 +149,8 @@ pub enum Event {
     Process(ProcessEvent),
     Resource(ResourceSample),
     Limit(LimitEvent),
+    /// One connection (or DNS query) the egress layer decided, allowed or not.
+    Connection(Box<Connection>),
     SessionEnd(Box<SessionEnd>),
 }
 
@@ -318,6 +320,179 @@ pub enum LimitKind {
     Timeout,
     Memory,
     Procs,
+}
+
+/// One connection (or DNS query) the egress layer decided: the proxy for
+/// what reached it, the supervisor for connects and queries it refused
+/// itself. A denied one is also logged as a `net-egress-blocked`
+/// [`Violation`] (see [`Connection::violation`]); an allowed one only here.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Connection {
+    /// When it was decided.
+    pub time: Timestamp,
+    /// The name: the CONNECT target, the request's host, the SOCKS name,
+    /// the name a DNS-stub address stands for, or the queried name. `None`
+    /// for a connection to a bare address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    pub port: u16,
+    /// The address vetto connected to (for a name: the pinned answer), or
+    /// the bare address the job asked for; `None` when refused before any
+    /// address was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
+    pub decision: ConnDecision,
+    pub reason: ConnReason,
+    /// The deciding rule in words (`allow "*.example.com" (vetto.toml:3:9)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
+    pub via: ConnVia,
+    /// Bytes from the job to the destination.
+    #[serde(default)]
+    pub bytes_up: u64,
+    /// Bytes from the destination to the job.
+    #[serde(default)]
+    pub bytes_down: u64,
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// The job's process, where known (a notified connect).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<Package>,
+    /// Extra facts in words (the SNI that disagreed, the limit hit …).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl Connection {
+    /// The `net-egress-blocked` violation a denied (or, under `--audit`,
+    /// observed) connection is also logged as; `None` for one the policy
+    /// allowed. `provenance`: who decided (the proxy, or the supervisor on a
+    /// notified connect).
+    pub fn violation(&self, provenance: Provenance) -> Option<Violation> {
+        let action = match self.decision {
+            ConnDecision::Denied => Action::Blocked,
+            ConnDecision::Observed => Action::Observed,
+            ConnDecision::Allowed | ConnDecision::Failed => return None,
+        };
+        let port = Some(self.port);
+        let target = match (&self.host, &self.addr) {
+            (Some(host), _) => Target::Host {
+                host: host.clone(),
+                port,
+            },
+            (None, Some(addr)) => Target::Address {
+                addr: addr.clone(),
+                port,
+            },
+            (None, None) => Target::Address {
+                addr: String::new(),
+                port,
+            },
+        };
+        let mut detail = self.reason.describe().to_string();
+        if !self.detail.is_empty() {
+            detail = format!("{detail}: {}", self.detail);
+        }
+        Some(Violation {
+            rule: RuleId::NetEgressBlocked,
+            time: self.time,
+            action,
+            process: self.process.clone().unwrap_or_default(),
+            target,
+            attribution: self.attribution.clone(),
+            policy_rule: None,
+            detail,
+            provenance,
+        })
+    }
+}
+
+/// What became of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnDecision {
+    /// The policy allowed it and vetto connected.
+    Allowed,
+    /// Refused.
+    Denied,
+    /// `--audit`: it would have been denied; vetto let it through.
+    Observed,
+    /// The policy allowed it, but the destination (or the upstream proxy)
+    /// could not be reached.
+    Failed,
+}
+
+/// Why, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnReason {
+    /// An allow rule (name or IP rule) matched.
+    AllowedByRule,
+    /// No allow rule matched.
+    NotAllowed,
+    /// A deny rule matched (deny wins over allow).
+    DeniedByRule,
+    /// The address is loopback, private, link-local, CGNAT, multicast,
+    /// unspecified, broadcast, reserved or a metadata address, and neither
+    /// a pin nor an IP rule names it.
+    PrivateAddress,
+    /// The TLS ClientHello named another host than the one allowed.
+    SniMismatch,
+    /// A TLS ClientHello without a server name, for a name rule.
+    SniMissing,
+    /// The explicit proxy was used without the session's credential.
+    NoCredential,
+    /// The request was not one the proxy understands.
+    Malformed,
+    /// A bound was reached (header size, connections, idle time, bytes).
+    Limit,
+    /// A DNS query refused (FS-ONLY) or answered NXDOMAIN (FULL stub).
+    DnsRefused,
+    /// The name did not resolve on the host.
+    ResolveFailed,
+    /// Connecting to the destination or the upstream proxy failed.
+    UpstreamFailed,
+}
+
+impl ConnReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConnReason::AllowedByRule => "allowed by a rule",
+            ConnReason::NotAllowed => "no allow rule names this destination",
+            ConnReason::DeniedByRule => "a deny rule names this destination",
+            ConnReason::PrivateAddress => {
+                "the address is internal (loopback, private, link-local, metadata …) and no pin or IP rule names it"
+            }
+            ConnReason::SniMismatch => "the TLS server name differs from the allowed host",
+            ConnReason::SniMissing => "the TLS handshake names no server",
+            ConnReason::NoCredential => "the proxy was used without the session credential",
+            ConnReason::Malformed => "malformed request",
+            ConnReason::Limit => "a limit was reached",
+            ConnReason::DnsRefused => "DNS query refused",
+            ConnReason::ResolveFailed => "the name did not resolve",
+            ConnReason::UpstreamFailed => "the destination could not be reached",
+        }
+    }
+}
+
+/// How the connection reached the egress layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnVia {
+    /// HTTP `CONNECT` to the explicit proxy.
+    Connect,
+    /// A plain-HTTP request (absolute form) to the explicit proxy.
+    Http,
+    /// SOCKS5 to the explicit proxy.
+    Socks5,
+    /// FULL: a connection to a DNS-stub address.
+    Transparent,
+    /// FS-ONLY: a connect the supervisor redirected to the proxy.
+    Redirect,
+    /// A DNS query.
+    Dns,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -259,6 +259,22 @@ pub fn attack_session() -> Vec<Event> {
             events.push(Event::Violation(Box::new(first)));
         }
     }
+    events.push(Event::Connection(Box::new(Connection {
+        time: Timestamp(T0 + 1200),
+        host: Some("registry.npmjs.org".into()),
+        port: 443,
+        addr: Some("104.16.1.35".into()),
+        decision: ConnDecision::Allowed,
+        reason: ConnReason::AllowedByRule,
+        rule: Some("allow \"registry.npmjs.org\" (policies/node.toml:4:11)".into()),
+        via: ConnVia::Connect,
+        bytes_up: 2_310,
+        bytes_down: 1_048_576,
+        duration_ms: 840,
+        process: None,
+        attribution: None,
+        detail: String::new(),
+    })));
     events.push(Event::Limit(LimitEvent {
         time: Timestamp(T0 + 3900),
         limit: LimitKind::Procs,

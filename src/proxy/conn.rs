@@ -1,0 +1,758 @@
+//! One connection, from accept to the record: read what the job wants
+//! (bounded, under the idle timeout), decide, connect to the pinned address,
+//! check the TLS server name, copy both ways, and log one
+//! [`Event::Connection`] (plus a violation when it was refused).
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::timeout;
+
+use crate::events::{
+    ConnDecision, ConnReason, ConnVia, Connection, Event, Package, ProcessInfo, Provenance,
+    Timestamp,
+};
+
+use super::resolve::ResolveError;
+use super::rules::normalise_name;
+use super::sni::{self, Hello};
+use super::{ListenerKind, Shared, emit, http, socks};
+
+/// The copy buffer, per direction.
+const BUF: usize = 64 * 1024;
+
+pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind: ListenerKind) {
+    let mut stop = shared.stop.subscribe();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            // Out of file descriptors or a connection reset before accept:
+            // back off a little instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
+            let mut rec = Record::new(via_of(&kind));
+            rec.refuse(
+                &shared,
+                ConnReason::Limit,
+                format!(
+                    "more than {} connections open at once",
+                    shared.limits.max_connections
+                ),
+            );
+            rec.finish(&shared);
+            drop(stream);
+            continue;
+        };
+        let shared = shared.clone();
+        let kind = kind.clone();
+        tokio::spawn(async move {
+            let mut rec = Record::new(via_of(&kind));
+            let _ = stream.set_nodelay(true);
+            match kind {
+                ListenerKind::Explicit => explicit(&shared, stream, &mut rec).await,
+                ListenerKind::Transparent { names } => {
+                    transparent(&shared, stream, peer, &*names, &mut rec).await
+                }
+                ListenerKind::Redirected => redirected(&shared, stream, peer, &mut rec).await,
+            }
+            rec.finish(&shared);
+            drop(permit);
+        });
+    }
+}
+
+fn via_of(kind: &ListenerKind) -> ConnVia {
+    match kind {
+        ListenerKind::Explicit => ConnVia::Connect,
+        ListenerKind::Transparent { .. } => ConnVia::Transparent,
+        ListenerKind::Redirected => ConnVia::Redirect,
+    }
+}
+
+/// What one connection did, filled in as it goes.
+pub(crate) struct Record {
+    time: Timestamp,
+    started: Instant,
+    pub(crate) via: ConnVia,
+    host: Option<String>,
+    port: u16,
+    addr: Option<String>,
+    rule: Option<String>,
+    /// Set when refused (or failed); `None` while allowed.
+    outcome: Option<(ConnDecision, ConnReason)>,
+    /// `--audit`: the refusal that was only observed.
+    observed: Option<ConnReason>,
+    detail: String,
+    bytes_up: u64,
+    bytes_down: u64,
+    process: Option<ProcessInfo>,
+    attribution: Option<Package>,
+}
+
+impl Record {
+    fn new(via: ConnVia) -> Record {
+        Record {
+            time: Timestamp::now(),
+            started: Instant::now(),
+            via,
+            host: None,
+            port: 0,
+            addr: None,
+            rule: None,
+            outcome: None,
+            observed: None,
+            detail: String::new(),
+            bytes_up: 0,
+            bytes_down: 0,
+            process: None,
+            attribution: None,
+        }
+    }
+
+    /// Refuse for `reason`. Under `--audit` a policy refusal (not a
+    /// protocol error or a limit) is only observed: returns `true` when the
+    /// connection may go on.
+    pub(crate) fn refuse(&mut self, shared: &Shared, reason: ConnReason, detail: String) -> bool {
+        let overridable = matches!(
+            reason,
+            ConnReason::NotAllowed
+                | ConnReason::DeniedByRule
+                | ConnReason::PrivateAddress
+                | ConnReason::SniMismatch
+                | ConnReason::SniMissing
+        );
+        self.detail = detail;
+        if shared.audit && overridable {
+            self.observed.get_or_insert(reason);
+            true
+        } else {
+            self.outcome = Some((ConnDecision::Denied, reason));
+            false
+        }
+    }
+
+    /// The decision so far: `None` while allowed.
+    pub(crate) fn decision(&self) -> Option<ConnDecision> {
+        self.outcome.map(|(d, _)| d)
+    }
+
+    fn fail(&mut self, reason: ConnReason, detail: String) {
+        self.detail = detail;
+        self.outcome = Some((ConnDecision::Failed, reason));
+    }
+
+    /// Note where the connection is going (before any decision).
+    fn target(&mut self, host: Option<&str>, port: u16) {
+        self.host = host.map(|h| normalise_name(h).unwrap_or_else(|| printable(h)));
+        self.port = port;
+    }
+
+    fn finish(self, shared: &Shared) {
+        let (decision, reason) = match (self.outcome, self.observed) {
+            (Some(o), _) => o,
+            (None, Some(r)) => (ConnDecision::Observed, r),
+            (None, None) => (ConnDecision::Allowed, ConnReason::AllowedByRule),
+        };
+        shared.connections.fetch_add(1, Ordering::Relaxed);
+        if decision == ConnDecision::Denied {
+            shared.denied.fetch_add(1, Ordering::Relaxed);
+        }
+        let conn = Connection {
+            time: self.time,
+            host: self.host,
+            port: self.port,
+            addr: self.addr,
+            decision,
+            reason,
+            rule: self.rule,
+            via: self.via,
+            bytes_up: self.bytes_up,
+            bytes_down: self.bytes_down,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            process: self.process,
+            attribution: self.attribution,
+            detail: self.detail,
+        };
+        let violation = conn.violation(Provenance::Proxy);
+        emit(shared, Event::Connection(Box::new(conn)));
+        if let Some(v) = violation {
+            emit(shared, Event::Violation(Box::new(v)));
+        }
+    }
+}
+
+/// A name from the job, safe to log: printable ASCII, at most 255 bytes.
+fn printable(s: &str) -> String {
+    s.chars()
+        .take(255)
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
+/// Read more bytes into `buf` under the idle timeout; `Ok(0)` at EOF.
+pub(crate) async fn read_some<R: AsyncRead + Unpin>(
+    shared: &Shared,
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<usize> {
+    let room = max.saturating_sub(buf.len()).min(4096);
+    if room == 0 {
+        return Err(io::Error::new(io::ErrorKind::OutOfMemory, "head too large"));
+    }
+    let mut chunk = [0u8; 4096];
+    let n = timeout(shared.limits.idle_timeout, r.read(&mut chunk[..room]))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "idle"))??;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n)
+}
+
+/// Why reading a request failed, for the record.
+pub(crate) fn read_refusal(e: &io::Error) -> (ConnReason, String) {
+    match e.kind() {
+        io::ErrorKind::TimedOut => (
+            ConnReason::Limit,
+            "idle timeout while reading the request".into(),
+        ),
+        io::ErrorKind::OutOfMemory => (
+            ConnReason::Limit,
+            "request head larger than the limit".into(),
+        ),
+        _ => (
+            ConnReason::Malformed,
+            format!("connection ended before the request was complete: {e}"),
+        ),
+    }
+}
+
+async fn explicit(shared: &Shared, mut client: TcpStream, rec: &mut Record) {
+    let max = shared.limits.max_header_bytes;
+    let mut buf = Vec::with_capacity(1024);
+    match read_some(shared, &mut client, &mut buf, max).await {
+        Ok(0) => {
+            rec.refuse(
+                shared,
+                ConnReason::Malformed,
+                "closed without a request".into(),
+            );
+            return;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let (r, d) = read_refusal(&e);
+            rec.refuse(shared, r, d);
+            return;
+        }
+    }
+    if buf.first() == Some(&5) {
+        rec.via = ConnVia::Socks5;
+        return socks::serve(shared, client, buf, rec).await;
+    }
+    let end = loop {
+        if let Some(end) = http::head_end(&buf) {
+            break end;
+        }
+        match read_some(shared, &mut client, &mut buf, max).await {
+            Ok(0) => {
+                rec.refuse(
+                    shared,
+                    ConnReason::Malformed,
+                    "connection ended inside the request head".into(),
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let (r, d) = read_refusal(&e);
+                if r == ConnReason::Limit && e.kind() == io::ErrorKind::OutOfMemory {
+                    let _ = client
+                        .write_all(&http::response(431, "Request Header Fields Too Large", ""))
+                        .await;
+                }
+                rec.refuse(shared, r, d);
+                return;
+            }
+        }
+    };
+    let head = match http::parse_head(&buf[..end]) {
+        Ok(h) => h,
+        Err(why) => {
+            let _ = client
+                .write_all(&http::response(400, "Bad Request", ""))
+                .await;
+            rec.refuse(shared, ConnReason::Malformed, why.into());
+            return;
+        }
+    };
+    if !head.has_credential(&shared.auth_token) {
+        let _ = client
+            .write_all(&http::response(
+                407,
+                "Proxy Authentication Required",
+                "Proxy-Authenticate: Basic realm=\"vetto\"\r\n",
+            ))
+            .await;
+        rec.refuse(shared, ConnReason::NoCredential, String::new());
+        return;
+    }
+    let early = buf[end..].to_vec();
+    if head.method.eq_ignore_ascii_case("CONNECT") {
+        rec.via = ConnVia::Connect;
+        let (host, port) = match http::authority(&head.target) {
+            Ok(x) => x,
+            Err(why) => {
+                let _ = client
+                    .write_all(&http::response(400, "Bad Request", ""))
+                    .await;
+                rec.refuse(shared, ConnReason::Malformed, why.into());
+                return;
+            }
+        };
+        let (server, name) = match open(shared, rec, &host, port).await {
+            Ok(x) => x,
+            Err(()) => {
+                let _ = client.write_all(&refusal_response(rec)).await;
+                return;
+            }
+        };
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            return;
+        }
+        tunnel(shared, rec, client, server, name.as_deref(), early).await;
+    } else {
+        rec.via = ConnVia::Http;
+        let (host, port, path) = match http::absolute(&head.target) {
+            Ok(x) => x,
+            Err(why) => {
+                let _ = client
+                    .write_all(&http::response(400, "Bad Request", ""))
+                    .await;
+                rec.refuse(shared, ConnReason::Malformed, why.into());
+                return;
+            }
+        };
+        let (server, name) = match open(shared, rec, &host, port).await {
+            Ok(x) => x,
+            Err(()) => {
+                let _ = client.write_all(&refusal_response(rec)).await;
+                return;
+            }
+        };
+        let host_for_header = name.unwrap_or(host);
+        let mut first = http::origin_request(&head, &host_for_header, port, &path);
+        first.extend_from_slice(&early);
+        pump(shared, rec, client, server, first).await;
+    }
+}
+
+/// The response to a refused or failed CONNECT / HTTP request.
+fn refusal_response(rec: &Record) -> Vec<u8> {
+    let reason = rec.outcome.map(|(_, r)| r).unwrap_or(ConnReason::Malformed);
+    let tag = serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let extra = format!("X-Vetto-Refused: {tag}\r\n");
+    match rec.outcome {
+        Some((ConnDecision::Failed, _)) => http::response(502, "Bad Gateway", &extra),
+        Some((_, ConnReason::Limit)) => http::response(503, "Service Unavailable", &extra),
+        _ => http::response(403, "Forbidden", &extra),
+    }
+}
+
+/// Decide and connect to `host:port` as the job named it (a name or an IP
+/// literal). Returns the stream and, for a name, the normalised name the
+/// TLS server name must agree with.
+pub(crate) async fn open(
+    shared: &Shared,
+    rec: &mut Record,
+    host: &str,
+    port: u16,
+) -> Result<(TcpStream, Option<String>), ()> {
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = literal.parse::<IpAddr>() {
+        return open_addr(shared, rec, ip, port).await.map(|s| (s, None));
+    }
+    open_name(shared, rec, host, port)
+        .await
+        .map(|(s, n)| (s, Some(n)))
+}
+
+/// A bare address: only an IP rule allows it (or `--audit`).
+pub(crate) async fn open_addr(
+    shared: &Shared,
+    rec: &mut Record,
+    ip: IpAddr,
+    port: u16,
+) -> Result<TcpStream, ()> {
+    rec.target(None, port);
+    rec.addr = Some(ip.to_string());
+    let d = shared.rules.decide_addr(ip, port);
+    rec.rule = d.rule;
+    if !d.allowed {
+        let detail = match d.reason {
+            ConnReason::PrivateAddress => format!("{ip} is {}", super::classify(ip).as_str()),
+            _ => format!("{ip} is named by no IP rule"),
+        };
+        if !rec.refuse(shared, d.reason, detail) {
+            return Err(());
+        }
+    }
+    dial(shared, rec, SocketAddr::new(ip, port)).await
+}
+
+async fn dial(shared: &Shared, rec: &mut Record, to: SocketAddr) -> Result<TcpStream, ()> {
+    match timeout(shared.limits.connect_timeout, TcpStream::connect(to)).await {
+        Ok(Ok(s)) => {
+            let _ = s.set_nodelay(true);
+            Ok(s)
+        }
+        Ok(Err(e)) => {
+            rec.fail(ConnReason::UpstreamFailed, format!("connect to {to}: {e}"));
+            Err(())
+        }
+        Err(_) => {
+            rec.fail(
+                ConnReason::UpstreamFailed,
+                format!("connect to {to}: timed out"),
+            );
+            Err(())
+        }
+    }
+}
+
+/// A name: the rules decide, then vetto resolves it itself (or takes its
+/// pins), refuses internal answers that no pin or IP rule names, and
+/// connects to the first usable pinned address.
+pub(crate) async fn open_name(
+    shared: &Shared,
+    rec: &mut Record,
+    host: &str,
+    port: u16,
+) -> Result<(TcpStream, String), ()> {
+    rec.target(Some(host), port);
+    let d = shared.rules.decide_name(host, port);
+    rec.rule = d.rule;
+    let Some(name) = normalise_name(host) else {
+        rec.refuse(shared, ConnReason::Malformed, "not a host name".into());
+        return Err(());
+    };
+    if !d.allowed && !rec.refuse(shared, d.reason, String::new()) {
+        return Err(());
+    }
+    let pins = shared.rules.pinned(&name);
+    if pins.is_empty()
+        && let Some(up) = &shared.upstream
+    {
+        return super::upstream::connect(shared, up, &name, port)
+            .await
+            .map(|s| {
+                rec.addr = Some(format!("{}:{}", up.host, up.port));
+                rec.detail = "through the upstream proxy".into();
+                (s, name.clone())
+            })
+            .map_err(|e| rec.fail(ConnReason::UpstreamFailed, format!("upstream proxy: {e}")));
+    }
+    let (addrs, pinned) = if pins.is_empty() {
+        match shared.resolver.resolve(&name, port).await {
+            Ok(a) => (a, false),
+            Err(ResolveError::NotFound) => {
+                rec.fail(ConnReason::ResolveFailed, String::new());
+                return Err(());
+            }
+            Err(ResolveError::Full) => {
+                rec.refuse(
+                    shared,
+                    ConnReason::Limit,
+                    format!("more than {} distinct names", shared.limits.max_names),
+                );
+                return Err(());
+            }
+        }
+    } else {
+        (pins, true)
+    };
+    let mut refused = None;
+    for ip in &addrs {
+        match shared.rules.check_resolved(*ip, port, pinned) {
+            Ok(()) => {}
+            Err(class) => {
+                refused.get_or_insert((*ip, class));
+                continue;
+            }
+        }
+        rec.addr = Some(ip.to_string());
+        if let Ok(s) = dial(shared, rec, SocketAddr::new(*ip, port)).await {
+            rec.outcome = None;
+            return Ok((s, name));
+        }
+    }
+    match refused {
+        // Every address was internal (or the usable ones failed): under
+        // --audit the first internal one is still tried.
+        Some((ip, class)) if rec.outcome.is_none() => {
+            rec.addr = Some(ip.to_string());
+            let detail = format!("{name} resolved to {ip}, which is {}", class.as_str());
+            if !rec.refuse(shared, ConnReason::PrivateAddress, detail) {
+                return Err(());
+            }
+            dial(shared, rec, SocketAddr::new(ip, port))
+                .await
+                .map(|s| (s, name))
+        }
+        _ => Err(()),
+    }
+}
+
+/// After `200`/SOCKS success: if the job's first bytes are a TLS
+/// ClientHello, its server name must be `name`; then copy.
+pub(crate) async fn tunnel(
+    shared: &Shared,
+    rec: &mut Record,
+    mut client: TcpStream,
+    server: TcpStream,
+    name: Option<&str>,
+    mut early: Vec<u8>,
+) {
+    if early.is_empty() {
+        // Whoever speaks first: a server-first protocol (SSH banner, SMTP)
+        // is not TLS from the client, so nothing to check.
+        let mut first = Vec::new();
+        tokio::select! {
+            r = read_some(shared, &mut client, &mut first, sni::MAX_HELLO + 4096) => {
+                match r {
+                    Ok(0) => return,
+                    Ok(_) => early = first,
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            rec.detail = "idle timeout".into();
+                        }
+                        return;
+                    }
+                }
+            }
+            _ = server.readable() => {}
+        }
+    }
+    if early.first().is_some_and(|&b| sni::looks_like_tls(b)) {
+        loop {
+            match sni::client_hello(&early) {
+                Hello::Incomplete => {
+                    match read_some(shared, &mut client, &mut early, sni::MAX_HELLO + 4096).await {
+                        Ok(n) if n > 0 => continue,
+                        Ok(_) => return,
+                        Err(e) => {
+                            let (r, d) = read_refusal(&e);
+                            rec.refuse(shared, r, format!("{d} (TLS ClientHello)"));
+                            return;
+                        }
+                    }
+                }
+                Hello::Invalid => {
+                    rec.refuse(
+                        shared,
+                        ConnReason::Malformed,
+                        "unreadable TLS ClientHello".into(),
+                    );
+                    return;
+                }
+                Hello::Complete(sni) => {
+                    if let Some(name) = name {
+                        let ok = match &sni {
+                            None => rec.refuse(shared, ConnReason::SniMissing, String::new()),
+                            Some(s) if normalise_name(s).as_deref() != Some(name) => rec.refuse(
+                                shared,
+                                ConnReason::SniMismatch,
+                                format!("the ClientHello names {}", printable(s)),
+                            ),
+                            Some(_) => true,
+                        };
+                        if !ok {
+                            return;
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    pump(shared, rec, client, server, early).await;
+}
+
+/// Copy both ways until both sides are done, a side is idle for the idle
+/// timeout (measured over both directions), or the session's byte budget is
+/// spent. `first` goes to the server before anything else.
+pub(crate) async fn pump(
+    shared: &Shared,
+    rec: &mut Record,
+    mut client: TcpStream,
+    mut server: TcpStream,
+    first: Vec<u8>,
+) {
+    let start = Instant::now();
+    let last = AtomicU64::new(0);
+    if !first.is_empty() {
+        if server.write_all(&first).await.is_err() {
+            return;
+        }
+        let n = first.len() as u64;
+        rec.bytes_up += n;
+        shared.bytes_up.fetch_add(n, Ordering::Relaxed);
+    }
+    let (mut cr, mut cw) = client.split();
+    let (mut sr, mut sw) = server.split();
+    let up = AtomicU64::new(0);
+    let down = AtomicU64::new(0);
+    let result = tokio::try_join!(
+        one_way(
+            shared,
+            &mut cr,
+            &mut sw,
+            &up,
+            &shared.bytes_up,
+            &last,
+            start
+        ),
+        one_way(
+            shared,
+            &mut sr,
+            &mut cw,
+            &down,
+            &shared.bytes_down,
+            &last,
+            start
+        ),
+    );
+    rec.bytes_up += up.load(Ordering::Relaxed);
+    rec.bytes_down += down.load(Ordering::Relaxed);
+    if let Err(e) = result {
+        match e.kind() {
+            io::ErrorKind::TimedOut => rec.detail = "closed: idle timeout".into(),
+            io::ErrorKind::QuotaExceeded => {
+                rec.detail = "closed: the session's byte limit was reached".into()
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn one_way<R, W>(
+    shared: &Shared,
+    r: &mut R,
+    w: &mut W,
+    mine: &AtomicU64,
+    total: &AtomicU64,
+    last: &AtomicU64,
+    start: Instant,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let idle = shared.limits.idle_timeout;
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    let now_ms = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "idle");
+    let mut buf = vec![0u8; BUF];
+    loop {
+        let n = match timeout(idle, r.read(&mut buf)).await {
+            Ok(Ok(0)) => {
+                let _ = w.shutdown().await;
+                return Ok(());
+            }
+            Ok(Ok(n)) => n,
+            Ok(Err(e)) => return Err(e),
+            // Idle this way; the connection is idle only if the other way
+            // was quiet too.
+            Err(_) if now_ms().saturating_sub(last.load(Ordering::Relaxed)) < idle_ms => continue,
+            Err(_) => return Err(timed_out()),
+        };
+        if shared.bytes_left() < n as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::QuotaExceeded,
+                "session bytes",
+            ));
+        }
+        timeout(idle, w.write_all(&buf[..n]))
+            .await
+            .map_err(|_| timed_out())??;
+        mine.fetch_add(n as u64, Ordering::Relaxed);
+        total.fetch_add(n as u64, Ordering::Relaxed);
+        last.store(now_ms(), Ordering::Relaxed);
+    }
+}
+
+/// FULL: a connection to a DNS-stub address inside the job's namespace.
+async fn transparent(
+    shared: &Shared,
+    client: TcpStream,
+    peer: SocketAddr,
+    names: &(dyn Fn(IpAddr) -> Option<String> + Send + Sync),
+    rec: &mut Record,
+) {
+    if let Some(o) = take_redirect(shared, peer) {
+        rec.process = o.process;
+        rec.attribution = o.attribution;
+    }
+    let local = match client.local_addr() {
+        Ok(a) => a,
+        Err(_) => return,
+    };
+    let Some(name) = names(local.ip()) else {
+        rec.target(None, local.port());
+        rec.addr = Some(local.ip().to_string());
+        rec.refuse(
+            shared,
+            ConnReason::NotAllowed,
+            format!("{} stands for no name", local.ip()),
+        );
+        return;
+    };
+    let Ok((server, name)) = open_name(shared, rec, &name, local.port()).await else {
+        return;
+    };
+    tunnel(shared, rec, client, server, Some(&name), Vec::new()).await;
+}
+
+/// FS-ONLY: a connect the supervisor redirected here.
+async fn redirected(shared: &Shared, client: TcpStream, peer: SocketAddr, rec: &mut Record) {
+    let Some(o) = take_redirect(shared, peer) else {
+        rec.refuse(
+            shared,
+            ConnReason::Malformed,
+            format!("no redirect registered for {peer}"),
+        );
+        return;
+    };
+    rec.process = o.process;
+    rec.attribution = o.attribution;
+    let Ok(server) = open_addr(shared, rec, o.ip, o.port).await else {
+        return;
+    };
+    pump(shared, rec, client, server, Vec::new()).await;
+}
+
+fn take_redirect(shared: &Shared, peer: SocketAddr) -> Option<super::Original> {
+    shared.redirects.lock().ok()?.remove(&peer)
+}

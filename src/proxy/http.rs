@@ -1,0 +1,337 @@
+//! The HTTP/1.x request head the explicit proxy reads: parsed strictly (CRLF
+//! line ends, token header names, no NUL or bare CR/LF, no obsolete line
+//! folding, no conflicting message framing), bounded by the caller's buffer.
+//! Only the head is parsed; a body is streamed, never buffered.
+
+use super::upstream::split_host_port;
+
+/// A parsed request head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub method: String,
+    pub target: String,
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub version: &'static str,
+    pub headers: Vec<(String, String)>,
+}
+
+/// Where the head ends (the index just past `\r\n\r\n`), if it does.
+pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Parse `head` (everything up to and including the blank line).
+pub(crate) fn parse_head(head: &[u8]) -> Result<Head, &'static str> {
+    let text = std::str::from_utf8(head).map_err(|_| "request head is not UTF-8")?;
+    let text = text
+        .strip_suffix("\r\n\r\n")
+        .ok_or("request head does not end in CRLF CRLF")?;
+    let mut lines = text.split("\r\n");
+    let request_line = lines.next().ok_or("empty request")?;
+    if text
+        .bytes()
+        .any(|b| b == 0 || (b < 0x20 && b != b'\t' && b != b'\r' && b != b'\n') || b == 0x7f)
+    {
+        return Err("control character in request head");
+    }
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("request line is not METHOD SP TARGET SP VERSION");
+    };
+    if method.is_empty() || !method.bytes().all(is_tchar) {
+        return Err("bad method");
+    }
+    if target.is_empty() || target.bytes().any(|b| b <= b' ') {
+        return Err("bad request target");
+    }
+    let version = match version {
+        "HTTP/1.1" => "HTTP/1.1",
+        "HTTP/1.0" => "HTTP/1.0",
+        _ => return Err("unsupported HTTP version"),
+    };
+    let mut headers = Vec::new();
+    for line in lines {
+        if line.contains('\r') || line.contains('\n') {
+            return Err("bare CR or LF in request head");
+        }
+        if line.starts_with([' ', '\t']) {
+            return Err("obsolete header line folding");
+        }
+        let (name, value) = line.split_once(':').ok_or("header line without a colon")?;
+        if name.is_empty() || !name.bytes().all(is_tchar) {
+            return Err("bad header name");
+        }
+        headers.push((
+            name.to_string(),
+            value.trim_matches([' ', '\t']).to_string(),
+        ));
+    }
+    check_framing(&headers)?;
+    Ok(Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        version,
+        headers,
+    })
+}
+
+/// Refuse heads whose body length two parsers could read differently.
+fn check_framing(headers: &[(String, String)]) -> Result<(), &'static str> {
+    let mut length: Option<&str> = None;
+    let mut chunked = false;
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("content-length") {
+            if value.is_empty() || value.len() > 19 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err("bad Content-Length");
+            }
+            if length.is_some_and(|l| l != value) {
+                return Err("conflicting Content-Length headers");
+            }
+            length = Some(value);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = true;
+        }
+    }
+    if chunked && length.is_some() {
+        return Err("both Content-Length and Transfer-Encoding");
+    }
+    Ok(())
+}
+
+impl Head {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether `Proxy-Authorization` is exactly `token` (compared without
+    /// an early exit).
+    pub(crate) fn has_credential(&self, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("proxy-authorization"))
+            .any(|(_, v)| constant_time_eq(v.as_bytes(), token.as_bytes()))
+    }
+}
+
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A `CONNECT host:port` target. The port is required.
+pub(crate) fn authority(target: &str) -> Result<(String, u16), &'static str> {
+    match split_host_port(target) {
+        Some((host, Some(port))) if !host.is_empty() && port != 0 => Ok((host.to_string(), port)),
+        _ => Err("CONNECT target is not HOST:PORT"),
+    }
+}
+
+/// An absolute-form `http://host[:port]/path?query` target: host, port
+/// (default 80) and the origin-form path (`/` when empty).
+pub(crate) fn absolute(target: &str) -> Result<(String, u16, String), &'static str> {
+    let rest = match target.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case("http://") => &target[7..],
+        _ => return Err("not an absolute http:// URL (use CONNECT for https)"),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (auth, path) = rest.split_at(end);
+    if auth.contains('@') {
+        return Err("userinfo in the request URL");
+    }
+    let (host, port) = split_host_port(auth).ok_or("bad host in the request URL")?;
+    let port = port.unwrap_or(80);
+    if host.is_empty() || port == 0 {
+        return Err("bad host in the request URL");
+    }
+    let path = path.split('#').next().unwrap_or("");
+    let path = match path {
+        "" => "/".to_string(),
+        p if p.starts_with('?') => format!("/{p}"),
+        p => p.to_string(),
+    };
+    Ok((host.to_string(), port, path))
+}
+
+/// The head as sent to the origin: origin-form target, `Host` set to the
+/// destination, the `Proxy-*` and hop-by-hop headers dropped, and
+/// `Connection: close` (one request per connection) unless the client asked
+/// for an upgrade (WebSocket), which then passes through.
+pub(crate) fn origin_request(head: &Head, host: &str, port: u16, path: &str) -> Vec<u8> {
+    let connection = head.header("connection").unwrap_or("");
+    let upgrade = connection
+        .split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let named: Vec<String> = connection
+        .split(',')
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty() && t != "upgrade" && t != "close" && t != "keep-alive")
+        .collect();
+    let mut out = format!("{} {path} {}\r\n", head.method, head.version);
+    let host_value = match (host.contains(':'), port) {
+        (true, 80) => format!("[{host}]"),
+        (true, p) => format!("[{host}]:{p}"),
+        (false, 80) => host.to_string(),
+        (false, p) => format!("{host}:{p}"),
+    };
+    out.push_str(&format!("Host: {host_value}\r\n"));
+    for (name, value) in &head.headers {
+        let lower = name.to_ascii_lowercase();
+        let hop = lower.starts_with("proxy-")
+            || matches!(
+                lower.as_str(),
+                "host" | "connection" | "keep-alive" | "te" | "trailer"
+            )
+            || (lower == "upgrade" && !upgrade)
+            || named.contains(&lower);
+        if !hop {
+            out.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    out.push_str(if upgrade {
+        "Connection: upgrade\r\n\r\n"
+    } else {
+        "Connection: close\r\n\r\n"
+    });
+    out.into_bytes()
+}
+
+/// A minimal response the proxy writes itself.
+pub(crate) fn response(status: u16, reason: &str, extra: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status} {reason}\r\n{extra}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        .into_bytes()
+}
+
+/// Standard base64 with padding (for `Basic` credentials).
+pub(crate) fn base64(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(i.as_bytes()), o);
+        }
+    }
+
+    #[test]
+    fn parses_a_connect_request() {
+        let h = parse_head(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\nProxy-Authorization: Basic abc\r\n\r\n").unwrap();
+        assert_eq!(h.method, "CONNECT");
+        assert_eq!(authority(&h.target).unwrap(), ("allowed.test".into(), 443));
+        assert!(h.has_credential("Basic abc"));
+        assert!(!h.has_credential("Basic abd"));
+        assert!(!h.has_credential("Basic ab"));
+        assert_eq!(authority("[::1]:8443").unwrap(), ("::1".into(), 8443));
+    }
+
+    #[test]
+    fn hostile_heads_are_refused() {
+        for bad in [
+            &b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n\0"[..],
+            b"CONNECT  allowed.test:443 HTTP/1.1\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/2\r\n\r\n",
+            b"CONNECT allowed.test:443\r\n\r\n",
+            b"CONNECT allowed.test:443 HTTP/1.1 x\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nX: a\0b\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nX: a\nY: b\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nX: a\r\n folded\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nBad Name: a\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nno colon\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nContent-Length: +5\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            b"GET http://a/ HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"\xff\xfe HTTP/1.1\r\n\r\n",
+            b"\r\n\r\n",
+        ] {
+            assert!(
+                parse_head(bad).is_err(),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        // A huge but well-formed Content-Length is fine: the body is streamed.
+        assert!(
+            parse_head(b"POST http://a/ HTTP/1.1\r\nContent-Length: 9999999999999999999\r\n\r\n")
+                .is_ok()
+        );
+        for bad in [
+            "allowed.test",
+            "allowed.test:",
+            "allowed.test:0",
+            ":443",
+            "a:b:c:443",
+            "allowed.test:65536",
+        ] {
+            assert!(authority(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_becomes_origin_form_without_proxy_headers() {
+        let h = parse_head(b"GET http://Allowed.test:8080/a/b?c=d HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: Basic x\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nAccept: */*\r\n\r\n").unwrap();
+        let (host, port, path) = absolute(&h.target).unwrap();
+        assert_eq!(
+            (host.as_str(), port, path.as_str()),
+            ("Allowed.test", 8080, "/a/b?c=d")
+        );
+        let out = String::from_utf8(origin_request(&h, "allowed.test", port, &path)).unwrap();
+        assert_eq!(
+            out,
+            "GET /a/b?c=d HTTP/1.1\r\nHost: allowed.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(absolute("http://a").unwrap(), ("a".into(), 80, "/".into()));
+        assert_eq!(
+            absolute("http://a?x").unwrap(),
+            ("a".into(), 80, "/?x".into())
+        );
+        assert!(absolute("https://a/").is_err());
+        assert!(absolute("http://user:pw@a/").is_err());
+        assert!(absolute("/relative").is_err());
+        assert!(absolute("http://:80/").is_err());
+    }
+
+    #[test]
+    fn head_end_finds_the_blank_line() {
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
+        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
+    }
+}
