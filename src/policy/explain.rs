@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::paths::decide_rule;
 use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
+use crate::proxy::AddrClass;
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.
@@ -72,10 +73,11 @@ pub struct HostDecision {
     /// The `--resolve` pin of the name: the only address vetto connects to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin: Option<PinnedHost>,
-    /// What the queried (or pinned) address is, when the proxy treats it
-    /// as internal: refused unless a pin or an ip rule names it.
+    /// What the queried (or pinned) address is (`private`, `metadata` …),
+    /// when the proxy treats it as internal: refused unless a pin or an ip
+    /// rule names it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub address: Option<AddressClass>,
+    pub address: Option<&'static str>,
     /// Further facts, one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -95,81 +97,21 @@ impl HostDecision {
     }
 }
 
-/// The addresses the egress proxy refuses to connect to unless a
-/// `--resolve` pin or an ip rule names them: what DNS rebinding and a
-/// job's own address would otherwise reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AddressClass {
-    Loopback,
-    /// RFC 1918 (IPv4) or unique local `fc00::/7` (IPv6).
-    Private,
-    /// `169.254.0.0/16`, `fe80::/10`.
-    LinkLocal,
-    /// The cloud metadata service: `169.254.169.254`, `fd00:ec2::254`.
-    Metadata,
-    /// Carrier-grade NAT, `100.64.0.0/10`.
-    Cgnat,
-    Multicast,
-    Unspecified,
-    Broadcast,
+/// The class of an internal address — the egress proxy's own
+/// classification ([`crate::proxy::classify`]), so explain says what the
+/// proxy does — or `None` for a public one.
+fn internal(ip: IpAddr) -> Option<AddrClass> {
+    let class = crate::proxy::classify(ip);
+    (!class.is_public()).then_some(class)
 }
 
-impl AddressClass {
-    /// The class in words, as part of a sentence (`… is a private address`).
-    pub fn words(self) -> &'static str {
-        match self {
-            AddressClass::Loopback => "a loopback address",
-            AddressClass::Private => "a private address",
-            AddressClass::LinkLocal => "a link-local address",
-            AddressClass::Metadata => "the cloud metadata address",
-            AddressClass::Cgnat => "a carrier-grade NAT address",
-            AddressClass::Multicast => "a multicast address",
-            AddressClass::Unspecified => "the unspecified address",
-            AddressClass::Broadcast => "the broadcast address",
-        }
+/// An address class as part of a sentence (`… is a private address`).
+fn class_words(class: AddrClass) -> String {
+    match class {
+        AddrClass::Metadata => "a cloud metadata address".into(),
+        AddrClass::Unspecified | AddrClass::Broadcast => format!("the {} address", class.as_str()),
+        _ => format!("a {} address", class.as_str()),
     }
-}
-
-/// The class of an internal address, or `None` for an internet address.
-/// An IPv4-mapped IPv6 address is classified as its IPv4 address.
-pub fn address_class(ip: IpAddr) -> Option<AddressClass> {
-    match ip {
-        IpAddr::V4(v4) => v4_class(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4_class(v4),
-            None => v6_class(v6),
-        },
-    }
-}
-
-fn v4_class(ip: Ipv4Addr) -> Option<AddressClass> {
-    let o = ip.octets();
-    Some(match o {
-        [169, 254, 169, 254] => AddressClass::Metadata,
-        [0, ..] => AddressClass::Unspecified,
-        [127, ..] => AddressClass::Loopback,
-        [10, ..] | [192, 168, ..] => AddressClass::Private,
-        [172, b, ..] if (16..32).contains(&b) => AddressClass::Private,
-        [169, 254, ..] => AddressClass::LinkLocal,
-        [100, b, ..] if (64..128).contains(&b) => AddressClass::Cgnat,
-        [255, 255, 255, 255] => AddressClass::Broadcast,
-        [a, ..] if (224..240).contains(&a) => AddressClass::Multicast,
-        _ => return None,
-    })
-}
-
-fn v6_class(ip: Ipv6Addr) -> Option<AddressClass> {
-    let s = ip.segments();
-    Some(match s {
-        [0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0x0254] => AddressClass::Metadata,
-        _ if ip.is_unspecified() => AddressClass::Unspecified,
-        _ if ip.is_loopback() => AddressClass::Loopback,
-        [a, ..] if a & 0xfe00 == 0xfc00 => AddressClass::Private,
-        [a, ..] if a & 0xffc0 == 0xfe80 => AddressClass::LinkLocal,
-        [a, ..] if a & 0xff00 == 0xff00 => AddressClass::Multicast,
-        _ => return None,
-    })
 }
 
 /// The ports a host pattern without a port allows.
@@ -335,12 +277,12 @@ fn decide_name(
                 "connects to {} only: pinned by `{}` ({})",
                 pin.addr, pin.origin.written, pin.origin
             ));
-            if let Some(class) = address_class(pin.addr) {
-                d.address = Some(class);
+            if let Some(class) = internal(pin.addr) {
+                d.address = Some(class.as_str());
                 d.notes.push(format!(
                     "{} is {}: reachable only because the pin names it",
                     pin.addr,
-                    class.words()
+                    class_words(class)
                 ));
             }
             d.pin = Some(pin.clone());
@@ -374,11 +316,11 @@ fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, resolve: &[PinnedHost
             pin.host, pin.origin.written, pin.origin
         ));
     }
-    if let Some(class) = address_class(ip) {
-        d.address = Some(class);
+    if let Some(class) = internal(ip) {
+        d.address = Some(class.as_str());
         d.notes.push(format!(
-            "{ip} is {}: refused unless a --resolve pin or an ip rule names it",
-            class.words()
+            "{ip} is {}: refused unless an ip rule names it",
+            class_words(class)
         ));
     }
     d
@@ -720,7 +662,7 @@ mod tests {
             d.pin.as_ref().map(|p| p.addr.to_string()),
             Some("127.0.0.1".into())
         );
-        assert_eq!(d.address, Some(AddressClass::Loopback));
+        assert_eq!(d.address, Some("loopback"));
         assert!(
             d.notes
                 .iter()
@@ -738,20 +680,20 @@ mod tests {
     fn addresses_are_refused_and_internal_ones_named() {
         let pins = [pin("allowed.test", "10.0.0.1")];
         for (q, class) in [
-            ("169.254.169.254", Some(AddressClass::Metadata)),
-            ("169.254.169.254:80", Some(AddressClass::Metadata)),
-            ("[fd00:ec2::254]:80", Some(AddressClass::Metadata)),
-            ("[::ffff:169.254.169.254]:80", Some(AddressClass::Metadata)),
-            ("10.0.0.1:5432", Some(AddressClass::Private)),
-            ("172.31.255.1", Some(AddressClass::Private)),
-            ("fd12::1", Some(AddressClass::Private)),
-            ("127.0.0.1:8080", Some(AddressClass::Loopback)),
-            ("[::1]:22", Some(AddressClass::Loopback)),
-            ("169.254.1.1", Some(AddressClass::LinkLocal)),
-            ("fe80::1", Some(AddressClass::LinkLocal)),
-            ("100.100.100.200", Some(AddressClass::Cgnat)),
-            ("224.0.0.251", Some(AddressClass::Multicast)),
-            ("0.0.0.0", Some(AddressClass::Unspecified)),
+            ("169.254.169.254", Some("metadata")),
+            ("169.254.169.254:80", Some("metadata")),
+            ("[fd00:ec2::254]:80", Some("metadata")),
+            ("[::ffff:169.254.169.254]:80", Some("metadata")),
+            ("10.0.0.1:5432", Some("private")),
+            ("172.31.255.1", Some("private")),
+            ("fd12::1", Some("private")),
+            ("127.0.0.1:8080", Some("loopback")),
+            ("[::1]:22", Some("loopback")),
+            ("169.254.1.1", Some("link-local")),
+            ("fe80::1", Some("link-local")),
+            ("100.64.1.1", Some("CGNAT")),
+            ("224.0.0.251", Some("multicast")),
+            ("0.0.0.0", Some("unspecified")),
             ("93.184.215.14:443", None),
             ("172.32.0.1", None),
             ("2606:4700::1111", None),

@@ -132,14 +132,15 @@ impl Fold {
         }
     }
 
-    /// Denied first, then observed (audit), then allowed; within each the
+    /// Denied first, then observed (audit), then failed, then allowed; within each the
     /// most connections first, then by name and port.
     pub fn finish(self) -> (Vec<Destination>, u64) {
         let mut list = self.list;
         let rank = |d: ConnDecision| match d {
             ConnDecision::Denied => 0,
             ConnDecision::Observed => 1,
-            ConnDecision::Allowed => 2,
+            ConnDecision::Failed => 2,
+            ConnDecision::Allowed => 3,
         };
         list.sort_by(|a, b| {
             rank(a.decision)

@@ -416,6 +416,7 @@ fn conn(
         duration_ms: 40,
         process,
         attribution,
+        detail: String::new(),
     }
 }
 
@@ -550,31 +551,6 @@ pub fn egress_connections() -> Vec<Connection> {
     out
 }
 
-/// The violation a denied connection is also recorded as.
-fn egress_violation(c: &Connection) -> Violation {
-    let target = match (&c.host, &c.addr) {
-        (Some(host), _) => Target::Host {
-            host: host.clone(),
-            port: Some(c.port),
-        },
-        (None, addr) => Target::Address {
-            addr: addr.clone().unwrap_or_default(),
-            port: Some(c.port),
-        },
-    };
-    Violation {
-        rule: RuleId::NetEgressBlocked,
-        time: c.time,
-        action: Action::Blocked,
-        process: c.process.clone().unwrap_or_default(),
-        target,
-        attribution: c.attribution.clone(),
-        policy_rule: None,
-        detail: crate::report::html::variant_name(c.reason),
-        provenance: Provenance::Proxy,
-    }
-}
-
 /// A session with filtered egress: allowed and denied connections, each
 /// denied one also a `net-egress-blocked` violation, as the writer logs
 /// them.
@@ -588,8 +564,7 @@ pub fn egress_session() -> Vec<Event> {
     let mut agg = Aggregator::new(start.roots());
     let mut events = vec![Event::SessionStart(Box::new(start))];
     for c in egress_connections() {
-        let denied = c.decision == ConnDecision::Denied;
-        let violation = denied.then(|| egress_violation(&c));
+        let violation = c.violation(Provenance::Proxy);
         events.push(Event::Connection(Box::new(c)));
         if let Some(first) = violation.and_then(|v| agg.observe(v)) {
             events.push(Event::Violation(Box::new(first)));

@@ -14,7 +14,6 @@ use crate::events::{
     SessionStart, Timestamp, Violation,
 };
 use crate::exit::Outcome;
-use crate::policy::explain as policy_explain;
 use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
 
 pub mod annotations;
@@ -363,11 +362,11 @@ impl Model {
             } => (host.trim_end_matches('.').to_ascii_lowercase(), *port),
             _ => return host_mode(),
         };
-        let Some(d) = self
-            .destinations
-            .iter()
-            .find(|d| d.host == host && d.port == port && d.decision != ConnDecision::Allowed)
-        else {
+        let Some(d) = self.destinations.iter().find(|d| {
+            d.host == host
+                && d.port == port
+                && matches!(d.decision, ConnDecision::Denied | ConnDecision::Observed)
+        }) else {
             return host_mode();
         };
         let ip = host.parse::<std::net::IpAddr>().ok();
@@ -379,8 +378,7 @@ impl Model {
                 return "no policy switch: a name lookup; vetto resolves names itself — allow the host the job then connects to".into();
             }
             (ConnReason::NotAllowed | ConnReason::PrivateAddress, Some(ip)) => {
-                if policy_explain::address_class(ip) == Some(policy_explain::AddressClass::Metadata)
-                {
+                if crate::proxy::classify(ip) == crate::proxy::AddrClass::Metadata {
                     return "no policy switch: the cloud metadata address hands out the machine's credentials".into();
                 }
                 match ip {

@@ -178,6 +178,7 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
         // address (a pin decides that, not an entry).
         let why_not = match c.reason {
             ConnReason::AllowedByRule | ConnReason::NotAllowed | ConnReason::UpstreamFailed => None,
+            ConnReason::ResolveFailed => Some("the name did not resolve"),
             ConnReason::PrivateAddress if ip.is_some() => None,
             ConnReason::PrivateAddress => Some(
                 "its name resolved to an internal address: pin it with --resolve if that is intended",
@@ -198,8 +199,8 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
         }
         match (ip, &host) {
             (Some(ip), _) => {
-                let class = crate::policy::explain::address_class(ip);
-                if class == Some(crate::policy::explain::AddressClass::Metadata) {
+                let class = crate::proxy::classify(ip);
+                if class == crate::proxy::AddrClass::Metadata {
                     refuse(format!(
                         "{shown} — the cloud metadata address: never suggested"
                     ));
@@ -215,11 +216,11 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
                     std::net::IpAddr::V6(v6) => format!("[{v6}]:{}", c.port),
                     ip => format!("{ip}:{}", c.port),
                 };
-                let e =
-                    needs
-                        .addrs
-                        .entry(rule)
-                        .or_insert((0, who.clone(), class.map(|c| c.words())));
+                let e = needs.addrs.entry(rule).or_insert((
+                    0,
+                    who.clone(),
+                    (!class.is_public()).then(|| class.as_str()),
+                ));
                 e.0 += 1;
             }
             (None, Some(h)) => match crate::policy::validate::parse_host(h) {
@@ -350,7 +351,7 @@ fn allow_entries(needs: &Needs) -> Vec<(String, String)> {
     }
     for (rule, (n, who, class)) in &needs.addrs {
         let what = match class {
-            Some(c) => format!("an address without a name ({c}): an ip rule"),
+            Some(c) => format!("an address without a name ({c} address): an ip rule"),
             None => "an address without a name: an ip rule".to_string(),
         };
         out.push((
@@ -525,7 +526,7 @@ mod tests {
         assert!(!allow.iter().any(|a| a.contains("8.8.8.8")), "{toml}");
         assert!(
             toml.contains(
-                "\"10.1.2.3:5432\", # an address without a name (a private address): an ip rule"
+                "\"10.1.2.3:5432\", # an address without a name (private address): an ip rule"
             ),
             "{toml}"
         );

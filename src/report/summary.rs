@@ -177,21 +177,29 @@ fn destinations(out: &mut String, model: &Model, max_bytes: usize) {
     if all.is_empty() {
         return;
     }
-    let count = |d: ConnDecision| all.iter().filter(|x| x.decision == d).count();
-    let _ = writeln!(
-        out,
-        "\n**Network destinations: {} denied, {} observed, {} allowed**\n",
-        count(ConnDecision::Denied),
-        count(ConnDecision::Observed),
-        count(ConnDecision::Allowed)
-    );
+    let counts: Vec<String> = [
+        (ConnDecision::Denied, "denied"),
+        (ConnDecision::Observed, "observed (audit)"),
+        (ConnDecision::Failed, "unreachable"),
+        (ConnDecision::Allowed, "allowed"),
+    ]
+    .into_iter()
+    .filter_map(|(d, word)| {
+        let n = all.iter().filter(|x| x.decision == d).count();
+        (n > 0).then(|| format!("{n} {word}"))
+    })
+    .collect();
+    let _ = writeln!(out, "\n**Network destinations: {}**\n", counts.join(", "));
     let _ = writeln!(
         out,
         "| destination | decision | address | connections | up / down | by |\n|---|---|---|---:|---:|---|"
     );
     let mut listed = 0;
     for d in all.iter().take(TOP) {
-        let mut decision = format!("{} ({})", variant_name(d.decision), variant_name(d.reason));
+        let mut decision = match d.reason {
+            crate::events::ConnReason::AllowedByRule => variant_name(d.decision),
+            reason => format!("{} ({})", variant_name(d.decision), variant_name(reason)),
+        };
         if let Some(rule) = &d.rule {
             decision.push_str(&format!(" {}", code(rule)));
         }
@@ -284,7 +292,7 @@ mod tests {
     fn egress_session_summary() {
         let md = render(&fixture::egress_model());
         assert!(
-            md.contains("**Network destinations: 5 denied, 0 observed, 2 allowed**"),
+            md.contains("**Network destinations: 5 denied, 2 allowed**"),
             "{md}"
         );
         // A name the job chose is only ever inside a code span.
