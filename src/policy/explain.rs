@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use super::paths::decide_rule;
 use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
+use crate::events::ConnReason;
 use crate::proxy::AddrClass;
+use crate::proxy::rules::Rules;
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.
@@ -114,16 +116,6 @@ fn class_words(class: AddrClass) -> String {
     }
 }
 
-/// The ports a host pattern without a port allows.
-pub const DEFAULT_PORTS: [u16; 2] = [443, 80];
-
-/// Whether `pattern` lets a connection to `host:port` through: the name
-/// matches, and the port is the pattern's own or, for a pattern without
-/// one, 80 or 443.
-fn allows(pattern: &HostPattern, host: &str, port: u16) -> bool {
-    pattern.matches(host, Some(port)) && (pattern.port.is_some() || DEFAULT_PORTS.contains(&port))
-}
-
 /// What `explain` was asked about: a name or an address, with or without
 /// a port.
 enum Query {
@@ -181,24 +173,36 @@ fn parse_query(query: &str) -> Result<Query, String> {
     }
 }
 
+/// The ports a query without one is decided for: the ones a rule without
+/// a port allows ([`crate::proxy::rules::DEFAULT_PORTS`]), HTTPS first.
+const QUERY_PORTS: [u16; 2] = [443, 80];
+
+/// For a host or an address, what the egress proxy would decide and by
+/// which rule — decided by the proxy's own [`Rules`], so explain cannot
+/// disagree with it.
 pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
     let target = match parse_query(query) {
         Ok(t) => t,
         Err(msg) => return HostDecision::new(query, false, msg),
     };
-    match (&policy.net, &target) {
-        (NetPolicy::Off, _) => HostDecision::new(query, false, "the network is off".into()),
-        (NetPolicy::Host, _) => HostDecision::new(
-            query,
-            true,
-            "the network is unrestricted (mode host)".into(),
-        ),
-        (NetPolicy::Allow { hosts, resolve, .. }, Query::Name { host, port }) => {
-            decide_name(query, host, *port, hosts, resolve)
+    let rules = match &policy.net {
+        NetPolicy::Off => return HostDecision::new(query, false, "the network is off".into()),
+        NetPolicy::Host => {
+            return HostDecision::new(
+                query,
+                true,
+                "the network is unrestricted (mode host)".into(),
+            );
         }
-        (NetPolicy::Allow { resolve, .. }, Query::Addr { ip, port }) => {
-            decide_addr(query, *ip, *port, resolve)
-        }
+        NetPolicy::Allow { hosts, resolve, .. } => Rules {
+            allow: hosts.clone(),
+            pins: resolve.clone(),
+            ..Rules::default()
+        },
+    };
+    match target {
+        Query::Name { host, port } => decide_name(query, &host, port, &rules),
+        Query::Addr { ip, port } => decide_addr(query, ip, port, &rules),
     }
 }
 
@@ -216,49 +220,60 @@ fn ports_text(ports: &[u16]) -> String {
     }
 }
 
-fn decide_name(
-    query: &str,
-    host: &str,
-    port: Option<u16>,
-    hosts: &[HostPattern],
-    resolve: &[PinnedHost],
-) -> HostDecision {
-    // Without a port in the query: the ports a client uses by default,
-    // else the one a rule for the name names.
-    let ports: Vec<u16> = match port {
-        Some(p) => vec![p],
-        None => {
-            let defaults: Vec<u16> = DEFAULT_PORTS
-                .into_iter()
-                .filter(|p| hosts.iter().any(|h| allows(h, host, *p)))
-                .collect();
-            if defaults.is_empty() {
-                hosts
-                    .iter()
-                    .filter(|h| h.matches(host, h.port))
-                    .filter_map(|h| h.port)
-                    .take(1)
-                    .collect()
-            } else {
-                defaults
-            }
-        }
-    };
-    let rule = ports
-        .first()
-        .and_then(|p| hosts.iter().find(|h| allows(h, host, *p)));
-    let mut d = match rule {
-        Some(h) => {
-            let mut why = format!("matches `{}`", h.origin.written);
+/// The ports to decide a query for: its own, else those of
+/// [`QUERY_PORTS`] that `allowed` lets through, else the first port a rule
+/// names for it, else the defaults (to say why not).
+fn query_ports(port: Option<u16>, allowed: impl Fn(u16) -> bool, named: Option<u16>) -> Vec<u16> {
+    if let Some(p) = port {
+        return vec![p];
+    }
+    let open: Vec<u16> = QUERY_PORTS.into_iter().filter(|p| allowed(*p)).collect();
+    match (open.is_empty(), named) {
+        (false, _) => open,
+        (true, Some(p)) => vec![p],
+        (true, None) => QUERY_PORTS.to_vec(),
+    }
+}
+
+fn decide_name(query: &str, host: &str, port: Option<u16>, rules: &Rules) -> HostDecision {
+    let named = rules
+        .allow
+        .iter()
+        .filter(|h| h.matches(host, h.port))
+        .find_map(|h| h.port);
+    let ports = query_ports(port, |p| rules.decide_name(host, p).allowed, named);
+    let first = ports.first().copied().unwrap_or(443);
+    let decision = rules.decide_name(host, first);
+    let mut d = match decision.reason {
+        _ if decision.allowed => {
+            let pattern = rules.allow.iter().find(|h| {
+                h.matches(host, Some(first))
+                    && (h.port.is_some() || crate::proxy::rules::DEFAULT_PORTS.contains(&first))
+            });
+            let mut why = match pattern {
+                Some(h) => format!("matches `{}`", h.origin.written),
+                None => "allowed".to_string(),
+            };
             if port.is_none() {
                 let _ = write!(why, " ({} only)", ports_text(&ports));
             }
             let mut d = HostDecision::new(query, true, why);
-            d.rule = Some(h.clone());
+            d.rule = pattern.cloned();
             d
         }
-        None => {
-            let why = match (port, hosts.iter().find(|h| h.matches(host, None))) {
+        ConnReason::DeniedByRule => {
+            let pattern = rules.deny.iter().find(|h| h.matches(host, Some(first)));
+            let written = pattern.map(|h| h.origin.written.as_str()).unwrap_or("deny");
+            let mut d = HostDecision::new(
+                query,
+                false,
+                format!("denied by `{written}` (a deny rule wins over every allow rule)"),
+            );
+            d.rule = pattern.cloned();
+            d
+        }
+        _ => {
+            let why = match (port, rules.allow.iter().find(|h| h.matches(host, None))) {
                 (Some(p), Some(h)) => format!(
                     "`{}` names the host without a port, which allows ports 80 and 443 only; write \"{host}:{p}\" to allow port {p}",
                     h.origin.written
@@ -271,46 +286,73 @@ fn decide_name(
     if !d.allowed {
         return d;
     }
-    match resolve.iter().find(|r| r.host.eq_ignore_ascii_case(host)) {
-        Some(pin) => {
-            d.notes.push(format!(
-                "connects to {} only: pinned by `{}` ({})",
-                pin.addr, pin.origin.written, pin.origin
-            ));
-            if let Some(class) = internal(pin.addr) {
-                d.address = Some(class.as_str());
-                d.notes.push(format!(
-                    "{} is {}: reachable only because the pin names it",
-                    pin.addr,
-                    class_words(class)
-                ));
-            }
-            d.pin = Some(pin.clone());
-        }
-        None => d.notes.push(
+    let pins: Vec<&PinnedHost> = rules
+        .pins
+        .iter()
+        .filter(|r| r.host.eq_ignore_ascii_case(host))
+        .collect();
+    if pins.is_empty() {
+        d.notes.push(
             "resolved by vetto on the host, and only that answer is connected to; an internal \
              answer (loopback, private, link-local, CGNAT, multicast, metadata) is refused unless \
-             pinned with --resolve"
+             pinned with --resolve or named by an ip rule"
                 .into(),
-        ),
+        );
+        return d;
     }
+    for pin in &pins {
+        match rules.check_resolved(pin.addr, first, true) {
+            Ok(()) => d.notes.push(format!(
+                "connects to {} only: pinned by `{}` ({})",
+                pin.addr, pin.origin.written, pin.origin
+            )),
+            Err(class) => d.notes.push(format!(
+                "pinned to {} by `{}` ({}), which is {}: refused unless an ip rule names it",
+                pin.addr,
+                pin.origin.written,
+                pin.origin,
+                class_words(class)
+            )),
+        }
+        if let Some(class) = internal(pin.addr) {
+            d.address.get_or_insert(class.as_str());
+        }
+    }
+    // Every pinned answer refused: so is the name.
+    if pins
+        .iter()
+        .all(|pin| rules.check_resolved(pin.addr, first, true).is_err())
+    {
+        d.allowed = false;
+        d.reason = format!(
+            "{}, but its pinned address is internal and no ip rule names it",
+            d.reason
+        );
+    }
+    d.pin = pins.first().map(|p| (*p).clone());
     d
 }
 
-fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, resolve: &[PinnedHost]) -> HostDecision {
+fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, rules: &Rules) -> HostDecision {
+    let ports = query_ports(port, |p| rules.decide_addr(ip, p).allowed, None);
+    let first = ports.first().copied().unwrap_or(443);
+    let decision = rules.decide_addr(ip, first);
     let shown = match (ip, port) {
         (IpAddr::V6(v6), Some(p)) => format!("[{v6}]:{p}"),
         (ip, Some(p)) => format!("{ip}:{p}"),
         (ip, None) => ip.to_string(),
     };
-    let mut d = HostDecision::new(
-        query,
-        false,
-        format!(
-            "no ip rule covers {shown}: `allow` names hosts, and the proxy never connects to an address the job chose"
+    let mut d = match &decision.rule {
+        Some(rule) if decision.allowed => HostDecision::new(query, true, format!("matches {rule}")),
+        _ => HostDecision::new(
+            query,
+            false,
+            format!(
+                "no ip rule covers {shown}: `allow` names hosts, and the proxy never connects to an address the job chose"
+            ),
         ),
-    );
-    for pin in resolve.iter().filter(|r| r.addr == ip) {
+    };
+    for pin in rules.pins.iter().filter(|r| r.addr == ip) {
         d.notes.push(format!(
             "pinned for `{}` by `{}` ({}): reachable by that name only",
             pin.host, pin.origin.written, pin.origin
@@ -318,10 +360,12 @@ fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, resolve: &[PinnedHost
     }
     if let Some(class) = internal(ip) {
         d.address = Some(class.as_str());
-        d.notes.push(format!(
-            "{ip} is {}: refused unless an ip rule names it",
-            class_words(class)
-        ));
+        if !d.allowed {
+            d.notes.push(format!(
+                "{ip} is {}: refused unless an ip rule names it",
+                class_words(class)
+            ));
+        }
     }
     d
 }
@@ -610,9 +654,14 @@ mod tests {
     }
 
     fn name(q: &str, hosts: &[HostPattern], resolve: &[PinnedHost]) -> HostDecision {
+        let rules = Rules {
+            allow: hosts.to_vec(),
+            pins: resolve.to_vec(),
+            ..Rules::default()
+        };
         match parse_query(q) {
-            Ok(Query::Name { host, port }) => decide_name(q, &host, port, hosts, resolve),
-            Ok(Query::Addr { ip, port }) => decide_addr(q, ip, port, resolve),
+            Ok(Query::Name { host, port }) => decide_name(q, &host, port, &rules),
+            Ok(Query::Addr { ip, port }) => decide_addr(q, ip, port, &rules),
             Err(e) => HostDecision::new(q, false, e),
         }
     }
@@ -672,6 +721,69 @@ mod tests {
         // A pin alone allows nothing: the name must still be allowed.
         let d = name("other.test:443", &hosts, &[pin("other.test", "10.0.0.1")]);
         assert!(!d.allowed && d.pin.is_none(), "{d:?}");
+    }
+
+    /// explain says what the proxy does with a pinned answer: the two
+    /// cannot disagree, whatever the proxy's rule for internal pins is.
+    #[test]
+    fn a_pinned_answer_is_explained_as_the_proxy_decides_it() {
+        let hosts = [pattern(3, "allowed.test")];
+        for addr in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "93.184.215.14",
+        ] {
+            let pins = [pin("allowed.test", addr)];
+            let rules = Rules {
+                allow: hosts.to_vec(),
+                pins: pins.to_vec(),
+                ..Rules::default()
+            };
+            let ip: IpAddr = addr.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            let d = name("allowed.test:443", &hosts, &pins);
+            assert_eq!(
+                d.allowed,
+                rules.check_resolved(ip, 443, true).is_ok(),
+                "{addr}: {d:?}"
+            );
+            assert_eq!(
+                d.address.is_some(),
+                !crate::proxy::classify(ip).is_public(),
+                "{addr}"
+            );
+        }
+    }
+
+    /// A deny rule wins over every allow rule, on every port, and explain
+    /// names it.
+    #[test]
+    fn a_deny_rule_wins_and_is_named() {
+        let rules = Rules {
+            allow: vec![pattern(3, "*.example.com")],
+            deny: vec![pattern(4, "evil.example.com")],
+            ..Rules::default()
+        };
+        for q in [
+            "evil.example.com",
+            "evil.example.com:443",
+            "evil.example.com:22",
+        ] {
+            let Ok(Query::Name { host, port }) = parse_query(q) else {
+                panic!("{q} is a name");
+            };
+            let d = decide_name(q, &host, port, &rules);
+            assert!(!d.allowed, "{q}: {d:?}");
+            assert!(
+                d.reason.contains("denied by `evil.example.com`"),
+                "{}",
+                d.reason
+            );
+            assert_eq!(d.rule.map(|r| r.origin.line), Some(4));
+        }
+        let d = decide_name("ok.example.com:443", "ok.example.com", Some(443), &rules);
+        assert!(d.allowed, "{d:?}");
     }
 
     /// An address the job names is reached only through an ip rule, and
