@@ -61,6 +61,27 @@ struct Gap {
     /// Accepted by naming the tier (`--tier seccomp` says "no filesystem
     /// isolation" as plainly as `--allow-degraded` does).
     accepted_by_naming: bool,
+    /// What to do instead, where the generic advice would be wrong.
+    hint: Option<String>,
+}
+
+/// The filtered-egress rule, as written: its first entry and where.
+fn egress_rule(policy: &Policy) -> String {
+    let NetPolicy::Allow {
+        hosts, ips, deny, ..
+    } = &policy.net
+    else {
+        return "filtered egress".into();
+    };
+    let first = hosts
+        .first()
+        .map(|h| (h.host.clone(), &h.origin))
+        .or_else(|| ips.first().map(|r| (r.to_string(), &r.origin)))
+        .or_else(|| deny.first().map(|h| (h.host.clone(), &h.origin)));
+    match first {
+        Some((what, origin)) => format!("filtered egress (allow {what}, {origin})"),
+        None => "filtered egress ([network] mode = \"allow\")".into(),
+    }
 }
 
 pub fn build_with_view(
@@ -130,7 +151,9 @@ pub fn build_with_view(
 }
 
 fn refusal_for(tier: Tier, gap: &Gap, request: TierRequest) -> Refusal {
-    let hint = if gap.degradable {
+    let hint = if let Some(hint) = &gap.hint {
+        hint.clone()
+    } else if gap.degradable {
         format!(
             "pass --allow-degraded to run at tier {tier} without this rule, or fix the host (see `vetto doctor`)"
         )
@@ -162,6 +185,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
         detail: detail.into(),
         degradable: false,
         accepted_by_naming: false,
+        hint: None,
     };
     if let crate::host::Availability::Missing(why) = &host.seccomp {
         gaps.push(hard("the syscall filter", KernelFeature::Seccomp, why));
@@ -193,6 +217,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     ),
                     degradable: true,
                     accepted_by_naming: false,
+                    hint: None,
                 });
             }
         }
@@ -212,6 +237,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                         detail: format!("this kernel has ABI {abi}: truncate(2) is not restricted"),
                         degradable: true,
                         accepted_by_naming: false,
+                        hint: None,
                     });
                 }
                 if abi < 6 {
@@ -223,6 +249,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                         ),
                         degradable: true,
                         accepted_by_naming: false,
+                        hint: None,
                     });
                 }
             }
@@ -235,20 +262,45 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                     detail: "the SECCOMP tier has no filesystem isolation".into(),
                     degradable: true,
                     accepted_by_naming: true,
+                    hint: None,
                 });
             }
         }
     }
-    // No tier filters egress yet: a policy that names domains is refused
-    // rather than run with the network either off or open.
-    if let NetPolicy::Allow { hosts, .. } = &policy.net
-        && let Some(h) = hosts.first()
-    {
-        gaps.push(hard(
-            &format!("allowed domain {} ({})", h.host, h.origin),
-            KernelFeature::NotImplemented,
-            "filtered egress is not built into this vetto version yet",
-        ));
+    // Filtered egress: every TCP connection through the proxy. FULL needs
+    // nothing more than its namespace; FS-ONLY decides each notified
+    // connect; the SECCOMP tier is not offered it.
+    if let NetPolicy::Allow { .. } = &policy.net {
+        let rule = egress_rule(policy);
+        match tier {
+            Tier::Full => {}
+            Tier::FsOnly => {
+                if let crate::host::Availability::Missing(why) = &host.seccomp_notify {
+                    gaps.push(Gap {
+                        hint: Some(
+                            "use --tier full (needs unprivileged user namespaces), or --net off, or say --net host for unrestricted network".into(),
+                        ),
+                        ..hard(
+                            &rule,
+                            KernelFeature::SeccompUserNotify,
+                            &format!(
+                                "without a network namespace, filtered egress redirects each notified connect() to the proxy: {why}"
+                            ),
+                        )
+                    });
+                }
+            }
+            Tier::Seccomp => gaps.push(Gap {
+                hint: Some(
+                    "use --tier fs-only or --tier full, or --net off, or say --net host for unrestricted network".into(),
+                ),
+                ..hard(
+                    &rule,
+                    KernelFeature::NotImplemented,
+                    "vetto filters egress at the FULL and FS-ONLY tiers only",
+                )
+            }),
+        }
     }
     // At FULL with the host's network there is no network namespace to
     // keep the host's abstract unix sockets apart: Landlock's scoping
@@ -270,6 +322,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             ),
             degradable: true,
             accepted_by_naming: false,
+            hint: None,
         });
     }
     // At FULL the host's sockets are simply absent from the view.
@@ -282,17 +335,19 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             detail: why.clone(),
             degradable: true,
             accepted_by_naming: false,
+            hint: None,
         });
     }
     gaps
 }
 
 /// What the supervisor does with a `connect()` other than to a unix socket.
-fn net_connect(net_off: bool, own_netns: bool) -> fs::NetConnect {
-    match (net_off, own_netns) {
-        (false, _) => fs::NetConnect::Open,
-        (true, true) => fs::NetConnect::LoopbackOnly,
-        (true, false) => fs::NetConnect::Closed,
+fn net_connect(net: &NetPolicy, own_netns: bool) -> fs::NetConnect {
+    match (net, own_netns) {
+        (NetPolicy::Host, _) => fs::NetConnect::Open,
+        (_, true) => fs::NetConnect::LoopbackOnly,
+        (NetPolicy::Off, false) => fs::NetConnect::Closed,
+        (NetPolicy::Allow { .. }, false) => fs::NetConnect::Proxy,
     }
 }
 
@@ -310,6 +365,14 @@ fn plan_for(
     // below it, seccomp and Landlock refuse the sockets themselves.
     let own_netns = tier == Tier::Full && policy.net != NetPolicy::Host;
     let filter_net = net_off && !own_netns;
+    // Filtered egress below FULL: only TCP internet sockets, each connect
+    // decided by the supervisor (`NetConnect::Proxy`).
+    let egress = match (&policy.net, own_netns) {
+        (NetPolicy::Allow { .. }, true) => Some(super::net::EgressPlan::Netns),
+        (NetPolicy::Allow { .. }, false) => Some(super::net::EgressPlan::Redirect),
+        _ => None,
+    };
+    let tcp_only = egress == Some(super::net::EgressPlan::Redirect);
     // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
     // any other root around what the policy binds beneath it (a project
     // under /tmp keeps its protected .git).
@@ -472,14 +535,17 @@ fn plan_for(
             spares,
             denied_calls: Vec::new(),
             audit: false,
-            net_connect: net_connect(net_off, own_netns),
+            net_connect: net_connect(&policy.net, own_netns),
             pty_peer,
             project: Some(policy.project.clone()),
         };
         let landlock = LandlockPlan {
             abi,
             handled_fs: handled,
-            deny_tcp: filter_net && abi >= 4,
+            // With egress redirected, Landlock refuses the job's own TCP
+            // connects and binds as well: only the supervisor's connects
+            // (outside the domain) reach anything.
+            deny_tcp: (filter_net || tcp_only) && abi >= 4,
             scope: abi >= 6,
             rules: carved.rules,
         };
@@ -494,7 +560,7 @@ fn plan_for(
             spares: None,
             denied_calls: Vec::new(),
             audit: false,
-            net_connect: net_connect(net_off, own_netns),
+            net_connect: net_connect(&policy.net, own_netns),
             pty_peer: false,
             project: None,
         };
@@ -521,6 +587,9 @@ fn plan_for(
         !notify.carved_dirs.is_empty(),
         notify.broker_unix_connect,
     );
+    if tcp_only {
+        seccomp.rules.extend(syscalls::tcp_only());
+    }
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }
@@ -570,6 +639,7 @@ fn plan_for(
         prepare_dirs,
         env,
         net: policy.net.clone(),
+        egress,
         limits: policy.limits.clone(),
         memory,
         cwd: job_cwd(policy, options),
@@ -715,6 +785,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         prepare_dirs: Vec::new(),
         env: env::plan(&policy.env, &options.env, &session_env(&tmp, "audit")),
         net: policy.net.clone(),
+        egress: None,
         limits: policy.limits.clone(),
         // Audit changes nothing the job does: no shares, only the
         // per-process limit and the sampler.

@@ -13,6 +13,15 @@ pub struct EnvPlan {
     pub withheld: Vec<String>,
 }
 
+impl EnvPlan {
+    /// Set `vars` (the proxy variables), replacing any value of the same
+    /// name the caller passed: the job's proxy is vetto's.
+    pub fn set_all(&mut self, vars: Vec<(String, String)>) {
+        self.vars.retain(|(n, _)| !vars.iter().any(|(m, _)| m == n));
+        self.vars.extend(vars);
+    }
+}
+
 /// `*` matches any run of characters; everything else is literal.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     let (p, n) = (pattern.as_bytes(), name.as_bytes());

@@ -170,6 +170,12 @@ pub enum NetConnect {
     /// cannot create such sockets, so one it holds was smuggled in (received
     /// over a unix socket): refused like the above, loopback included.
     Closed,
+    /// Filtered egress without a namespace (FS-ONLY): a TCP connect to the
+    /// proxy's own address is performed; one to an address the proxy
+    /// allows (an IP rule or a pin) is redirected to the proxy, which
+    /// learns where the job wanted to go; every other one is refused
+    /// with `ECONNREFUSED` and recorded.
+    Proxy,
 }
 
 impl NotifyPlan {

@@ -16,6 +16,7 @@ pub mod env;
 pub mod fs;
 pub mod memory;
 pub mod mounts;
+pub mod net;
 pub mod refusal;
 pub mod syscalls;
 pub mod terminal;
@@ -49,6 +50,10 @@ pub struct Plan {
     pub scrub_dirs: Vec<PathBuf>,
     pub env: env::EnvPlan,
     pub net: NetPolicy,
+    /// Filtered egress: how the proxy is made the only way out (`None`
+    /// unless the policy's network mode is `allow`).
+    #[serde(default)]
+    pub egress: Option<net::EgressPlan>,
     pub limits: Limits,
     /// `--max-memory`: what holds it (`None`: no limit).
     #[serde(default)]

@@ -61,6 +61,12 @@ mod uapi {
     pub const SOCK_DGRAM: u64 = 2;
     pub const SOCK_RAW: u64 = 3;
     pub const SOCK_TYPE_MASK: u64 = 0xf;
+    pub const AF_INET: u64 = 2;
+    pub const AF_INET6: u64 = 10;
+    pub const IPPROTO_TCP: u64 = 6;
+    /// Every socket type but `SOCK_STREAM` (1) the kernel defines.
+    pub const NOT_STREAM: [u64; 6] = [2, 3, 4, 5, 6, 10];
+    pub const MSG_FASTOPEN: u64 = 0x2000_0000;
     pub const O_CREAT: u64 = 0o100;
     pub const O_ACCMODE: u64 = 0o3;
     pub const O_RDWR: u64 = 0o2;
@@ -159,9 +165,12 @@ const DANGEROUS: &[(&str, &str)] = &[
 
 /// The `'static` spelling of a call name this module uses (for events).
 pub fn static_name(name: &str) -> Option<&'static str> {
-    const OTHERS: [&str; 7] = [
+    const OTHERS: [&str; 10] = [
         "socket",
         "socketpair",
+        "sendto",
+        "sendmsg",
+        "sendmmsg",
         "clone",
         "ioctl",
         "connect",
@@ -276,6 +285,104 @@ pub fn memory_shares() -> Vec<SyscallRule> {
         rule("fork", Action::Notify, vec![], split),
         rule("vfork", Action::Notify, vec![], split),
     ]
+}
+
+/// Filtered egress without a namespace (FS-ONLY): the job may create TCP
+/// internet sockets (each `connect()` is notified and decided by the
+/// supervisor) and nothing else that reaches a network: no UDP (DNS
+/// datagrams included), raw, packet or other families, no TCP variant
+/// whose protocol the proxy does not speak (SCTP), and no `MSG_FASTOPEN`,
+/// which connects from `sendto`/`sendmsg` without a `connect()`.
+pub fn tcp_only() -> Vec<SyscallRule> {
+    use uapi::*;
+    let mut rules = vec![
+        rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_UNIX,
+                },
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_NETLINK,
+                },
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_INET,
+                },
+                ArgCheck::Ne {
+                    index: 0,
+                    value: AF_INET6,
+                },
+            ],
+            "filtered egress: only TCP reaches the proxy",
+        ),
+        rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 0,
+                    value: AF_NETLINK,
+                },
+                ArgCheck::Ne {
+                    index: 2,
+                    value: NETLINK_ROUTE,
+                },
+            ],
+            "filtered egress (only route netlink, for interface listing)",
+        ),
+    ];
+    for family in [AF_INET, AF_INET6] {
+        for kind in NOT_STREAM {
+            rules.push(rule(
+                "socket",
+                Action::Deny,
+                vec![
+                    ArgCheck::Eq {
+                        index: 0,
+                        value: family,
+                    },
+                    ArgCheck::MaskedEq {
+                        index: 1,
+                        mask: SOCK_TYPE_MASK,
+                        value: kind,
+                    },
+                ],
+                "filtered egress: UDP (DNS included) and raw sockets are refused; only TCP reaches the proxy",
+            ));
+        }
+        rules.push(rule(
+            "socket",
+            Action::Deny,
+            vec![
+                ArgCheck::Eq {
+                    index: 0,
+                    value: family,
+                },
+                ArgCheck::Ne { index: 2, value: 0 },
+                ArgCheck::Ne {
+                    index: 2,
+                    value: IPPROTO_TCP,
+                },
+            ],
+            "filtered egress: stream protocols other than TCP (SCTP, MPTCP) are refused",
+        ));
+    }
+    for (name, index) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
+        rules.push(rule(
+            name,
+            Action::Deny,
+            vec![ArgCheck::AnyBits {
+                index,
+                mask: MSG_FASTOPEN,
+            }],
+            "TCP fast open connects without connect(), past the supervisor",
+        ));
+    }
+    rules
 }
 
 /// The filter for a plan: dangerous calls always; socket families when the

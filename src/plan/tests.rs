@@ -710,3 +710,102 @@ fn full_with_the_host_network_needs_socket_scoping_or_the_broker() {
     // The network off: FULL's own namespace keeps them apart.
     assert!(build(&policy(project_rules()), &options()).is_ok());
 }
+
+fn egress_policy() -> Policy {
+    let mut p = policy(project_rules());
+    p.net = NetPolicy::Allow {
+        hosts: vec![crate::policy::HostPattern {
+            host: "registry.npmjs.org".into(),
+            port: None,
+            origin: rule("/", Access::Read).origin,
+        }],
+        deny: vec![],
+        ips: vec![],
+        resolve: vec![],
+    };
+    p
+}
+
+fn build_egress(host: &HostCaps, request: TierRequest) -> Result<Plan, Refusal> {
+    build::build_with_view(&egress_policy(), host, request, &options(), &project_fs())
+}
+
+#[test]
+fn filtered_egress_at_full_is_the_own_namespace_with_the_proxy_inside() -> Result<(), Refusal> {
+    let plan = build_egress(&HostCaps::everything(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::Full);
+    assert_eq!(plan.egress, Some(net::EgressPlan::Netns));
+    assert!(plan.namespaces.as_ref().is_some_and(|n| n.net));
+    assert_eq!(plan.notify.net_connect, fs::NetConnect::LoopbackOnly);
+    Ok(())
+}
+
+#[test]
+fn filtered_egress_at_fs_only_redirects_notified_connects_and_allows_only_tcp()
+-> Result<(), Refusal> {
+    let plan = build_egress(&without_userns(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::FsOnly);
+    assert_eq!(plan.egress, Some(net::EgressPlan::Redirect));
+    assert_eq!(plan.notify.net_connect, fs::NetConnect::Proxy);
+    assert!(plan.landlock.as_ref().is_some_and(|l| l.deny_tcp));
+    let rules = &plan.seccomp.rules;
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.name == "connect" && r.action == Action::Notify)
+    );
+    // UDP (DNS) refused at socket() for both families, TCP fast open too.
+    for family in [2, 10] {
+        assert!(rules.iter().any(|r| r.name == "socket"
+            && r.action == Action::Deny
+            && r.when.contains(&syscalls::ArgCheck::Eq {
+                index: 0,
+                value: family
+            })
+            && r.when.contains(&syscalls::ArgCheck::MaskedEq {
+                index: 1,
+                mask: 0xf,
+                value: 2
+            })));
+    }
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.name == "sendto" && r.action == Action::Deny)
+    );
+    Ok(())
+}
+
+#[test]
+fn filtered_egress_without_user_notification_below_full_is_refused_with_the_truth() {
+    let mut host = without_userns();
+    host.seccomp_notify = Availability::Missing("kernel 5.4".into());
+    let r = build_egress(&host, TierRequest::Exactly(Tier::FsOnly));
+    let text = r
+        .as_ref()
+        .err()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert_eq!(
+        r.err().map(|r| r.missing),
+        Some(KernelFeature::SeccompUserNotify)
+    );
+    assert!(
+        text.contains("filtered egress (allow registry.npmjs.org"),
+        "{text}"
+    );
+    assert!(text.contains("--tier full"), "{text}");
+    assert!(!text.contains("Landlock"), "{text}");
+}
+
+#[test]
+fn filtered_egress_is_not_offered_at_the_seccomp_tier() {
+    let r = build_egress(&HostCaps::everything(), TierRequest::Exactly(Tier::Seccomp));
+    let text = r
+        .as_ref()
+        .err()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(text.contains("FULL and FS-ONLY tiers only"), "{text}");
+    assert!(text.contains("--tier fs-only or --tier full"), "{text}");
+}

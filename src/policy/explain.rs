@@ -510,7 +510,7 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
         NetPolicy::Host => {
             let _ = writeln!(o, "  host (unrestricted)");
         }
-        NetPolicy::Allow { hosts, resolve } => {
+        NetPolicy::Allow { hosts, resolve, .. } => {
             let _ = writeln!(o, "  allow, through vetto's proxy:");
             if hosts.is_empty() {
                 let _ = writeln!(o, "    (no hosts)");

@@ -11,12 +11,15 @@
 //!    no file); `extends = []` is the explicit blank slate: only what the
 //!    file itself says.
 //! 2. Lists accumulate over all sources: `read`, `write`, `deny`, `protect`,
-//!    `outputs`, `allow`, `resolve`, `pass`, `withhold`, `pass_secret`.
+//!    `outputs`, `allow` (host patterns and address ranges), `deny` (of
+//!    `[network]`: host patterns refused even where `allow` allows them),
+//!    `resolve`, `pass`, `withhold`, `pass_secret`.
 //! 3. Scalars are overridden by later sources: `min_tier`, `mode`,
 //!    `timeout`, `max_procs`, `max_memory`; `set` is overridden per name.
 //! 4. In one source a non-empty `allow` implies `mode = "allow"`; an
-//!    explicit `off`/`host` next to a non-empty `allow` is an error. The
-//!    hosts of every source are used only if the final mode is `allow`.
+//!    explicit `off`/`host` next to a non-empty `allow` or `deny` is an
+//!    error. The hosts, ranges, denials and pins of every source are used
+//!    only if the final mode is `allow`.
 //! 5. Rules naming the same path do not conflict: the longest matching
 //!    path decides, and for equal paths Deny > Protect > Write > Read
 //!    (`paths::decide`).
@@ -34,7 +37,7 @@ use super::diag::{Diags, SourceRef, did_you_mean, list};
 use super::raw::{self, RawPolicy};
 use super::validate::{self, Layer, NetMode, PathCtx};
 use super::{
-    Access, FsRule, HostPattern, Limits, NetPolicy, Origin, Overrides, PinnedHost, Policy,
+    Access, FsRule, HostPattern, IpRule, Limits, NetPolicy, Origin, Overrides, PinnedHost, Policy,
     SourceInfo, presets,
 };
 
@@ -152,9 +155,15 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
         }
     }
     for h in &o.allow_domain {
-        match validate::parse_host(h) {
-            Ok((host, port)) => layer.allow.push(HostPattern {
+        match validate::parse_allow(h) {
+            Ok(validate::Allowed::Host(host, port)) => layer.allow.push(HostPattern {
                 host,
+                port,
+                origin: origin("--allow-domain", h),
+            }),
+            Ok(validate::Allowed::Ip(net, prefix, port)) => layer.ips.push(IpRule {
+                net,
+                prefix,
                 port,
                 origin: origin("--allow-domain", h),
             }),
@@ -241,12 +250,15 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
     };
     let mut mode = NetMode::Off;
     let (mut hosts, mut pins) = (Vec::new(), Vec::new());
+    let (mut deny, mut ips) = (Vec::new(), Vec::new());
     for l in layers {
         p.sources.push(l.source);
         p.fs.extend(l.fs);
         push_unique(&mut p.outputs, l.outputs);
         mode = l.mode.unwrap_or(mode);
         hosts.extend(l.allow);
+        deny.extend(l.deny);
+        ips.extend(l.ips);
         pins.extend(l.resolve);
         p.limits.timeout = l.timeout.or(p.limits.timeout);
         p.limits.max_procs = l.max_procs.or(p.limits.max_procs);
@@ -265,6 +277,8 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         NetMode::Host => NetPolicy::Host,
         NetMode::Allow => NetPolicy::Allow {
             hosts,
+            deny,
+            ips,
             resolve: pins,
         },
     };

@@ -85,8 +85,67 @@ pub enum NetPolicy {
     /// Only these hosts, through vetto's egress proxy.
     Allow {
         hosts: Vec<HostPattern>,
+        /// Refused even where `hosts` would allow them (`[network] deny`).
+        #[serde(default)]
+        deny: Vec<HostPattern>,
+        /// Addresses allowed directly (`10.1.2.0/24:5432`), private ones too.
+        #[serde(default)]
+        ips: Vec<IpRule>,
         resolve: Vec<PinnedHost>,
     },
+}
+
+/// `10.1.2.0/24:5432`, `192.0.2.7`, `[2001:db8::/32]:443`: an address
+/// range, optionally one port, allowed without a name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpRule {
+    /// The network address (host bits zero).
+    pub net: std::net::IpAddr,
+    /// Prefix length: 0..=32 for IPv4, 0..=128 for IPv6.
+    pub prefix: u8,
+    /// `None`: every port.
+    pub port: Option<u16>,
+    pub origin: Origin,
+}
+
+impl IpRule {
+    /// Whether `ip:port` is in the range (an IPv4-mapped IPv6 address is
+    /// taken as the IPv4 address it maps).
+    pub fn matches(&self, ip: std::net::IpAddr, port: u16) -> bool {
+        use std::net::IpAddr;
+        let in_net = match (self.net, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(ip) & mask == u32::from(net) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(ip) & mask == u128::from(net) & mask
+            }
+            _ => false,
+        };
+        in_net && self.port.is_none_or(|p| p == port)
+    }
+}
+
+impl std::fmt::Display for IpRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let full = if self.net.is_ipv4() { 32 } else { 128 };
+        let range = if self.prefix == full {
+            self.net.to_string()
+        } else {
+            format!("{}/{}", self.net, self.prefix)
+        };
+        match (self.port, self.net.is_ipv6()) {
+            (None, _) => f.write_str(&range),
+            (Some(p), false) => write!(f, "{range}:{p}"),
+            (Some(p), true) => write!(f, "[{range}]:{p}"),
+        }
+    }
 }
 
 /// `example.com`, `*.example.com`, optionally with `:port`.

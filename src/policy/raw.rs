@@ -51,6 +51,7 @@ pub struct RawFilesystem {
 pub struct RawNetwork {
     pub mode: Option<Sp<String>>,
     pub allow: Vec<Sp<String>>,
+    pub deny: Vec<Sp<String>>,
     pub resolve: Vec<Sp<String>>,
 }
 
@@ -78,7 +79,7 @@ const TOP: &[&str] = &[
     "env",
 ];
 const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs"];
-const NETWORK: &[&str] = &["mode", "allow", "resolve"];
+const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve"];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 
@@ -157,7 +158,11 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                                 raw.network.mode =
                                     w.string(v, "a network mode (`off`, `host` or `allow`)")
                             }
-                            "allow" => raw.network.allow = w.string_list(v, "a list of host names"),
+                            "allow" => {
+                                raw.network.allow =
+                                    w.string_list(v, "a list of host names or address ranges")
+                            }
+                            "deny" => raw.network.deny = w.string_list(v, "a list of host names"),
                             "resolve" => {
                                 raw.network.resolve = w.string_list(v, "a list of `HOST:IP` pins")
                             }

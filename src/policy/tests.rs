@@ -1066,3 +1066,90 @@ fn default_env_passes_ordinary_variables_and_withholds_credentials() {
         );
     }
 }
+
+#[test]
+fn network_allow_takes_address_ranges_and_a_deny_list_that_wins() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "extends = []\n[network]\nallow = [\"*.example.com\", \"10.1.2.0/24:5432\", \"192.0.2.7\", \"[2001:db8::/32]:443\"]\ndeny = [\"evil.example.com\"]\n",
+    );
+    let p = load(&s.req(Some("p.toml"))).unwrap();
+    let NetPolicy::Allow {
+        hosts, deny, ips, ..
+    } = &p.net
+    else {
+        panic!("allow implies mode allow, got {:?}", p.net)
+    };
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(deny[0].host, "evil.example.com");
+    let shown: Vec<String> = ips.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        shown,
+        ["10.1.2.0/24:5432", "192.0.2.7", "[2001:db8::/32]:443"]
+    );
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    assert!(ips[0].matches(ip("10.1.2.200"), 5432));
+    assert!(!ips[0].matches(ip("10.1.2.200"), 5433));
+    assert!(!ips[0].matches(ip("10.1.3.1"), 5432));
+    assert!(ips[0].matches(ip("::ffff:10.1.2.9"), 5432), "IPv4-mapped");
+    assert!(ips[1].matches(ip("192.0.2.7"), 1));
+    assert!(ips[2].matches(ip("2001:db8:1::5"), 443));
+    assert!(!ips[2].matches(ip("2001:db9::5"), 443));
+
+    let mut r = s.req(None);
+    r.overrides.allow_domain = vec!["10.0.0.1:22".into(), "1password.com:443".into()];
+    let p = load(&r).unwrap();
+    let NetPolicy::Allow { hosts, ips, .. } = &p.net else {
+        panic!("--allow-domain implies allow")
+    };
+    assert_eq!(ips[0].to_string(), "10.0.0.1:22");
+    assert!(
+        hosts.iter().any(|h| h.host == "1password.com"),
+        "a name that starts with a digit"
+    );
+}
+
+#[test]
+fn bad_ranges_and_mistaken_modes_are_explained() {
+    let s = scratch();
+    for (entry, want) in [
+        (
+            "10.1.2.3/24",
+            "bits are set beyond the /24 prefix (the network is 10.1.2.0/24)",
+        ),
+        ("10.1.2.0/33", "the prefix length must be from 0 to 32"),
+        ("0.0.0.0/0", "would allow every address"),
+        ("999.1.1.1", "`999.1.1.1` is not an IP address"),
+        ("[::1]443", "the port must follow `]:`"),
+    ] {
+        s.write(
+            "p.toml",
+            &format!("extends = []\n[network]\nallow = [\"{entry}\"]\n"),
+        );
+        let e = load(&s.req(Some("p.toml"))).unwrap_err();
+        assert!(e.rendered.contains(want), "{entry}: {e}");
+    }
+    s.write("p.toml", "extends = []\n[network]\ndeny = [\"10.0.0.1\"]\n");
+    let e = load(&s.req(Some("p.toml"))).unwrap_err();
+    assert!(
+        e.rendered.contains("an address; expected a host name"),
+        "{e}"
+    );
+    for (mode, meant) in [
+        ("filtered", "allow"),
+        ("proxy", "allow"),
+        ("none", "off"),
+        ("hots", "host"),
+    ] {
+        s.write(
+            "p.toml",
+            &format!("extends = []\n[network]\nmode = \"{mode}\"\n"),
+        );
+        let e = load(&s.req(Some("p.toml"))).unwrap_err();
+        assert!(
+            e.rendered.contains(&format!("(did you mean `{meant}`?)")),
+            "{mode}: {e}"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use super::diag::{Diags, LineIndex, SourceRef};
 use super::paths::{self, GlobWalker, PathError};
 use super::raw::{RawPolicy, SizeValue};
 use super::vars::Vars;
-use super::{Access, EnvPolicy, FsRule, HostPattern, Origin, PinnedHost, SourceInfo};
+use super::{Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, SourceInfo};
 use crate::tier::Tier;
 
 /// `[network] mode`, as one source says it.
@@ -32,6 +32,10 @@ pub struct Layer {
     /// Explicit, or `Allow` implied by a non-empty `allow`.
     pub mode: Option<NetMode>,
     pub allow: Vec<HostPattern>,
+    /// `[network] deny`: refused even where `allow` would allow.
+    pub deny: Vec<HostPattern>,
+    /// Address ranges in `allow`.
+    pub ips: Vec<IpRule>,
     pub resolve: Vec<PinnedHost>,
     pub timeout: Option<Duration>,
     pub max_procs: Option<u32>,
@@ -48,6 +52,8 @@ impl Layer {
             outputs: Vec::new(),
             mode: None,
             allow: Vec::new(),
+            deny: Vec::new(),
+            ips: Vec::new(),
             resolve: Vec::new(),
             timeout: None,
             max_procs: None,
@@ -201,8 +207,24 @@ pub fn validate(
         }
     });
     for h in &net.allow {
-        match parse_host(&h.value) {
-            Ok((host, port)) => layer.allow.push(HostPattern {
+        match parse_allow(&h.value) {
+            Ok(Allowed::Host(host, port)) => layer.allow.push(HostPattern {
+                host,
+                port,
+                origin: origin(&h.span, &h.value),
+            }),
+            Ok(Allowed::Ip(net, prefix, port)) => layer.ips.push(IpRule {
+                net,
+                prefix,
+                port,
+                origin: origin(&h.span, &h.value),
+            }),
+            Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+        }
+    }
+    for h in &net.deny {
+        match parse_deny(&h.value) {
+            Ok((host, port)) => layer.deny.push(HostPattern {
                 host,
                 port,
                 origin: origin(&h.span, &h.value),
@@ -221,20 +243,20 @@ pub fn validate(
         }
     }
     layer.mode = match mode {
-        Some((m, sp)) if m != NetMode::Allow && !net.allow.is_empty() => {
+        Some((m, sp)) if m != NetMode::Allow && !(net.allow.is_empty() && net.deny.is_empty()) => {
             diags.at_help(
                 src,
                 &sp.span,
                 format!(
-                    "network mode `{}` contradicts the `allow` list of the same table; expected mode \"allow\"",
+                    "network mode `{}` contradicts the `allow`/`deny` lists of the same table; expected mode \"allow\"",
                     sp.value
                 ),
-                Some("remove `mode`: a non-empty `allow` implies mode \"allow\""),
+                Some("remove `mode`: a non-empty `allow` or `deny` implies mode \"allow\""),
             );
             None
         }
         Some((m, _)) => Some(m),
-        None if !net.allow.is_empty() => Some(NetMode::Allow),
+        None if !(net.allow.is_empty() && net.deny.is_empty()) => Some(NetMode::Allow),
         None => None,
     };
 
@@ -302,10 +324,63 @@ pub fn parse_mode(s: &str) -> Result<NetMode, String> {
         "off" => Ok(NetMode::Off),
         "host" => Ok(NetMode::Host),
         "allow" => Ok(NetMode::Allow),
-        other => Err(format!(
-            "unknown network mode `{other}`; expected one of `off`, `host`, `allow`"
-        )),
+        other => {
+            let meant = mode_meant(other)
+                .map(|m| format!(" (did you mean `{m}`?)"))
+                .unwrap_or_default();
+            Err(format!(
+                "unknown network mode `{other}`{meant}; expected one of `off`, `host`, `allow`"
+            ))
+        }
     }
+}
+
+/// The mode a mistaken one most likely meant: a typo of a mode, or a word
+/// other tools use for it (`filtered`, `proxy`, `none`, `open` …).
+fn mode_meant(got: &str) -> Option<&'static str> {
+    let lower = got.trim().to_ascii_lowercase();
+    let synonyms: &[(&[&str], &str)] = &[
+        (
+            &[
+                "filtered",
+                "filter",
+                "proxy",
+                "proxied",
+                "allowlist",
+                "allow-list",
+                "whitelist",
+                "domains",
+                "restricted",
+                "limited",
+                "allowed",
+            ],
+            "allow",
+        ),
+        (
+            &[
+                "none", "no", "disabled", "deny", "denied", "false", "isolated", "blocked",
+            ],
+            "off",
+        ),
+        (
+            &[
+                "open",
+                "on",
+                "all",
+                "full",
+                "unrestricted",
+                "true",
+                "any",
+                "yes",
+            ],
+            "host",
+        ),
+    ];
+    synonyms
+        .iter()
+        .find(|(words, _)| words.contains(&lower.as_str()))
+        .map(|(_, mode)| *mode)
+        .or_else(|| super::diag::did_you_mean(&lower, &["off", "host", "allow"]))
 }
 
 /// `90s`, `10m`, `1h30m`: runs of digits each followed by `s`, `m` or `h`.
@@ -445,6 +520,126 @@ pub fn parse_host(s: &str) -> Result<(String, Option<u16>), (String, Option<Stri
         }
     }
     Ok((host, port))
+}
+
+/// One entry of `[network] allow` (or `--allow-domain`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// A host pattern and its optional port.
+    Host(String, Option<u16>),
+    /// An address range: network, prefix length, optional port.
+    Ip(IpAddr, u8, Option<u16>),
+}
+
+/// A host pattern, or an address range (`10.1.2.0/24:5432`, `192.0.2.7`,
+/// `[2001:db8::/32]:443`, `2001:db8::1`).
+pub fn parse_allow(s: &str) -> Result<Allowed, (String, Option<String>)> {
+    match parse_ip_rule(s) {
+        Some(rule) => rule
+            .map(|(net, prefix, port)| Allowed::Ip(net, prefix, port))
+            .map_err(|e| (e, None)),
+        None => parse_host(s).map(|(h, p)| Allowed::Host(h, p)),
+    }
+}
+
+/// A `[network] deny` entry: host patterns only (an address is never
+/// reached unless allowed, so there is nothing to deny).
+pub fn parse_deny(s: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {
+    if parse_ip_rule(s).is_some() {
+        return Err((
+            format!("invalid deny entry `{s}`: an address; expected a host name"),
+            Some("addresses are reached only when an `allow` range names them: remove it from `allow` instead".into()),
+        ));
+    }
+    parse_host(s)
+}
+
+/// `None`: not an address (a host name); else the range or why it is wrong.
+pub fn parse_ip_rule(s: &str) -> Option<Result<(IpAddr, u8, Option<u16>), String>> {
+    let bad = |why: &str| {
+        format!(
+            "invalid address range `{s}`: {why}; expected e.g. \"10.1.2.0/24:5432\", \"192.0.2.7\" or \"[2001:db8::/32]:443\""
+        )
+    };
+    let (range, port) = if let Some(rest) = s.strip_prefix('[') {
+        let Some((inner, after)) = rest.split_once(']') else {
+            return Some(Err(bad("no closing `]`")));
+        };
+        let port = match after {
+            "" => None,
+            p => match p.strip_prefix(':').and_then(|p| p.parse::<u16>().ok()) {
+                Some(p) if p > 0 => Some(p),
+                _ => return Some(Err(bad("the port must follow `]:` and be from 1 to 65535"))),
+            },
+        };
+        (inner, port)
+    } else if s.matches(':').count() > 1 {
+        (s, None)
+    } else {
+        match s.rsplit_once(':') {
+            Some((head, p)) => {
+                let addr = head.split('/').next().unwrap_or(head);
+                if addr.parse::<std::net::Ipv4Addr>().is_err() {
+                    return None;
+                }
+                match p.parse::<u16>() {
+                    Ok(p) if p > 0 => (head, Some(p)),
+                    _ => {
+                        return Some(Err(bad(&format!(
+                            "port `{p}` is not a number from 1 to 65535"
+                        ))));
+                    }
+                }
+            }
+            None => (s, None),
+        }
+    };
+    let (addr, prefix) = match range.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (range, None),
+    };
+    let ip: IpAddr = match addr.parse() {
+        Ok(ip) => ip,
+        // Dotted digits that are no address are a mistyped one, not a name.
+        Err(_) if s.starts_with('[') || s.contains('/') || s.matches(':').count() > 1 => {
+            return Some(Err(bad(&format!("`{addr}` is not an IP address"))));
+        }
+        Err(_) if !addr.is_empty() && addr.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            return Some(Err(bad(&format!("`{addr}` is not an IP address"))));
+        }
+        Err(_) => return None,
+    };
+    let full: u8 = if ip.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix.map(str::parse::<u8>) {
+        None => full,
+        Some(Ok(p)) if p <= full => p,
+        Some(_) => {
+            return Some(Err(bad(&format!(
+                "the prefix length must be from 0 to {full}"
+            ))));
+        }
+    };
+    let masked = match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V4((u32::from(v4) & mask).into())
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            IpAddr::V6((u128::from(v6) & mask).into())
+        }
+    };
+    if masked != ip {
+        return Some(Err(bad(&format!(
+            "bits are set beyond the /{prefix} prefix (the network is {masked}/{prefix})"
+        ))));
+    }
+    if prefix == 0 {
+        return Some(Err(bad(
+            "a /0 range would allow every address; use [network] mode = \"host\" for unrestricted network",
+        )));
+    }
+    Some(Ok((ip, prefix, port)))
 }
 
 /// `HOST:IP` (IPv6 addresses need no brackets: the host has no colon).

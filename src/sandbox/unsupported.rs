@@ -29,6 +29,7 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
     pub secrets: Option<crate::sandbox::SecretFeed>,
     pub nproc_limit: Option<u64>,
+    pub egress_listeners: Vec<OwnedFd>,
 }
 
 impl Spawned {
@@ -110,6 +111,7 @@ pub mod notify_server {
         _listener: OwnedFd,
         _plan: &NotifyPlan,
         _shares: Option<std::sync::Arc<super::memory::Shares>>,
+        _egress: Option<std::sync::Arc<dyn crate::supervisor::notify::EgressBroker>>,
         _events: Sender<NotifyEvent>,
     ) -> io::Result<NotifyServer> {
         Err(io::Error::new(

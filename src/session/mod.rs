@@ -31,6 +31,7 @@ use crate::{exit, host, sandbox, supervisor};
 
 mod admit;
 mod denials;
+mod egress;
 mod finish;
 mod start;
 mod tell;
@@ -197,7 +198,7 @@ fn execute(
         cwd: request.policy.cwd.clone(),
         terminals: crate::sandbox::terminal::own_terminals(),
     };
-    let plan = match plan::build(&policy, &caps, request.tier, &build_options) {
+    let mut plan = match plan::build(&policy, &caps, request.tier, &build_options) {
         Ok(plan) => plan,
         Err(refusal) => {
             eprintln!("vetto: {refusal}");
@@ -226,6 +227,28 @@ fn execute(
     // 5. The session log, written as things happen. A log that cannot be
     //    created costs the reports, never the command.
     let log = log_dir.and_then(open_log);
+
+    // 5b. Filtered egress: the proxy, before the job (only when the plan
+    //     asks for it); the job's proxy variables carry its credential. A
+    //     proxy that cannot start refuses the session: the network is
+    //     never opened instead.
+    let egress = match egress::start(
+        &mut plan,
+        &policy,
+        request.audit,
+        &request.policy.env,
+        log.as_ref().map(|(_, sink, _)| sink.clone()),
+    ) {
+        Ok(egress) => egress,
+        Err(e) => {
+            finish_output(copier);
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    if let Some(e) = &egress {
+        eprintln!("vetto: {}", e.start_line());
+    }
     if let Some((_, sink, _)) = &log {
         let start = session_start(
             &plan,
@@ -234,6 +257,7 @@ fn execute(
             &request.command,
             request.audit,
             &request.policy.env,
+            egress.as_ref().map(|e| e.address),
         );
         sink.emit(Event::SessionStart(Box::new(start)));
     }
@@ -253,7 +277,7 @@ fn execute(
     }
     let shared_before = supervisor::snapshot_shared(&plan);
     let persistence = supervisor::persist::Watch::start(&policy.project);
-    let child = match stage.launch(&plan, &request.command) {
+    let mut child = match stage.launch(&plan, &request.command) {
         Ok(child) => child,
         Err(e) => {
             // The stage is gone: whatever it printed is out by now.
@@ -263,9 +287,21 @@ fn execute(
         }
     };
 
+    // FULL: the proxy serves the listeners made inside the namespace. If it
+    // cannot, the job has no way out at all: closed, not open.
+    if let Some(e) = &egress {
+        let listeners = std::mem::take(&mut child.egress_listeners);
+        if let Err(err) = e.serve_netns(listeners.into_iter().map(Into::into).collect()) {
+            eprintln!("vetto: warning: the egress proxy cannot serve the sandbox: {err}");
+        }
+    }
+
     // 7. Supervise to the end.
     let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
-    let session = supervisor::run(child, &plan, &signals, &shared_before, sink);
+    let broker = egress.as_ref().map(egress::Egress::broker);
+    let session = supervisor::run(child, &plan, &signals, &shared_before, sink, broker);
+    // Every process of the sandbox is dead: no connection is left to carry.
+    let proxy_bytes = egress.map_or(0, egress::Egress::finish);
     let outcome = session.outcome;
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.
@@ -291,7 +327,7 @@ fn execute(
             cpu_sys_ms: session.cpu_sys_ms,
             peak_rss_bytes: session.peak_rss_bytes,
             peak_procs: session.peak_procs,
-            proxy_bytes: 0,
+            proxy_bytes,
             violations_by_rule: Default::default(),
             dropped_distinct: 0,
         })));

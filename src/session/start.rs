@@ -84,6 +84,7 @@ pub fn session_start(
     command: &[std::ffi::OsString],
     audit: bool,
     env: &[(String, String)],
+    proxy: Option<std::net::SocketAddr>,
 ) -> crate::events::SessionStart {
     use crate::events::{HostFacts, PolicyInfo, PolicySource, SessionStart, Timestamp};
     let mut enforced = Vec::new();
@@ -107,6 +108,13 @@ pub fn session_start(
         }
     }
     enforced.push("seccomp".into());
+    // The proxy's address only: its credential is the job's, never logged.
+    if let (Some(how), Some(addr)) = (plan.egress, proxy) {
+        enforced.push(format!(
+            "filtered egress, proxy at {addr}: {}",
+            how.describe()
+        ));
+    }
     if let Some(line) = crate::plan::memory::session_line(plan) {
         enforced.push(line);
     }
@@ -128,17 +136,24 @@ pub fn session_start(
     rules.push(match &policy.net {
         crate::policy::NetPolicy::Off => "net     off".to_string(),
         crate::policy::NetPolicy::Host => "net     host (unrestricted)".to_string(),
-        crate::policy::NetPolicy::Allow { hosts, .. } => format!(
-            "net     allow {}",
-            hosts
+        crate::policy::NetPolicy::Allow {
+            hosts, ips, deny, ..
+        } => {
+            let mut allowed: Vec<String> = hosts
                 .iter()
                 .map(|h| match h.port {
                     Some(p) => format!("{}:{p}", h.host),
                     None => h.host.clone(),
                 })
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .collect();
+            allowed.extend(ips.iter().map(ToString::to_string));
+            let mut line = format!("net     allow {}", allowed.join(", "));
+            if !deny.is_empty() {
+                let denied: Vec<&str> = deny.iter().map(|h| h.host.as_str()).collect();
+                line.push_str(&format!("; deny {}", denied.join(", ")));
+            }
+            line
+        }
     });
     let digest = format!(
         "sha256:{}",

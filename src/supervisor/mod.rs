@@ -196,6 +196,7 @@ pub fn run(
     signals: &SignalWaiter,
     shared_before: &[(PathBuf, HashSet<OsString>)],
     sink: Option<&dyn EventSink>,
+    egress: Option<std::sync::Arc<dyn notify::EgressBroker>>,
 ) -> Session {
     let (events, decisions) = mpsc::channel();
     let memory = plan.memory.as_ref();
@@ -213,15 +214,17 @@ pub fn run(
     let sampled = memory.filter(|m| !matches!(m.tree, TreeBound::Cgroup(_)));
     let full = plan.namespaces.is_some();
     let server = match child.listener.take() {
-        Some(listener) => match notify::serve(listener, &plan.notify, shares.clone(), events) {
-            Ok(server) => Some(server),
-            Err(e) => {
-                // The listener is gone with the error: notified calls now
-                // fail with ENOSYS, closed rather than open.
-                eprintln!("vetto: cannot answer seccomp notifications: {e}");
-                None
+        Some(listener) => {
+            match notify::serve(listener, &plan.notify, shares.clone(), egress, events) {
+                Ok(server) => Some(server),
+                Err(e) => {
+                    // The listener is gone with the error: notified calls now
+                    // fail with ENOSYS, closed rather than open.
+                    eprintln!("vetto: cannot answer seccomp notifications: {e}");
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     let start = Instant::now();
@@ -403,6 +406,11 @@ fn keep_decisions(
         if let Some(sink) = sink
             && let Some(v) = violation_of(&d, audit)
         {
+            // A connect refused on its notification is a connection too
+            // (with the process, read before the answer).
+            if let (RuleId::NetEgressBlocked, Some(to)) = (v.rule, d.addr) {
+                sink.emit(Event::Connection(Box::new(refused_connection(&v, to))));
+            }
             sink.emit(Event::Violation(Box::new(v)));
         }
         if session.decisions.len() < MAX_DECISIONS {
@@ -515,6 +523,30 @@ fn is_ci_control_file(path: &Path) -> bool {
             .is_some_and(|d| d == "_runner_file_commands")
 }
 
+/// The connection record of a connect the supervisor refused itself.
+fn refused_connection(v: &Violation, to: std::net::SocketAddr) -> crate::events::Connection {
+    use crate::events::{ConnDecision, ConnReason, ConnVia, Connection};
+    Connection {
+        time: v.time,
+        host: None,
+        port: to.port(),
+        addr: Some(to.ip().to_string()),
+        decision: match v.action {
+            Action::Observed => ConnDecision::Observed,
+            _ => ConnDecision::Denied,
+        },
+        reason: ConnReason::NotAllowed,
+        rule: None,
+        via: ConnVia::Redirect,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        process: Some(v.process.clone()),
+        attribution: v.attribution.clone(),
+        detail: "a direct connect() past the proxy, refused by the supervisor".into(),
+    }
+}
+
 /// A notification decision as a violation (`None` if it is not one):
 /// blocked, or under `--audit` only observed.
 pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
@@ -576,7 +608,9 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
 /// The process as the reports show it, and the package whose code is
 /// responsible: the process's own first, else its nearest parent's (the
 /// `cat ~/.npmrc` a postinstall script runs is that script's doing).
-fn process_and_package(facts: crate::sandbox::ProcessFacts) -> (ProcessInfo, Option<Package>) {
+pub(crate) fn process_and_package(
+    facts: crate::sandbox::ProcessFacts,
+) -> (ProcessInfo, Option<Package>) {
     let read = read_manifest;
     let process = ProcessInfo {
         pid: facts.pid,

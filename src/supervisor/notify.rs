@@ -6,6 +6,30 @@ use std::path::PathBuf;
 
 pub use crate::sandbox::notify_server::{NotifyServer, serve};
 
+/// What the notification server asks the egress proxy when the job
+/// connects an internet socket under filtered egress without a network
+/// namespace (FS-ONLY, `NetConnect::Proxy`). The session implements it
+/// over the running proxy.
+pub trait EgressBroker: Send + Sync + std::fmt::Debug {
+    /// The proxy's explicit listeners on the host's loopback (credential
+    /// required): a connect to one of these is performed as asked.
+    fn explicit(&self) -> Vec<std::net::SocketAddr>;
+    /// Where a connect the proxy allows by address is sent instead: its
+    /// redirected listener for this family (`None`: none, refuse).
+    fn redirect_to(&self, v6: bool) -> Option<std::net::SocketAddr>;
+    /// Whether the proxy allows `to` by address (an IP rule, or a pin and
+    /// a rule for the name pinned there).
+    fn allows(&self, to: std::net::SocketAddr) -> bool;
+    /// Register, before the redirected connect is made, that the
+    /// connection from `local` (the job's socket) stands for `original`.
+    fn expect(
+        &self,
+        local: std::net::SocketAddr,
+        original: std::net::SocketAddr,
+        process: Option<crate::sandbox::ProcessFacts>,
+    );
+}
+
 /// What the supervisor did with one notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -63,6 +87,9 @@ pub enum Reason {
     /// interface is loopback (FULL, network off): refused with
     /// `ENETUNREACH`, as the missing route would refuse it.
     Egress,
+    /// Filtered egress: a connect the proxy allows by address, redirected
+    /// to the proxy (FS-ONLY).
+    Redirected,
     /// An entry named `.git` below the project root (a nested repository
     /// that a later `git status` outside the sandbox would act on).
     NestedGit,

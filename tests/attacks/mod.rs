@@ -8,6 +8,7 @@ mod abstract_socket;
 mod arch_bypass;
 mod daemon;
 mod dangerous_syscalls;
+mod egress;
 mod env_scrub;
 mod fs_escape;
 mod git_hooks;

@@ -100,6 +100,9 @@ pub struct Spawned {
     /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
     /// task count at launch plus the limit.
     pub nproc_limit: Option<u64>,
+    /// FULL with filtered egress: the proxy's listeners the stage made in
+    /// the job's network namespace, for the supervisor to serve.
+    pub egress_listeners: Vec<OwnedFd>,
     /// The init's reports, as they arrive.
     reports: Reports,
     /// `--max-memory` held by a cgroup v2: the job's, removed when this
@@ -385,6 +388,16 @@ impl Stage {
             Some(ns) if ns.masks().next().is_some() => traps::receive_and_serve(&self.notify, ns),
             _ => None,
         };
+        // Then PID 1 sends the egress proxy's listeners (FULL, filtered
+        // egress), before the notification listener.
+        let egress_listeners = if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
+            match receive_fds::<2>(&self.notify) {
+                Some((b'N', fds)) => fds,
+                _ => Vec::new(),
+            }
+        } else {
+            Vec::new()
+        };
         let listener = if plan.seccomp.record_denials
             || plan
                 .seccomp
@@ -424,6 +437,11 @@ impl Stage {
                 Err(_) => SetupError::Stage("the sandbox stage failed".into()),
             });
         }
+        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) && egress_listeners.is_empty() {
+            return Err(SetupError::Stage(
+                "the sandbox did not hand over the egress proxy's listeners".into(),
+            ));
+        }
         let pid = self.pid;
         // Launched: from here the supervisor owns the process.
         self.pid = 0;
@@ -433,6 +451,7 @@ impl Stage {
             listener,
             secrets,
             nproc_limit,
+            egress_listeners,
             reports,
             cgroup,
         })

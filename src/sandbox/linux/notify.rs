@@ -820,6 +820,98 @@ pub fn socket_domain(sock: BorrowedFd<'_>) -> io::Result<i32> {
     getsockopt_int(sock, libc::SOL_SOCKET, libc::SO_DOMAIN)
 }
 
+/// The type of a socket (`SO_TYPE`: `SOCK_STREAM`, `SOCK_DGRAM` …).
+pub fn socket_type(sock: BorrowedFd<'_>) -> io::Result<i32> {
+    getsockopt_int(sock, libc::SOL_SOCKET, libc::SO_TYPE)
+}
+
+/// The bytes of a `sockaddr_in`/`sockaddr_in6` for `addr`.
+pub fn inet_bytes(addr: std::net::SocketAddr) -> Vec<u8> {
+    match addr {
+        std::net::SocketAddr::V4(a) => {
+            let mut b = vec![0u8; size_of::<libc::sockaddr_in>()];
+            b[..2].copy_from_slice(&(libc::AF_INET as libc::sa_family_t).to_ne_bytes());
+            b[2..4].copy_from_slice(&a.port().to_be_bytes());
+            b[4..8].copy_from_slice(&a.ip().octets());
+            b
+        }
+        std::net::SocketAddr::V6(a) => {
+            let mut b = vec![0u8; size_of::<libc::sockaddr_in6>()];
+            b[..2].copy_from_slice(&(libc::AF_INET6 as libc::sa_family_t).to_ne_bytes());
+            b[2..4].copy_from_slice(&a.port().to_be_bytes());
+            b[4..8].copy_from_slice(&a.flowinfo().to_be_bytes());
+            b[8..24].copy_from_slice(&a.ip().octets());
+            b[24..28].copy_from_slice(&a.scope_id().to_ne_bytes());
+            b
+        }
+    }
+}
+
+/// The local address of an internet socket (`getsockname`); port 0 when
+/// it is not bound yet.
+pub fn local_inet_addr(sock: BorrowedFd<'_>) -> io::Result<std::net::SocketAddr> {
+    // SAFETY: an all-zero sockaddr_storage is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: valid out-pointers sized for a sockaddr_storage.
+    cvt(unsafe {
+        libc::getsockname(
+            sock.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+        )
+    })?;
+    let len = (len as usize).min(size_of::<libc::sockaddr_storage>());
+    if len < 4 {
+        return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+    }
+    // SAFETY: the kernel wrote `len` bytes of the storage, which lives on.
+    let bytes = unsafe {
+        std::slice::from_raw_parts(
+            (&storage as *const libc::sockaddr_storage).cast::<u8>(),
+            len,
+        )
+    };
+    let family = i32::from(u16::from_ne_bytes([bytes[0], bytes[1]]));
+    let port = u16::from_be_bytes([bytes[2], bytes[3]]);
+    let ip: std::net::IpAddr = if family == libc::AF_INET && len >= 8 {
+        <[u8; 4]>::try_from(&bytes[4..8])
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
+            .into()
+    } else if family == libc::AF_INET6 && len >= 24 {
+        <[u8; 16]>::try_from(&bytes[8..24])
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?
+            .into()
+    } else {
+        return Err(io::Error::from_raw_os_error(libc::EAFNOSUPPORT));
+    };
+    Ok(std::net::SocketAddr::new(ip, port))
+}
+
+/// `bind(sock, addr)` for an internet address.
+pub fn bind_inet(sock: BorrowedFd<'_>, addr: std::net::SocketAddr) -> io::Result<()> {
+    let bytes = inet_bytes(addr);
+    // SAFETY: an all-zero sockaddr_storage is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: bytes.len() <= sizeof(sockaddr_storage), regions don't overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            bytes.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            bytes.len(),
+        );
+    }
+    // SAFETY: storage is valid for bytes.len() bytes.
+    cvt(unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            bytes.len() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// The open file description is in non-blocking mode (shared with the job).
 pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: F_GETFL takes no argument.

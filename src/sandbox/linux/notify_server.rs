@@ -40,7 +40,7 @@ use super::notify::{
 };
 use crate::plan::fs::{NetConnect, NotifyPlan, decide};
 use crate::policy::Access;
-use crate::supervisor::notify::{Decision, NotifyEvent, Reason};
+use crate::supervisor::notify::{Decision, EgressBroker, NotifyEvent, Reason};
 
 /// Threads receiving on the listener: one slow call does not stall the rest.
 const WORKERS: usize = 3;
@@ -73,6 +73,7 @@ pub fn serve(
     listener: OwnedFd,
     plan: &NotifyPlan,
     shares: Option<Arc<super::memory::Shares>>,
+    egress: Option<Arc<dyn EgressBroker>>,
     events: Sender<NotifyEvent>,
 ) -> io::Result<NotifyServer> {
     let listener = Listener::new(listener);
@@ -80,6 +81,7 @@ pub fn serve(
     let _ = listener.set_sync_wakeup();
     let mut shared = Shared::new(listener, plan)?;
     shared.shares = shares;
+    shared.egress = egress;
     let shared = Arc::new(shared);
     let mut workers = Vec::with_capacity(WORKERS);
     for n in 0..WORKERS {
@@ -165,6 +167,9 @@ struct Shared {
     audit: bool,
     /// Which non-unix connects are performed (`NetConnect`).
     net_connect: NetConnect,
+    /// The egress proxy, for `NetConnect::Proxy` (without it every
+    /// internet connect is refused).
+    egress: Option<Arc<dyn EgressBroker>>,
     /// Open the slave of a pseudo-terminal whose master the job holds
     /// (`NotifyPlan::pty_peer`).
     pty_peer: bool,
@@ -222,6 +227,9 @@ enum Answer {
     /// A connect out of the sandbox's own network namespace (FULL, network
     /// off): refused with `ENETUNREACH`, as the missing route would.
     Unreachable(std::net::SocketAddr),
+    /// A connect filtered egress does not allow (FS-ONLY): refused with
+    /// `ECONNREFUSED`, as a closed port would answer.
+    Refused(std::net::SocketAddr),
 }
 
 /// A connect the supervisor performs.
@@ -232,6 +240,22 @@ enum Connect {
     /// With the job's address (copied): no name resolved, or an abstract
     /// name whose listener belongs to the job.
     Raw([u8; SOCKADDR_MAX], usize, Reason),
+    /// Filtered egress: to the proxy's redirected listener `via`, which is
+    /// told first that this socket stands for `to`.
+    Redirect {
+        to: std::net::SocketAddr,
+        via: std::net::SocketAddr,
+    },
+}
+
+/// Where filtered egress sends a connect to an internet address.
+enum Route {
+    /// To the proxy's explicit listener: performed as asked.
+    AsAsked,
+    /// Allowed by address: redirected to the proxy.
+    Redirect,
+    /// Refused.
+    Refuse,
 }
 
 impl Shared {
@@ -296,6 +320,7 @@ impl Shared {
             denied,
             audit: plan.audit,
             net_connect: plan.net_connect,
+            egress: None,
             pty_peer: plan.pty_peer,
             broker: plan.broker_unix_connect,
             rules,
@@ -430,15 +455,17 @@ impl Shared {
                 | Answer::Value(_, Reason::WouldDeny)
                 | Answer::Errno(_, _, Reason::WouldDeny)
                 | Answer::Unreachable(_)
+                | Answer::Refused(_)
         );
         let addr = match answer {
-            Answer::Unreachable(to) => Some(to),
+            Answer::Unreachable(to) | Answer::Refused(to) => Some(to),
             _ => None,
         };
         let process = violating.then(|| self.describe(n.tid));
         let (decision, reason) = match &answer {
             Answer::Drop => return,
             Answer::Unreachable(_) => (Decision::Denied(c::ENETUNREACH), Reason::Egress),
+            Answer::Refused(_) => (Decision::Denied(c::ECONNREFUSED), Reason::Egress),
             Answer::Continue(reason) => (Decision::Continued, *reason),
             Answer::Errno(_, decision, reason) => (*decision, *reason),
             Answer::Value(_, reason) => (Decision::Emulated, *reason),
@@ -471,6 +498,9 @@ impl Shared {
             Answer::Drop => {}
             Answer::Unreachable(_) => {
                 let _ = l.respond_errno(n.id, c::ENETUNREACH);
+            }
+            Answer::Refused(_) => {
+                let _ = l.respond_errno(n.id, c::ECONNREFUSED);
             }
             Answer::Continue(_) => {
                 let _ = l.respond_continue(n.id);
@@ -1284,11 +1314,19 @@ impl Shared {
             }
         }
         // With the network off, an internet address the job may not reach
-        // is refused on this one copy of its bytes, and never performed.
-        if let Some(to) = inet_addr(&addr[..len])
-            && self.refuses(to)
-        {
-            return (Err(Answer::Unreachable(to)), None);
+        // is refused on this one copy of its bytes, and never performed;
+        // with filtered egress, the proxy decides on the same copy.
+        let mut redirect = None;
+        if let Some(to) = inet_addr(&addr[..len]) {
+            if self.net_connect == NetConnect::Proxy {
+                match self.route(to) {
+                    Route::AsAsked => {}
+                    Route::Redirect => redirect = Some(to),
+                    Route::Refuse => return (Err(Answer::Refused(to)), None),
+                }
+            } else if self.refuses(to) {
+                return (Err(Answer::Unreachable(to)), None);
+            }
         }
         let kind = classify(&addr[..len]);
         // A unix address longer than `sockaddr_un` is one the kernel refuses
@@ -1379,6 +1417,18 @@ impl Shared {
             // Netlink and the rest: the supervisor's credentials would
             // decide for the job's socket. Not with the network off.
             return (Err(denied(c::EACCES, Reason::Forbidden)), shown);
+        } else if let Some(to) = redirect {
+            // Allowed by address: to the proxy, never to `to` itself. Only
+            // a TCP internet socket can be handed to the proxy.
+            let stream = matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM);
+            let via = self
+                .egress
+                .as_ref()
+                .and_then(|e| e.redirect_to(domain == c::AF_INET6));
+            match via {
+                Some(via) if stream && domain != c::AF_UNIX => Connect::Redirect { to, via },
+                _ => return (Err(Answer::Refused(to)), shown),
+            }
         } else if domain != c::AF_UNIX {
             // An internet socket the network mode lets through (host
             // network, or the job's own loopback at FULL; the address was
@@ -1430,6 +1480,26 @@ impl Shared {
             NetConnect::Open => false,
             NetConnect::LoopbackOnly => !ip.is_loopback() && !ip.is_unspecified(),
             NetConnect::Closed => true,
+            // Decided by `route`.
+            NetConnect::Proxy => true,
+        }
+    }
+
+    /// Filtered egress (FS-ONLY): the proxy's own explicit listener is
+    /// reached as asked (and nothing else on the host's loopback: other
+    /// local ports stay refused), an address the proxy allows is
+    /// redirected to it, everything else refused. No proxy: refused.
+    fn route(&self, to: std::net::SocketAddr) -> Route {
+        let Some(egress) = &self.egress else {
+            return Route::Refuse;
+        };
+        let to = std::net::SocketAddr::new(to.ip().to_canonical(), to.port());
+        if egress.explicit().contains(&to) {
+            Route::AsAsked
+        } else if egress.allows(to) {
+            Route::Redirect
+        } else {
+            Route::Refuse
         }
     }
 
@@ -1525,6 +1595,7 @@ impl Shared {
     ) {
         let reason = match connect {
             Connect::Checked(_, reason) | Connect::Raw(_, _, reason) => reason,
+            Connect::Redirect { .. } => Reason::Redirected,
         };
         let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
         let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
@@ -1533,6 +1604,7 @@ impl Shared {
                     sys::connect_to_checked(sock.as_fd(), target.as_fd())
                 }
                 Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
+                Connect::Redirect { to, via } => shared.redirect(&n, sock.as_fd(), *to, *via),
             };
             let answer = match result {
                 Ok(()) => Answer::Value(0, reason),
@@ -1564,6 +1636,37 @@ impl Shared {
             // At the thread cap: wait here rather than fail the call.
             task();
         }
+    }
+}
+
+impl Shared {
+    /// Connect the job's socket (our copy) to the proxy's redirected
+    /// listener, telling the proxy first what it stands for: the socket is
+    /// bound (to loopback, if the job did not bind it) so its address is
+    /// known before the proxy can see the connection.
+    fn redirect(
+        &self,
+        n: &Notif,
+        sock: BorrowedFd<'_>,
+        to: std::net::SocketAddr,
+        via: std::net::SocketAddr,
+    ) -> io::Result<()> {
+        let egress = self
+            .egress
+            .as_ref()
+            .ok_or_else(|| io::Error::from_raw_os_error(c::ECONNREFUSED))?;
+        let mut local = sys::local_inet_addr(sock)?;
+        if local.port() == 0 {
+            let loopback: std::net::IpAddr = if via.is_ipv6() {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            };
+            sys::bind_inet(sock, std::net::SocketAddr::new(loopback, 0))?;
+            local = sys::local_inet_addr(sock)?;
+        }
+        egress.expect(local, to, Some(self.describe(n.tid)));
+        sys::connect_raw(sock, &sys::inet_bytes(via))
     }
 }
 

@@ -228,6 +228,12 @@ fn apply(
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)
                     .map_err(|e| format!("prctl(PR_SET_PDEATHSIG): {e}"))?;
                 namespaces::build_root(ns, &traps)?;
+                // Filtered egress: the proxy's listeners, made here in the
+                // job's namespace (whose only interface is loopback) and
+                // served by vetto outside it; nothing else leaves.
+                if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
+                    send_egress_listeners(notify_fd.as_fd())?;
+                }
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
                 sys::drop_all_capabilities().map_err(|e| format!("drop capabilities: {e}"))?;
@@ -577,4 +583,25 @@ fn relay(init: Pid, supervisor: i32) -> ! {
             exit_like(ws);
         }
     }
+}
+
+/// Bind the egress proxy's listeners on the namespace's loopback
+/// (127.0.0.1 and, where IPv6 is up, ::1) and hand them to vetto, tagged
+/// `N`, before the notification listener.
+fn send_egress_listeners(to: std::os::fd::BorrowedFd<'_>) -> Result<(), Failure> {
+    let port = crate::plan::net::NETNS_PROXY_PORT;
+    let v4 = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port} for the egress proxy: {e}"))?;
+    let v6 = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, port)).ok();
+    let mut fds = vec![v4.as_raw_fd()];
+    fds.extend(v6.as_ref().map(AsRawFd::as_raw_fd));
+    sendmsg::<()>(
+        to.as_raw_fd(),
+        &[std::io::IoSlice::new(b"N")],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .map_err(|e| format!("cannot hand the egress proxy's listeners to vetto: {e}"))?;
+    Ok(())
 }

@@ -1,0 +1,98 @@
+//! Filtered egress (`[network] mode = "allow"`): how each tier makes every
+//! TCP connection of the job pass vetto's egress proxy, which decides by
+//! name and port (see docs/network.md).
+//!
+//! - **FULL**: the job's network namespace has only loopback. The stage
+//!   creates the proxy's listeners inside it, on loopback, and hands them
+//!   to the supervisor; the proxy variables point at them. Nothing else
+//!   leaves the namespace: there is no route.
+//! - **FS-ONLY**: no namespace. Every `connect()` is notified; the
+//!   supervisor connects the job's socket (its own copy) to the proxy —
+//!   the explicit listener for a connect to its address, the redirected
+//!   one for an address an IP rule or a pin allows — or refuses it. Only
+//!   TCP internet sockets can be created; UDP, raw, packet and the rest
+//!   stay refused at `socket()`.
+//! - **SECCOMP**: not offered (see `build::gaps`).
+
+use serde::{Deserialize, Serialize};
+
+/// The port of the proxy's explicit listener inside the FULL tier's
+/// network namespace (127.0.0.1 and ::1). The namespace is the job's own,
+/// so the number is free there whatever the host uses.
+pub const NETNS_PROXY_PORT: u16 = 3128;
+
+/// What the proxy needs to be reachable, per tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EgressPlan {
+    /// FULL: listeners created in the job's namespace on loopback port
+    /// [`NETNS_PROXY_PORT`] by the stage, served by the supervisor's proxy.
+    Netns,
+    /// FS-ONLY: notified connects are redirected to the proxy on the
+    /// host's loopback, or refused.
+    Redirect,
+}
+
+impl EgressPlan {
+    /// The line `session start` and `policy explain` show.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            EgressPlan::Netns => {
+                "through vetto's proxy only: the network namespace has only loopback, where the proxy listens"
+            }
+            EgressPlan::Redirect => {
+                "through vetto's proxy only: every connect() is decided by the supervisor and redirected to the proxy or refused"
+            }
+        }
+    }
+}
+
+/// The proxy variables a job gets, both cases, for a proxy URL carrying
+/// the session's credential (`http://vetto:SECRET@127.0.0.1:PORT`).
+/// `ALL_PROXY` is SOCKS5 with names resolved by the proxy (`socks5h`).
+pub fn proxy_vars(http_url: &str, socks_url: &str) -> Vec<(String, String)> {
+    let no_proxy = "localhost,127.0.0.1,::1";
+    let mut vars = Vec::new();
+    for (name, value) in [
+        ("HTTP_PROXY", http_url),
+        ("HTTPS_PROXY", http_url),
+        ("ALL_PROXY", socks_url),
+        ("NO_PROXY", no_proxy),
+    ] {
+        vars.push((name.to_string(), value.to_string()));
+        vars.push((name.to_ascii_lowercase(), value.to_string()));
+    }
+    vars
+}
+
+/// The names [`proxy_vars`] sets (to withhold the caller's own values).
+pub const PROXY_VAR_NAMES: [&str; 8] = [
+    "HTTP_PROXY",
+    "http_proxy",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_vars_are_set_in_both_cases_with_socks5h_for_all_proxy() {
+        let vars = proxy_vars(
+            "http://vetto:s@127.0.0.1:1",
+            "socks5h://vetto:s@127.0.0.1:1",
+        );
+        let names: Vec<&str> = vars.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.len(), PROXY_VAR_NAMES.len());
+        for n in PROXY_VAR_NAMES {
+            assert!(names.contains(&n), "{n}");
+        }
+        assert!(vars.contains(&("all_proxy".into(), "socks5h://vetto:s@127.0.0.1:1".into())));
+        assert!(vars.contains(&("NO_PROXY".into(), "localhost,127.0.0.1,::1".into())));
+    }
+}

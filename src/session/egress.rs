@@ -1,0 +1,285 @@
+//! Filtered egress for one session: the proxy started before the job (only
+//! when the plan asks for it), the job's proxy variables, the broker the
+//! FS-ONLY notification server asks, and the totals at the end.
+//!
+//! The credential travels only in the job's environment (inside the plan,
+//! whose values are never logged); the session log and vetto's own lines
+//! name the proxy's address alone.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use crate::events::Event;
+use crate::events::log::EventSink;
+use crate::plan::Plan;
+use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, proxy_vars};
+use crate::policy::{NetPolicy, Policy};
+use crate::proxy::{self, ListenerKind, Original, Proxy};
+use crate::supervisor::notify::EgressBroker;
+
+/// Denied destinations kept for the end-of-session line.
+const SAID_MAX: usize = 16;
+
+/// The running egress layer of a session.
+#[derive(Debug)]
+pub struct Egress {
+    broker: Arc<Broker>,
+    /// Where the job's proxy variables point (without the credential).
+    pub address: SocketAddr,
+    said: Arc<Said>,
+}
+
+/// The proxy as the notification server sees it. `None` once shut down:
+/// then every connect is refused.
+struct Broker {
+    proxy: Mutex<Option<Proxy>>,
+    explicit: Vec<SocketAddr>,
+    redirect_v4: Option<SocketAddr>,
+    redirect_v6: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for Broker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("explicit", &self.explicit)
+            .field("redirect_v4", &self.redirect_v4)
+            .field("redirect_v6", &self.redirect_v6)
+            .finish()
+    }
+}
+
+impl EgressBroker for Broker {
+    fn explicit(&self) -> Vec<SocketAddr> {
+        self.explicit.clone()
+    }
+
+    fn redirect_to(&self, v6: bool) -> Option<SocketAddr> {
+        if v6 {
+            self.redirect_v6
+        } else {
+            self.redirect_v4
+        }
+    }
+
+    fn allows(&self, to: SocketAddr) -> bool {
+        let Ok(proxy) = self.proxy.lock() else {
+            return false;
+        };
+        proxy
+            .as_ref()
+            .is_some_and(|p| p.audit() || p.decide_addr(to.ip().to_canonical(), to.port()).allowed)
+    }
+
+    fn expect(
+        &self,
+        local: SocketAddr,
+        original: SocketAddr,
+        process: Option<crate::sandbox::ProcessFacts>,
+    ) {
+        let (process, attribution) = match process {
+            Some(facts) => {
+                let (p, a) = crate::supervisor::process_and_package(facts);
+                (Some(p), a)
+            }
+            None => (None, None),
+        };
+        if let Ok(proxy) = self.proxy.lock()
+            && let Some(p) = proxy.as_ref()
+        {
+            p.expect_redirect(
+                local,
+                Original {
+                    ip: original.ip().to_canonical(),
+                    port: original.port(),
+                    process,
+                    attribution,
+                },
+            );
+        }
+    }
+}
+
+/// What the proxy refused, for vetto's last words (the log has it all).
+#[derive(Debug, Default)]
+struct Said {
+    denied: Mutex<(Vec<String>, u64)>,
+}
+
+/// The proxy's events: to the session log, and the refusals remembered.
+struct Tee {
+    log: Option<crate::events::log::ChannelSink>,
+    said: Arc<Said>,
+}
+
+impl EventSink for Tee {
+    fn emit(&self, event: Event) {
+        if let Event::Violation(v) = &event
+            && let Ok(mut d) = self.said.denied.lock()
+        {
+            d.1 += 1;
+            let what = v.target.display();
+            if d.0.len() < SAID_MAX && !d.0.contains(&what) {
+                d.0.push(what);
+            }
+        }
+        if let Some(log) = &self.log {
+            log.emit(event);
+        }
+    }
+}
+
+/// Why filtered egress could not be set up: the session is refused (the
+/// network is never opened instead).
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error("cannot start the egress proxy: {0}")]
+    Start(#[from] proxy::StartError),
+    #[error("cannot listen for the egress proxy on the host's loopback: {0}")]
+    Listen(#[source] std::io::Error),
+    #[error("the upstream proxy in vetto's environment is not usable: {0}")]
+    Upstream(#[from] proxy::UpstreamParseError),
+}
+
+/// The proxy's rules from the policy; `env` is vetto's own environment
+/// (where a corporate proxy to chain through is named).
+fn config(
+    net: &NetPolicy,
+    audit: bool,
+    env: &[(String, String)],
+) -> Result<proxy::Config, EgressError> {
+    let NetPolicy::Allow {
+        hosts,
+        deny,
+        ips,
+        resolve,
+    } = net
+    else {
+        return Ok(proxy::Config::default());
+    };
+    let upstream =
+        proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            .transpose()?;
+    Ok(proxy::Config {
+        allow: hosts.clone(),
+        deny: deny.clone(),
+        ip_rules: ips
+            .iter()
+            .filter_map(|r| {
+                Some(proxy::IpRule {
+                    net: proxy::Cidr::new(r.net, r.prefix)?,
+                    port: r.port,
+                    origin: r.origin.clone(),
+                })
+            })
+            .collect(),
+        pins: resolve.clone(),
+        upstream,
+        limits: proxy::Limits::default(),
+        audit,
+    })
+}
+
+/// Start the proxy when the plan asks for filtered egress, and give the job
+/// its variables. `None`: no filtered egress in this plan.
+pub fn start(
+    plan: &mut Plan,
+    policy: &Policy,
+    audit: bool,
+    env: &[(String, String)],
+    log: Option<crate::events::log::ChannelSink>,
+) -> Result<Option<Egress>, EgressError> {
+    let Some(how) = plan.egress else {
+        return Ok(None);
+    };
+    let said = Arc::new(Said::default());
+    let sink = Arc::new(Tee {
+        log,
+        said: Arc::clone(&said),
+    });
+    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink)?;
+    let (address, explicit, redirect_v4, redirect_v6) = match how {
+        // The stage's listeners inside the namespace are served after the
+        // launch (`serve_netns`); the variables point at them.
+        EgressPlan::Netns => (
+            SocketAddr::from((Ipv4Addr::LOCALHOST, NETNS_PROXY_PORT)),
+            Vec::new(),
+            None,
+            None,
+        ),
+        EgressPlan::Redirect => {
+            let explicit = proxy.listen_host().map_err(EgressError::Listen)?;
+            let v4 = redirected(&proxy, Ipv4Addr::LOCALHOST.into()).map_err(EgressError::Listen)?;
+            // A host without IPv6 loopback: IPv6 connects are refused.
+            let v6 = redirected(&proxy, Ipv6Addr::LOCALHOST.into()).ok();
+            (explicit, vec![explicit], Some(v4), v6)
+        }
+    };
+    let socks = proxy.socks_url(address);
+    plan.env
+        .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
+    Ok(Some(Egress {
+        broker: Arc::new(Broker {
+            proxy: Mutex::new(Some(proxy)),
+            explicit,
+            redirect_v4,
+            redirect_v6,
+        }),
+        address,
+        said,
+    }))
+}
+
+/// A listener for redirected connects on the host's loopback.
+fn redirected(proxy: &Proxy, ip: IpAddr) -> std::io::Result<SocketAddr> {
+    let listener = std::net::TcpListener::bind((ip, 0))?;
+    let addr = listener.local_addr()?;
+    proxy.serve(listener, ListenerKind::Redirected)?;
+    Ok(addr)
+}
+
+impl Egress {
+    /// What the notification server asks (FS-ONLY).
+    pub fn broker(&self) -> Arc<dyn EgressBroker> {
+        self.broker.clone()
+    }
+
+    /// FULL: serve the listeners the stage made inside the namespace.
+    pub fn serve_netns(&self, listeners: Vec<std::net::TcpListener>) -> std::io::Result<()> {
+        let proxy = self
+            .broker
+            .proxy
+            .lock()
+            .map_err(|_| std::io::Error::other("the egress proxy is gone"))?;
+        let proxy = proxy
+            .as_ref()
+            .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
+        for l in listeners {
+            proxy.serve(l, ListenerKind::Explicit)?;
+        }
+        Ok(())
+    }
+
+    /// The line vetto says at the start (no credential in it).
+    pub fn start_line(&self) -> String {
+        format!(
+            "egress: only allowed destinations, through vetto's proxy at {} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY set)",
+            self.address
+        )
+    }
+
+    /// Stop the proxy; its byte total for `SessionEnd.proxy_bytes`.
+    pub fn finish(self) -> u64 {
+        let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
+        let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
+        if let Ok(d) = self.said.denied.lock()
+            && d.1 > 0
+        {
+            eprintln!(
+                "vetto: egress: refused {} connection(s): {}",
+                d.1,
+                d.0.join(", ")
+            );
+        }
+        bytes
+    }
+}

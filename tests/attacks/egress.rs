@@ -1,0 +1,498 @@
+//! Filtered egress (`--allow-domain`): every TCP connection of the job goes
+//! through vetto's proxy, which lets through only the allowed names. No
+//! internet: the servers run on the host's loopback, and the names are
+//! pinned to them with `--resolve` (the proxy resolves and connects itself).
+//!
+//! Process attribution: a connection the supervisor refuses on a notified
+//! `connect()` (FS-ONLY: a direct connect to anything but the proxy) names
+//! the process; one the proxy refuses after an explicit request (`CONNECT`,
+//! an absolute-form request, SOCKS) does not — the proxy sees a socket, not
+//! who holds it — and is recorded with the name.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
+
+/// A plain HTTP server on the host's loopback that answers every request
+/// with `body` and counts the requests it saw.
+struct Server {
+    port: u16,
+    hits: Arc<AtomicUsize>,
+}
+
+impl Server {
+    fn start(body: &'static str) -> Server {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+                let mut head = String::new();
+                let mut r = BufReader::new(&s);
+                loop {
+                    let mut line = String::new();
+                    match r.read_line(&mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) if line == "\r\n" || line == "\n" => break,
+                        Ok(_) => head.push_str(&line),
+                    }
+                }
+                if head.is_empty() {
+                    continue;
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(reply.as_bytes());
+            }
+        });
+        Server { port, hits }
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+const ALLOWED_BODY: &str = "ALLOWED-SERVER-7a1d";
+const DENIED_BODY: &str = "DENIED-SERVER-exfil-4c2b";
+
+/// The session log's events of one type.
+fn events(dir: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// `net-egress-blocked` violations whose target mentions `needle`.
+fn blocked(dir: &Path, needle: &str) -> Vec<Value> {
+    events(dir, "violation")
+        .into_iter()
+        .filter(|v| v["rule"] == "net-egress-blocked" && v["target"].to_string().contains(needle))
+        .collect()
+}
+
+/// Options that allow `allowed.test:PORT` only, with both test names pinned
+/// to the host's loopback, and a report directory.
+fn egress_options(w: &World, allowed_port: u16) -> (Vec<String>, std::path::PathBuf) {
+    let dir = w.root.join("reports");
+    let opts = vec![
+        "--allow-domain".into(),
+        format!("allowed.test:{allowed_port}"),
+        "--resolve".into(),
+        "allowed.test:127.0.0.1".into(),
+        "--resolve".into(),
+        "denied.test:127.0.0.1".into(),
+        "--report-dir".into(),
+        dir.to_str().unwrap().into(),
+    ];
+    (opts, dir)
+}
+
+fn run_sh(w: &World, opts: &[String], script: &str) -> crate::util::Out {
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    w.sandboxed_with(&opts, &["sh", "-c", script])
+        .timeout(Duration::from_secs(90))
+        .run()
+}
+
+/// Runs as an unprivileged user: `curl` through the proxy variables vetto
+/// sets reaches the allowed server, and the same `curl` to `denied.test`
+/// (a server that would take the job's data) gets nothing. Evidence: bare,
+/// curl reaches both servers; sandboxed, only the allowed one, and the
+/// refusal of `denied.test` is in the session log.
+fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+
+    let bare = w.sh_bare(&format!(
+        "curl -s -m 10 --resolve allowed.test:{a}:127.0.0.1 http://allowed.test:{a}/; echo; \
+         curl -s -m 10 --resolve denied.test:{d}:127.0.0.1 http://denied.test:{d}/"
+    ));
+    bare.assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    assert_eq!(
+        (allowed.hits(), denied.hits()),
+        (1, 1),
+        "control: bare, both are reached"
+    );
+
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 http://allowed.test:{a}/; echo; curl -s -m 20 http://denied.test:{d}/; echo; \
+             test -n \"$HTTPS_PROXY\" && test -n \"$https_proxy\" && echo \"$ALL_PROXY\" | grep -q '^socks5h://' && echo vars-set; \
+             echo \"PROXY=$HTTP_PROXY\""
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("vars-set")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the sandboxed request reached denied.test\n{}",
+        out.dump()
+    );
+    assert_eq!(allowed.hits(), 2, "{}", out.dump());
+    assert!(
+        !blocked(&dir, "denied.test").is_empty(),
+        "the refusal of denied.test is not in the session log\n{}",
+        out.dump()
+    );
+    // The credential is the job's alone: not in vetto's words, not in the log.
+    let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap_or_default();
+    let start = events(&dir, "session-start");
+    assert!(
+        start
+            .first()
+            .is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
+        "{log}"
+    );
+    let stdout = out.stdout();
+    let secret = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("PROXY=http://vetto:"))
+        .and_then(|rest| rest.split('@').next())
+        .unwrap_or_default();
+    assert!(
+        secret.len() >= 32,
+        "no credential in HTTP_PROXY\n{}",
+        out.dump()
+    );
+    assert!(
+        !log.contains(secret),
+        "the credential is in the session log"
+    );
+    assert!(
+        !out.stderr().contains(secret),
+        "the credential was printed\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
+
+/// Runs as an unprivileged user: HTTPS through the proxy (`CONNECT`) to a
+/// TLS server (openssl's, with a certificate made here) reaches it when
+/// the name is allowed. Evidence: bare and sandboxed the page arrives; a
+/// sandboxed `CONNECT` to `denied.test` on the same server does not.
+fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let certs = w.root.join("tls");
+    std::fs::create_dir_all(&certs).unwrap();
+    let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        ])
+        .arg("/CN=allowed.test")
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("openssl")
+        .args(["s_server", "-quiet", "-www", "-accept"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("-key")
+        .arg(&key)
+        .arg("-cert")
+        .arg(&cert)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(
+        crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_ok()),
+        "openssl s_server did not start"
+    );
+    let page = "s_server";
+    w.sh_bare(&format!(
+        "curl -sk -m 10 --resolve allowed.test:{port}:127.0.0.1 https://allowed.test:{port}/"
+    ))
+    .assert_stdout_contains(page);
+
+    let (opts, dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -sk -m 20 https://allowed.test:{port}/; echo; \
+             curl -sk -m 20 https://denied.test:{port}/ && echo denied-reached; echo done"
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains(page)
+        .assert_stdout_contains("done")
+        .assert_stdout_lacks("denied-reached");
+    assert!(!blocked(&dir, "denied.test").is_empty(), "{}", out.dump());
+}
+at_every_tier!(https_to_the_allowed_name_works_and_to_another_name_does_not);
+
+/// Runs as an unprivileged user: a program that ignores the proxy
+/// variables (`curl --noproxy '*'`) connects straight to a local server.
+/// Evidence: bare it is reached; sandboxed it is not. At FS-ONLY the
+/// supervisor refuses the notified connect (`ECONNREFUSED`) and records it
+/// with the process; at FULL 127.0.0.1 is the job's own loopback, where
+/// nothing listens, so there is nothing to record.
+fn a_direct_connection_past_the_proxy_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let d = denied.port;
+    w.sh_bare(&format!("curl -s -m 10 http://127.0.0.1:{d}/"))
+        .assert_stdout_contains(DENIED_BODY);
+
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 --noproxy '*' http://127.0.0.1:{d}/; echo rc=$?"),
+    );
+    out.assert_ran().assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(
+        denied.hits(),
+        1,
+        "the direct connection arrived\n{}",
+        out.dump()
+    );
+    if tier == Tier::FsOnly {
+        out.assert_stdout_contains("rc=7");
+        let hits = blocked(&dir, &d.to_string());
+        assert!(
+            hits.iter()
+                .any(|v| v["process"].to_string().contains("curl")),
+            "the refused connect is not recorded with curl\n{hits:?}\n{}",
+            out.dump()
+        );
+    }
+}
+at_every_tier!(a_direct_connection_past_the_proxy_is_refused);
+
+/// Runs as an unprivileged user: an allowed name that resolves to the
+/// cloud metadata address (DNS rebinding, a poisoned pin) is not
+/// connected to without an IP rule naming that address. Evidence: the
+/// session log records the refusal; the job gets no answer. (Nothing on
+/// this host serves 169.254.169.254, so the bare half is the control that
+/// the same request without the rule would be attempted: curl's own
+/// resolution is pinned there and it tries to connect.)
+fn a_name_pinned_to_the_metadata_address_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let dir = w.root.join("reports");
+    let out = w
+        .sandboxed_with(
+            &[
+                "--allow-domain",
+                "meta.test",
+                "--resolve",
+                "meta.test:169.254.169.254",
+                "--report-dir",
+                dir.to_str().unwrap(),
+            ],
+            &[
+                "sh",
+                "-c",
+                "curl -s -m 20 http://meta.test/latest/meta-data/; echo rc=$?",
+            ],
+        )
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_ran();
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "meta.test" && c["decision"] == "denied"),
+        "the metadata connection is not refused\n{conns:?}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(a_name_pinned_to_the_metadata_address_is_refused);
+
+/// Runs as an unprivileged user: a process that finds the proxy's address
+/// but not its credential (another local user's program, or the job with
+/// the credential stripped) is refused. Evidence: with the credential the
+/// allowed server answers; without it, nothing reaches the server.
+fn the_proxy_refuses_a_client_without_the_credential(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let (opts, _dir) = egress_options(&w, a);
+    // Strip `vetto:SECRET@` from the proxy URL and use what is left.
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "bare=$(echo \"$HTTP_PROXY\" | sed 's#//[^@]*@#//#'); \
+             curl -s -m 20 http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --proxy \"$bare\" http://allowed.test:{a}/ && echo; echo stripped-done"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("stripped-done")
+        .assert_stdout_contains(ALLOWED_BODY);
+    assert_eq!(
+        allowed.hits(),
+        1,
+        "a request without the credential reached the server\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(the_proxy_refuses_a_client_without_the_credential);
+
+/// Fetch `/` from 127.0.0.1:{A} blocking and non-blocking, and from {D}.
+const PY_GET: &str = r#"python3 - <<'PY'
+import socket, select
+def get(port, blocking):
+    s = socket.socket()
+    s.settimeout(20)
+    try:
+        if blocking:
+            s.connect(('127.0.0.1', port))
+        else:
+            s.setblocking(False)
+            s.connect_ex(('127.0.0.1', port))
+            select.select([], [s], [], 20)
+            e = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if e:
+                raise OSError(e, 'connect')
+            s.setblocking(True)
+        s.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
+        print(port, blocking, s.recv(4096).decode(errors='replace').split('\r\n\r\n')[-1])
+    except OSError as e:
+        print(port, blocking, 'refused', e.errno)
+get({A}, True)
+get({A}, False)
+get({D}, True)
+PY"#;
+
+/// Runs as an unprivileged user, at FS-ONLY: an address an IP rule allows
+/// is reached without any proxy variable — the supervisor redirects the
+/// job's notified connect to the proxy, which connects to the address
+/// itself — blocking and non-blocking, and over IPv6 where the host has
+/// `::1`. A port the rule does not name is refused. Evidence: bare, both
+/// servers answer; sandboxed, only the one the rule names.
+#[test]
+fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = PY_GET
+        .replace("{A}", &a.to_string())
+        .replace("{D}", &d.to_string());
+    let bare = w.sh_bare(&script);
+    bare.assert_stdout_contains(&format!("{d} True {DENIED_BODY}"));
+    let dir = w.root.join("reports");
+    let out = run_sh(
+        &w,
+        &[
+            "--allow-domain".into(),
+            format!("127.0.0.1:{a}"),
+            "--report-dir".into(),
+            dir.to_str().unwrap().into(),
+        ],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(&format!("{a} True {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{a} False {ALLOWED_BODY}"))
+        .assert_stdout_contains(&format!("{d} True refused 111"))
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["via"] == "redirect" && c["decision"] == "allowed" && c["port"] == a),
+        "the redirected connection is not recorded\n{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: a DNS query sent straight to a resolver
+/// (DNS tunnelling: the data rides in the queried name) does not arrive.
+/// At FS-ONLY the UDP socket itself is refused (and recorded as
+/// `net-socket-denied`: the query is never made, so its name is not
+/// known); at FULL the datagram goes to the namespace's own loopback.
+/// Evidence: bare, the test's resolver receives the query; sandboxed, not.
+fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let resolver = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    resolver.set_nonblocking(true).unwrap();
+    let port = resolver.local_addr().unwrap().port();
+    let allowed = Server::start(ALLOWED_BODY);
+    // A query for <canary>.denied.test, as `dig @127.0.0.1 -p PORT` sends it.
+    let script = format!(
+        "python3 -c \"\nimport socket\nq = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + \
+         b'\\x0bcanary-5f3e\\x06denied\\x04test\\x00\\x00\\x01\\x00\\x01'\ntry:\n\
+         \x20   socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(q, ('127.0.0.1', {port})); print('sent')\n\
+         except OSError as e:\n\x20   print('refused', e.errno)\n\""
+    );
+    w.sh_bare(&script).assert_stdout_contains("sent");
+    let mut buf = [0u8; 512];
+    let (n, _) = resolver
+        .recv_from(&mut buf)
+        .expect("control: the bare query arrives");
+    assert!(buf[..n].windows(11).any(|w| w == b"canary-5f3e"));
+
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran();
+    assert!(
+        resolver.recv_from(&mut buf).is_err(),
+        "a sandboxed DNS query arrived\n{}",
+        out.dump()
+    );
+    if tier == Tier::FsOnly {
+        out.assert_stdout_contains("refused 1");
+        let socket_denied = events(&dir, "violation")
+            .into_iter()
+            .any(|v| v["rule"] == "net-socket-denied");
+        assert!(socket_denied, "{}", out.dump());
+    }
+}
+at_every_tier!(a_dns_query_past_the_proxy_does_not_arrive);
