@@ -194,10 +194,26 @@ pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
                 "the network is unrestricted (mode host)".into(),
             );
         }
-        NetPolicy::Allow { hosts, resolve, .. } => Rules {
+        NetPolicy::Allow {
+            hosts,
+            deny,
+            ips,
+            resolve,
+        } => Rules {
             allow: hosts.clone(),
+            deny: deny.clone(),
+            // As the session gives them to the proxy.
+            ip_rules: ips
+                .iter()
+                .filter_map(|r| {
+                    Some(crate::proxy::IpRule {
+                        net: crate::proxy::Cidr::new(r.net, r.prefix)?,
+                        port: r.port,
+                        origin: r.origin.clone(),
+                    })
+                })
+                .collect(),
             pins: resolve.clone(),
-            ..Rules::default()
         },
     };
     match target {
@@ -342,8 +358,24 @@ fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, rules: &Rules) -> Hos
         (ip, Some(p)) => format!("{ip}:{p}"),
         (ip, None) => ip.to_string(),
     };
-    let mut d = match &decision.rule {
-        Some(rule) if decision.allowed => HostDecision::new(query, true, format!("matches {rule}")),
+    let other_port = rules
+        .ip_rules
+        .iter()
+        .find(|r| r.net.contains(ip) && r.port.is_some());
+    let mut d = match (&decision.rule, other_port) {
+        (Some(rule), _) if decision.allowed => {
+            HostDecision::new(query, true, format!("matches {rule}"))
+        }
+        (_, Some(r)) => HostDecision::new(
+            query,
+            false,
+            format!(
+                "the ip rule `{}` ({}) allows {ip} on port {} only",
+                r.origin.written,
+                r.origin,
+                r.port.unwrap_or_default()
+            ),
+        ),
         _ => HostDecision::new(
             query,
             false,
@@ -510,14 +542,29 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
         NetPolicy::Host => {
             let _ = writeln!(o, "  host (unrestricted)");
         }
-        NetPolicy::Allow { hosts, resolve, .. } => {
-            let _ = writeln!(o, "  allow, through vetto's proxy:");
-            if hosts.is_empty() {
+        NetPolicy::Allow {
+            hosts,
+            deny,
+            ips,
+            resolve,
+        } => {
+            let _ = writeln!(
+                o,
+                "  allow, through vetto's proxy (a host without a port: 80 and 443; deny wins):"
+            );
+            if hosts.is_empty() && ips.is_empty() {
                 let _ = writeln!(o, "    (no hosts)");
             }
             for h in hosts {
                 let port = h.port.map(|p| format!(":{p}")).unwrap_or_default();
                 let _ = writeln!(o, "    {}{port}  ← {}", h.host, h.origin);
+            }
+            for r in ips {
+                let _ = writeln!(o, "    ip {r}  ← {}", r.origin);
+            }
+            for h in deny {
+                let port = h.port.map(|p| format!(":{p}")).unwrap_or_default();
+                let _ = writeln!(o, "    deny {}{port}  ← {}", h.host, h.origin);
             }
             for r in resolve {
                 let _ = writeln!(o, "    resolve {} → {}  ← {}", r.host, r.addr, r.origin);
