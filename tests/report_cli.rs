@@ -170,7 +170,8 @@ fn rendered(
 /// `sarif-multitool validate --rule-kind "Gh;Sarif"` (0 errors): the attack
 /// session; the same outside CI under the built-in policy only (where
 /// results used to be located at `preset:default` under `%SRCROOT%`,
-/// SARIF1004); and a clean session. The multitool is not vacuous: the old
+/// SARIF1004); a session with allowed and denied connections (one result
+/// per denied destination); and a clean session. The multitool is not vacuous: the old
 /// location is an error to it.
 #[test]
 #[expect(clippy::unwrap_used, reason = "test")]
@@ -204,8 +205,10 @@ fn sarif_multitool_finds_no_errors_in_any_rendered_sarif() {
             e => e,
         })
         .collect();
+    let egress = vetto::report::fixture::egress_session();
     for (name, events) in [
         ("attack", &attack),
+        ("egress", &egress),
         ("preset-only", &preset_only),
         ("clean", &clean),
     ] {

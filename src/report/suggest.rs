@@ -531,6 +531,7 @@ mod tests {
             "{toml}"
         );
         assert!(toml.contains("8.8.8.8:53 — a resolver"), "{toml}");
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
     }
 
     /// A directory name that, printed raw, would end the TOML string and
