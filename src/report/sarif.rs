@@ -1,5 +1,10 @@
 //! SARIF 2.1.0 for GitHub code scanning.
 //!
+//! One result per distinct violation, except blocked connections: every
+//! `net-egress-blocked` violation of one destination (host or address, and
+//! port) is one result, whoever connected, fingerprinted by rule and
+//! destination ([`DESTINATION_KEY`]). Allowed connections are no result.
+//!
 //! Every result gets one location inside the repository, chosen in this
 //! order: the attributed package's manifest; the target itself when it lies
 //! in the repository; the policy file line that decided it; the workflow
