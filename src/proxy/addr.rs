@@ -120,6 +120,7 @@ fn classify_v6(ip: Ipv6Addr) -> AddrClass {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

@@ -214,11 +214,19 @@ pub(crate) async fn read_some<R: AsyncRead + Unpin>(
         return Err(io::Error::new(io::ErrorKind::OutOfMemory, "head too large"));
     }
     let mut chunk = [0u8; 4096];
-    let n = timeout(shared.limits.idle_timeout, r.read(&mut chunk[..room]))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "idle"))??;
+    let mut stop = shared.stop.subscribe();
+    let n = tokio::select! {
+        r = timeout(shared.limits.idle_timeout, r.read(&mut chunk[..room])) => {
+            r.map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "idle"))??
+        }
+        _ = stop.wait_for(|s| *s) => return Err(session_ended()),
+    };
     buf.extend_from_slice(&chunk[..n]);
     Ok(n)
+}
+
+fn session_ended() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "the session ended")
 }
 
 /// Why reading a request failed, for the record.
@@ -231,6 +239,10 @@ pub(crate) fn read_refusal(e: &io::Error) -> (ConnReason, String) {
         io::ErrorKind::OutOfMemory => (
             ConnReason::Limit,
             "request head larger than the limit".into(),
+        ),
+        io::ErrorKind::Interrupted => (
+            ConnReason::Limit,
+            "the session ended during the request".into(),
         ),
         _ => (
             ConnReason::Malformed,
@@ -624,26 +636,33 @@ pub(crate) async fn pump(
     let (mut sr, mut sw) = server.split();
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
-    let result = tokio::try_join!(
-        one_way(
-            shared,
-            &mut cr,
-            &mut sw,
-            &up,
-            &shared.bytes_up,
-            &last,
-            start
-        ),
-        one_way(
-            shared,
-            &mut sr,
-            &mut cw,
-            &down,
-            &shared.bytes_down,
-            &last,
-            start
-        ),
-    );
+    let mut stop = shared.stop.subscribe();
+    let both = async {
+        tokio::try_join!(
+            one_way(
+                shared,
+                &mut cr,
+                &mut sw,
+                &up,
+                &shared.bytes_up,
+                &last,
+                start
+            ),
+            one_way(
+                shared,
+                &mut sr,
+                &mut cw,
+                &down,
+                &shared.bytes_down,
+                &last,
+                start
+            ),
+        )
+    };
+    let result = tokio::select! {
+        r = both => r,
+        _ = stop.wait_for(|s| *s) => Err(session_ended()),
+    };
     rec.bytes_up += up.load(Ordering::Relaxed);
     rec.bytes_down += down.load(Ordering::Relaxed);
     if let Err(e) = result {
@@ -652,6 +671,7 @@ pub(crate) async fn pump(
             io::ErrorKind::QuotaExceeded => {
                 rec.detail = "closed: the session's byte limit was reached".into()
             }
+            io::ErrorKind::Interrupted => rec.detail = "closed: the session ended".into(),
             _ => {}
         }
     }

@@ -232,6 +232,7 @@ pub(crate) fn base64(input: &[u8]) -> String {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 

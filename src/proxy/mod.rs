@@ -27,6 +27,8 @@ mod resolve;
 pub mod rules;
 mod sni;
 mod socks;
+#[cfg(test)]
+mod tests;
 mod upstream;
 
 use std::collections::HashMap;

@@ -9,7 +9,9 @@
 //!   *name* resolve to an internal address, it never allows connecting to
 //!   that address by number.
 //! - After resolution, an internal address (see [`super::addr`]) is refused
-//!   unless it came from a pin for that name or an IP rule covers it.
+//!   unless an IP rule covers it, or it is a loopback address that came
+//!   from a pin for that name (a pin to `10.0.0.1` or `169.254.169.254`
+//!   still needs an IP rule).
 
 use std::fmt;
 use std::net::IpAddr;
@@ -267,10 +269,17 @@ impl Rules {
     }
 
     /// May an allowed name's resolved address `ip` be connected to?
-    /// `pinned`: the address came from a `--resolve` pin for the name.
+    /// `pinned`: the address came from a `--resolve` pin for the name. A pin
+    /// makes a loopback address usable (a local server the user runs); the
+    /// other internal classes — private networks, link-local, CGNAT and
+    /// the metadata addresses — need an IP rule even when pinned, so a pin
+    /// alone never opens the internal network or the cloud's credentials.
     pub fn check_resolved(&self, ip: IpAddr, port: u16, pinned: bool) -> Result<(), AddrClass> {
         let class = classify(ip);
-        if class.is_public() || pinned || self.ip_rules.iter().any(|r| r.matches(ip, port)) {
+        if class.is_public()
+            || (pinned && class == AddrClass::Loopback)
+            || self.ip_rules.iter().any(|r| r.matches(ip, port))
+        {
             Ok(())
         } else {
             Err(class)
@@ -279,6 +288,7 @@ impl Rules {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 
@@ -426,6 +436,14 @@ mod tests {
             Ok(())
         );
         assert_eq!(r.pinned("Allowed.Test."), vec![lo]);
+        // A pin does not open the internal network or the metadata service.
+        for internal in ["10.0.0.1", "169.254.169.254", "fd00:ec2::254", "100.64.0.1"] {
+            assert!(
+                r.check_resolved(internal.parse().unwrap(), 443, true)
+                    .is_err(),
+                "{internal}"
+            );
+        }
     }
 
     #[test]
