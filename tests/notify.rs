@@ -119,7 +119,7 @@ fn run(test: &str, mut command: Command, calls: &[Call], plan: &NotifyPlan) -> O
         }
     };
     let (tx, rx) = mpsc::channel();
-    let server = serve(listener, plan, None, tx).expect("serve");
+    let server = serve(listener, plan, None, None, tx).expect("serve");
     let output = child.wait_with_output().expect("wait");
     server.join().expect("workers end when the job is gone");
     Some(Job {

@@ -554,8 +554,11 @@ pub fn parse_deny(s: &str) -> Result<(String, Option<u16>), (String, Option<Stri
     parse_host(s)
 }
 
+/// An address range: network, prefix length, optional port.
+pub type IpRange = (IpAddr, u8, Option<u16>);
+
 /// `None`: not an address (a host name); else the range or why it is wrong.
-pub fn parse_ip_rule(s: &str) -> Option<Result<(IpAddr, u8, Option<u16>), String>> {
+pub fn parse_ip_rule(s: &str) -> Option<Result<IpRange, String>> {
     let bad = |why: &str| {
         format!(
             "invalid address range `{s}`: {why}; expected e.g. \"10.1.2.0/24:5432\", \"192.0.2.7\" or \"[2001:db8::/32]:443\""

@@ -382,12 +382,13 @@ fn the_proxy_refuses_a_client_without_the_credential(tier: Tier) {
 }
 at_every_tier!(the_proxy_refuses_a_client_without_the_credential);
 
-/// Fetch `/` from 127.0.0.1:{A} blocking and non-blocking, and from {D}.
+/// Fetch `/` from 127.0.0.1:{A} with a blocking and a non-blocking connect
+/// (no timeout set: Python's timeouts make every socket non-blocking), and
+/// from {D}.
 const PY_GET: &str = r#"python3 - <<'PY'
 import socket, select
 def get(port, blocking):
     s = socket.socket()
-    s.settimeout(20)
     try:
         if blocking:
             s.connect(('127.0.0.1', port))
@@ -400,7 +401,13 @@ def get(port, blocking):
                 raise OSError(e, 'connect')
             s.setblocking(True)
         s.sendall(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
-        print(port, blocking, s.recv(4096).decode(errors='replace').split('\r\n\r\n')[-1])
+        got = b''
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        print(port, blocking, got.decode(errors='replace').split('\r\n\r\n')[-1])
     except OSError as e:
         print(port, blocking, 'refused', e.errno)
 get({A}, True)
