@@ -707,7 +707,7 @@ mod tests {
         );
         assert!(model.destinations_dropped > 0);
         let html = render(&model).unwrap();
-        let rows = html.matches("<tr><td><code>h").count();
+        let rows = html.matches("<tr><td class=\"dst\"><code>h").count();
         assert!(rows <= super::super::destinations::TOP, "{rows}");
         let more = model.destinations.len() - super::super::destinations::TOP
             + model.destinations_dropped as usize;
