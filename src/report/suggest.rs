@@ -21,6 +21,10 @@ use std::path::{Path, PathBuf};
 use crate::events::log::SessionLog;
 use crate::events::{ConnReason, ConnVia, Connection, Event, Roots, RuleId, SessionStart, Target};
 
+/// Comments listing what is deliberately not suggested (the rest are
+/// counted): a job that tried ten thousand names gets a readable file.
+const MAX_REFUSED: usize = 200;
+
 /// What the sessions did that the policy refused, folded by rule and path.
 #[derive(Debug, Default)]
 struct Needs {
@@ -411,8 +415,12 @@ fn render(needs: &Needs, sessions: usize) -> String {
     }
     if !needs.refused.is_empty() {
         let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");
-        for (what, count) in &needs.refused {
+        for (what, count) in needs.refused.iter().take(MAX_REFUSED) {
             let _ = writeln!(out, "#   {} (×{count})", crate::text::escape(what));
+        }
+        let rest = needs.refused.len().saturating_sub(MAX_REFUSED);
+        if rest > 0 {
+            let _ = writeln!(out, "#   … and {rest} more (see the session logs)");
         }
     }
     out
@@ -496,6 +504,26 @@ mod tests {
         );
         assert!(toml.contains("×5, by /usr/bin/npm"), "{toml}");
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// Ten thousand refused names give a bounded list of comments.
+    #[test]
+    fn a_storm_of_refused_names_is_listed_bounded() {
+        use crate::events::{ConnReason, Event};
+        let mut events = audited_egress();
+        let base = fixture::egress_connections().remove(0);
+        for i in 0..10_000 {
+            let mut c = base.clone();
+            c.host = Some(format!("x{i}.deny.test"));
+            c.reason = ConnReason::SniMismatch;
+            events.insert(1, Event::Connection(Box::new(c)));
+        }
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        assert!(toml.lines().count() < 400, "{} lines", toml.lines().count());
+        assert!(
+            toml.contains(&format!("… and {} more", 10_000 - MAX_REFUSED + 3)),
+            "{toml}"
+        );
     }
 
     /// A connection to an address without a name is an ip rule, said so
