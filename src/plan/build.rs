@@ -580,6 +580,8 @@ fn plan_for(
             net: own_netns,
             hostname: "vetto".into(),
             mounts,
+            dns_stub: (egress == Some(super::net::EgressPlan::Netns))
+                .then(|| super::net::DnsStub::for_policy(&policy.net)),
         }
     });
     let mut seccomp = syscalls::plan(
@@ -752,6 +754,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
     }
     let mut seccomp = syscalls::plan(policy.net == NetPolicy::Off, true, true);
     seccomp.record_denials = true;
+    let audit_egress = matches!(policy.net, NetPolicy::Allow { .. });
     let notify = NotifyPlan {
         carved_dirs: Vec::new(),
         broker_unix_connect: true,
@@ -768,8 +771,15 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             .map(|r| r.name.clone())
             .collect(),
         audit: true,
-        // Audit performs what the policy would refuse, and records it.
-        net_connect: fs::NetConnect::Open,
+        // Audit performs what the policy would refuse, and records it;
+        // with filtered egress every connection goes through the proxy,
+        // which lets it through and records it (`policy suggest` learns
+        // the names from there).
+        net_connect: if audit_egress {
+            fs::NetConnect::Proxy
+        } else {
+            fs::NetConnect::Open
+        },
         pty_peer: false,
         project: Some(policy.project.clone()),
     };
@@ -785,7 +795,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         prepare_dirs: Vec::new(),
         env: env::plan(&policy.env, &options.env, &session_env(&tmp, "audit")),
         net: policy.net.clone(),
-        egress: None,
+        egress: audit_egress.then_some(super::net::EgressPlan::Redirect),
         limits: policy.limits.clone(),
         // Audit changes nothing the job does: no shares, only the
         // per-process limit and the sampler.

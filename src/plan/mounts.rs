@@ -57,6 +57,10 @@ pub struct NamespacePlan {
     pub net: bool,
     pub hostname: String,
     pub mounts: Vec<Mount>,
+    /// Filtered egress: the DNS stub and transparent listeners made in the
+    /// namespace (`None` without filtered egress).
+    #[serde(default)]
+    pub dns_stub: Option<super::net::DnsStub>,
 }
 
 impl NamespacePlan {
@@ -154,6 +158,7 @@ mod tests {
         let ns = NamespacePlan {
             net: true,
             hostname: "vetto".into(),
+            dns_stub: None,
             mounts: vec![
                 Mount::Tmpfs {
                     path: "/tmp".into(),

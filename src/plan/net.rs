@@ -21,6 +21,40 @@ use serde::{Deserialize, Serialize};
 /// so the number is free there whatever the host uses.
 pub const NETNS_PROXY_PORT: u16 = 3128;
 
+/// Where the FULL tier's DNS stub listens inside the namespace (UDP).
+pub const DNS_STUB_ADDR: std::net::SocketAddrV4 =
+    std::net::SocketAddrV4::new(std::net::Ipv4Addr::new(127, 0, 0, 53), 53);
+
+/// The most transparent listeners one session makes.
+pub const MAX_TRANSPARENT_PORTS: usize = 14;
+
+/// FULL with filtered egress: a DNS stub inside the namespace answers an
+/// allowed name with a synthetic loopback address that stands for it, and
+/// transparent listeners on these ports (80, 443 and the ports the allow
+/// rules name) take connections to such addresses to the proxy — so a
+/// program that ignores the proxy variables reaches allowed names too.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DnsStub {
+    pub ports: Vec<u16>,
+}
+
+impl DnsStub {
+    pub fn for_policy(net: &crate::policy::NetPolicy) -> DnsStub {
+        let mut ports = vec![80, 443];
+        if let crate::policy::NetPolicy::Allow { hosts, .. } = net {
+            for p in hosts.iter().filter_map(|h| h.port) {
+                if !ports.contains(&p)
+                    && p != NETNS_PROXY_PORT
+                    && ports.len() < MAX_TRANSPARENT_PORTS
+                {
+                    ports.push(p);
+                }
+            }
+        }
+        DnsStub { ports }
+    }
+}
+
 /// What the proxy needs to be reachable, per tier.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -11,6 +11,18 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
+/// FULL with filtered egress: the sockets the stage made inside the job's
+/// network namespace and handed to vetto.
+#[derive(Debug, Default)]
+pub struct EgressSockets {
+    /// The proxy's explicit listeners (127.0.0.1 and ::1, port 3128).
+    pub explicit: Vec<std::os::fd::OwnedFd>,
+    /// The DNS stub's UDP socket (127.0.0.53:53).
+    pub dns: Option<std::os::fd::OwnedFd>,
+    /// Transparent listeners (0.0.0.0, the stub's ports).
+    pub transparent: Vec<std::os::fd::OwnedFd>,
+}
+
 pub use imp::{SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, terminal};
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;

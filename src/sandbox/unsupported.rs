@@ -29,7 +29,7 @@ pub struct Spawned {
     pub listener: Option<OwnedFd>,
     pub secrets: Option<crate::sandbox::SecretFeed>,
     pub nproc_limit: Option<u64>,
-    pub egress_listeners: Vec<OwnedFd>,
+    pub egress: crate::sandbox::EgressSockets,
 }
 
 impl Spawned {

@@ -27,6 +27,11 @@ pub struct Egress {
     /// Where the job's proxy variables point (without the credential).
     pub address: SocketAddr,
     said: Arc<Said>,
+    sink: Arc<Tee>,
+    /// FULL: the DNS stub's table and rules, and the stub once serving.
+    names: Arc<Mutex<super::dns::Names>>,
+    answerable: super::dns::Answerable,
+    stub: Option<super::dns::Stub>,
 }
 
 /// The proxy as the notification server sees it. `None` once shut down:
@@ -36,6 +41,9 @@ struct Broker {
     explicit: Vec<SocketAddr>,
     redirect_v4: Option<SocketAddr>,
     redirect_v6: Option<SocketAddr>,
+    /// FULL: the loopback ports inside the namespace where the proxy
+    /// listens (explicit and transparent).
+    netns_ports: Vec<u16>,
 }
 
 impl std::fmt::Debug for Broker {
@@ -51,6 +59,12 @@ impl std::fmt::Debug for Broker {
 impl EgressBroker for Broker {
     fn explicit(&self) -> Vec<SocketAddr> {
         self.explicit.clone()
+    }
+
+    fn names_process(&self, to: SocketAddr) -> bool {
+        let to = SocketAddr::new(to.ip().to_canonical(), to.port());
+        self.explicit.contains(&to)
+            || (to.ip().is_loopback() && self.netns_ports.contains(&to.port()))
     }
 
     fn redirect_to(&self, v6: bool) -> Option<SocketAddr> {
@@ -86,8 +100,10 @@ impl EgressBroker for Broker {
         if let Ok(proxy) = self.proxy.lock()
             && let Some(p) = proxy.as_ref()
         {
+            // As the proxy's listener sees its peer (a v4-mapped address
+            // arrives at the IPv4 listener as IPv4).
             p.expect_redirect(
-                local,
+                SocketAddr::new(local.ip().to_canonical(), local.port()),
                 Original {
                     ip: original.ip().to_canonical(),
                     port: original.port(),
@@ -106,6 +122,7 @@ struct Said {
 }
 
 /// The proxy's events: to the session log, and the refusals remembered.
+#[derive(Debug)]
 struct Tee {
     log: Option<crate::events::log::ChannelSink>,
     said: Arc<Said>,
@@ -196,7 +213,7 @@ pub fn start(
         log,
         said: Arc::clone(&said),
     });
-    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink)?;
+    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink.clone())?;
     let (address, explicit, redirect_v4, redirect_v6) = match how {
         // The stage's listeners inside the namespace are served after the
         // launch (`serve_netns`); the variables point at them.
@@ -214,6 +231,18 @@ pub fn start(
             (explicit, vec![explicit], Some(v4), v6)
         }
     };
+    let netns_ports = match (
+        how,
+        plan.namespaces.as_ref().and_then(|n| n.dns_stub.as_ref()),
+    ) {
+        (EgressPlan::Netns, Some(stub)) => {
+            let mut ports = stub.ports.clone();
+            ports.push(NETNS_PROXY_PORT);
+            ports
+        }
+        (EgressPlan::Netns, None) => vec![NETNS_PROXY_PORT],
+        (EgressPlan::Redirect, _) => Vec::new(),
+    };
     let socks = proxy.socks_url(address);
     plan.env
         .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
@@ -223,9 +252,14 @@ pub fn start(
             explicit,
             redirect_v4,
             redirect_v6,
+            netns_ports,
         }),
         address,
         said,
+        sink,
+        names: Arc::new(Mutex::new(super::dns::Names::default())),
+        answerable: super::dns::Answerable::for_policy(&policy.net),
+        stub: None,
     }))
 }
 
@@ -243,18 +277,37 @@ impl Egress {
         self.broker.clone()
     }
 
-    /// FULL: serve the listeners the stage made inside the namespace.
-    pub fn serve_netns(&self, listeners: Vec<std::net::TcpListener>) -> std::io::Result<()> {
-        let proxy = self
-            .broker
-            .proxy
-            .lock()
-            .map_err(|_| std::io::Error::other("the egress proxy is gone"))?;
-        let proxy = proxy
-            .as_ref()
-            .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
-        for l in listeners {
-            proxy.serve(l, ListenerKind::Explicit)?;
+    /// FULL: serve what the stage made inside the namespace: the explicit
+    /// listeners, the DNS stub and the transparent listeners (whose
+    /// synthetic local addresses name what the job asked for).
+    pub fn serve_netns(&mut self, sockets: crate::sandbox::EgressSockets) -> std::io::Result<()> {
+        {
+            let proxy = self
+                .broker
+                .proxy
+                .lock()
+                .map_err(|_| std::io::Error::other("the egress proxy is gone"))?;
+            let proxy = proxy
+                .as_ref()
+                .ok_or_else(|| std::io::Error::other("the egress proxy is gone"))?;
+            for l in sockets.explicit {
+                proxy.serve(l.into(), ListenerKind::Explicit)?;
+            }
+            let names = self.names.clone();
+            let kind = ListenerKind::Transparent {
+                names: Arc::new(move |ip| names.lock().ok().and_then(|n| n.name_of(ip))),
+            };
+            for l in sockets.transparent {
+                proxy.serve(l.into(), kind.clone())?;
+            }
+        }
+        if let Some(dns) = sockets.dns {
+            self.stub = Some(super::dns::Stub::start(
+                dns.into(),
+                self.names.clone(),
+                self.answerable.clone(),
+                self.sink.clone(),
+            )?);
         }
         Ok(())
     }
@@ -269,6 +322,9 @@ impl Egress {
 
     /// Stop the proxy; its byte total for `SessionEnd.proxy_bytes`.
     pub fn finish(self) -> u64 {
+        if let Some(stub) = self.stub {
+            stub.stop();
+        }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
         if let Ok(d) = self.said.denied.lock()

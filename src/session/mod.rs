@@ -31,6 +31,7 @@ use crate::{exit, host, sandbox, supervisor};
 
 mod admit;
 mod denials;
+mod dns;
 mod egress;
 mod finish;
 mod start;
@@ -232,7 +233,7 @@ fn execute(
     //     asks for it); the job's proxy variables carry its credential. A
     //     proxy that cannot start refuses the session: the network is
     //     never opened instead.
-    let egress = match egress::start(
+    let mut egress = match egress::start(
         &mut plan,
         &policy,
         request.audit,
@@ -289,9 +290,9 @@ fn execute(
 
     // FULL: the proxy serves the listeners made inside the namespace. If it
     // cannot, the job has no way out at all: closed, not open.
-    if let Some(e) = &egress {
-        let listeners = std::mem::take(&mut child.egress_listeners);
-        if let Err(err) = e.serve_netns(listeners.into_iter().map(Into::into).collect()) {
+    if let Some(e) = &mut egress {
+        let sockets = std::mem::take(&mut child.egress);
+        if let Err(err) = e.serve_netns(sockets) {
             eprintln!("vetto: warning: the egress proxy cannot serve the sandbox: {err}");
         }
     }

@@ -20,6 +20,11 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
     /// Whether the proxy allows `to` by address (an IP rule, or a pin and
     /// a rule for the name pinned there).
     fn allows(&self, to: std::net::SocketAddr) -> bool;
+    /// Whether the proxy wants to know which process made a connect to
+    /// `to` that is performed as asked (its explicit or transparent
+    /// listeners): then the connect is registered with [`Self::expect`]
+    /// like a redirected one.
+    fn names_process(&self, to: std::net::SocketAddr) -> bool;
     /// Register, before the redirected connect is made, that the
     /// connection from `local` (the job's socket) stands for `original`.
     fn expect(

@@ -170,6 +170,12 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
             .is_some_and(|s| s["enforced"].to_string().contains("filtered egress")),
         "{log}"
     );
+    let end = events(&dir, "session-end");
+    assert!(
+        end.first()
+            .is_some_and(|e| e["proxy_bytes"].as_u64().unwrap_or(0) > 0),
+        "no proxy bytes in the session end: {end:?}"
+    );
     let stdout = out.stdout();
     let secret = stdout
         .lines()
@@ -503,3 +509,141 @@ fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
     }
 }
 at_every_tier!(a_dns_query_past_the_proxy_does_not_arrive);
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// variables (`curl --noproxy '*'`) reaches an allowed name by name — the
+/// DNS stub in the namespace answers with a synthetic address that stands
+/// for it, and the transparent listener on that port takes the connection
+/// to the proxy — while a name no rule allows gets NXDOMAIN and the query
+/// is recorded with the name (the tunnelling canary). Evidence: bare, curl
+/// reaches both servers; sandboxed, only the allowed one.
+#[test]
+fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_full() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    w.sh_bare(&format!(
+        "curl -s -m 10 --resolve canary-5f3e.denied.test:{d}:127.0.0.1 http://canary-5f3e.denied.test:{d}/"
+    ))
+    .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 --noproxy '*' http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --noproxy '*' http://canary-5f3e.denied.test:{d}/; echo rc=$?"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=6")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == "canary-5f3e.denied.test"
+            && c["decision"] == "denied"),
+        "the refused query is not recorded with its name\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(
+        conns.iter().any(|c| c["via"] == "transparent"
+            && c["host"] == "allowed.test"
+            && c["decision"] == "allowed"),
+        "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: `--audit` with a network policy blocks
+/// nothing but sends every connection through the proxy, which records
+/// it — what `vetto policy suggest` learns the names from. Evidence: the
+/// request to a name the policy does not allow arrives (audit), and the
+/// session log has it as an observed connection with its name.
+#[test]
+fn audit_lets_every_destination_through_the_proxy_and_records_it() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let (mut opts, dir) = egress_options(&w, a);
+    opts.push("--audit".into());
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let out = w
+        .vetto(
+            &[
+                &["run", "--project", w.project.to_str().unwrap()][..],
+                &opts,
+                &[
+                    "--",
+                    "sh",
+                    "-c",
+                    &format!("curl -s -m 20 http://denied.test:{d}/"),
+                ],
+            ]
+            .concat(),
+        )
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_ran().assert_stdout_contains(DENIED_BODY);
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "denied.test" && c["decision"] == "observed"),
+        "{conns:?}\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: a process that made itself
+/// non-dumpable (as ssh and gpg-agent do) hides its memory and descriptors
+/// from a same-uid supervisor, which then cannot decide on its connect: the
+/// connect is refused, never let through. Evidence: the same script reaches
+/// the address an IP rule allows while dumpable, and not after
+/// `PR_SET_DUMPABLE 0`.
+#[test]
+fn a_non_dumpable_job_cannot_connect_past_the_supervisor_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let script = format!(
+        "python3 -c \"\nimport ctypes, socket, sys\nif sys.argv[1] == 'hide':\n\
+         \x20   ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\ns = socket.socket()\ntry:\n\
+         \x20   s.connect(('127.0.0.1', {a})); print(sys.argv[1], 'connected')\n\
+         except OSError as e:\n\x20   print(sys.argv[1], 'refused', e.errno)\n\" "
+    );
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("127.0.0.1:{a}")],
+        &format!("{script} show; {script} hide"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("show connected")
+        .assert_stdout_contains("hide refused 1");
+}
+
+/// Runs as an unprivileged user: a policy with filtered egress at the
+/// SECCOMP tier is refused (125) with the truth — which tiers filter
+/// egress and what to pass instead — never run with the network open or
+/// silently off.
+#[test]
+fn filtered_egress_at_the_seccomp_tier_is_refused_with_the_truth() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let out = w
+        .sandboxed_at(
+            "seccomp",
+            &["--allow-domain", "registry.npmjs.org"],
+            &["true"],
+        )
+        .run();
+    out.assert_code(125)
+        .assert_stderr_contains("FULL and FS-ONLY tiers only")
+        .assert_stderr_contains("--tier fs-only or --tier full");
+}

@@ -100,9 +100,9 @@ pub struct Spawned {
     /// The `RLIMIT_NPROC` the job runs under (`--max-procs`): the user's
     /// task count at launch plus the limit.
     pub nproc_limit: Option<u64>,
-    /// FULL with filtered egress: the proxy's listeners the stage made in
-    /// the job's network namespace, for the supervisor to serve.
-    pub egress_listeners: Vec<OwnedFd>,
+    /// FULL with filtered egress: the sockets the stage made in the job's
+    /// network namespace, for the supervisor to serve.
+    pub egress: crate::sandbox::EgressSockets,
     /// The init's reports, as they arrive.
     reports: Reports,
     /// `--max-memory` held by a cgroup v2: the job's, removed when this
@@ -390,14 +390,26 @@ impl Stage {
         };
         // Then PID 1 sends the egress proxy's listeners (FULL, filtered
         // egress), before the notification listener.
-        let egress_listeners = if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
-            match receive_fds::<2>(&self.notify) {
-                Some((b'N', fds)) => fds,
-                _ => Vec::new(),
+        let mut egress = crate::sandbox::EgressSockets::default();
+        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
+            if let Some((b'N', fds)) = receive_fds::<2>(&self.notify) {
+                egress.explicit = fds;
             }
-        } else {
-            Vec::new()
-        };
+            if plan
+                .namespaces
+                .as_ref()
+                .is_some_and(|n| n.dns_stub.is_some())
+            {
+                if let Some((b'D', fds)) = receive_fds::<1>(&self.notify) {
+                    egress.dns = fds.into_iter().next();
+                }
+                if let Some((b'T', fds)) =
+                    receive_fds::<{ crate::plan::net::MAX_TRANSPARENT_PORTS }>(&self.notify)
+                {
+                    egress.transparent = fds;
+                }
+            }
+        }
         let listener = if plan.seccomp.record_denials
             || plan
                 .seccomp
@@ -437,7 +449,7 @@ impl Stage {
                 Err(_) => SetupError::Stage("the sandbox stage failed".into()),
             });
         }
-        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) && egress_listeners.is_empty() {
+        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) && egress.explicit.is_empty() {
             return Err(SetupError::Stage(
                 "the sandbox did not hand over the egress proxy's listeners".into(),
             ));
@@ -451,7 +463,7 @@ impl Stage {
             listener,
             secrets,
             nproc_limit,
-            egress_listeners,
+            egress,
             reports,
             cgroup,
         })

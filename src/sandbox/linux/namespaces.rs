@@ -115,6 +115,25 @@ pub fn build_root(plan: &NamespacePlan, traps: &[usize]) -> Result<(), String> {
         apply(i, m, traps.contains(&i)).map_err(|e| format!("{}: {e}", m.path().display()))?;
     }
 
+    // 2b. Filtered egress: the job's resolver asks vetto's DNS stub. A
+    //     regular /etc/resolv.conf in the view is covered by one naming
+    //     the stub; a symlink (systemd's) is left alone — a bind would
+    //     follow it outside the new root — and names then do not resolve
+    //     in the sandbox (closed, not open).
+    if plan.dns_stub.is_some() {
+        let dest = inside(Path::new("/etc/resolv.conf"));
+        if fs::symlink_metadata(&dest).is_ok_and(|m| m.is_file()) {
+            let stand_in = Path::new(MASKS).join("resolv.conf");
+            let stub = crate::plan::net::DNS_STUB_ADDR;
+            fs::write(
+                &stand_in,
+                format!("nameserver {}\noptions edns0\n", stub.ip()),
+            )
+            .map_err(|e| format!("create {}: {e}", stand_in.display()))?;
+            bind_onto(&stand_in, &dest, false).map_err(|e| format!("/etc/resolv.conf: {e}"))?;
+        }
+    }
+
     // 3. Switch to the new root and let go of the host's.
     std::env::set_current_dir(NEW).map_err(|e| format!("chdir {NEW}: {e}"))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;

@@ -240,6 +240,13 @@ enum Connect {
     /// With the job's address (copied): no name resolved, or an abstract
     /// name whose listener belongs to the job.
     Raw([u8; SOCKADDR_MAX], usize, Reason),
+    /// Filtered egress: to the proxy's own listener at `to` as asked, which
+    /// is told first which process this socket is (attribution only).
+    Named {
+        addr: [u8; SOCKADDR_MAX],
+        len: usize,
+        to: std::net::SocketAddr,
+    },
     /// Filtered egress: to the proxy's redirected listener `via`, which is
     /// told first that this socket stands for `to`.
     Redirect {
@@ -1317,6 +1324,7 @@ impl Shared {
         // is refused on this one copy of its bytes, and never performed;
         // with filtered egress, the proxy decides on the same copy.
         let mut redirect = None;
+        let mut named = None;
         if let Some(to) = inet_addr(&addr[..len]) {
             if self.net_connect == NetConnect::Proxy {
                 match self.route(to) {
@@ -1326,6 +1334,9 @@ impl Shared {
                 }
             } else if self.refuses(to) {
                 return (Err(Answer::Unreachable(to)), None);
+            }
+            if self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
+                named = Some(to);
             }
         }
         let kind = classify(&addr[..len]);
@@ -1429,6 +1440,8 @@ impl Shared {
                 Some(via) if stream && domain != c::AF_UNIX => Connect::Redirect { to, via },
                 _ => return (Err(Answer::Refused(to)), shown),
             }
+        } else if let Some(to) = named.filter(|_| domain != c::AF_UNIX) {
+            Connect::Named { addr, len, to }
         } else if domain != c::AF_UNIX {
             // An internet socket the network mode lets through (host
             // network, or the job's own loopback at FULL; the address was
@@ -1596,6 +1609,7 @@ impl Shared {
         let reason = match connect {
             Connect::Checked(_, reason) | Connect::Raw(_, _, reason) => reason,
             Connect::Redirect { .. } => Reason::Redirected,
+            Connect::Named { .. } => Reason::SocketNoName,
         };
         let may_block = !matches!(sys::is_nonblocking(sock.as_fd()), Ok(true));
         let run = move |shared: &Shared, events: &Sender<NotifyEvent>| {
@@ -1605,6 +1619,10 @@ impl Shared {
                 }
                 Connect::Raw(addr, len, _) => sys::connect_raw(sock.as_fd(), &addr[..*len]),
                 Connect::Redirect { to, via } => shared.redirect(&n, sock.as_fd(), *to, *via),
+                Connect::Named { addr, len, to } => {
+                    shared.name_process(&n, sock.as_fd(), *to);
+                    sys::connect_raw(sock.as_fd(), &addr[..*len])
+                }
             };
             let answer = match result {
                 Ok(()) => Answer::Value(0, reason),
@@ -1655,19 +1673,44 @@ impl Shared {
             .egress
             .as_ref()
             .ok_or_else(|| io::Error::from_raw_os_error(c::ECONNREFUSED))?;
-        let mut local = sys::local_inet_addr(sock)?;
-        if local.port() == 0 {
-            let loopback: std::net::IpAddr = if via.is_ipv6() {
-                std::net::Ipv6Addr::LOCALHOST.into()
-            } else {
-                std::net::Ipv4Addr::LOCALHOST.into()
-            };
-            sys::bind_inet(sock, std::net::SocketAddr::new(loopback, 0))?;
-            local = sys::local_inet_addr(sock)?;
-        }
+        let local = bound_to_loopback(sock, via)?;
         egress.expect(local, to, Some(self.describe(n.tid)));
         sys::connect_raw(sock, &sys::inet_bytes(via))
     }
+
+    /// Tell the proxy which process the connection from this socket to
+    /// its listener at `to` comes from. Attribution only: if the socket
+    /// cannot be bound first, the connect goes ahead unnamed.
+    fn name_process(&self, n: &Notif, sock: BorrowedFd<'_>, to: std::net::SocketAddr) {
+        if let Some(egress) = &self.egress
+            && let Ok(local) = bound_to_loopback(sock, to)
+        {
+            egress.expect(local, to, Some(self.describe(n.tid)));
+        }
+    }
+}
+
+/// The local address of `sock`, bound first (to the loopback address of
+/// `to`'s family, as the connect to `to` would bind it) if the job did not
+/// bind it, so that it is known before the connection exists.
+fn bound_to_loopback(
+    sock: BorrowedFd<'_>,
+    to: std::net::SocketAddr,
+) -> io::Result<std::net::SocketAddr> {
+    let local = sys::local_inet_addr(sock)?;
+    if local.port() != 0 {
+        return Ok(local);
+    }
+    let loopback: std::net::IpAddr = match to.ip() {
+        std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+        // A v4-mapped destination from a dual-stack socket.
+        std::net::IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => {
+            std::net::Ipv4Addr::LOCALHOST.to_ipv6_mapped().into()
+        }
+        std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+    };
+    sys::bind_inet(sock, std::net::SocketAddr::new(loopback, 0))?;
+    sys::local_inet_addr(sock)
 }
 
 type Task = Box<dyn FnOnce() + Send>;

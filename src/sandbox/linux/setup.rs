@@ -232,7 +232,7 @@ fn apply(
                 // job's namespace (whose only interface is loopback) and
                 // served by vetto outside it; nothing else leaves.
                 if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
-                    send_egress_listeners(notify_fd.as_fd())?;
+                    send_egress_listeners(notify_fd.as_fd(), ns.dns_stub.as_ref())?;
                 }
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
@@ -587,21 +587,48 @@ fn relay(init: Pid, supervisor: i32) -> ! {
 
 /// Bind the egress proxy's listeners on the namespace's loopback
 /// (127.0.0.1 and, where IPv6 is up, ::1) and hand them to vetto, tagged
-/// `N`, before the notification listener.
-fn send_egress_listeners(to: std::os::fd::BorrowedFd<'_>) -> Result<(), Failure> {
+/// `N`, before the notification listener; then the DNS stub's socket
+/// (`D`, none if it cannot be bound) and the transparent listeners (`T`).
+/// Ports below 1024 need `CAP_NET_BIND_SERVICE` in the namespace: this
+/// process still has it.
+fn send_egress_listeners(
+    to: std::os::fd::BorrowedFd<'_>,
+    stub: Option<&crate::plan::net::DnsStub>,
+) -> Result<(), Failure> {
     let port = crate::plan::net::NETNS_PROXY_PORT;
     let v4 = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, port))
         .map_err(|e| format!("cannot listen on 127.0.0.1:{port} for the egress proxy: {e}"))?;
     let v6 = std::net::TcpListener::bind((std::net::Ipv6Addr::LOCALHOST, port)).ok();
     let mut fds = vec![v4.as_raw_fd()];
     fds.extend(v6.as_ref().map(AsRawFd::as_raw_fd));
+    send_tagged(to, b'N', &fds)?;
+    let Some(stub) = stub else { return Ok(()) };
+    let dns = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
+    let fds: Vec<RawFd> = dns.iter().map(AsRawFd::as_raw_fd).collect();
+    send_tagged(to, b'D', &fds)?;
+    // Every address of 127/8 is the namespace's loopback: 0.0.0.0 takes
+    // connections to the stub's synthetic addresses.
+    let listeners: Vec<std::net::TcpListener> = stub
+        .ports
+        .iter()
+        .filter_map(|p| std::net::TcpListener::bind((std::net::Ipv4Addr::UNSPECIFIED, *p)).ok())
+        .collect();
+    let fds: Vec<RawFd> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
+    send_tagged(to, b'T', &fds)?;
+    Ok(())
+}
+
+fn send_tagged(to: std::os::fd::BorrowedFd<'_>, tag: u8, fds: &[RawFd]) -> Result<(), Failure> {
+    let tags = [tag];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &rights };
     sendmsg::<()>(
         to.as_raw_fd(),
-        &[std::io::IoSlice::new(b"N")],
-        &[ControlMessage::ScmRights(&fds)],
+        &[std::io::IoSlice::new(&tags)],
+        cmsgs,
         MsgFlags::empty(),
         None,
     )
-    .map_err(|e| format!("cannot hand the egress proxy's listeners to vetto: {e}"))?;
+    .map_err(|e| format!("cannot hand the egress proxy's sockets to vetto: {e}"))?;
     Ok(())
 }

@@ -1,0 +1,384 @@
+//! The FULL tier's DNS stub: answers the job's resolver inside its network
+//! namespace (on a socket the stage made there and handed over). An
+//! allowed name gets a synthetic loopback address that stands for it for
+//! the whole session (`127.77.x.y`); a connection to that address on a
+//! transparent port reaches the proxy, which learns the name from the
+//! address ([`Names::name_of`]) and decides, resolves and pins as for any
+//! request. A name no rule allows gets NXDOMAIN and is recorded, with the
+//! queried name. Nothing is forwarded to a real resolver: a query carries
+//! no data out.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::events::log::EventSink;
+use crate::events::violation::Provenance;
+use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp};
+use crate::policy::{HostPattern, NetPolicy};
+
+/// Synthetic addresses: 127.77.0.1 onwards.
+const FIRST: u32 = u32::from_be_bytes([127, 77, 0, 1]);
+/// At most this many names get an address in one session.
+const MAX_NAMES: u32 = 65_000;
+/// A DNS message over UDP without EDNS is at most 512 bytes; queries with
+/// EDNS may be longer, but no question needs more.
+const MAX_QUERY: usize = 1232;
+
+/// The session's name ↔ synthetic address table.
+#[derive(Debug, Default)]
+pub struct Names {
+    by_name: HashMap<String, Ipv4Addr>,
+    by_addr: HashMap<Ipv4Addr, String>,
+}
+
+impl Names {
+    /// The address standing for `name` (made on first use); `None` when
+    /// the table is full.
+    fn address_for(&mut self, name: &str) -> Option<Ipv4Addr> {
+        if let Some(a) = self.by_name.get(name) {
+            return Some(*a);
+        }
+        let n = u32::try_from(self.by_name.len()).ok()?;
+        if n >= MAX_NAMES {
+            return None;
+        }
+        let addr = Ipv4Addr::from(FIRST + n);
+        self.by_name.insert(name.to_string(), addr);
+        self.by_addr.insert(addr, name.to_string());
+        Some(addr)
+    }
+
+    /// The name a synthetic address stands for.
+    pub fn name_of(&self, ip: IpAddr) -> Option<String> {
+        match ip.to_canonical() {
+            IpAddr::V4(v4) => self.by_addr.get(&v4).cloned(),
+            IpAddr::V6(_) => None,
+        }
+    }
+}
+
+/// What the stub may answer: names some allow rule names (on any port)
+/// and no port-less deny rule refuses. The proxy decides each connection
+/// again, with its port.
+#[derive(Debug, Clone)]
+pub struct Answerable {
+    allow: Vec<HostPattern>,
+    deny: Vec<HostPattern>,
+}
+
+impl Answerable {
+    pub fn for_policy(net: &NetPolicy) -> Answerable {
+        match net {
+            NetPolicy::Allow { hosts, deny, .. } => Answerable {
+                allow: hosts.clone(),
+                deny: deny.clone(),
+            },
+            _ => Answerable {
+                allow: Vec::new(),
+                deny: Vec::new(),
+            },
+        }
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.allow.iter().any(|h| h.matches(name, h.port))
+            && !self
+                .deny
+                .iter()
+                .any(|d| d.port.is_none() && d.matches(name, None))
+    }
+}
+
+/// One parsed question.
+#[derive(Debug, PartialEq, Eq)]
+struct Question {
+    id: u16,
+    /// The RD bit, echoed.
+    recursion: bool,
+    name: String,
+    qtype: u16,
+    /// Where the question section ends (it is echoed in the answer).
+    end: usize,
+}
+
+const TYPE_A: u16 = 1;
+const CLASS_IN: u16 = 1;
+const NOERROR: u8 = 0;
+const FORMERR: u8 = 1;
+const SERVFAIL: u8 = 2;
+const NXDOMAIN: u8 = 3;
+
+/// Parse a standard query with one question (no compression: a query's
+/// only name is the first). `Err(Some(id))`: malformed but answerable
+/// with FORMERR; `Err(None)`: not even a header.
+fn parse(q: &[u8]) -> Result<Question, Option<u16>> {
+    let header = q.get(..12).ok_or(None)?;
+    let id = u16::from_be_bytes([header[0], header[1]]);
+    let flags = u16::from_be_bytes([header[2], header[3]]);
+    let qdcount = u16::from_be_bytes([header[4], header[5]]);
+    // A response, or an opcode other than QUERY: nothing to answer.
+    if flags & 0x8000 != 0 || (flags >> 11) & 0xf != 0 {
+        return Err(None);
+    }
+    if qdcount != 1 {
+        return Err(Some(id));
+    }
+    let mut at = 12;
+    let mut labels: Vec<String> = Vec::new();
+    let mut total = 0usize;
+    loop {
+        let len = usize::from(*q.get(at).ok_or(Some(id))?);
+        at += 1;
+        if len == 0 {
+            break;
+        }
+        if len > 63 {
+            return Err(Some(id));
+        }
+        let label = q.get(at..at + len).ok_or(Some(id))?;
+        total += len + 1;
+        if total > 255 {
+            return Err(Some(id));
+        }
+        labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());
+        at += len;
+    }
+    let qtype = u16::from_be_bytes([*q.get(at).ok_or(Some(id))?, *q.get(at + 1).ok_or(Some(id))?]);
+    let qclass = u16::from_be_bytes([
+        *q.get(at + 2).ok_or(Some(id))?,
+        *q.get(at + 3).ok_or(Some(id))?,
+    ]);
+    if qclass != CLASS_IN || labels.is_empty() {
+        return Err(Some(id));
+    }
+    Ok(Question {
+        id,
+        recursion: flags & 0x0100 != 0,
+        name: labels.join("."),
+        qtype,
+        end: at + 4,
+    })
+}
+
+/// The answer to `q` (whose bytes are `query`).
+fn answer(query: &[u8], q: &Question, rcode: u8, addr: Option<Ipv4Addr>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(q.end + 16);
+    out.extend_from_slice(&q.id.to_be_bytes());
+    // QR, AA, RD echoed, RA.
+    let flags: u16 = 0x8000 | 0x0400 | if q.recursion { 0x0100 } else { 0 } | 0x0080;
+    out.extend_from_slice(&(flags | u16::from(rcode)).to_be_bytes());
+    out.extend_from_slice(&1u16.to_be_bytes());
+    out.extend_from_slice(&u16::from(addr.is_some()).to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(query.get(12..q.end).unwrap_or_default());
+    if let Some(a) = addr {
+        // The question's name (a pointer to offset 12), A, IN, TTL, 4 bytes.
+        out.extend_from_slice(&[0xc0, 0x0c]);
+        out.extend_from_slice(&TYPE_A.to_be_bytes());
+        out.extend_from_slice(&CLASS_IN.to_be_bytes());
+        out.extend_from_slice(&300u32.to_be_bytes());
+        out.extend_from_slice(&4u16.to_be_bytes());
+        out.extend_from_slice(&a.octets());
+    }
+    out
+}
+
+fn header_only(id: u16, rcode: u8) -> Vec<u8> {
+    let mut out = id.to_be_bytes().to_vec();
+    out.extend_from_slice(&(0x8000u16 | u16::from(rcode)).to_be_bytes());
+    out.extend_from_slice(&[0; 8]);
+    out
+}
+
+/// Decide one query: the reply, and the record of a refused name.
+fn respond(
+    query: &[u8],
+    names: &Mutex<Names>,
+    rules: &Answerable,
+) -> (Option<Vec<u8>>, Option<String>) {
+    let q = match parse(query) {
+        Ok(q) => q,
+        Err(Some(id)) => return (Some(header_only(id, FORMERR)), None),
+        Err(None) => return (None, None),
+    };
+    if !rules.allows(&q.name) {
+        return (Some(answer(query, &q, NXDOMAIN, None)), Some(q.name));
+    }
+    let Ok(mut table) = names.lock() else {
+        return (Some(answer(query, &q, SERVFAIL, None)), None);
+    };
+    match table.address_for(&q.name) {
+        // AAAA and the rest: the name exists, with no such record (the
+        // client falls back to A).
+        Some(a) if q.qtype == TYPE_A => (Some(answer(query, &q, NOERROR, Some(a))), None),
+        Some(_) => (Some(answer(query, &q, NOERROR, None)), None),
+        None => (Some(answer(query, &q, SERVFAIL, None)), None),
+    }
+}
+
+/// The running stub.
+pub struct Stub {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Stub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stub")
+    }
+}
+
+impl Stub {
+    /// Serve `socket` until [`Stub::stop`].
+    pub fn start(
+        socket: UdpSocket,
+        names: Arc<Mutex<Names>>,
+        rules: Answerable,
+        sink: Arc<dyn EventSink + Sync>,
+    ) -> std::io::Result<Stub> {
+        socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("vetto-dns".into())
+            .spawn(move || {
+                let mut buf = [0u8; MAX_QUERY];
+                while !stopping.load(Ordering::SeqCst) {
+                    let Ok((n, peer)) = socket.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    let (reply, refused) = respond(&buf[..n], &names, &rules);
+                    if let Some(name) = refused {
+                        record_refused(sink.as_ref(), name);
+                    }
+                    if let Some(reply) = reply {
+                        let _ = socket.send_to(&reply, peer);
+                    }
+                }
+            })?;
+        Ok(Stub { stop, thread })
+    }
+
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.thread.join();
+    }
+}
+
+/// A refused query: a connection record (the name) and its violation.
+fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
+    let conn = Connection {
+        time: Timestamp::now(),
+        host: Some(name),
+        port: 53,
+        addr: None,
+        decision: ConnDecision::Denied,
+        reason: ConnReason::DnsRefused,
+        rule: None,
+        via: ConnVia::Dns,
+        bytes_up: 0,
+        bytes_down: 0,
+        duration_ms: 0,
+        process: None,
+        attribution: None,
+        detail: "a DNS query to vetto's stub for a name no rule allows: NXDOMAIN".into(),
+    };
+    let violation = conn.violation(Provenance::Proxy);
+    sink.emit(Event::Connection(Box::new(conn)));
+    if let Some(v) = violation {
+        sink.emit(Event::Violation(Box::new(v)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+    use super::*;
+    use crate::policy::Origin;
+
+    fn query(name: &str, qtype: u16) -> Vec<u8> {
+        let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for label in name.split('.') {
+            q.push(label.len() as u8);
+            q.extend_from_slice(label.as_bytes());
+        }
+        q.push(0);
+        q.extend_from_slice(&qtype.to_be_bytes());
+        q.extend_from_slice(&CLASS_IN.to_be_bytes());
+        q
+    }
+
+    fn rules() -> Answerable {
+        let pat = |h: &str, port| HostPattern {
+            host: h.into(),
+            port,
+            origin: Origin {
+                source: "test".into(),
+                line: 0,
+                col: 0,
+                written: h.into(),
+            },
+        };
+        Answerable {
+            allow: vec![pat("allowed.test", Some(8443)), pat("*.example.com", None)],
+            deny: vec![pat("evil.example.com", None)],
+        }
+    }
+
+    #[test]
+    fn allowed_names_get_a_stable_synthetic_address_and_others_nxdomain() {
+        let names = Mutex::new(Names::default());
+        let (reply, refused) = respond(&query("Allowed.Test", TYPE_A), &names, &rules());
+        let reply = reply.unwrap();
+        assert_eq!(refused, None);
+        assert_eq!(reply[3] & 0xf, NOERROR);
+        assert_eq!(&reply[reply.len() - 4..], &[127, 77, 0, 1]);
+        let again = respond(&query("allowed.test", TYPE_A), &names, &rules())
+            .0
+            .unwrap();
+        assert_eq!(&again[again.len() - 4..], &[127, 77, 0, 1]);
+        let ip: IpAddr = Ipv4Addr::new(127, 77, 0, 1).into();
+        assert_eq!(
+            names.lock().unwrap().name_of(ip).as_deref(),
+            Some("allowed.test")
+        );
+
+        let (reply, refused) = respond(&query("canary.denied.test", TYPE_A), &names, &rules());
+        assert_eq!(reply.unwrap()[3] & 0xf, NXDOMAIN);
+        assert_eq!(refused.as_deref(), Some("canary.denied.test"));
+        let (reply, refused) = respond(&query("evil.example.com", TYPE_A), &names, &rules());
+        assert_eq!(reply.unwrap()[3] & 0xf, NXDOMAIN, "deny wins");
+        assert!(refused.is_some());
+        // AAAA: the name exists, no IPv6 record.
+        let reply = respond(&query("a.example.com", 28), &names, &rules())
+            .0
+            .unwrap();
+        assert_eq!((reply[3] & 0xf, reply[7]), (NOERROR, 0));
+    }
+
+    #[test]
+    fn malformed_queries_are_refused_without_panics() {
+        let names = Mutex::new(Names::default());
+        assert_eq!(respond(&[1, 2, 3], &names, &rules()).0, None);
+        let mut q = query("allowed.test", TYPE_A);
+        q.truncate(q.len() - 3);
+        assert_eq!(respond(&q, &names, &rules()).0.unwrap()[3] & 0xf, FORMERR);
+        let mut long = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
+        for _ in 0..10 {
+            long.push(63);
+            long.extend_from_slice(&[b'a'; 63]);
+        }
+        assert_eq!(
+            respond(&long, &names, &rules()).0.unwrap()[3] & 0xf,
+            FORMERR
+        );
+        // Every prefix of a valid query: an answer or nothing, never a panic.
+        let q = query("allowed.test", TYPE_A);
+        for n in 0..q.len() {
+            let _ = respond(&q[..n], &names, &rules());
+        }
+    }
+}
