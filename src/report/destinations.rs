@@ -15,6 +15,8 @@ pub const TOP: usize = 200;
 pub const MAX_ACTORS: usize = 8;
 /// Pinned addresses named per destination.
 pub const MAX_ADDRS: usize = 4;
+/// Characters of a connection's detail kept.
+pub const MAX_DETAIL: usize = 200;
 
 /// Connections to one destination with one decision.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +31,9 @@ pub struct Destination {
     pub reason: ConnReason,
     /// The deciding rule in words, when one decided.
     pub rule: Option<String>,
+    /// Extra facts of the first connection that had any (the TLS name that
+    /// disagreed, the limit hit …).
+    pub detail: String,
     /// The addresses vetto connected to (pinned answers), first seen first.
     pub addrs: Vec<String>,
     pub connections: u64,
@@ -94,6 +99,7 @@ impl Fold {
                     decision: c.decision,
                     reason: c.reason,
                     rule: c.rule.clone(),
+                    detail: String::new(),
                     addrs: Vec::new(),
                     connections: 0,
                     bytes_up: 0,
@@ -115,6 +121,9 @@ impl Fold {
         d.last = d.last.max(c.time);
         if d.rule.is_none() {
             d.rule.clone_from(&c.rule);
+        }
+        if d.detail.is_empty() {
+            d.detail = crate::text::clip(&c.detail, MAX_DETAIL).into_owned();
         }
         if let Some(a) = &c.addr
             && named

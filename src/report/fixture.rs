@@ -509,7 +509,7 @@ pub fn egress_connections() -> Vec<Connection> {
         Some(node_proc(101)),
         Some(evil()),
     ));
-    out.push(conn(
+    let mut metadata = conn(
         1270,
         None,
         80,
@@ -521,7 +521,9 @@ pub fn egress_connections() -> Vec<Connection> {
         (0, 0),
         Some(curl_proc(160)),
         None,
-    ));
+    );
+    metadata.detail = "a direct connect() past the proxy, refused by the supervisor".into();
+    out.push(metadata);
     out.push(conn(
         1280,
         Some("c2f1.canary.evil.test"),

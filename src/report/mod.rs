@@ -348,8 +348,33 @@ impl Model {
     /// for the deny list, the metadata address, a name lookup or what the
     /// proxy refused for its own reasons; `mode = "host"` for a session
     /// without egress records (the network was off).
+    /// The denied (or, under `--audit`, observed) destination a blocked
+    /// connection's target names, from the egress records.
+    pub fn denied_destination(
+        &self,
+        target: &crate::events::Target,
+    ) -> Option<&destinations::Destination> {
+        use crate::events::{ConnDecision, Target};
+        let (host, port) = match target {
+            Target::Host {
+                host,
+                port: Some(port),
+            }
+            | Target::Address {
+                addr: host,
+                port: Some(port),
+            } => (host.trim_end_matches('.').to_ascii_lowercase(), *port),
+            _ => return None,
+        };
+        self.destinations.iter().find(|d| {
+            d.host == host
+                && d.port == port
+                && matches!(d.decision, ConnDecision::Denied | ConnDecision::Observed)
+        })
+    }
+
     fn egress_suggestion(&self, v: &Violation) -> String {
-        use crate::events::{ConnDecision, ConnReason, Target};
+        use crate::events::{ConnReason, Target};
         let host_mode = || "[network] mode = \"host\"  (or --net host: everything)".to_string();
         let (host, port) = match &v.target {
             Target::Host {
@@ -362,11 +387,7 @@ impl Model {
             } => (host.trim_end_matches('.').to_ascii_lowercase(), *port),
             _ => return host_mode(),
         };
-        let Some(d) = self.destinations.iter().find(|d| {
-            d.host == host
-                && d.port == port
-                && matches!(d.decision, ConnDecision::Denied | ConnDecision::Observed)
-        }) else {
+        let Some(d) = self.denied_destination(&v.target) else {
             return host_mode();
         };
         let ip = host.parse::<std::net::IpAddr>().ok();

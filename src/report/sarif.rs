@@ -388,10 +388,20 @@ fn destination_result(model: &Model, group: &[&Finding]) -> Option<sarif::Result
     } else {
         String::new()
     };
-    let why = group
-        .iter()
-        .map(|f| f.violation.detail.as_str())
-        .find(|d| !d.is_empty())
+    // Why, from the egress record of the destination where there is one
+    // (the proxy's reason in words), else from the violations.
+    let why = model
+        .denied_destination(&v.target)
+        .map(|d| match d.detail.as_str() {
+            "" => d.reason.describe().to_string(),
+            detail => format!("{}: {detail}", d.reason.describe()),
+        })
+        .or_else(|| {
+            group
+                .iter()
+                .map(|f| f.violation.detail.clone())
+                .find(|d| !d.is_empty())
+        })
         .map(|d| format!(" Why: {d}."))
         .unwrap_or_default();
     let target = v.target.normalised(&roots);
