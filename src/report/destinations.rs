@@ -15,6 +15,8 @@ pub const TOP: usize = 200;
 pub const MAX_ACTORS: usize = 8;
 /// Pinned addresses named per destination.
 pub const MAX_ADDRS: usize = 4;
+/// Characters of a host name kept (a DNS name has at most 253).
+pub const MAX_HOST_CHARS: usize = 256;
 /// Characters of a connection's detail kept.
 pub const MAX_DETAIL: usize = 200;
 
@@ -78,9 +80,12 @@ pub struct Fold {
 
 impl Fold {
     pub fn add(&mut self, c: &Connection, roots: &Roots) {
+        // A name comes from the job (a CONNECT line, a Host header): kept
+        // to a name's length, so ten thousand huge ones stay small.
+        let clipped = |h: &str| crate::text::clip(h, MAX_HOST_CHARS).into_owned();
         let (host, named) = match (&c.host, &c.addr) {
-            (Some(h), _) => (h.trim_end_matches('.').to_ascii_lowercase(), true),
-            (None, Some(a)) => (a.clone(), false),
+            (Some(h), _) => (clipped(&h.trim_end_matches('.').to_ascii_lowercase()), true),
+            (None, Some(a)) => (clipped(a), false),
             (None, None) => ("(unknown)".to_string(), false),
         };
         let key = (host, c.port, c.decision);
@@ -130,7 +135,7 @@ impl Fold {
             && !d.addrs.contains(a)
             && d.addrs.len() < MAX_ADDRS
         {
-            d.addrs.push(a.clone());
+            d.addrs.push(clipped(a));
         }
         if !d.actors.contains(&who) {
             if d.actors.len() < MAX_ACTORS {
@@ -159,5 +164,43 @@ impl Fold {
                 .then(a.port.cmp(&b.port))
         });
         (list, self.dropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    /// Connections fold by (host, port, decision), case and trailing dot
+    /// aside; bytes add up; a name the job made huge is kept short.
+    #[test]
+    fn connections_fold_by_destination_and_stay_bounded() {
+        let base = fixture::egress_connections().remove(0);
+        let mut fold = Fold::default();
+        let roots = Roots::default();
+        for host in ["Registry.NPMJS.org.", "registry.npmjs.org"] {
+            let mut c = base.clone();
+            c.host = Some(host.into());
+            fold.add(&c, &roots);
+        }
+        let mut huge = base.clone();
+        huge.host = Some("a".repeat(16 * 1024));
+        fold.add(&huge, &roots);
+        let mut other_port = base.clone();
+        other_port.port = 80;
+        fold.add(&other_port, &roots);
+        let (list, dropped) = fold.finish();
+        assert_eq!(dropped, 0);
+        assert_eq!(list.len(), 3, "{list:#?}");
+        assert_eq!(list[0].display(), "registry.npmjs.org:443");
+        assert_eq!(list[0].connections, 2);
+        assert_eq!(list[0].bytes_down, 2 * base.bytes_down);
+        assert_eq!(list[0].addrs, ["104.16.0.1"]);
+        assert_eq!(list[0].actors, ["/usr/bin/npm"]);
+        assert!(
+            list.iter()
+                .all(|d| d.host.chars().count() <= MAX_HOST_CHARS)
+        );
     }
 }
