@@ -207,7 +207,8 @@ impl RuleId {
                  tiers: a name no `allow` entry names (a name without a port allows 80 and 443 \
                  only), one a `deny` entry names, an address the job chose that no ip rule \
                  names, an internal answer (loopback, private, link-local, CGNAT, the metadata \
-                 address) that neither a --resolve pin nor an ip rule names, a TLS server name \
+                 address) that no ip rule names (a --resolve pin reaches loopback only), a TLS \
+                 server name \
                  that disagrees with the allowed host, or a DNS query for a name that is not \
                  allowed. The report lists every destination, allowed or not, with the process \
                  that contacted it; code scanning gets one alert per denied destination. \

@@ -70,14 +70,14 @@ pub struct HostDecision {
     pub allowed: bool,
     /// Why, in words (`network is off`, `matches *.github.com:443`).
     pub reason: String,
-    /// The `allow` pattern that decided it.
+    /// The `allow` or `deny` pattern that decided it.
     pub rule: Option<HostPattern>,
     /// The `--resolve` pin of the name: the only address vetto connects to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin: Option<PinnedHost>,
     /// What the queried (or pinned) address is (`private`, `metadata` …),
-    /// when the proxy treats it as internal: refused unless a pin or an ip
-    /// rule names it.
+    /// when the proxy treats it as internal: refused unless an ip rule
+    /// names it (or, for loopback, a pin).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address: Option<&'static str>,
     /// Further facts, one line each.
@@ -311,7 +311,7 @@ fn decide_name(query: &str, host: &str, port: Option<u16>, rules: &Rules) -> Hos
         d.notes.push(
             "resolved by vetto on the host, and only that answer is connected to; an internal \
              answer (loopback, private, link-local, CGNAT, multicast, metadata) is refused unless \
-             pinned with --resolve or named by an ip rule"
+             an ip rule names it (a --resolve pin reaches loopback only)"
                 .into(),
         );
         return d;

@@ -196,7 +196,8 @@ crate::at_every_tier!(unreachable_project_or_command_is_refused_naming_the_rule)
 
 /// `vetto policy explain HOST[:PORT]` with the options a run would get:
 /// the allowed name by its rule (ports 80 and 443), its pin, another port
-/// refused with what to write, and the metadata address refused as such.
+/// refused with what to write, the metadata address refused as such — and
+/// an allowed name pinned to it refused too (a pin is no ip rule).
 #[test]
 fn policy_explain_says_which_rule_decides_a_host() {
     let w = World::new();
@@ -208,7 +209,12 @@ fn policy_explain_says_which_rule_decides_a_host() {
             "allowed.test",
             "--resolve",
             "allowed.test:127.0.0.1",
+            "--allow-domain",
+            "meta.test",
+            "--resolve",
+            "meta.test:169.254.169.254",
             "allowed.test:443",
+            "meta.test:80",
             "allowed.test:8443",
             "169.254.169.254",
             "denied.test",
@@ -220,7 +226,13 @@ fn policy_explain_says_which_rule_decides_a_host() {
         .assert_stdout_contains("allowed.test:8443: blocked — `allowed.test` names the host without a port, which allows ports 80 and 443 only")
         .assert_stdout_contains("169.254.169.254: blocked — no ip rule covers 169.254.169.254")
         .assert_stdout_contains("169.254.169.254 is a cloud metadata address: refused unless an ip rule names it")
-        .assert_stdout_contains("denied.test: blocked — no `allow` entry matches");
+        .assert_stdout_contains("denied.test: blocked — no `allow` entry matches")
+        .assert_stdout_contains(
+            "meta.test:80: blocked — matches `meta.test`, but its pinned address is internal and no ip rule names it",
+        )
+        .assert_stdout_contains(
+            "pinned to 169.254.169.254 by `meta.test:169.254.169.254` (--resolve meta.test:169.254.169.254), which is a cloud metadata address",
+        );
     let json = w
         .vetto(&[
             "policy",
