@@ -164,6 +164,14 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
             ));
             continue;
         }
+        // At FULL a transparent connection goes to an address vetto's DNS
+        // stub made up for a name: the name is the entry, never the address.
+        if c.via == ConnVia::Transparent && host.is_none() {
+            refuse(format!(
+                "{shown} — an address vetto's DNS stub made up, without its name: not suggested"
+            ));
+            continue;
+        }
         if let Some(h) = &host
             && deny_listed.contains(h)
         {
@@ -529,7 +537,8 @@ mod tests {
     }
 
     /// A connection to an address without a name is an ip rule, said so
-    /// in a comment; the resolver's address is never an entry, and a name
+    /// in a comment; the resolver's address and a DNS-stub address are
+    /// never an entry, and a name
     /// seen on both web ports is one bare entry.
     #[test]
     fn addresses_become_ip_rules_and_resolvers_nothing() {
@@ -549,11 +558,17 @@ mod tests {
         add(None, "10.1.2.3", 5432);
         add(None, "8.8.8.8", 53);
         add(Some("registry.npmjs.org"), "104.16.0.1", 80);
+        let mut stub = base.clone();
+        stub.host = None;
+        stub.addr = Some("127.77.0.9".into());
+        stub.via = ConnVia::Transparent;
+        events.insert(1, Event::Connection(Box::new(stub)));
         let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
         let allow = allow_list(&toml);
         assert!(allow.contains(&"10.1.2.3:5432".to_string()), "{toml}");
         assert!(allow.contains(&"registry.npmjs.org".to_string()), "{toml}");
         assert!(!allow.iter().any(|a| a.contains("8.8.8.8")), "{toml}");
+        assert!(!allow.iter().any(|a| a.contains("127.77.")), "{toml}");
         assert!(
             toml.contains(
                 "\"10.1.2.3:5432\", # an address without a name (private address): an ip rule"
