@@ -200,18 +200,20 @@ impl RuleId {
             }
             RuleId::NetEgressBlocked => {
                 "The job tried to reach a destination the policy does not allow. With the network \
-                 off, vetto refuses every connect() and names the process (at the FULL tier the \
-                 sandbox's network namespace has nothing but loopback; a name lookup shows up as \
-                 a connection to the resolver, port 53). With filtered egress (`[network] allow`, \
+                 off, at the FULL tier the sandbox has its own network namespace with nothing but \
+                 loopback: vetto sees the connect(), names the process and refuses it as the \
+                 missing route would (ENETUNREACH); a name lookup shows up as a connection to \
+                 the resolver (port 53). With filtered egress (`[network] allow`, \
                  `--allow-domain`) vetto decides every connection by name and port, at both \
-                 tiers: a name no `allow` entry names (a name without a port allows 80 and 443 \
-                 only), one a `deny` entry names, an address the job chose that no ip rule \
-                 names, an internal answer (loopback, private, link-local, CGNAT, the metadata \
-                 address) that no ip rule names (a --resolve pin reaches loopback only), a TLS \
-                 server name \
-                 that disagrees with the allowed host, or a DNS query for a name that is not \
-                 allowed. The report lists every destination, allowed or not, with the process \
-                 that contacted it; code scanning gets one alert per denied destination. \
+                 tiers. The proxy refuses a name no `allow` entry names (a name without a port \
+                 allows 80 and 443 only), one a `deny` entry names, an address the job chose that \
+                 no ip rule names, an internal answer (loopback, private, link-local, CGNAT, the \
+                 metadata address) that no ip rule names (a --resolve pin reaches loopback only), \
+                 or a TLS server name that disagrees with the allowed host; the DNS stub refuses \
+                 to resolve a name that is not allowed (the target is the queried name); the \
+                 supervisor refuses a direct connect() past the proxy (FS-ONLY, ECONNREFUSED). \
+                 The report lists every destination, allowed or not, with the process that \
+                 contacted it; code scanning gets one alert per denied destination. \
                  Exfiltration and second-stage downloads need the network."
             }
             RuleId::SyscallDenied => {
@@ -300,22 +302,22 @@ impl RuleId {
                  install), not for the whole pipeline:\n\n\
                  ```toml\n[network]\nmode = \"host\"\n```\n\n\
                  or `--net host`. That opens everything: a dependency can then send anything it \
-                 could read anywhere. Filtered egress (`[network] allow`, `--allow-domain`) \
-                 carries TCP to named hosts only: UDP, raw and packet sockets stay refused. Check \
-                 who asked first: unexpected network use by a dependency is the usual sign of \
-                 exfiltration."
+                 could read anywhere. Filtered egress (`[network] allow`, `--allow-domain`, \
+                 docs/network.md) carries TCP to named hosts only: UDP, raw and packet sockets \
+                 stay refused. Check who asked first: unexpected network use by a dependency is \
+                 the usual sign of exfiltration."
             }
             RuleId::NetEgressBlocked => {
                 "Check who asked first: an unexpected host contacted by a dependency is the \
                  usual sign of exfiltration. If the job needs that host, name it, on the port it \
-                 needs:\n\n\
-                 ```toml\n[network]\nallow = [\"registry.npmjs.org\", \"git.example.com:22\"]\n```\n\n\
-                 or `--allow-domain registry.npmjs.org`. A name without a port allows 80 and 443; \
-                 an address without a name needs an ip rule (`\"10.1.2.0/24:5432\"`). \
-                 `vetto policy explain HOST[:PORT]` says which rule decides, and `vetto policy \
-                 suggest` proposes the entries from an `--audit` run. Never allow what your \
-                 `deny` list names or the metadata address: it hands out the machine's \
-                 credentials. `mode = \"host\"` (`--net host`) opens everything."
+                 needs, through vetto's proxy, for every program of the job:\n\n\
+                 ```toml\n[network]\nallow = [\"registry.npmjs.org\", \"git.example.com:22\", \"10.1.2.0/24:5432\"]\n```\n\n\
+                 or `--allow-domain registry.npmjs.org` (docs/network.md). A name without a port \
+                 allows 80 and 443; an address without a name needs an ip rule \
+                 (`\"10.1.2.0/24:5432\"`). `vetto policy explain HOST[:PORT]` says which rule \
+                 decides, and `vetto policy suggest` proposes the entries from an `--audit` run. \
+                 Never allow what your `deny` list names or the metadata address: it hands out \
+                 the machine's credentials. `mode = \"host\"` (`--net host`) opens everything."
             }
             RuleId::SyscallDenied => {
                 "There is no policy switch for these calls: builds and tests do not need them, and \

@@ -30,7 +30,11 @@ struct Server {
 
 impl Server {
     fn start(body: &'static str) -> Server {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        Server::start_on("127.0.0.1:0", body)
+    }
+
+    fn start_on(addr: &str, body: &'static str) -> Server {
+        let l = TcpListener::bind(addr).unwrap();
         let port = l.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = hits.clone();
@@ -199,6 +203,66 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
 }
 at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 
+/// openssl's TLS test server on the host's loopback, with a certificate
+/// for `allowed.test` made here; killed when dropped.
+struct TlsServer(std::process::Child);
+
+impl TlsServer {
+    fn start(w: &World) -> (TlsServer, u16) {
+        let certs = w.root.join("tls");
+        std::fs::create_dir_all(&certs).unwrap();
+        let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
+        let made = std::process::Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+            ])
+            .arg("/CN=allowed.test")
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let server = std::process::Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("-key")
+            .arg(&key)
+            .arg("-cert")
+            .arg(&cert)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(
+            crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
+                "127.0.0.1",
+                port
+            ))
+            .is_ok()),
+            "openssl s_server did not start"
+        );
+        (TlsServer(server), port)
+    }
+}
+
+impl Drop for TlsServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Runs as an unprivileged user: HTTPS through the proxy (`CONNECT`) to a
 /// TLS server (openssl's, with a certificate made here) reaches it when
 /// the name is allowed. Evidence: bare and sandboxed the page arrives; a
@@ -206,49 +270,7 @@ at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let certs = w.root.join("tls");
-    std::fs::create_dir_all(&certs).unwrap();
-    let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
-    let made = std::process::Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-        ])
-        .arg("/CN=allowed.test")
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new("openssl")
-        .args(["s_server", "-quiet", "-www", "-accept"])
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("-key")
-        .arg(&key)
-        .arg("-cert")
-        .arg(&cert)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(
-        crate::util::eventually(Duration::from_secs(20), || std::net::TcpStream::connect((
-            "127.0.0.1",
-            port
-        ))
-        .is_ok()),
-        "openssl s_server did not start"
-    );
+    let (server, port) = TlsServer::start(&w);
     let page = "s_server";
     w.sh_bare(&format!(
         "curl -sk -m 10 --resolve allowed.test:{port}:127.0.0.1 https://allowed.test:{port}/"
@@ -264,8 +286,7 @@ fn https_to_the_allowed_name_works_and_to_another_name_does_not(tier: Tier) {
              curl -sk -m 20 https://denied.test:{port}/ && echo denied-reached; echo done"
         ),
     );
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     out.assert_ran()
         .assert_stdout_contains(page)
         .assert_stdout_contains("done")
@@ -647,3 +668,231 @@ fn filtered_egress_at_the_seccomp_tier_is_refused_with_the_truth() {
         .assert_stderr_contains("FULL and FS-ONLY tiers only")
         .assert_stderr_contains("--tier fs-only or --tier full");
 }
+
+/// Runs as an unprivileged user, at FS-ONLY: the same over IPv6 — an IPv6
+/// socket's connect to an address a range allows is redirected to the
+/// proxy's `[::1]` listener; one to another IPv6 loopback port is refused.
+/// Evidence: bare, both servers answer; sandboxed, only the allowed one.
+#[test]
+fn an_ipv6_connect_is_redirected_or_refused_like_ipv4_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    if let Err(e) = TcpListener::bind("[::1]:0") {
+        assert!(
+            !crate::util::required_by_name("ipv6"),
+            "VETTO_TEST_REQUIRE lists ipv6, but the host has no IPv6 loopback: {e}"
+        );
+        crate::util::skip::say(&crate::util::test_name(), &format!("no IPv6 loopback: {e}"));
+        return;
+    }
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start_on("[::1]:0", ALLOWED_BODY);
+    let denied = Server::start_on("[::1]:0", DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    let script = format!(
+        "curl -s -m 20 'http://[::1]:{a}/'; echo; curl -s -m 20 'http://[::1]:{d}/'; echo rc=$?"
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains(DENIED_BODY);
+    let out = run_sh(
+        &w,
+        &["--allow-domain".into(), format!("[::1]:{a}")],
+        &script,
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+}
+
+/// The host's own non-loopback address (the one a route out would use),
+/// if it has one: a UDP "connect" picks it without sending anything.
+fn host_address() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// Runs as an unprivileged user, at FULL: a program that ignores the proxy
+/// connects to a server on the host's own network address. Evidence: bare
+/// it is reached; sandboxed the connect is refused (`ENETUNREACH`: the
+/// namespace has no route) and recorded with curl as the process.
+#[test]
+fn a_direct_connection_to_a_host_address_is_refused_and_recorded_at_full() {
+    require!(Tier::Full.feature());
+    let Some(ip) = host_address() else {
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "the host has no non-loopback address",
+        );
+        return;
+    };
+    let w = World::at(Tier::Full);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start_on("0.0.0.0:0", DENIED_BODY);
+    let url = format!("http://{ip}:{}/", denied.port);
+    w.sh_bare(&format!("curl -s -m 10 {url}"))
+        .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 --noproxy '*' {url}; echo rc=$?"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("rc=7")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let hits = blocked(&dir, &ip.to_string());
+    assert!(
+        hits.iter()
+            .any(|v| v["process"].to_string().contains("curl")),
+        "the refused connect is not recorded with curl\n{hits:?}\n{}",
+        out.dump()
+    );
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["addr"] == ip.to_string() && c["decision"] == "denied"),
+        "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user: domain fronting — a `CONNECT` for the
+/// allowed name whose TLS ClientHello names another server — is refused
+/// by the proxy, which reads the server name before relaying a byte.
+/// Evidence: the same client, through the same `CONNECT`, completes a TLS
+/// handshake with the allowed name in its ClientHello, and none with
+/// `denied.test` in it.
+fn a_connect_whose_tls_server_name_disagrees_is_refused(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (server, port) = TlsServer::start(&w);
+    let script = PY_FRONTING.replace("{PORT}", &port.to_string());
+    let (opts, dir) = egress_options(&w, port);
+    let out = run_sh(&w, &opts, &script);
+    drop(server);
+    out.assert_ran()
+        .assert_stdout_contains("allowed.test tls")
+        .assert_stdout_contains("denied.test refused");
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["reason"] == "sni-mismatch" && c["decision"] == "denied"),
+        "the fronted CONNECT is not refused for its server name\n{conns:?}\n{}",
+        out.dump()
+    );
+}
+
+/// `CONNECT allowed.test:{PORT}` through `$HTTPS_PROXY`, then a TLS
+/// handshake naming each server in turn.
+const PY_FRONTING: &str = r#"python3 - <<'PY'
+import os, socket, ssl, base64, urllib.parse
+u = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])
+auth = base64.b64encode(f'{u.username}:{u.password}'.encode()).decode()
+for sni in ['allowed.test', 'denied.test']:
+    s = socket.create_connection((u.hostname, u.port), 20)
+    s.sendall(f'CONNECT allowed.test:{PORT} HTTP/1.1\r\nHost: allowed.test:{PORT}\r\nProxy-Authorization: Basic {auth}\r\n\r\n'.encode())
+    s.recv(4096)
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        ctx.wrap_socket(s, server_hostname=sni).do_handshake()
+        print(sni, 'tls')
+    except (OSError, ssl.SSLError) as e:
+        print(sni, 'refused', e)
+PY"#;
+at_every_tier!(a_connect_whose_tls_server_name_disagrees_is_refused);
+
+/// Runs as an unprivileged user: `git clone` over HTTP from a local git
+/// server (a bare repository served as static files, git's "dumb" HTTP)
+/// works through the proxy with only that host allowed, and the same
+/// server under a name no rule allows is refused. Evidence: bare, both
+/// clones work; sandboxed, only the allowed one.
+fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let srv = w.root.join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let git = |dir: &Path, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    git(&srv, &["init", "-q", "work"]);
+    std::fs::write(srv.join("work/README"), "CLONED-7e11\n").unwrap();
+    git(&srv.join("work"), &["add", "README"]);
+    git(&srv.join("work"), &["commit", "-qm", "one"]);
+    git(&srv, &["clone", "-q", "--bare", "work", "origin.git"]);
+    git(&srv.join("origin.git"), &["update-server-info"]);
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()",
+        ])
+        .arg(&srv)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    // Into $TMPDIR: a repository inside the project is refused (nested-repo).
+    let script = |name: &str, into: &str| {
+        format!(
+            "git clone -q http://{name}:{port}/origin.git \"$TMPDIR/{into}\" && cat \"$TMPDIR/{into}/README\"; echo {into}-rc=$?"
+        )
+    };
+    w.sh_bare(&format!(
+        "{}; {}",
+        script("127.0.0.1", "bare-a"),
+        script("localhost", "bare-b")
+    ))
+    .assert_stdout_contains("bare-a-rc=0")
+    .assert_stdout_contains("bare-b-rc=0");
+
+    let (opts, _dir) = egress_options(&w, port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "{}; {}",
+            script("allowed.test", "a"),
+            script("denied.test", "d")
+        ),
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    out.assert_ran()
+        .assert_stdout_contains("CLONED-7e11")
+        .assert_stdout_contains("a-rc=0")
+        .assert_stdout_lacks("d-rc=0");
+}
+at_every_tier!(git_clone_reaches_only_the_allowed_git_host);
