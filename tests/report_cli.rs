@@ -65,9 +65,9 @@ fn report_into_an_unwritable_place_is_a_clear_error() {
         "{stderr}"
     );
 }
+
 /// Renders the attack report and the filtered-egress report (its network
 /// destinations table) in headless Chromium at desktop and phone
-/// Renders the attack report in headless Chromium at desktop and phone
 /// widths: no console errors (a blocked external request or script would
 /// show as a CSP violation there) and screenshots under
 /// `target/tmp/report-screenshots/`, next to the session and report.html,
