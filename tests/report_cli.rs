@@ -66,7 +66,8 @@ fn report_into_an_unwritable_place_is_a_clear_error() {
     );
 }
 
-/// Renders the attack report in headless Chromium at desktop and phone
+/// Renders the attack report and the filtered-egress report (its network
+/// destinations table) in headless Chromium at desktop and phone
 /// widths: no console errors (a blocked external request or script would
 /// show as a CSP violation there) and screenshots under
 /// `target/tmp/report-screenshots/`, next to the session and report.html,
@@ -98,49 +99,51 @@ fn report_renders_in_headless_chromium_without_console_errors() {
     };
     let out_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("report-screenshots");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let log = out_dir.join("session.jsonl");
-    std::fs::write(
-        &log,
-        vetto::report::fixture::to_jsonl(&vetto::report::fixture::attack_session()),
-    )
-    .unwrap();
-    let html = out_dir.join("report.html");
-    let st = Command::new(env!("CARGO_BIN_EXE_vetto"))
-        .args(["report", "--session"])
-        .arg(&log)
-        .arg("--html")
-        .arg(&html)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    for (name, size) in [("desktop", "1280,2000"), ("phone", "390,2000")] {
-        let profile = tempfile::tempdir().unwrap();
-        let shot = out_dir.join(format!("report-{name}.png"));
-        let out = Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--enable-logging=stderr",
-                "--v=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(format!("--screenshot={}", shot.display()))
-            .arg(format!("--window-size={size}"))
-            .arg(format!("file://{}", html.display()))
-            .output()
+    // The attack session, and one with filtered egress (its destinations table).
+    for (session, events) in [
+        ("", vetto::report::fixture::attack_session()),
+        ("egress-", vetto::report::fixture::egress_session()),
+    ] {
+        let log = out_dir.join(format!("{session}session.jsonl"));
+        std::fs::write(&log, vetto::report::fixture::to_jsonl(&events)).unwrap();
+        let html = out_dir.join(format!("{session}report.html"));
+        let st = Command::new(env!("CARGO_BIN_EXE_vetto"))
+            .args(["report", "--session"])
+            .arg(&log)
+            .arg("--html")
+            .arg(&html)
+            .status()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(shot.is_file(), "no screenshot: {stderr}");
-        for bad in ["CONSOLE", "Refused to", "Content Security Policy"] {
-            assert!(
-                !stderr.contains(bad),
-                "{name}: {bad} in chromium's log:\n{stderr}"
-            );
+        assert!(st.success());
+        for (name, size) in [("desktop", "1280,2000"), ("phone", "390,2000")] {
+            let profile = tempfile::tempdir().unwrap();
+            let shot = out_dir.join(format!("{session}report-{name}.png"));
+            let out = Command::new(chromium)
+                .args([
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--enable-logging=stderr",
+                    "--v=0",
+                ])
+                .arg(format!("--user-data-dir={}", profile.path().display()))
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(format!("--window-size={size}"))
+                .arg(format!("file://{}", html.display()))
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(shot.is_file(), "no screenshot: {stderr}");
+            for bad in ["CONSOLE", "Refused to", "Content Security Policy"] {
+                assert!(
+                    !stderr.contains(bad),
+                    "{session}{name}: {bad} in chromium's log:\n{stderr}"
+                );
+            }
         }
     }
 }
@@ -170,7 +173,8 @@ fn rendered(
 /// `sarif-multitool validate --rule-kind "Gh;Sarif"` (0 errors): the attack
 /// session; the same outside CI under the built-in policy only (where
 /// results used to be located at `preset:default` under `%SRCROOT%`,
-/// SARIF1004); and a clean session. The multitool is not vacuous: the old
+/// SARIF1004); a session with allowed and denied connections (one result
+/// per denied destination); and a clean session. The multitool is not vacuous: the old
 /// location is an error to it.
 #[test]
 #[expect(clippy::unwrap_used, reason = "test")]
@@ -204,8 +208,10 @@ fn sarif_multitool_finds_no_errors_in_any_rendered_sarif() {
             e => e,
         })
         .collect();
+    let egress = vetto::report::fixture::egress_session();
     for (name, events) in [
         ("attack", &attack),
+        ("egress", &egress),
         ("preset-only", &preset_only),
         ("clean", &clean),
     ] {

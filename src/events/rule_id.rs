@@ -199,16 +199,22 @@ impl RuleId {
                  Exfiltration and second-stage downloads need the network."
             }
             RuleId::NetEgressBlocked => {
-                "The job tried to connect to a destination the policy does not allow. With the \
-                 network off, at the FULL tier the sandbox has its own network namespace with \
-                 nothing but loopback: vetto sees the connect(), names the process and refuses it \
-                 as the missing route would (ENETUNREACH); a name lookup shows up as a connection \
-                 to the resolver (port 53). With filtered egress (`[network] allow`), vetto's \
-                 proxy refused a name, port or address no rule allows (or a TLS server name that \
-                 disagrees with the allowed one), the DNS stub refused to resolve a name (the \
-                 target is the queried name), or the supervisor refused a direct connect() past \
-                 the proxy (FS-ONLY, ECONNREFUSED). Exfiltration and second-stage downloads need \
-                 the network."
+                "The job tried to reach a destination the policy does not allow. With the network \
+                 off, at the FULL tier the sandbox has its own network namespace with nothing but \
+                 loopback: vetto sees the connect(), names the process and refuses it as the \
+                 missing route would (ENETUNREACH); a name lookup shows up as a connection to \
+                 the resolver (port 53). With filtered egress (`[network] allow`, \
+                 `--allow-domain`) vetto decides every connection by name and port, at both \
+                 tiers. The proxy refuses a name no `allow` entry names (a name without a port \
+                 allows 80 and 443 only), one a `deny` entry names, an address the job chose that \
+                 no ip rule names, an internal answer (loopback, private, link-local, CGNAT, the \
+                 metadata address) that no ip rule names (a --resolve pin reaches loopback only), \
+                 or a TLS server name that disagrees with the allowed host; the DNS stub refuses \
+                 to resolve a name that is not allowed (the target is the queried name); the \
+                 supervisor refuses a direct connect() past the proxy (FS-ONLY, ECONNREFUSED). \
+                 The report lists every destination, allowed or not, with the process that \
+                 contacted it; code scanning gets one alert per denied destination. \
+                 Exfiltration and second-stage downloads need the network."
             }
             RuleId::SyscallDenied => {
                 "The job made a system call that the sandbox never allows (ptrace, io_uring, \
@@ -291,17 +297,27 @@ impl RuleId {
                  Access to the Docker socket is root on the host, and the ssh-agent socket signs \
                  as you: the sandbox no longer contains a job that has either."
             }
-            RuleId::NetSocketDenied | RuleId::NetEgressBlocked => {
+            RuleId::NetSocketDenied => {
                 "If the job needs the network, open it for the step that needs it (a dependency \
                  install), not for the whole pipeline:\n\n\
                  ```toml\n[network]\nmode = \"host\"\n```\n\n\
                  or `--net host`. That opens everything: a dependency can then send anything it \
-                 could read anywhere. Better, allow only the hosts the step needs, through \
-                 vetto's proxy, for every program of the job:\n\n\
-                 ```toml\n[network]\nallow = [\"registry.npmjs.org\", \"10.1.2.0/24:5432\"]\n```\n\n\
-                 or `--allow-domain registry.npmjs.org` (docs/network.md). Check who asked \
-                 first: unexpected hosts contacted by a dependency are the usual sign of \
-                 exfiltration."
+                 could read anywhere. Filtered egress (`[network] allow`, `--allow-domain`, \
+                 docs/network.md) carries TCP to named hosts only: UDP, raw and packet sockets \
+                 stay refused. Check who asked first: unexpected network use by a dependency is \
+                 the usual sign of exfiltration."
+            }
+            RuleId::NetEgressBlocked => {
+                "Check who asked first: an unexpected host contacted by a dependency is the \
+                 usual sign of exfiltration. If the job needs that host, name it, on the port it \
+                 needs, through vetto's proxy, for every program of the job:\n\n\
+                 ```toml\n[network]\nallow = [\"registry.npmjs.org\", \"git.example.com:22\", \"10.1.2.0/24:5432\"]\n```\n\n\
+                 or `--allow-domain registry.npmjs.org` (docs/network.md). A name without a port \
+                 allows 80 and 443; an address without a name needs an ip rule \
+                 (`\"10.1.2.0/24:5432\"`). `vetto policy explain HOST[:PORT]` says which rule \
+                 decides, and `vetto policy suggest` proposes the entries from an `--audit` run. \
+                 Never allow what your `deny` list names or the metadata address: it hands out \
+                 the machine's credentials. `mode = \"host\"` (`--net host`) opens everything."
             }
             RuleId::SyscallDenied => {
                 "There is no policy switch for these calls: builds and tests do not need them, and \

@@ -3,12 +3,16 @@
 //! [`crate::policy::paths::decide_rule`], the same function the plan uses.
 
 use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::paths::decide_rule;
-use super::{Access, FsRule, HostPattern, NetPolicy, Policy, paths};
+use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
+use crate::events::ConnReason;
+use crate::proxy::AddrClass;
+use crate::proxy::rules::Rules;
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.
@@ -66,7 +70,336 @@ pub struct HostDecision {
     pub allowed: bool,
     /// Why, in words (`network is off`, `matches *.github.com:443`).
     pub reason: String,
+    /// The `allow` or `deny` pattern that decided it.
     pub rule: Option<HostPattern>,
+    /// The `--resolve` pin of the name: the only address vetto connects to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin: Option<PinnedHost>,
+    /// What the queried (or pinned) address is (`private`, `metadata` …),
+    /// when the proxy treats it as internal: refused unless an ip rule
+    /// names it (or, for loopback, a pin).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<&'static str>,
+    /// Further facts, one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl HostDecision {
+    fn new(query: &str, allowed: bool, reason: String) -> Self {
+        HostDecision {
+            query: query.to_string(),
+            allowed,
+            reason,
+            rule: None,
+            pin: None,
+            address: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// The class of an internal address — the egress proxy's own
+/// classification ([`crate::proxy::classify`]), so explain says what the
+/// proxy does — or `None` for a public one.
+fn internal(ip: IpAddr) -> Option<AddrClass> {
+    let class = crate::proxy::classify(ip);
+    (!class.is_public()).then_some(class)
+}
+
+/// An address class as part of a sentence (`… is a private address`).
+fn class_words(class: AddrClass) -> String {
+    match class {
+        AddrClass::Metadata => "a cloud metadata address".into(),
+        AddrClass::Unspecified | AddrClass::Broadcast => format!("the {} address", class.as_str()),
+        _ => format!("a {} address", class.as_str()),
+    }
+}
+
+/// What `explain` was asked about: a name or an address, with or without
+/// a port.
+enum Query {
+    Name { host: String, port: Option<u16> },
+    Addr { ip: IpAddr, port: Option<u16> },
+}
+
+fn parse_port(query: &str, p: &str) -> Result<u16, String> {
+    p.parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("invalid port in `{query}`: expected a number from 1 to 65535"))
+}
+
+fn parse_query(query: &str) -> Result<Query, String> {
+    if let Some(rest) = query.strip_prefix('[') {
+        let (inside, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("`{query}`: an IPv6 address in brackets lacks its `]`"))?;
+        let ip = inside
+            .parse::<Ipv6Addr>()
+            .map_err(|_| format!("`{query}`: `{inside}` is not an IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            p => Some(parse_port(
+                query,
+                p.strip_prefix(':')
+                    .ok_or_else(|| format!("`{query}`: expected `:PORT` after the address"))?,
+            )?),
+        };
+        return Ok(Query::Addr {
+            ip: IpAddr::V6(ip),
+            port,
+        });
+    }
+    if let Ok(ip) = query.parse::<IpAddr>() {
+        return Ok(Query::Addr { ip, port: None });
+    }
+    if let Some((h, p)) = query.rsplit_once(':')
+        && let Ok(ip) = h.parse::<Ipv4Addr>()
+    {
+        return Ok(Query::Addr {
+            ip: IpAddr::V4(ip),
+            port: Some(parse_port(query, p)?),
+        });
+    }
+    // Parsed as an allow entry is (lower-cased, port split off), so the
+    // query matches exactly what the policy would let through.
+    match super::validate::parse_host(query) {
+        Ok((h, _)) if h.starts_with("*.") => {
+            Err(format!("`{query}` is a pattern, not a host name"))
+        }
+        Ok((host, port)) => Ok(Query::Name { host, port }),
+        Err((msg, _)) => Err(msg),
+    }
+}
+
+/// The ports a query without one is decided for: the ones a rule without
+/// a port allows ([`crate::proxy::rules::DEFAULT_PORTS`]), HTTPS first.
+const QUERY_PORTS: [u16; 2] = [443, 80];
+
+/// For a host or an address, what the egress proxy would decide and by
+/// which rule — decided by the proxy's own [`Rules`], so explain cannot
+/// disagree with it.
+pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
+    let target = match parse_query(query) {
+        Ok(t) => t,
+        Err(msg) => return HostDecision::new(query, false, msg),
+    };
+    let rules = match &policy.net {
+        NetPolicy::Off => return HostDecision::new(query, false, "the network is off".into()),
+        NetPolicy::Host => {
+            return HostDecision::new(
+                query,
+                true,
+                "the network is unrestricted (mode host)".into(),
+            );
+        }
+        NetPolicy::Allow {
+            hosts,
+            deny,
+            ips,
+            resolve,
+        } => Rules {
+            allow: hosts.clone(),
+            deny: deny.clone(),
+            // As the session gives them to the proxy.
+            ip_rules: ips
+                .iter()
+                .filter_map(|r| {
+                    Some(crate::proxy::IpRule {
+                        net: crate::proxy::Cidr::new(r.net, r.prefix)?,
+                        port: r.port,
+                        origin: r.origin.clone(),
+                    })
+                })
+                .collect(),
+            pins: resolve.clone(),
+        },
+    };
+    match target {
+        Query::Name { host, port } => decide_name(query, &host, port, &rules),
+        Query::Addr { ip, port } => decide_addr(query, ip, port, &rules),
+    }
+}
+
+fn ports_text(ports: &[u16]) -> String {
+    match ports {
+        [p] => format!("port {p}"),
+        _ => format!(
+            "ports {}",
+            ports
+                .iter()
+                .map(u16::to_string)
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    }
+}
+
+/// The ports to decide a query for: its own, else those of
+/// [`QUERY_PORTS`] that `allowed` lets through, else the first port a rule
+/// names for it, else the defaults (to say why not).
+fn query_ports(port: Option<u16>, allowed: impl Fn(u16) -> bool, named: Option<u16>) -> Vec<u16> {
+    if let Some(p) = port {
+        return vec![p];
+    }
+    let open: Vec<u16> = QUERY_PORTS.into_iter().filter(|p| allowed(*p)).collect();
+    match (open.is_empty(), named) {
+        (false, _) => open,
+        (true, Some(p)) => vec![p],
+        (true, None) => QUERY_PORTS.to_vec(),
+    }
+}
+
+fn decide_name(query: &str, host: &str, port: Option<u16>, rules: &Rules) -> HostDecision {
+    let named = rules
+        .allow
+        .iter()
+        .filter(|h| h.matches(host, h.port))
+        .find_map(|h| h.port);
+    let ports = query_ports(port, |p| rules.decide_name(host, p).allowed, named);
+    let first = ports.first().copied().unwrap_or(443);
+    let decision = rules.decide_name(host, first);
+    let mut d = match decision.reason {
+        _ if decision.allowed => {
+            let pattern = rules.allow.iter().find(|h| {
+                h.matches(host, Some(first))
+                    && (h.port.is_some() || crate::proxy::rules::DEFAULT_PORTS.contains(&first))
+            });
+            let mut why = match pattern {
+                Some(h) => format!("matches `{}`", h.origin.written),
+                None => "allowed".to_string(),
+            };
+            if port.is_none() {
+                let _ = write!(why, " ({} only)", ports_text(&ports));
+            }
+            let mut d = HostDecision::new(query, true, why);
+            d.rule = pattern.cloned();
+            d
+        }
+        ConnReason::DeniedByRule => {
+            let pattern = rules.deny.iter().find(|h| h.matches(host, Some(first)));
+            let written = pattern.map(|h| h.origin.written.as_str()).unwrap_or("deny");
+            let mut d = HostDecision::new(
+                query,
+                false,
+                format!("denied by `{written}` (a deny rule wins over every allow rule)"),
+            );
+            d.rule = pattern.cloned();
+            d
+        }
+        _ => {
+            let why = match (port, rules.allow.iter().find(|h| h.matches(host, None))) {
+                (Some(p), Some(h)) => format!(
+                    "`{}` names the host without a port, which allows ports 80 and 443 only; write \"{host}:{p}\" to allow port {p}",
+                    h.origin.written
+                ),
+                _ => "no `allow` entry matches (only listed hosts are reachable)".to_string(),
+            };
+            HostDecision::new(query, false, why)
+        }
+    };
+    if !d.allowed {
+        return d;
+    }
+    let pins: Vec<&PinnedHost> = rules
+        .pins
+        .iter()
+        .filter(|r| r.host.eq_ignore_ascii_case(host))
+        .collect();
+    if pins.is_empty() {
+        d.notes.push(
+            "resolved by vetto on the host, and only that answer is connected to; an internal \
+             answer (loopback, private, link-local, CGNAT, multicast, metadata) is refused unless \
+             an ip rule names it (a --resolve pin reaches loopback only)"
+                .into(),
+        );
+        return d;
+    }
+    for pin in &pins {
+        match rules.check_resolved(pin.addr, first, true) {
+            Ok(()) => d.notes.push(format!(
+                "connects to {} only: pinned by `{}` ({})",
+                pin.addr, pin.origin.written, pin.origin
+            )),
+            Err(class) => d.notes.push(format!(
+                "pinned to {} by `{}` ({}), which is {}: refused unless an ip rule names it",
+                pin.addr,
+                pin.origin.written,
+                pin.origin,
+                class_words(class)
+            )),
+        }
+        if let Some(class) = internal(pin.addr) {
+            d.address.get_or_insert(class.as_str());
+        }
+    }
+    // Every pinned answer refused: so is the name.
+    if pins
+        .iter()
+        .all(|pin| rules.check_resolved(pin.addr, first, true).is_err())
+    {
+        d.allowed = false;
+        d.reason = format!(
+            "{}, but its pinned address is internal and no ip rule names it",
+            d.reason
+        );
+    }
+    d.pin = pins.first().map(|p| (*p).clone());
+    d
+}
+
+fn decide_addr(query: &str, ip: IpAddr, port: Option<u16>, rules: &Rules) -> HostDecision {
+    let ports = query_ports(port, |p| rules.decide_addr(ip, p).allowed, None);
+    let first = ports.first().copied().unwrap_or(443);
+    let decision = rules.decide_addr(ip, first);
+    let shown = match (ip, port) {
+        (IpAddr::V6(v6), Some(p)) => format!("[{v6}]:{p}"),
+        (ip, Some(p)) => format!("{ip}:{p}"),
+        (ip, None) => ip.to_string(),
+    };
+    let other_port = rules
+        .ip_rules
+        .iter()
+        .find(|r| r.net.contains(ip) && r.port.is_some());
+    let mut d = match (&decision.rule, other_port) {
+        (Some(rule), _) if decision.allowed => {
+            HostDecision::new(query, true, format!("matches {rule}"))
+        }
+        (_, Some(r)) => HostDecision::new(
+            query,
+            false,
+            format!(
+                "the ip rule `{}` ({}) allows {ip} on port {} only",
+                r.origin.written,
+                r.origin,
+                r.port.unwrap_or_default()
+            ),
+        ),
+        _ => HostDecision::new(
+            query,
+            false,
+            format!(
+                "no ip rule covers {shown}: `allow` names hosts, and the proxy never connects to an address the job chose"
+            ),
+        ),
+    };
+    for pin in rules.pins.iter().filter(|r| r.addr == ip) {
+        d.notes.push(format!(
+            "pinned for `{}` by `{}` ({}): reachable by that name only",
+            pin.host, pin.origin.written, pin.origin
+        ));
+    }
+    if let Some(class) = internal(ip) {
+        d.address = Some(class.as_str());
+        if !d.allowed {
+            d.notes.push(format!(
+                "{ip} is {}: refused unless an ip rule names it",
+                class_words(class)
+            ));
+        }
+    }
+    d
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -123,61 +456,6 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
         query: query.to_string(),
         path: path.to_path_buf(),
         verdict,
-        rule,
-    }
-}
-
-pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
-    // Parsed as an allow entry is (lower-cased, port split off), so the
-    // query matches exactly what the policy would let through.
-    let parsed = super::validate::parse_host(query).and_then(|(h, p)| {
-        if h.starts_with("*.") {
-            Err((format!("`{query}` is a pattern, not a host name"), None))
-        } else {
-            Ok((h, p))
-        }
-    });
-    let (host, port) = match parsed {
-        Ok(hp) => hp,
-        Err((msg, _)) => {
-            return HostDecision {
-                query: query.to_string(),
-                allowed: false,
-                reason: msg,
-                rule: None,
-            };
-        }
-    };
-    let host = host.as_str();
-    let (allowed, reason, rule) = match &policy.net {
-        NetPolicy::Off => (false, "the network is off".to_string(), None),
-        NetPolicy::Host => (
-            true,
-            "the network is unrestricted (mode host)".to_string(),
-            None,
-        ),
-        NetPolicy::Allow { hosts, .. } => {
-            // Without a port in the query, any port a rule allows counts.
-            match hosts.iter().find(|h| h.matches(host, port.or(h.port))) {
-                Some(h) => {
-                    let mut why = format!("matches `{}`", h.origin.written);
-                    if let (Some(p), None) = (h.port, port) {
-                        let _ = write!(why, " (port {p} only)");
-                    }
-                    (true, why, Some(h.clone()))
-                }
-                None => (
-                    false,
-                    "no `allow` entry matches (only listed hosts are reachable)".to_string(),
-                    None,
-                ),
-            }
-        }
-    };
-    HostDecision {
-        query: query.to_string(),
-        allowed,
-        reason,
         rule,
     }
 }
@@ -264,14 +542,29 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
         NetPolicy::Host => {
             let _ = writeln!(o, "  host (unrestricted)");
         }
-        NetPolicy::Allow { hosts, resolve, .. } => {
-            let _ = writeln!(o, "  allow, through vetto's proxy:");
-            if hosts.is_empty() {
+        NetPolicy::Allow {
+            hosts,
+            deny,
+            ips,
+            resolve,
+        } => {
+            let _ = writeln!(
+                o,
+                "  allow, through vetto's proxy (a host without a port: 80 and 443; deny wins):"
+            );
+            if hosts.is_empty() && ips.is_empty() {
                 let _ = writeln!(o, "    (no hosts)");
             }
             for h in hosts {
                 let port = h.port.map(|p| format!(":{p}")).unwrap_or_default();
                 let _ = writeln!(o, "    {}{port}  ← {}", h.host, h.origin);
+            }
+            for r in ips {
+                let _ = writeln!(o, "    ip {r}  ← {}", r.origin);
+            }
+            for h in deny {
+                let port = h.port.map(|p| format!(":{p}")).unwrap_or_default();
+                let _ = writeln!(o, "    deny {}{port}  ← {}", h.host, h.origin);
             }
             for r in resolve {
                 let _ = writeln!(o, "    resolve {} → {}  ← {}", r.host, r.addr, r.origin);
@@ -359,8 +652,230 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
                         let _ = writeln!(o);
                     }
                 }
+                for n in &h.notes {
+                    let _ = writeln!(o, "      {n}");
+                }
             }
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Origin;
+
+    fn origin(line: u32, written: &str) -> Origin {
+        Origin {
+            source: "vetto.toml".into(),
+            line,
+            col: 10,
+            written: written.into(),
+        }
+    }
+
+    fn pattern(line: u32, written: &str) -> HostPattern {
+        let (host, port) = match written.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), p.parse().ok()),
+            None => (written.to_string(), None),
+        };
+        HostPattern {
+            host,
+            port,
+            origin: origin(line, written),
+        }
+    }
+
+    fn pin(host: &str, addr: &str) -> PinnedHost {
+        PinnedHost {
+            host: host.into(),
+            addr: addr.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            origin: Origin {
+                source: "--resolve".into(),
+                line: 0,
+                col: 0,
+                written: format!("{host}:{addr}"),
+            },
+        }
+    }
+
+    fn name(q: &str, hosts: &[HostPattern], resolve: &[PinnedHost]) -> HostDecision {
+        let rules = Rules {
+            allow: hosts.to_vec(),
+            pins: resolve.to_vec(),
+            ..Rules::default()
+        };
+        match parse_query(q) {
+            Ok(Query::Name { host, port }) => decide_name(q, &host, port, &rules),
+            Ok(Query::Addr { ip, port }) => decide_addr(q, ip, port, &rules),
+            Err(e) => HostDecision::new(q, false, e),
+        }
+    }
+
+    /// A rule without a port allows the web's ports, 80 and 443, and no
+    /// other: `registry.npmjs.org` does not open its ssh or a debug port.
+    #[test]
+    fn a_rule_without_a_port_allows_80_and_443_only() {
+        let hosts = [
+            pattern(3, "registry.npmjs.org"),
+            pattern(4, "*.github.com:22"),
+        ];
+        for q in ["registry.npmjs.org:443", "registry.npmjs.org:80"] {
+            let d = name(q, &hosts, &[]);
+            assert!(d.allowed, "{q}: {d:?}");
+            assert_eq!(d.rule.map(|r| r.origin.line), Some(3));
+        }
+        let d = name("registry.npmjs.org:8443", &hosts, &[]);
+        assert!(!d.allowed, "{d:?}");
+        assert!(d.reason.contains("80 and 443 only"), "{}", d.reason);
+        assert!(d.reason.contains("registry.npmjs.org:8443"), "{}", d.reason);
+        let d = name("registry.npmjs.org", &hosts, &[]);
+        assert!(
+            d.allowed && d.reason.contains("ports 443 and 80 only"),
+            "{d:?}"
+        );
+        let d = name("git.github.com", &hosts, &[]);
+        assert!(d.allowed && d.reason.contains("port 22 only"), "{d:?}");
+        assert!(!name("git.github.com:443", &hosts, &[]).allowed);
+    }
+
+    /// An allowed name is resolved by vetto and refused when the answer is
+    /// internal, unless a pin names it: explain says which.
+    #[test]
+    fn pins_and_internal_answers_are_explained() {
+        let hosts = [pattern(3, "allowed.test")];
+        let d = name("allowed.test:443", &hosts, &[]);
+        assert!(d.allowed && d.pin.is_none());
+        assert!(
+            d.notes.iter().any(|n| n.contains("metadata) is refused")),
+            "{d:?}"
+        );
+        let pins = [pin("allowed.test", "127.0.0.1")];
+        let d = name("ALLOWED.test:443", &hosts, &pins);
+        assert!(d.allowed, "{d:?}");
+        assert_eq!(
+            d.pin.as_ref().map(|p| p.addr.to_string()),
+            Some("127.0.0.1".into())
+        );
+        assert_eq!(d.address, Some("loopback"));
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("connects to 127.0.0.1 only")),
+            "{d:?}"
+        );
+        // A pin alone allows nothing: the name must still be allowed.
+        let d = name("other.test:443", &hosts, &[pin("other.test", "10.0.0.1")]);
+        assert!(!d.allowed && d.pin.is_none(), "{d:?}");
+    }
+
+    /// explain says what the proxy does with a pinned answer: the two
+    /// cannot disagree, whatever the proxy's rule for internal pins is.
+    #[test]
+    fn a_pinned_answer_is_explained_as_the_proxy_decides_it() {
+        let hosts = [pattern(3, "allowed.test")];
+        for addr in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "93.184.215.14",
+        ] {
+            let pins = [pin("allowed.test", addr)];
+            let rules = Rules {
+                allow: hosts.to_vec(),
+                pins: pins.to_vec(),
+                ..Rules::default()
+            };
+            let ip: IpAddr = addr.parse().unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            let d = name("allowed.test:443", &hosts, &pins);
+            assert_eq!(
+                d.allowed,
+                rules.check_resolved(ip, 443, true).is_ok(),
+                "{addr}: {d:?}"
+            );
+            assert_eq!(
+                d.address.is_some(),
+                !crate::proxy::classify(ip).is_public(),
+                "{addr}"
+            );
+        }
+    }
+
+    /// A deny rule wins over every allow rule, on every port, and explain
+    /// names it.
+    #[test]
+    fn a_deny_rule_wins_and_is_named() {
+        let rules = Rules {
+            allow: vec![pattern(3, "*.example.com")],
+            deny: vec![pattern(4, "evil.example.com")],
+            ..Rules::default()
+        };
+        for q in [
+            "evil.example.com",
+            "evil.example.com:443",
+            "evil.example.com:22",
+        ] {
+            let Ok(Query::Name { host, port }) = parse_query(q) else {
+                panic!("{q} is a name");
+            };
+            let d = decide_name(q, &host, port, &rules);
+            assert!(!d.allowed, "{q}: {d:?}");
+            assert!(
+                d.reason.contains("denied by `evil.example.com`"),
+                "{}",
+                d.reason
+            );
+            assert_eq!(d.rule.map(|r| r.origin.line), Some(4));
+        }
+        let d = decide_name("ok.example.com:443", "ok.example.com", Some(443), &rules);
+        assert!(d.allowed, "{d:?}");
+    }
+
+    /// An address the job names is reached only through an ip rule, and
+    /// internal ones are named as such — the metadata address above all.
+    #[test]
+    fn addresses_are_refused_and_internal_ones_named() {
+        let pins = [pin("allowed.test", "10.0.0.1")];
+        for (q, class) in [
+            ("169.254.169.254", Some("metadata")),
+            ("169.254.169.254:80", Some("metadata")),
+            ("[fd00:ec2::254]:80", Some("metadata")),
+            ("[::ffff:169.254.169.254]:80", Some("metadata")),
+            ("10.0.0.1:5432", Some("private")),
+            ("172.31.255.1", Some("private")),
+            ("fd12::1", Some("private")),
+            ("127.0.0.1:8080", Some("loopback")),
+            ("[::1]:22", Some("loopback")),
+            ("169.254.1.1", Some("link-local")),
+            ("fe80::1", Some("link-local")),
+            ("100.64.1.1", Some("CGNAT")),
+            ("224.0.0.251", Some("multicast")),
+            ("0.0.0.0", Some("unspecified")),
+            ("93.184.215.14:443", None),
+            ("172.32.0.1", None),
+            ("2606:4700::1111", None),
+        ] {
+            let d = name(q, &[pattern(3, "allowed.test")], &pins);
+            assert!(!d.allowed, "{q}: {d:?}");
+            assert!(d.reason.contains("no ip rule"), "{q}: {}", d.reason);
+            assert_eq!(d.address, class, "{q}");
+            assert_eq!(
+                d.notes.iter().any(|n| n.contains("refused unless")),
+                class.is_some(),
+                "{q}: {d:?}"
+            );
+        }
+        let d = name("10.0.0.1", &[], &pins);
+        assert!(
+            d.notes
+                .iter()
+                .any(|n| n.contains("pinned for `allowed.test`")),
+            "{d:?}"
+        );
+        for bad in ["[::1", "[::1]x", "1.2.3.4:0", "1.2.3.4:99999", "[zz]:1"] {
+            assert!(!name(bad, &[], &[]).allowed, "{bad}");
+        }
+    }
 }

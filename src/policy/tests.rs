@@ -567,7 +567,11 @@ fn explain_names_the_deciding_rule_for_paths_and_hosts() {
         assert!(!pattern.matches(not_a_host, None), "{not_a_host:?}");
     }
     assert!(pattern.matches("codeload.github.com.", Some(443)));
-    assert!(host("registry.npmjs.org:8443").allowed);
+    assert!(
+        !host("registry.npmjs.org:8443").allowed,
+        "no port: 80 and 443 only"
+    );
+    assert!(host("registry.npmjs.org:80").allowed);
     assert!(!host("example.com").allowed);
     let off = load(&s.req(None)).unwrap();
     assert_eq!(
@@ -1148,4 +1152,62 @@ fn bad_ranges_and_mistaken_modes_are_explained() {
             "{mode}: {e}"
         );
     }
+}
+
+/// `policy explain HOST[:PORT]` against a policy with every kind of
+/// network rule: names (default ports 80 and 443), an ip rule, a deny rule
+/// that wins, and `--resolve` pins — each decision with the rule's
+/// `file:line:col`, and internal addresses named.
+#[test]
+fn explain_hosts_against_deny_ip_rules_and_pins() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "extends = []\n[network]\nallow = [\"allowed.test\", \"*.example.com\", \"10.1.2.0/24:5432\"]\ndeny = [\"evil.example.com\"]\n",
+    );
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.resolve = vec!["allowed.test:127.0.0.1".into()];
+    let p = load(&r).unwrap();
+    let queries = [
+        "allowed.test",
+        "allowed.test:8443",
+        "ok.example.com:443",
+        "evil.example.com:443",
+        "evil.example.com:22",
+        "10.1.2.7:5432",
+        "10.1.2.7:22",
+        "127.0.0.1:443",
+        "169.254.169.254",
+        "[fd00:ec2::254]:80",
+    ];
+    let decisions: Vec<Decision> = queries
+        .iter()
+        .map(|q| explain::decide(&p, q, &s.project, &s.home, &[]))
+        .collect();
+    let host = |i: usize| match &decisions[i] {
+        Decision::Host(h) => h.clone(),
+        Decision::Path(_) => panic!("{} is a host", queries[i]),
+    };
+    let allowed: Vec<bool> = (0..queries.len()).map(|i| host(i).allowed).collect();
+    assert_eq!(
+        allowed,
+        [
+            true, false, true, false, false, true, false, false, false, false
+        ],
+        "{decisions:#?}"
+    );
+    assert_eq!(
+        host(3).rule.map(|r| (r.origin.line, r.origin.col)),
+        Some((4, 9))
+    );
+    assert!(host(5).reason.contains("p.toml:3:"), "{}", host(5).reason);
+    assert_eq!(host(5).address, Some("private"));
+    assert_eq!(host(8).address, Some("metadata"));
+    assert_eq!(host(9).address, Some("metadata"));
+    let text = explain::render_text(&p, &decisions);
+    let text = text[text.find("network:").unwrap_or(0)..]
+        .replace(&s.project.display().to_string(), "[PROJECT]");
+    let network = text.split("\nlimits:").next().unwrap_or_default();
+    let decided = &text[text.find("decisions:").unwrap_or(0)..];
+    insta::assert_snapshot!(format!("{network}\n{decided}"));
 }

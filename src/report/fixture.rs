@@ -386,3 +386,211 @@ pub fn attack_model() -> super::Model {
     let log = crate::events::log::SessionLog::parse(&to_jsonl(&attack_session()));
     super::Model::build(&log).unwrap_or_else(|| unreachable!("the fixture has a start"))
 }
+
+/// One connection record of the egress session.
+#[allow(clippy::too_many_arguments)]
+fn conn(
+    ms: u64,
+    host: Option<&str>,
+    port: u16,
+    addr: Option<&str>,
+    decision: ConnDecision,
+    reason: ConnReason,
+    rule: Option<&str>,
+    via: ConnVia,
+    bytes: (u64, u64),
+    process: Option<ProcessInfo>,
+    attribution: Option<Package>,
+) -> Connection {
+    Connection {
+        time: Timestamp(T0 + ms),
+        host: host.map(str::to_string),
+        port,
+        addr: addr.map(str::to_string),
+        decision,
+        reason,
+        rule: rule.map(str::to_string),
+        via,
+        bytes_up: bytes.0,
+        bytes_down: bytes.1,
+        duration_ms: 40,
+        process,
+        attribution,
+        detail: String::new(),
+    }
+}
+
+fn curl_proc(pid: u32) -> ProcessInfo {
+    ProcessInfo {
+        pid,
+        exe: "/usr/bin/curl".into(),
+        argv: vec!["curl".into(), "-s".into(), "http://169.254.169.254/".into()],
+        cwd: PROJECT.into(),
+        parent_chain: vec![(2, "/usr/bin/npm".into())],
+    }
+}
+
+/// The connections of the egress session: `npm ci` fetching from the
+/// allowed registry, a postinstall script of `evil` reaching for its own
+/// host, a deny-listed host and the metadata address, a DNS query for a
+/// canary name, and a name the job chose to be read as markup.
+pub fn egress_connections() -> Vec<Connection> {
+    use ConnDecision::{Allowed, Denied};
+    let npm = || {
+        Some(ProcessInfo {
+            pid: 2,
+            exe: "/usr/bin/npm".into(),
+            argv: vec!["npm".into(), "ci".into()],
+            cwd: PROJECT.into(),
+            parent_chain: vec![],
+        })
+    };
+    let allow_rule = Some("allow \"registry.npmjs.org\" (vetto.toml:3:10)");
+    let mut out = Vec::new();
+    for i in 0..5 {
+        out.push(conn(
+            300 + i * 10,
+            Some("registry.npmjs.org"),
+            443,
+            Some("104.16.0.1"),
+            Allowed,
+            ConnReason::AllowedByRule,
+            allow_rule,
+            ConnVia::Connect,
+            (2_000, 1_500_000 + i * 1000),
+            npm(),
+            None,
+        ));
+    }
+    out.push(conn(
+        900,
+        Some("github.com"),
+        443,
+        Some("140.82.112.3"),
+        Allowed,
+        ConnReason::AllowedByRule,
+        Some("allow \"github.com\" (vetto.toml:3:32)"),
+        ConnVia::Transparent,
+        (4_000, 80_000),
+        Some(ProcessInfo {
+            pid: 150,
+            exe: "/usr/bin/git".into(),
+            argv: vec!["git".into(), "fetch".into()],
+            cwd: PROJECT.into(),
+            parent_chain: vec![(2, "/usr/bin/npm".into())],
+        }),
+        None,
+    ));
+    for pid in [101, 102] {
+        out.push(conn(
+            1250 + u64::from(pid),
+            Some("exfil.evil.test"),
+            443,
+            None,
+            Denied,
+            ConnReason::NotAllowed,
+            None,
+            ConnVia::Connect,
+            (0, 0),
+            Some(node_proc(pid)),
+            Some(evil()),
+        ));
+    }
+    out.push(conn(
+        1260,
+        Some("pastebin.com"),
+        443,
+        None,
+        Denied,
+        ConnReason::DeniedByRule,
+        Some("deny \"pastebin.com\" (vetto.toml:4:9)"),
+        ConnVia::Http,
+        (0, 0),
+        Some(node_proc(101)),
+        Some(evil()),
+    ));
+    let mut metadata = conn(
+        1270,
+        None,
+        80,
+        Some("169.254.169.254"),
+        Denied,
+        ConnReason::PrivateAddress,
+        None,
+        ConnVia::Redirect,
+        (0, 0),
+        Some(curl_proc(160)),
+        None,
+    );
+    metadata.detail = "a direct connect() past the proxy, refused by the supervisor".into();
+    out.push(metadata);
+    out.push(conn(
+        1280,
+        Some("c2f1.canary.evil.test"),
+        53,
+        None,
+        Denied,
+        ConnReason::DnsRefused,
+        None,
+        ConnVia::Dns,
+        (0, 0),
+        Some(node_proc(101)),
+        Some(evil()),
+    ));
+    out.push(conn(
+        1290,
+        Some("<img src=x onerror=alert(1)>.evil.test"),
+        443,
+        None,
+        Denied,
+        ConnReason::NotAllowed,
+        None,
+        ConnVia::Connect,
+        (0, 0),
+        None,
+        None,
+    ));
+    out
+}
+
+/// A session with filtered egress: allowed and denied connections, each
+/// denied one also a `net-egress-blocked` violation, as the writer logs
+/// them.
+pub fn egress_session() -> Vec<Event> {
+    let mut start = start();
+    start.policy.rules = vec![
+        "read  ${PROJECT}  (policies/default.toml:3)".into(),
+        "net   allow registry.npmjs.org github.com  (vetto.toml:3)".into(),
+        "net   deny pastebin.com  (vetto.toml:4)".into(),
+    ];
+    let mut agg = Aggregator::new(start.roots());
+    let mut events = vec![Event::SessionStart(Box::new(start))];
+    for c in egress_connections() {
+        let violation = c.violation(Provenance::Proxy);
+        events.push(Event::Connection(Box::new(c)));
+        if let Some(first) = violation.and_then(|v| agg.observe(v)) {
+            events.push(Event::Violation(Box::new(first)));
+        }
+    }
+    events.extend(agg.flush().into_iter().map(Event::Repeated));
+    events.push(Event::SessionEnd(Box::new(SessionEnd {
+        ended_at: Timestamp(T0 + 2000),
+        outcome: Outcome::Exited(0),
+        exit_code: 0,
+        duration_ms: 2000,
+        cpu_user_ms: 900,
+        cpu_sys_ms: 200,
+        peak_rss_bytes: 80 * 1024 * 1024,
+        peak_procs: 6,
+        proxy_bytes: 7_600_000,
+        violations_by_rule: agg.counts_by_rule(),
+        dropped_distinct: 0,
+    })));
+    events
+}
+
+/// The egress session folded into a report model.
+pub fn egress_model() -> super::Model {
+    let log = crate::events::log::SessionLog::parse(&to_jsonl(&egress_session()));
+    super::Model::build(&log).unwrap_or_else(|| unreachable!("the fixture has a start"))
+}

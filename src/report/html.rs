@@ -66,6 +66,9 @@ struct View {
     counts: Vec<RuleCount>,
     classes: Vec<ClassGroup>,
     packages: Vec<ActorGroup>,
+    destinations: Vec<DestinationView>,
+    destinations_total: usize,
+    destinations_more: u64,
     timeline: Timeline,
     charts: Vec<Chart>,
     totals: Vec<(String, String)>,
@@ -124,6 +127,52 @@ struct ActorGroup {
     is_package: bool,
     count: u64,
     rules: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct DestinationView {
+    target: String,
+    decision: String,
+    level: &'static str,
+    addrs: Vec<String>,
+    reason: String,
+    detail: String,
+    rule: Option<String>,
+    connections: u64,
+    up: String,
+    down: String,
+    actors: Vec<String>,
+    more_actors: u64,
+}
+
+/// A serde unit variant's name (`not-allowed`), for the enums of the log.
+pub(crate) fn variant_name(v: impl Serialize) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn destination_view(d: &super::destinations::Destination) -> DestinationView {
+    use crate::events::ConnDecision;
+    DestinationView {
+        target: d.display(),
+        decision: variant_name(d.decision),
+        level: match d.decision {
+            ConnDecision::Denied => "error",
+            ConnDecision::Observed | ConnDecision::Failed => "warning",
+            ConnDecision::Allowed => "note",
+        },
+        addrs: d.addrs.clone(),
+        reason: d.reason.describe().to_string(),
+        detail: d.detail.clone(),
+        rule: d.rule.clone(),
+        connections: d.connections,
+        up: human_bytes(d.bytes_up),
+        down: human_bytes(d.bytes_down),
+        actors: d.actors.clone(),
+        more_actors: d.more_actors,
+    }
 }
 
 #[derive(Serialize)]
@@ -345,6 +394,18 @@ impl View {
                 .collect(),
             classes,
             packages,
+            destinations: m
+                .destinations
+                .iter()
+                .take(super::destinations::TOP)
+                .map(destination_view)
+                .collect(),
+            destinations_total: m.destinations.len(),
+            destinations_more: m
+                .destinations
+                .len()
+                .saturating_sub(super::destinations::TOP) as u64
+                + m.destinations_dropped,
             timeline: timeline(m),
             charts: charts(m),
             totals,
@@ -592,6 +653,72 @@ mod tests {
         let html = render(&model).unwrap();
         assert!(html.len() < 5 * 1024 * 1024, "{} bytes", html.len());
         assert!(html.contains("3000 more distinct violation(s) are not shown"));
+    }
+
+    /// The destinations table: allowed and denied, with the pinned
+    /// address, the reason and who connected; a name the job chose is text.
+    #[test]
+    fn egress_destinations_table_lists_allowed_and_denied() {
+        let html = render(&fixture::egress_model()).unwrap();
+        let table = &html[html.find("<section id=\"destinations\">").unwrap()..];
+        let table = &table[..table.find("</section>").unwrap()];
+        for needle in [
+            "<code>registry.npmjs.org:443</code>",
+            "<code>104.16.0.1</code>",
+            "allowed by a rule",
+            "<code>exfil.evil.test:443</code>",
+            "no allow rule names this destination",
+            "a deny rule names this destination",
+            "<code>169.254.169.254:80</code>",
+            "a direct connect() past the proxy, refused by the supervisor",
+            "the address is internal",
+            "<code>npm:evil@6.6.6</code>",
+            "<code>&#x2f;usr&#x2f;bin&#x2f;git</code>",
+            "&lt;img src=x onerror=alert(1)&gt;.evil.test:443",
+        ] {
+            assert!(table.contains(needle), "{needle} missing:\n{table}");
+        }
+        assert!(!html.contains("<img src=x"), "unescaped <img>");
+        // Denied first.
+        let pos = |s: &str| table.find(s).unwrap();
+        assert!(pos("exfil.evil.test:443") < pos("registry.npmjs.org:443"));
+        let outline: Vec<&str> = html
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("<h2") || l.starts_with("<section"))
+            .collect();
+        insta::assert_snapshot!(outline.join("\n"));
+    }
+
+    /// A job that contacts thousands of hosts gets a bounded table.
+    #[test]
+    fn a_storm_of_destinations_is_listed_bounded() {
+        let mut events = fixture::egress_session();
+        let extra: Vec<crate::events::Event> = (0..10_050u32)
+            .map(|i| {
+                let mut c = fixture::egress_connections().remove(0);
+                c.host = Some(format!("h{i}.example.test"));
+                crate::events::Event::Connection(Box::new(c))
+            })
+            .collect();
+        events.splice(1..1, extra);
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let model = crate::report::Model::build(&log).unwrap();
+        assert_eq!(
+            model.destinations.len(),
+            super::super::destinations::MAX_DESTINATIONS
+        );
+        assert!(model.destinations_dropped > 0);
+        let html = render(&model).unwrap();
+        let rows = html.matches("<tr><td class=\"dst\"><code>h").count();
+        assert!(rows <= super::super::destinations::TOP, "{rows}");
+        let more = model.destinations.len() - super::super::destinations::TOP
+            + model.destinations_dropped as usize;
+        assert!(
+            html.contains(&format!("…and {more} more destination(s)")),
+            "no count of the rest"
+        );
+        assert!(html.len() < 5 * 1024 * 1024, "{} bytes", html.len());
     }
 
     #[test]

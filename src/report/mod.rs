@@ -17,6 +17,7 @@ use crate::exit::Outcome;
 use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
 
 pub mod annotations;
+pub mod destinations;
 pub mod html;
 pub mod sarif;
 pub mod suggest;
@@ -130,6 +131,12 @@ pub struct Model {
     pub resources: Vec<ResourceSample>,
     pub limits: Vec<LimitEvent>,
     pub processes: Vec<ProcessEvent>,
+    /// Every destination the egress layer decided, folded by (host, port,
+    /// decision): denied first, then observed, then allowed.
+    pub destinations: Vec<destinations::Destination>,
+    /// Connections to distinct destinations beyond
+    /// [`destinations::MAX_DESTINATIONS`] (counted, not listed).
+    pub destinations_dropped: u64,
     /// Occurrences counted by rule (repeats included).
     pub counts_by_rule: Vec<(RuleId, u64)>,
     pub total_violations: u64,
@@ -147,6 +154,7 @@ impl Model {
         let mut resources = Vec::new();
         let mut limits = Vec::new();
         let mut processes = Vec::new();
+        let mut dests = destinations::Fold::default();
         for e in &log.events {
             match e {
                 // Logs of earlier versions made each withheld variable a
@@ -184,6 +192,7 @@ impl Model {
                 Event::Resource(s) => resources.push(*s),
                 Event::Limit(l) => limits.push(l.clone()),
                 Event::Process(p) => processes.push(p.clone()),
+                Event::Connection(c) => dests.add(c, &roots),
                 _ => {}
             }
         }
@@ -210,6 +219,7 @@ impl Model {
             }
         }
         let total_violations = counts.values().sum();
+        let (destinations, destinations_dropped) = dests.finish();
         let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
         counts_by_rule.sort_by(|a, b| {
             b.0.security_severity()
@@ -223,6 +233,8 @@ impl Model {
             resources,
             limits,
             processes,
+            destinations,
+            destinations_dropped,
             counts_by_rule,
             total_violations,
             torn_tail: log.torn_tail,
@@ -310,7 +322,8 @@ impl Model {
             RuleId::SecretReadDenied => {
                 "no policy switch: the secret stays masked; a step that needs a credential gets it as a variable (--env-pass NAME)".into()
             }
-            RuleId::NetEgressBlocked | RuleId::NetSocketDenied => {
+            RuleId::NetEgressBlocked => self.egress_suggestion(v),
+            RuleId::NetSocketDenied => {
                 "[network] mode = \"host\"  (or --net host: everything)".into()
             }
             // Never a finding (`Model::build` folds it into the start).
@@ -325,6 +338,87 @@ impl Model {
                 "no policy switch: inspect the path before any git or editor touches it".into()
             }
         }
+    }
+}
+
+impl Model {
+    /// The policy line for a blocked connection: the host by name (as
+    /// `vetto policy suggest` writes it) when the egress layer recorded
+    /// why it refused and an `allow` entry is what it lacked; no switch
+    /// for the deny list, the metadata address, a name lookup or what the
+    /// proxy refused for its own reasons; `mode = "host"` for a session
+    /// without egress records (the network was off).
+    /// The denied (or, under `--audit`, observed) destination a blocked
+    /// connection's target names, from the egress records.
+    pub fn denied_destination(
+        &self,
+        target: &crate::events::Target,
+    ) -> Option<&destinations::Destination> {
+        use crate::events::{ConnDecision, Target};
+        let (host, port) = match target {
+            Target::Host {
+                host,
+                port: Some(port),
+            }
+            | Target::Address {
+                addr: host,
+                port: Some(port),
+            } => (host.trim_end_matches('.').to_ascii_lowercase(), *port),
+            _ => return None,
+        };
+        self.destinations.iter().find(|d| {
+            d.host == host
+                && d.port == port
+                && matches!(d.decision, ConnDecision::Denied | ConnDecision::Observed)
+        })
+    }
+
+    fn egress_suggestion(&self, v: &Violation) -> String {
+        use crate::events::{ConnReason, Target};
+        let host_mode = || "[network] mode = \"host\"  (or --net host: everything)".to_string();
+        let (host, port) = match &v.target {
+            Target::Host {
+                host,
+                port: Some(port),
+            }
+            | Target::Address {
+                addr: host,
+                port: Some(port),
+            } => (host.trim_end_matches('.').to_ascii_lowercase(), *port),
+            _ => return host_mode(),
+        };
+        let Some(d) = self.denied_destination(&v.target) else {
+            return host_mode();
+        };
+        let ip = host.parse::<std::net::IpAddr>().ok();
+        let entry = match (d.reason, ip) {
+            (ConnReason::DeniedByRule, _) => {
+                return "no policy switch: the policy's own `deny` list names it".into();
+            }
+            (ConnReason::DnsRefused, _) => {
+                return "no policy switch: a name lookup; vetto resolves names itself — allow the host the job then connects to".into();
+            }
+            (ConnReason::NotAllowed | ConnReason::PrivateAddress, Some(ip)) => {
+                if crate::proxy::classify(ip) == crate::proxy::AddrClass::Metadata {
+                    return "no policy switch: the cloud metadata address hands out the machine's credentials".into();
+                }
+                match ip {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                    ip => format!("{ip}:{port}"),
+                }
+            }
+            (ConnReason::NotAllowed, None) => match crate::policy::validate::parse_host(&host) {
+                Ok((name, None)) if !name.starts_with("*.") => format!("{name}:{port}"),
+                _ => return "no policy switch: not a host name".into(),
+            },
+            (ConnReason::PrivateAddress, None) => {
+                return "--resolve HOST:IP  (the name resolved to an internal address: pin it only if that is intended)".into();
+            }
+            _ => {
+                return "no policy switch: the proxy refused the connection itself (see the reason)".into();
+            }
+        };
+        format!("[network] allow = [\"{}\"]", suggest::toml_basic(&entry))
     }
 }
 
@@ -507,9 +601,15 @@ mod tests {
     /// parser accepts: a reviewer pastes it into `vetto.toml`.
     #[test]
     fn suggestions_are_policy_lines_the_parser_accepts() {
-        let model = super::fixture::attack_model();
         let mut checked = 0;
-        for f in &model.findings {
+        let models = [
+            super::fixture::attack_model(),
+            super::fixture::egress_model(),
+        ];
+        for (model, f) in models
+            .iter()
+            .flat_map(|m| m.findings.iter().map(move |f| (m, f)))
+        {
             let suggestion = model.suggestion(f);
             let Some(rest) = suggestion.strip_prefix('[') else {
                 continue;
@@ -529,7 +629,31 @@ mod tests {
             }
             checked += 1;
         }
-        assert!(checked >= 3, "the fixture exercises too few suggestions");
+        assert!(checked >= 4, "the fixture exercises too few suggestions");
+    }
+
+    /// A blocked connection is suggested as the host by name, and never
+    /// for the deny list, the metadata address or a name lookup.
+    #[test]
+    fn blocked_connections_are_suggested_by_name_never_the_metadata_address() {
+        let model = super::fixture::egress_model();
+        let by_target: std::collections::BTreeMap<String, String> = model
+            .findings
+            .iter()
+            .map(|f| (f.violation.target.display(), model.suggestion(f)))
+            .collect();
+        assert_eq!(
+            by_target["exfil.evil.test:443"],
+            "[network] allow = [\"exfil.evil.test:443\"]"
+        );
+        assert!(
+            by_target["pastebin.com:443"].starts_with("no policy switch: the policy's own `deny`")
+        );
+        assert!(by_target["169.254.169.254:80"].contains("metadata"));
+        assert!(by_target["c2f1.canary.evil.test:53"].contains("a name lookup"));
+        assert!(
+            by_target["<img src=x onerror=alert(1)>.evil.test:443"].contains("not a host name")
+        );
     }
 
     /// No suggestion re-opens a protection: nothing for the CI command

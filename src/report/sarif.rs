@@ -1,5 +1,10 @@
 //! SARIF 2.1.0 for GitHub code scanning.
 //!
+//! One result per distinct violation, except blocked connections: every
+//! `net-egress-blocked` violation of one destination (host or address, and
+//! port) is one result, whoever connected, fingerprinted by rule and
+//! destination ([`DESTINATION_KEY`]). Allowed connections are no result.
+//!
 //! Every result gets one location inside the repository, chosen in this
 //! order: the attributed package's manifest; the target itself when it lies
 //! in the repository; the policy file line that decided it; the workflow
@@ -8,7 +13,7 @@
 //! are never exceeded: findings are already aggregated, the least severe are
 //! cut first, and the cut is stated in the run's notifications.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde_json::{Value, json};
@@ -24,6 +29,9 @@ pub const MAX_GZIPPED_BYTES: usize = 9_500_000;
 /// The `partialFingerprints` key (versioned: a change of the key's recipe
 /// must change its name, or GitHub would see every alert as new).
 pub const FINGERPRINT_KEY: &str = "vettoViolation/v1";
+/// The `partialFingerprints` key of a blocked destination (one result per
+/// host and port, see [`destination_fingerprint`]).
+pub const DESTINATION_KEY: &str = "vettoDestination/v1";
 
 #[derive(Debug, Clone)]
 pub struct SarifOptions {
@@ -45,7 +53,7 @@ impl Default for SarifOptions {
 
 /// Render the SARIF file (pretty JSON bytes).
 pub fn render(model: &Model, opts: &SarifOptions) -> Result<Vec<u8>, ReportError> {
-    let mut limit = model.findings.len().min(opts.max_results);
+    let mut limit = items(model).len().min(opts.max_results);
     loop {
         let log = build(model, opts, limit);
         let bytes = serde_json::to_vec(&log).map_err(|source| ReportError::Serialize {
@@ -252,9 +260,7 @@ fn message(model: &Model, f: &Finding, loc: &RepoLocation) -> String {
     )
 }
 
-fn result(model: &Model, f: &Finding) -> sarif::Result {
-    let v = &f.violation;
-    let loc = locate(model, f);
+fn physical(loc: &RepoLocation) -> sarif::Location {
     let region = sarif::Region::builder()
         .start_line(i64::from(loc.line))
         .build();
@@ -267,9 +273,14 @@ fn result(model: &Model, f: &Finding) -> sarif::Result {
         )
         .region(region)
         .build();
-    let location = sarif::Location::builder()
+    sarif::Location::builder()
         .physical_location(physical)
-        .build();
+        .build()
+}
+
+fn result(model: &Model, f: &Finding) -> sarif::Result {
+    let v = &f.violation;
+    let loc = locate(model, f);
     let roots = model.start.roots();
     let mut props = BTreeMap::from([
         ("target".to_string(), json!(v.target.normalised(&roots))),
@@ -288,7 +299,7 @@ fn result(model: &Model, f: &Finding) -> sarif::Result {
         .level(result_level(v.rule))
         .kind(sarif::ResultKind::Fail)
         .message(text(message(model, f, &loc)))
-        .locations(vec![location])
+        .locations(vec![physical(&loc)])
         .partial_fingerprints(BTreeMap::from([(
             FINGERPRINT_KEY.to_string(),
             f.fingerprint(),
@@ -298,18 +309,169 @@ fn result(model: &Model, f: &Finding) -> sarif::Result {
         .build()
 }
 
+/// What one SARIF result stands for.
+enum Item<'a> {
+    /// One distinct violation.
+    Finding(&'a Finding),
+    /// Every `net-egress-blocked` violation of one destination (host or
+    /// address, and port), whichever process or package made it: the
+    /// order of the findings (most frequent first).
+    Destination(Vec<&'a Finding>),
+}
+
+/// The results of a model, most severe first: blocked connections are
+/// folded into one result per destination.
+fn items(model: &Model) -> Vec<Item<'_>> {
+    let roots = model.start.roots();
+    let mut out: Vec<Item<'_>> = Vec::new();
+    let mut by_dest: HashMap<String, usize> = HashMap::new();
+    for f in &model.findings {
+        if f.violation.rule != RuleId::NetEgressBlocked {
+            out.push(Item::Finding(f));
+            continue;
+        }
+        let key = f.violation.target.normalised(&roots);
+        match by_dest.get(&key).and_then(|&i| out.get_mut(i)) {
+            Some(Item::Destination(group)) => group.push(f),
+            _ => {
+                by_dest.insert(key, out.len());
+                out.push(Item::Destination(vec![f]));
+            }
+        }
+    }
+    out
+}
+
+/// The `partialFingerprints` value of a destination: the rule and the
+/// normalised host (or address) and port — not who connected, so a second
+/// package reaching the same host updates the alert instead of adding one.
+pub fn destination_fingerprint(rule: RuleId, target: &str) -> String {
+    crate::hash::sha256_hex(&[rule.as_str().as_bytes(), &[0], target.as_bytes()])
+}
+
+fn destination_result(model: &Model, group: &[&Finding]) -> Option<sarif::Result> {
+    let first = group.first()?;
+    let v = &first.violation;
+    let roots = model.start.roots();
+    // Shown at the manifest of a package responsible, when one is.
+    let shown = group
+        .iter()
+        .find(|f| f.violation.attribution.is_some())
+        .unwrap_or(first);
+    let loc = locate(model, shown);
+    let count: u64 = group.iter().map(|f| f.count).sum();
+    let mut actors: Vec<String> = Vec::new();
+    for f in group {
+        let who = match &f.violation.attribution {
+            Some(p) => format!("package {}", p.display()),
+            None if f.violation.process.exe.as_os_str().is_empty() => {
+                "an unknown process".to_string()
+            }
+            None => roots.normalise(&f.violation.process.exe),
+        };
+        if !actors.contains(&who) {
+            actors.push(who);
+        }
+    }
+    let more = actors.len().saturating_sub(super::destinations::MAX_ACTORS);
+    actors.truncate(super::destinations::MAX_ACTORS);
+    let mut who = actors.join(", ");
+    if more > 0 {
+        who.push_str(&format!(" and {more} more"));
+    }
+    let verb = match v.action {
+        crate::events::Action::Blocked => "blocked",
+        crate::events::Action::Observed => "observed in audit mode (not blocked)",
+    };
+    let times = if count > 1 {
+        format!(", {count} times")
+    } else {
+        String::new()
+    };
+    // Why, from the egress record of the destination where there is one
+    // (the proxy's reason in words), else from the violations.
+    let why = model
+        .denied_destination(&v.target)
+        .map(|d| match d.detail.as_str() {
+            "" => d.reason.describe().to_string(),
+            detail => format!("{}: {detail}", d.reason.describe()),
+        })
+        .or_else(|| {
+            group
+                .iter()
+                .map(|f| f.violation.detail.clone())
+                .find(|d| !d.is_empty())
+        })
+        .map(|d| format!(" Why: {d}."))
+        .unwrap_or_default();
+    let target = v.target.normalised(&roots);
+    let message = format!(
+        "{}: {} by {who} — {verb}{times}. {}.{why} Shown here: {}.",
+        v.rule.as_str(),
+        v.target.display(),
+        v.rule.description(),
+        loc.why
+    );
+    let first_seen = group
+        .iter()
+        .map(|f| f.violation.time)
+        .min()
+        .unwrap_or(v.time);
+    let last_seen = group.iter().map(|f| f.last).max().unwrap_or(first.last);
+    let mut packages: Vec<String> = Vec::new();
+    for p in group
+        .iter()
+        .filter_map(|f| f.violation.attribution.as_ref())
+    {
+        if !packages.contains(&p.display()) && packages.len() < super::destinations::MAX_ACTORS {
+            packages.push(p.display());
+        }
+    }
+    let mut props = BTreeMap::from([
+        ("target".to_string(), json!(target)),
+        ("action".to_string(), json!(v.action)),
+        ("provenance".to_string(), json!(v.provenance)),
+        ("firstSeen".to_string(), json!(first_seen.to_string())),
+        ("lastSeen".to_string(), json!(last_seen.to_string())),
+        ("exe".to_string(), json!(roots.normalise(&v.process.exe))),
+        ("actors".to_string(), json!(actors)),
+    ]);
+    if !packages.is_empty() {
+        props.insert("packages".into(), json!(packages));
+    }
+    Some(
+        sarif::Result::builder()
+            .rule_id(v.rule.as_str())
+            .rule_index(rule_index(v.rule))
+            .level(result_level(v.rule))
+            .kind(sarif::ResultKind::Fail)
+            .message(text(message))
+            .locations(vec![physical(&loc)])
+            .partial_fingerprints(BTreeMap::from([(
+                DESTINATION_KEY.to_string(),
+                destination_fingerprint(v.rule, &target),
+            )]))
+            .occurrence_count(i64::try_from(count).unwrap_or(i64::MAX))
+            .properties(bag(None, props))
+            .build(),
+    )
+}
+
 fn rule_index(r: RuleId) -> i64 {
     RuleId::ALL.iter().position(|x| *x == r).unwrap_or(0) as i64
 }
 
 fn build(model: &Model, opts: &SarifOptions, limit: usize) -> sarif::Sarif {
-    let results: Vec<sarif::Result> = model
-        .findings
+    let items = items(model);
+    let results: Vec<sarif::Result> = items
         .iter()
         .take(limit)
-        .map(|f| result(model, f))
+        .filter_map(|item| match item {
+            Item::Finding(f) => Some(result(model, f)),
+            Item::Destination(group) => destination_result(model, group),
+        })
         .collect();
-    let omitted = model.findings.len() - results.len();
+    let omitted = items.len().saturating_sub(results.len());
     let driver = sarif::ToolComponent::builder()
         .name("vetto")
         .semantic_version(model.start.vetto_version.clone())
@@ -325,7 +487,7 @@ fn build(model: &Model, opts: &SarifOptions, limit: usize) -> sarif::Sarif {
                 .message(text(format!(
                     "{omitted} of {} distinct violations were left out to stay within GitHub's limits; \
                      the least severe were cut. The session log and report.html have them all.",
-                    model.findings.len()
+                    items.len()
                 )))
                 .build(),
         );
@@ -475,7 +637,11 @@ mod tests {
                 // A relative reference under %SRCROOT%: no scheme (SARIF1004).
                 let scheme = uri.split_once(':').is_some_and(|(s, _)| !s.contains('/'));
                 assert!(!scheme, "a URI with a scheme under %SRCROOT%: {uri}");
-                assert!(r["partialFingerprints"][FINGERPRINT_KEY].is_string());
+                let fp = &r["partialFingerprints"];
+                assert!(
+                    fp[FINGERPRINT_KEY].is_string() || fp[DESTINATION_KEY].is_string(),
+                    "{fp}"
+                );
                 assert!(r["message"]["text"].is_string());
             }
         }
@@ -620,6 +786,93 @@ mod tests {
             .find(|f| f.violation.rule == RuleId::SyscallDenied)
             .unwrap();
         assert_eq!(locate(&with_file, f).path, "ci/vetto.toml");
+    }
+
+    /// One result per denied destination, whoever connected; none for an
+    /// allowed one; fingerprints by rule, host and port.
+    #[test]
+    fn egress_sarif_has_one_result_per_denied_destination() {
+        let model = fixture::egress_model();
+        let sarif = render_value(&model);
+        assert_github_accepts(&sarif);
+        let results = sarif["runs"][0]["results"].as_array().unwrap();
+        let targets: Vec<&str> = results
+            .iter()
+            .map(|r| r["properties"]["target"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                "host:exfil.evil.test:443",
+                "addr:169.254.169.254:80",
+                "host:<img src=x onerror=alert(1)>.evil.test:443",
+                "host:c2f1.canary.evil.test:53",
+                "host:pastebin.com:443",
+            ]
+        );
+        for r in results {
+            assert_eq!(r["ruleId"], "net-egress-blocked");
+            let target = r["properties"]["target"].as_str().unwrap();
+            assert_eq!(
+                r["partialFingerprints"][DESTINATION_KEY].as_str().unwrap(),
+                destination_fingerprint(RuleId::NetEgressBlocked, target)
+            );
+        }
+        let text = serde_json::to_string(results).unwrap();
+        for allowed in ["registry.npmjs.org", "github.com:443"] {
+            assert!(!text.contains(allowed), "{allowed} is no result");
+        }
+        insta::assert_json_snapshot!("sarif_egress_results", sarif["runs"][0]["results"]);
+    }
+
+    /// Another program reaching the same denied host adds to the alert's
+    /// count: it is not a second alert, and its fingerprint stays.
+    #[test]
+    fn a_second_program_reaching_a_denied_host_updates_the_same_result() {
+        let before = render_value(&fixture::egress_model());
+        let mut events = fixture::egress_session();
+        let mut v = events
+            .iter()
+            .find_map(|e| match e {
+                crate::events::Event::Violation(v)
+                    if v.target.display() == "exfil.evil.test:443" =>
+                {
+                    Some((**v).clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        v.attribution = None;
+        v.process.exe = "/usr/bin/wget".into();
+        events.insert(1, crate::events::Event::Violation(Box::new(v)));
+        let model = Model::build(&SessionLog::parse(&fixture::to_jsonl(&events))).unwrap();
+        let after = render_value(&model);
+        let find = |s: &Value| {
+            s["runs"][0]["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["properties"]["target"] == "host:exfil.evil.test:443")
+                .cloned()
+                .unwrap()
+        };
+        let (a, b) = (find(&before), find(&after));
+        assert_eq!(a["partialFingerprints"], b["partialFingerprints"]);
+        assert_eq!(b["occurrenceCount"], json!(3));
+        assert_eq!(
+            before["runs"][0]["results"].as_array().unwrap().len(),
+            after["runs"][0]["results"].as_array().unwrap().len()
+        );
+        let msg = b["message"]["text"].as_str().unwrap();
+        assert!(
+            msg.contains("npm:evil@6.6.6") && msg.contains("/usr/bin/wget"),
+            "{msg}"
+        );
+        // Still shown at the package's manifest.
+        assert_eq!(
+            b["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+            "node_modules/evil/package.json"
+        );
     }
 
     #[test]

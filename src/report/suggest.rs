@@ -5,13 +5,25 @@
 //! listed as comments, not suggested — and so is any path that would make a
 //! protected or masked path writable ([`reopens_protection`]). Withheld
 //! variables are no violation and never a suggestion.
+//!
+//! Network: the destinations the sessions' egress records show the job
+//! contacted (allowed, or observed under `--audit`) become `[network]
+//! allow` entries — by name, never the resolver's address; an address the
+//! job connected to without a name becomes an ip rule with a comment. A
+//! deny-listed host, the metadata address, a name lookup and whatever the
+//! proxy refused for its own reasons (an SNI that disagreed, no
+//! credential, a malformed request) are never suggested.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use crate::events::log::SessionLog;
-use crate::events::{Roots, RuleId, SessionStart, Target};
+use crate::events::{ConnReason, ConnVia, Connection, Event, Roots, RuleId, SessionStart, Target};
+
+/// Comments listing what is deliberately not suggested (the rest are
+/// counted): a job that tried ten thousand names gets a readable file.
+const MAX_REFUSED: usize = 200;
 
 /// What the sessions did that the policy refused, folded by rule and path.
 #[derive(Debug, Default)]
@@ -21,6 +33,11 @@ struct Needs {
     /// Host sockets to reach (their paths made writable) → (count, who).
     sockets: BTreeMap<String, (u64, String)>,
     network: Option<(u64, String)>,
+    /// Names the job contacted → port → (count, who).
+    names: BTreeMap<String, BTreeMap<u16, (u64, String)>>,
+    /// Addresses contacted without a name (`ip:port` as an ip rule is
+    /// written) → (count, who, what the address is).
+    addrs: BTreeMap<String, (u64, String, Option<&'static str>)>,
     /// Not suggested, with the reason → count.
     refused: BTreeMap<String, u64>,
 }
@@ -28,10 +45,25 @@ struct Needs {
 /// A TOML policy for the sessions' logs (review it before use).
 pub fn suggest(logs: &[SessionLog]) -> String {
     let mut needs = Needs::default();
+    let conns: Vec<&Connection> = logs
+        .iter()
+        .flat_map(|l| l.events.iter())
+        .filter_map(|e| match e {
+            Event::Connection(c) => Some(&**c),
+            _ => None,
+        })
+        .collect();
+    connections(&mut needs, &conns);
     for log in logs {
         let roots = log.start().map(|s| s.roots()).unwrap_or_default();
         let guarded = log.start().map(protections).unwrap_or_default();
+        // The egress records say more than the violations: where they
+        // exist, a blocked connection is suggested (or not) from them.
+        let recorded = log.events.iter().any(|e| matches!(e, Event::Connection(_)));
         for v in log.violations() {
+            if recorded && v.rule == RuleId::NetEgressBlocked {
+                continue;
+            }
             let who = v
                 .attribution
                 .as_ref()
@@ -94,6 +126,130 @@ pub fn suggest(logs: &[SessionLog]) -> String {
         }
     }
     render(&needs, logs.len())
+}
+
+/// Who made a connection, for a comment.
+fn conn_who(c: &Connection) -> String {
+    match (&c.attribution, &c.process) {
+        (Some(p), _) => p.display(),
+        (None, Some(p)) if !p.exe.as_os_str().is_empty() => p.exe.display().to_string(),
+        _ => "an unknown process".to_string(),
+    }
+}
+
+/// Fold the egress records into allow entries (or reasons not to).
+fn connections(needs: &mut Needs, conns: &[&Connection]) {
+    // A name on the deny list anywhere is never suggested, whatever else
+    // the sessions say about it.
+    let deny_listed: Vec<String> = conns
+        .iter()
+        .filter(|c| c.reason == ConnReason::DeniedByRule)
+        .filter_map(|c| c.host.as_deref().map(|h| h.to_ascii_lowercase()))
+        .collect();
+    for c in conns {
+        let who = conn_who(c);
+        let mut refuse = |what: String| *needs.refused.entry(what).or_insert(0) += 1;
+        let host = c
+            .host
+            .as_deref()
+            .map(|h| h.trim_end_matches('.').to_ascii_lowercase());
+        let shown = match (&host, &c.addr) {
+            (Some(h), _) => format!("{h}:{}", c.port),
+            (None, Some(a)) => format!("{a}:{}", c.port),
+            (None, None) => format!("?:{}", c.port),
+        };
+        if c.via == ConnVia::Dns {
+            refuse(format!(
+                "name lookup {shown} — vetto resolves names itself; the connection that follows is what an entry allows"
+            ));
+            continue;
+        }
+        // At FULL a transparent connection goes to an address vetto's DNS
+        // stub made up for a name: the name is the entry, never the address.
+        if c.via == ConnVia::Transparent && host.is_none() {
+            refuse(format!(
+                "{shown} — an address vetto's DNS stub made up, without its name: not suggested"
+            ));
+            continue;
+        }
+        if let Some(h) = &host
+            && deny_listed.contains(h)
+        {
+            refuse(format!("{shown} — on the deny list: not suggested"));
+            continue;
+        }
+        // A name that is an address literal (`CONNECT 10.0.0.1:443`) is an
+        // address.
+        let ip = match (&host, &c.addr) {
+            (Some(h), _) => h.parse::<std::net::IpAddr>().ok(),
+            (None, Some(a)) => a.parse::<std::net::IpAddr>().ok(),
+            (None, None) => None,
+        };
+        // What an allow entry would not change is not suggested: the
+        // proxy's own refusals, and a name that resolved to an internal
+        // address (a pin decides that, not an entry).
+        let why_not = match c.reason {
+            ConnReason::AllowedByRule | ConnReason::NotAllowed | ConnReason::UpstreamFailed => None,
+            ConnReason::ResolveFailed => Some("the name did not resolve"),
+            ConnReason::PrivateAddress if ip.is_some() => None,
+            ConnReason::PrivateAddress => Some(
+                "its name resolved to an internal address: pin it with --resolve if that is intended",
+            ),
+            ConnReason::DeniedByRule => Some("on the deny list"),
+            ConnReason::SniMismatch => {
+                Some("its TLS server name disagreed with the host (domain fronting)")
+            }
+            ConnReason::SniMissing => Some("TLS without a server name"),
+            ConnReason::NoCredential => Some("a client without the session's proxy credential"),
+            ConnReason::Malformed => Some("a malformed request"),
+            ConnReason::Limit => Some("over a limit of the proxy"),
+            ConnReason::DnsRefused => Some("a name lookup"),
+        };
+        if let Some(why) = why_not {
+            refuse(format!("{shown} — {why}: not suggested"));
+            continue;
+        }
+        match (ip, &host) {
+            (Some(ip), _) => {
+                let class = crate::proxy::classify(ip);
+                if class == crate::proxy::AddrClass::Metadata {
+                    refuse(format!(
+                        "{shown} — the cloud metadata address: never suggested"
+                    ));
+                    continue;
+                }
+                if c.port == 53 {
+                    refuse(format!(
+                        "{shown} — a resolver: vetto resolves names itself, so no entry is needed"
+                    ));
+                    continue;
+                }
+                let rule = match ip {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]:{}", c.port),
+                    ip => format!("{ip}:{}", c.port),
+                };
+                let e = needs.addrs.entry(rule).or_insert((
+                    0,
+                    who.clone(),
+                    (!class.is_public()).then(|| class.as_str()),
+                ));
+                e.0 += 1;
+            }
+            (None, Some(h)) => match crate::policy::validate::parse_host(h) {
+                Ok((name, None)) if !name.starts_with("*.") => {
+                    let e = needs
+                        .names
+                        .entry(name)
+                        .or_default()
+                        .entry(c.port)
+                        .or_insert((0, who.clone()));
+                    e.0 += 1;
+                }
+                _ => refuse(format!("{shown} — not a host name: not suggested")),
+            },
+            (None, None) => refuse(format!("{shown} — no name or address recorded")),
+        }
+    }
 }
 
 /// The paths of a session's policy that stay closed whatever a suggestion
@@ -174,6 +330,50 @@ pub(crate) fn toml_basic(s: &str) -> String {
     out
 }
 
+/// The `[network] allow` entries with their comments: a name seen on
+/// exactly ports 80 and 443 as the bare name, every other port named.
+fn allow_entries(needs: &Needs) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (name, ports) in &needs.names {
+        let seen: Vec<u16> = ports.keys().copied().collect();
+        let times = |ps: &[u16]| -> (u64, String) {
+            let n = ps.iter().filter_map(|p| ports.get(p)).map(|e| e.0).sum();
+            let who = ps
+                .iter()
+                .find_map(|p| ports.get(p))
+                .map(|e| e.1.clone())
+                .unwrap_or_default();
+            (n, who)
+        };
+        if seen == [80, 443] {
+            let (n, who) = times(&seen);
+            out.push((
+                name.clone(),
+                format!("×{n}, by {}", crate::text::name(&who)),
+            ));
+            continue;
+        }
+        for p in seen {
+            let (n, who) = times(&[p]);
+            out.push((
+                format!("{name}:{p}"),
+                format!("×{n}, by {}", crate::text::name(&who)),
+            ));
+        }
+    }
+    for (rule, (n, who, class)) in &needs.addrs {
+        let what = match class {
+            Some(c) => format!("an address without a name ({c} address): an ip rule"),
+            None => "an address without a name: an ip rule".to_string(),
+        };
+        out.push((
+            rule.clone(),
+            format!("{what}, ×{n}, by {}", crate::text::name(who)),
+        ));
+    }
+    out
+}
+
 fn render(needs: &Needs, sessions: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -194,17 +394,41 @@ fn render(needs: &Needs, sessions: usize) -> String {
         }
         let _ = writeln!(out, "]");
     }
-    if let Some((count, who)) = &needs.network {
-        let _ = writeln!(
-            out,
-            "\n[network]\n# ×{count}, by {}: prefer naming the hosts once filtered egress is available\nmode = \"host\"",
-            crate::text::name(who)
-        );
+    let allow = allow_entries(needs);
+    match (&needs.network, allow.is_empty()) {
+        (Some((count, who)), true) => {
+            let _ = writeln!(
+                out,
+                "\n[network]\n# ×{count}, by {}: no destination was recorded; an audited run with a network policy names the hosts\nmode = \"host\"",
+                crate::text::name(who)
+            );
+        }
+        (network, false) => {
+            let _ = writeln!(
+                out,
+                "\n[network]\n# What the job contacted. A rule without a port allows 80 and 443.\nallow = ["
+            );
+            for (entry, note) in &allow {
+                let _ = writeln!(out, "    \"{}\", # {note}", toml_basic(entry));
+            }
+            let _ = writeln!(out, "]");
+            if let Some((count, _)) = network {
+                let _ = writeln!(
+                    out,
+                    "# ×{count} other network attempt(s) (a UDP or raw socket) have no allow entry: filtered egress carries TCP"
+                );
+            }
+        }
+        (None, true) => {}
     }
     if !needs.refused.is_empty() {
         let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");
-        for (what, count) in &needs.refused {
+        for (what, count) in needs.refused.iter().take(MAX_REFUSED) {
             let _ = writeln!(out, "#   {} (×{count})", crate::text::escape(what));
+        }
+        let rest = needs.refused.len().saturating_sub(MAX_REFUSED);
+        if rest > 0 {
+            let _ = writeln!(out, "#   … and {rest} more (see the session logs)");
         }
     }
     out
@@ -226,6 +450,132 @@ mod tests {
             "{toml}"
         );
         // The result is a valid policy.
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// The egress session audited: what was denied is only observed.
+    fn audited_egress() -> Vec<crate::events::Event> {
+        use crate::events::{Action, ConnDecision, Event};
+        let mut events = fixture::egress_session();
+        for e in &mut events {
+            match e {
+                Event::SessionStart(s) => s.audit = true,
+                Event::Connection(c) if c.decision == ConnDecision::Denied => {
+                    c.decision = ConnDecision::Observed;
+                }
+                Event::Violation(v) => v.action = Action::Observed,
+                _ => {}
+            }
+        }
+        events
+    }
+
+    fn allow_list(toml: &str) -> Vec<String> {
+        let parsed: toml::Table = toml::from_str(toml).unwrap_or_default();
+        parsed
+            .get("network")
+            .and_then(|n| n.get("allow"))
+            .and_then(|a| a.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// An audited run names what the job contacted: the allowed registry,
+    /// the git host and the host the postinstall reached for — by name —
+    /// and never the deny-listed host, the metadata address, a name lookup
+    /// or a name that is no host name.
+    #[test]
+    fn suggests_contacted_hosts_by_name_never_deny_listed_or_metadata() {
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&audited_egress()))]);
+        assert_eq!(
+            allow_list(&toml),
+            [
+                "exfil.evil.test:443",
+                "github.com:443",
+                "registry.npmjs.org:443"
+            ],
+            "{toml}"
+        );
+        assert!(!toml.contains("mode = \"host\""), "{toml}");
+        for line in toml.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            for never in ["pastebin", "169.254.169.254", "canary", "<img"] {
+                assert!(!line.contains(never), "{never} suggested:\n{toml}");
+            }
+        }
+        assert!(
+            toml.contains("pastebin.com:443 — on the deny list: not suggested"),
+            "{toml}"
+        );
+        assert!(toml.contains("×5, by /usr/bin/npm"), "{toml}");
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// Ten thousand refused names give a bounded list of comments.
+    #[test]
+    fn a_storm_of_refused_names_is_listed_bounded() {
+        use crate::events::{ConnReason, Event};
+        let mut events = audited_egress();
+        let base = fixture::egress_connections().remove(0);
+        for i in 0..10_000 {
+            let mut c = base.clone();
+            c.host = Some(format!("x{i}.deny.test"));
+            c.reason = ConnReason::SniMismatch;
+            events.insert(1, Event::Connection(Box::new(c)));
+        }
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        assert!(toml.lines().count() < 400, "{} lines", toml.lines().count());
+        // The storm and the fixture's own four: a deny-listed host, the
+        // metadata address, a name lookup, a name that is no host name.
+        assert!(
+            toml.contains(&format!("… and {} more", 10_004 - MAX_REFUSED)),
+            "{toml}"
+        );
+    }
+
+    /// A connection to an address without a name is an ip rule, said so
+    /// in a comment; the resolver's address and a DNS-stub address are
+    /// never an entry, and a name
+    /// seen on both web ports is one bare entry.
+    #[test]
+    fn addresses_become_ip_rules_and_resolvers_nothing() {
+        use crate::events::{ConnDecision, ConnReason, ConnVia, Event};
+        let mut events = audited_egress();
+        let base = fixture::egress_connections().remove(0);
+        let mut add = |host: Option<&str>, addr: &str, port: u16| {
+            let mut c = base.clone();
+            c.host = host.map(str::to_string);
+            c.addr = Some(addr.into());
+            c.port = port;
+            c.decision = ConnDecision::Observed;
+            c.reason = ConnReason::NotAllowed;
+            c.via = ConnVia::Redirect;
+            events.insert(1, Event::Connection(Box::new(c)));
+        };
+        add(None, "10.1.2.3", 5432);
+        add(None, "8.8.8.8", 53);
+        add(Some("registry.npmjs.org"), "104.16.0.1", 80);
+        let mut stub = base.clone();
+        stub.host = None;
+        stub.addr = Some("127.77.0.9".into());
+        stub.via = ConnVia::Transparent;
+        events.insert(1, Event::Connection(Box::new(stub)));
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        let allow = allow_list(&toml);
+        assert!(allow.contains(&"10.1.2.3:5432".to_string()), "{toml}");
+        assert!(allow.contains(&"registry.npmjs.org".to_string()), "{toml}");
+        assert!(!allow.iter().any(|a| a.contains("8.8.8.8")), "{toml}");
+        assert!(!allow.iter().any(|a| a.contains("127.77.")), "{toml}");
+        assert!(
+            toml.contains(
+                "\"10.1.2.3:5432\", # an address without a name (private address): an ip rule"
+            ),
+            "{toml}"
+        );
+        assert!(toml.contains("8.8.8.8:53 — a resolver"), "{toml}");
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
     }
 

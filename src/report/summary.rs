@@ -124,6 +124,7 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
             };
             let by = match &v.attribution {
                 Some(p) => p.display(),
+                None if v.process.exe.as_os_str().is_empty() => "an unknown process".into(),
                 None => roots.normalise(&v.process.exe),
             };
             let row = format!(
@@ -149,6 +150,7 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
             );
         }
     }
+    destinations(&mut out, model, max_bytes);
     if model.torn_tail || model.skipped_lines > 0 {
         let _ = writeln!(
             out,
@@ -164,6 +166,81 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         out.push_str("\n\n_(truncated to stay under GitHub's 1 MiB step-summary limit)_\n");
     }
     out
+}
+
+/// The "Network destinations" table: the first [`TOP`] destinations
+/// (denied first), within the byte budget.
+fn destinations(out: &mut String, model: &Model, max_bytes: usize) {
+    use crate::events::ConnDecision;
+    use crate::report::html::variant_name;
+    let all = &model.destinations;
+    if all.is_empty() {
+        return;
+    }
+    let counts: Vec<String> = [
+        (ConnDecision::Denied, "denied"),
+        (ConnDecision::Observed, "observed (audit)"),
+        (ConnDecision::Failed, "unreachable"),
+        (ConnDecision::Allowed, "allowed"),
+    ]
+    .into_iter()
+    .filter_map(|(d, word)| {
+        let n = all.iter().filter(|x| x.decision == d).count();
+        (n > 0).then(|| format!("{n} {word}"))
+    })
+    .collect();
+    let _ = writeln!(out, "\n**Network destinations: {}**\n", counts.join(", "));
+    let _ = writeln!(
+        out,
+        "| destination | decision | address | connections | up / down | by |\n|---|---|---|---:|---:|---|"
+    );
+    let mut listed = 0;
+    for d in all.iter().take(TOP) {
+        let mut decision = match d.reason {
+            crate::events::ConnReason::AllowedByRule => variant_name(d.decision),
+            reason => format!("{} ({})", variant_name(d.decision), variant_name(reason)),
+        };
+        if let Some(rule) = &d.rule {
+            decision.push_str(&format!(" {}", code(rule)));
+        }
+        let addrs = if d.addrs.is_empty() {
+            "—".to_string()
+        } else {
+            d.addrs
+                .iter()
+                .map(|a| code(a))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let mut by = d
+            .actors
+            .iter()
+            .map(|a| code(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        if d.more_actors > 0 {
+            by.push_str(&format!(" and {} more", d.more_actors));
+        }
+        let row = format!(
+            "| {} | {decision} | {addrs} | {} | {} / {} | {by} |\n",
+            code(&d.display()),
+            d.connections,
+            human_bytes(d.bytes_up),
+            human_bytes(d.bytes_down),
+        );
+        if out.len() + row.len() > max_bytes.saturating_sub(512) {
+            break;
+        }
+        out.push_str(&row);
+        listed += 1;
+    }
+    let rest = (all.len() - listed) as u64 + model.destinations_dropped;
+    if rest > 0 {
+        let _ = writeln!(
+            out,
+            "\n_…and {rest} more destination(s); see `report.html` and `session.jsonl`._"
+        );
+    }
 }
 
 /// Untrusted text as an inline code span inside a table cell: control,
@@ -209,6 +286,21 @@ mod tests {
         }
         assert_eq!(code("a|b`c\nd"), "`a\\|b'c\\nd`");
         assert_eq!(code("\u{202e}fdp.exe\x1b[2J"), "`\\u{202e}fdp.exe\\x1b[2J`");
+    }
+
+    #[test]
+    fn egress_session_summary() {
+        let md = render(&fixture::egress_model());
+        assert!(
+            md.contains("**Network destinations: 5 denied, 2 allowed**"),
+            "{md}"
+        );
+        // A name the job chose is only ever inside a code span.
+        for line in md.lines().filter(|l| l.contains("<img")) {
+            let before = &line[..line.find("<img").unwrap()];
+            assert_eq!(before.matches('`').count() % 2, 1, "{line}");
+        }
+        insta::assert_snapshot!(md);
     }
 
     #[test]

@@ -193,3 +193,102 @@ fn unreachable_project_or_command_is_refused_naming_the_rule(tier: crate::util::
     assert!(!marker.exists(), "the command ran\n{}", out.dump());
 }
 crate::at_every_tier!(unreachable_project_or_command_is_refused_naming_the_rule);
+
+/// `vetto policy explain HOST[:PORT]` with the options a run would get:
+/// the allowed name by its rule (ports 80 and 443), its pin, another port
+/// refused with what to write, the metadata address refused as such — and
+/// an allowed name pinned to it refused too (a pin is no ip rule).
+#[test]
+fn policy_explain_says_which_rule_decides_a_host() {
+    let w = World::new();
+    let out = w
+        .vetto(&[
+            "policy",
+            "explain",
+            "--allow-domain",
+            "allowed.test",
+            "--resolve",
+            "allowed.test:127.0.0.1",
+            "--allow-domain",
+            "meta.test",
+            "--resolve",
+            "meta.test:169.254.169.254",
+            "allowed.test:443",
+            "meta.test:80",
+            "allowed.test:8443",
+            "169.254.169.254",
+            "denied.test",
+        ])
+        .run();
+    out.assert_success()
+        .assert_stdout_contains("allowed.test:443: allowed — matches `allowed.test`  ← --allow-domain")
+        .assert_stdout_contains("connects to 127.0.0.1 only: pinned by `allowed.test:127.0.0.1`")
+        .assert_stdout_contains("allowed.test:8443: blocked — `allowed.test` names the host without a port, which allows ports 80 and 443 only")
+        .assert_stdout_contains("169.254.169.254: blocked — no ip rule covers 169.254.169.254")
+        .assert_stdout_contains("169.254.169.254 is a cloud metadata address: refused unless an ip rule names it")
+        .assert_stdout_contains("denied.test: blocked — no `allow` entry matches")
+        .assert_stdout_contains(
+            "meta.test:80: blocked — matches `meta.test`, but its pinned address is internal and no ip rule names it",
+        )
+        .assert_stdout_contains(
+            "pinned to 169.254.169.254 by `meta.test:169.254.169.254` (--resolve meta.test:169.254.169.254), which is a cloud metadata address",
+        );
+    let json = w
+        .vetto(&[
+            "policy",
+            "explain",
+            "--json",
+            "--allow-domain",
+            "allowed.test",
+            "[fd00:ec2::254]:80",
+        ])
+        .run();
+    json.assert_success();
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap_or_default();
+    let d = &v["decisions"][0];
+    assert_eq!(d["kind"], "host", "{}", json.dump());
+    assert_eq!(d["allowed"], false);
+    assert_eq!(d["address"], "metadata");
+}
+
+/// `vetto policy suggest` on an audited session with egress records
+/// prints `[network] allow` entries by name that `policy check` accepts,
+/// and never the deny-listed host or the metadata address.
+#[test]
+fn policy_suggest_names_the_hosts_an_audited_job_contacted() {
+    use vetto::events::{Action, ConnDecision, Event};
+    let w = World::new();
+    let mut events = vetto::report::fixture::egress_session();
+    for e in &mut events {
+        match e {
+            Event::SessionStart(s) => s.audit = true,
+            Event::Connection(c) if c.decision == ConnDecision::Denied => {
+                c.decision = ConnDecision::Observed;
+            }
+            Event::Violation(v) => v.action = Action::Observed,
+            _ => {}
+        }
+    }
+    let log = w.outside.join("session.jsonl");
+    w.write(&log, &vetto::report::fixture::to_jsonl(&events));
+    let out = w
+        .vetto(&["policy", "suggest", log.to_str().unwrap_or_default()])
+        .run();
+    out.assert_success()
+        .assert_stdout_contains("\"registry.npmjs.org:443\", # ×5, by /usr/bin/npm")
+        .assert_stdout_contains("\"exfil.evil.test:443\", # ×2, by npm:evil@6.6.6");
+    let policy = w.outside.join("suggested.toml");
+    w.write(&policy, &out.stdout());
+    let rules: String = out
+        .stdout()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    for never in ["pastebin.com", "169.254.169.254", "canary"] {
+        assert!(!rules.contains(never), "{never} suggested:\n{}", out.dump());
+    }
+    w.vetto(&["policy", "check", policy.to_str().unwrap_or_default()])
+        .run()
+        .assert_success();
+}
