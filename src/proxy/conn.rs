@@ -5,11 +5,10 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use std::os::fd::AsFd;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,7 +18,6 @@ use crate::events::{
     ConnDecision, ConnReason, ConnVia, Connection, Event, Package, ProcessInfo, Provenance,
     Timestamp,
 };
-
 use crate::sandbox::splice::{self, Pipe};
 
 use super::resolve::ResolveError;
@@ -51,6 +49,12 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind
         };
         let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
             let mut rec = Record::new(via_of(&kind));
+            if let Some(o) = take_redirect(&shared, peer) {
+                rec.target(None, o.port);
+                rec.addr = Some(o.ip.to_string());
+                rec.process = o.process;
+                rec.attribution = o.attribution;
+            }
             rec.refuse(
                 &shared,
                 ConnReason::Limit,
