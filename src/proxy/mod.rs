@@ -80,7 +80,7 @@ pub struct Limits {
     /// A connection with no byte either way for this long is closed (also
     /// while the request head is still arriving).
     pub idle_timeout: Duration,
-    /// Connecting to a destination.
+    /// Connecting to a destination (and resolving its name).
     pub connect_timeout: Duration,
     /// Bytes both ways over the whole session; past it connections close.
     pub session_bytes: u64,
@@ -219,6 +219,9 @@ impl Proxy {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("vetto-proxy")
+            // Name lookups (getaddrinfo) run on blocking threads: a few are
+            // enough, and a job asking for many names cannot make more.
+            .max_blocking_threads(4)
             .enable_io()
             .enable_time()
             .build()
@@ -230,7 +233,10 @@ impl Proxy {
             pins: config.pins,
         };
         let shared = Arc::new(Shared {
-            resolver: resolve::Resolver::new(config.limits.max_names),
+            resolver: resolve::Resolver::new(
+                config.limits.max_names,
+                config.limits.connect_timeout,
+            ),
             rules,
             audit: config.audit,
             slots: Arc::new(Semaphore::new(config.limits.max_connections)),
