@@ -325,8 +325,8 @@ impl Proxy {
 
     /// FS-ONLY: before answering the job's connect, register the redirected
     /// socket's local address (the peer the proxy will see) and where the
-    /// job wanted to go. Also usable for a transparent listener's peer, to
-    /// name the process. At most 4,096 may be pending; past that the table
+    /// job wanted to go. Also for a job's connect to an explicit or
+    /// transparent listener: there only the process is taken from it. At most 4,096 may be pending; past that the table
     /// is emptied (those connections, should they still come, are refused
     /// and recorded).
     pub fn expect_redirect(&self, peer: SocketAddr, original: Original) {
