@@ -5,11 +5,10 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-use std::os::fd::AsFd;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,7 +18,6 @@ use crate::events::{
     ConnDecision, ConnReason, ConnVia, Connection, Event, Package, ProcessInfo, Provenance,
     Timestamp,
 };
-
 use crate::sandbox::splice::{self, Pipe};
 
 use super::resolve::ResolveError;
@@ -51,6 +49,12 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind
         };
         let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
             let mut rec = Record::new(via_of(&kind));
+            if let Some(o) = take_redirect(&shared, peer) {
+                rec.target(None, o.port);
+                rec.addr = Some(o.ip.to_string());
+                rec.process = o.process;
+                rec.attribution = o.attribution;
+            }
             rec.refuse(
                 &shared,
                 ConnReason::Limit,
@@ -69,7 +73,7 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind
             let mut rec = Record::new(via_of(&kind));
             let _ = stream.set_nodelay(true);
             match kind {
-                ListenerKind::Explicit => explicit(&shared, stream, &mut rec).await,
+                ListenerKind::Explicit => explicit(&shared, stream, peer, &mut rec).await,
                 ListenerKind::Transparent { names } => {
                     transparent(&shared, stream, peer, &*names, &mut rec).await
                 }
@@ -258,7 +262,13 @@ pub(crate) fn read_refusal(e: &io::Error) -> (ConnReason, String) {
     }
 }
 
-async fn explicit(shared: &Shared, mut client: TcpStream, rec: &mut Record) {
+async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec: &mut Record) {
+    // The supervisor registers the job's connects to the proxy too: then the
+    // record names the process (the registered destination is the proxy).
+    if let Some(o) = take_redirect(shared, peer) {
+        rec.process = o.process;
+        rec.attribution = o.attribution;
+    }
     let max = shared.limits.max_header_bytes;
     let mut buf = Vec::with_capacity(1024);
     match read_some(shared, &mut client, &mut buf, max).await {
@@ -856,6 +866,8 @@ where
 }
 
 /// FULL: a connection to a DNS-stub address inside the job's namespace.
+/// A registration for the peer (see [`super::Proxy::expect_redirect`])
+/// names the process.
 async fn transparent(
     shared: &Shared,
     client: TcpStream,

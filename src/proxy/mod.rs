@@ -80,7 +80,7 @@ pub struct Limits {
     /// A connection with no byte either way for this long is closed (also
     /// while the request head is still arriving).
     pub idle_timeout: Duration,
-    /// Connecting to a destination.
+    /// Connecting to a destination (and resolving its name).
     pub connect_timeout: Duration,
     /// Bytes both ways over the whole session; past it connections close.
     pub session_bytes: u64,
@@ -219,6 +219,9 @@ impl Proxy {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("vetto-proxy")
+            // Name lookups (getaddrinfo) run on blocking threads: a few are
+            // enough, and a job asking for many names cannot make more.
+            .max_blocking_threads(4)
             .enable_io()
             .enable_time()
             .build()
@@ -230,7 +233,10 @@ impl Proxy {
             pins: config.pins,
         };
         let shared = Arc::new(Shared {
-            resolver: resolve::Resolver::new(config.limits.max_names),
+            resolver: resolve::Resolver::new(
+                config.limits.max_names,
+                config.limits.connect_timeout,
+            ),
             rules,
             audit: config.audit,
             slots: Arc::new(Semaphore::new(config.limits.max_connections)),
@@ -276,6 +282,27 @@ impl Proxy {
         format!("socks5h://vetto:{}@{addr}", self.shared.credential)
     }
 
+    /// The proxy variables for the job's environment, both cases:
+    /// `HTTP_PROXY`/`HTTPS_PROXY` (`http://vetto:CRED@ADDR`), `ALL_PROXY`
+    /// (`socks5h://…`, names resolved by vetto) and `NO_PROXY` naming
+    /// loopback only, so a job's own local servers are reached directly.
+    pub fn env_vars(&self, addr: SocketAddr) -> Vec<(String, String)> {
+        let http = self.proxy_url(addr);
+        let socks = self.socks_url(addr);
+        let no_proxy = "localhost,127.0.0.1,::1".to_string();
+        let mut vars = Vec::new();
+        for (name, value) in [
+            ("HTTP_PROXY", &http),
+            ("HTTPS_PROXY", &http),
+            ("ALL_PROXY", &socks),
+            ("NO_PROXY", &no_proxy),
+        ] {
+            vars.push((name.to_string(), value.clone()));
+            vars.push((name.to_ascii_lowercase(), value.clone()));
+        }
+        vars
+    }
+
     /// Bind an explicit-proxy listener on the host's loopback (an ephemeral
     /// port) and serve it.
     pub fn listen_host(&self) -> io::Result<SocketAddr> {
@@ -298,8 +325,8 @@ impl Proxy {
 
     /// FS-ONLY: before answering the job's connect, register the redirected
     /// socket's local address (the peer the proxy will see) and where the
-    /// job wanted to go. Also usable for a transparent listener's peer, to
-    /// name the process. At most 4,096 may be pending; past that the table
+    /// job wanted to go. Also for a job's connect to an explicit or
+    /// transparent listener: there only the process is taken from it. At most 4,096 may be pending; past that the table
     /// is emptied (those connections, should they still come, are refused
     /// and recorded).
     pub fn expect_redirect(&self, peer: SocketAddr, original: Original) {

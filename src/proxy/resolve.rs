@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 
@@ -23,13 +24,16 @@ const MAX_ADDRS: usize = 16;
 pub(crate) struct Resolver {
     cache: Mutex<HashMap<String, Vec<IpAddr>>>,
     max_names: usize,
+    /// A lookup slower than this counts as no answer.
+    timeout: Duration,
 }
 
 impl Resolver {
-    pub(crate) fn new(max_names: usize) -> Resolver {
+    pub(crate) fn new(max_names: usize, timeout: Duration) -> Resolver {
         Resolver {
             cache: Mutex::new(HashMap::new()),
             max_names,
+            timeout,
         }
     }
 
@@ -46,7 +50,9 @@ impl Resolver {
             }
         }
         let mut addrs: Vec<IpAddr> = Vec::new();
-        if let Ok(it) = tokio::net::lookup_host((name, port)).await {
+        if let Ok(Ok(it)) =
+            tokio::time::timeout(self.timeout, tokio::net::lookup_host((name, port))).await
+        {
             for ip in it.map(|sa| sa.ip()) {
                 if !addrs.contains(&ip) && addrs.len() < MAX_ADDRS {
                     addrs.push(ip);
@@ -61,5 +67,39 @@ impl Resolver {
             return Err(ResolveError::Full);
         }
         Ok(cache.entry(name.to_string()).or_insert(addrs).clone())
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_answer_is_kept_and_the_cache_is_bounded() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let r = Resolver::new(1, Duration::from_secs(30));
+            // An answer the session already has: DNS is not asked again, so
+            // a name cannot be rebound to another address mid-session.
+            let earlier: Vec<IpAddr> = vec!["192.0.2.1".parse().unwrap()];
+            r.cache
+                .lock()
+                .await
+                .insert("localhost".into(), earlier.clone());
+            assert_eq!(r.resolve("localhost", 443).await.unwrap(), earlier);
+            assert_eq!(
+                r.resolve("other.invalid", 80).await,
+                Err(ResolveError::Full)
+            );
+            let empty = Resolver::new(8, Duration::from_secs(30));
+            assert_eq!(
+                empty.resolve("name.invalid", 80).await,
+                Err(ResolveError::NotFound)
+            );
+        });
     }
 }

@@ -1157,3 +1157,55 @@ fn a_server_first_banner_passes_and_the_jobs_first_bytes_are_still_checked() {
     with_reason(&conns, ConnReason::AllowedByRule);
     with_reason(&conns, ConnReason::SniMismatch);
 }
+
+#[test]
+fn the_job_gets_proxy_variables_in_both_cases_with_the_credential() {
+    let proxy = Proxy::start(Config::default(), Arc::new(VecSink::default())).unwrap();
+    let addr: SocketAddr = "127.0.0.1:3128".parse().unwrap();
+    let vars = proxy.env_vars(addr);
+    let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let url = format!("http://vetto:{}@127.0.0.1:3128", proxy.credential());
+    assert_eq!(get("HTTPS_PROXY"), Some(url.clone()));
+    assert_eq!(get("http_proxy"), Some(url));
+    assert!(get("all_proxy").unwrap().starts_with("socks5h://vetto:"));
+    assert_eq!(get("NO_PROXY").as_deref(), Some("localhost,127.0.0.1,::1"));
+    assert_eq!(vars.len(), 8);
+    assert_eq!(proxy.credential().len(), 64);
+    proxy.shutdown();
+}
+
+/// The supervisor registered the job's connect to the explicit listener:
+/// the refusal names the process.
+#[test]
+fn a_registered_connect_to_the_explicit_listener_names_the_process() {
+    let (l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let token = h.token();
+    let client = tokio::net::TcpSocket::new_v4().unwrap();
+    client.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    h.proxy.expect_redirect(
+        client.local_addr().unwrap(),
+        Original {
+            ip: h.addr.ip(),
+            port: h.addr.port(),
+            process: Some(crate::events::ProcessInfo {
+                pid: 7,
+                exe: "/usr/bin/curl".into(),
+                ..Default::default()
+            }),
+            attribution: None,
+        },
+    );
+    h.run(async {
+        echo_server(l).await;
+        let mut s = client.connect(h.addr).await.unwrap();
+        let req =
+            format!("CONNECT denied.test:{port} HTTP/1.1\r\nProxy-Authorization: {token}\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        assert!(read_head(&mut s).await.starts_with("HTTP/1.1 403"));
+    });
+    let (_, conns, viols) = h.finish();
+    let c = with_reason(&conns, ConnReason::NotAllowed);
+    assert_eq!(c.process.as_ref().map(|p| p.pid), Some(7));
+    assert!(viols.iter().any(|v| v.process.pid == 7));
+}
