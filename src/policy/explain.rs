@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::egress::Rules;
 use super::paths::decide_rule;
 use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
 use crate::events::ConnReason;
-use crate::proxy::AddrClass;
-use crate::proxy::rules::Rules;
+use crate::policy::addr::AddrClass;
 
 /// The session directory `explain` and `check` pretend to use: it is never
 /// created; `${TMPDIR}` rules point at it.
@@ -100,10 +100,10 @@ impl HostDecision {
 }
 
 /// The class of an internal address — the egress proxy's own
-/// classification ([`crate::proxy::classify`]), so explain says what the
+/// classification ([`crate::policy::addr::classify`]), so explain says what the
 /// proxy does — or `None` for a public one.
 fn internal(ip: IpAddr) -> Option<AddrClass> {
-    let class = crate::proxy::classify(ip);
+    let class = crate::policy::addr::classify(ip);
     (!class.is_public()).then_some(class)
 }
 
@@ -174,7 +174,7 @@ fn parse_query(query: &str) -> Result<Query, String> {
 }
 
 /// The ports a query without one is decided for: the ones a rule without
-/// a port allows ([`crate::proxy::rules::DEFAULT_PORTS`]), HTTPS first.
+/// a port allows ([`crate::policy::egress::DEFAULT_PORTS`]), HTTPS first.
 const QUERY_PORTS: [u16; 2] = [443, 80];
 
 /// For a host or an address, what the egress proxy would decide and by
@@ -206,8 +206,8 @@ pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
             ip_rules: ips
                 .iter()
                 .filter_map(|r| {
-                    Some(crate::proxy::IpRule {
-                        net: crate::proxy::Cidr::new(r.net, r.prefix)?,
+                    Some(crate::policy::egress::IpRule {
+                        net: crate::policy::egress::Cidr::new(r.net, r.prefix)?,
                         port: r.port,
                         origin: r.origin.clone(),
                     })
@@ -264,7 +264,7 @@ fn decide_name(query: &str, host: &str, port: Option<u16>, rules: &Rules) -> Hos
         _ if decision.allowed => {
             let pattern = rules.allow.iter().find(|h| {
                 h.matches(host, Some(first))
-                    && (h.port.is_some() || crate::proxy::rules::DEFAULT_PORTS.contains(&first))
+                    && (h.port.is_some() || crate::policy::egress::DEFAULT_PORTS.contains(&first))
             });
             let mut why = match pattern {
                 Some(h) => format!("matches `{}`", h.origin.written),
@@ -797,7 +797,7 @@ mod tests {
             );
             assert_eq!(
                 d.address.is_some(),
-                !crate::proxy::classify(ip).is_public(),
+                !crate::policy::addr::classify(ip).is_public(),
                 "{addr}"
             );
         }

@@ -7,7 +7,9 @@
 //! Every stage pushes into one [`diag::Diags`]; `load` fails only after all
 //! sources were checked, with every problem listed.
 
+pub mod addr;
 pub mod diag;
+pub mod egress;
 pub mod explain;
 pub mod git_ref;
 pub(crate) mod merge;

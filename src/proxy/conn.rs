@@ -21,9 +21,9 @@ use crate::events::{
 use crate::sandbox::splice::{self, Pipe};
 
 use super::resolve::ResolveError;
-use super::rules::normalise_name;
 use super::sni::{self, Hello};
 use super::{ListenerKind, Shared, emit, http, socks};
+use crate::policy::egress::normalise_name;
 
 /// The copy buffer, per direction (when `splice(2)` is not available).
 const BUF: usize = 64 * 1024;

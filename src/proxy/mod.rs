@@ -20,11 +20,9 @@
 //! violation. Everything is bounded: header bytes, connections, idle time,
 //! bytes per session.
 
-mod addr;
 mod conn;
 mod http;
 mod resolve;
-pub mod rules;
 mod sni;
 mod socks;
 #[cfg(test)]
@@ -40,8 +38,9 @@ use std::time::Duration;
 
 use tokio::sync::{Semaphore, watch};
 
-pub use addr::{AddrClass, classify};
-pub use rules::{Cidr, Decision, IpRule, RuleParseError};
+pub use crate::policy::addr::{AddrClass, classify};
+pub use crate::policy::egress as rules;
+pub use crate::policy::egress::{Cidr, Decision, IpRule, RuleParseError};
 pub use upstream::{Upstream, UpstreamParseError};
 
 use crate::events::log::EventSink;

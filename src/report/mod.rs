@@ -399,7 +399,7 @@ impl Model {
                 return "no policy switch: a name lookup; vetto resolves names itself — allow the host the job then connects to".into();
             }
             (ConnReason::NotAllowed | ConnReason::PrivateAddress, Some(ip)) => {
-                if crate::proxy::classify(ip) == crate::proxy::AddrClass::Metadata {
+                if crate::policy::addr::classify(ip) == crate::policy::addr::AddrClass::Metadata {
                     return "no policy switch: the cloud metadata address hands out the machine's credentials".into();
                 }
                 match ip {

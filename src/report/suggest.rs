@@ -211,8 +211,8 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
         }
         match (ip, &host) {
             (Some(ip), _) => {
-                let class = crate::proxy::classify(ip);
-                if class == crate::proxy::AddrClass::Metadata {
+                let class = crate::policy::addr::classify(ip);
+                if class == crate::policy::addr::AddrClass::Metadata {
                     refuse(format!(
                         "{shown} — the cloud metadata address: never suggested"
                     ));

@@ -1,6 +1,9 @@
 //! The egress rules as data and the decisions made from them. Pure: no
 //! sockets, no clock; every function here is total over its input, so a
-//! fuzzer can call it with anything.
+//! fuzzer can call it with anything. It lives with the policy, like the
+//! path decision (`paths`), so that the proxy (what is enforced) and
+//! `policy explain` (what the user is told) decide with one function and
+//! the data flow keeps pointing one way: policy → proxy.
 //!
 //! - A name is allowed when an allow pattern matches it and no deny
 //!   pattern does (deny wins). An allow pattern without a port allows 80
