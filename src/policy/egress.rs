@@ -153,6 +153,20 @@ impl IpRule {
         self.net.contains(ip) && self.port.is_none_or(|p| p == port)
     }
 
+    /// The policy's address rules as the proxy and `policy explain` decide
+    /// with them (validation guarantees each prefix fits its address).
+    pub fn from_policy(ips: &[super::IpRule]) -> Vec<IpRule> {
+        ips.iter()
+            .filter_map(|r| {
+                Some(IpRule {
+                    net: Cidr::new(r.net, r.prefix)?,
+                    port: r.port,
+                    origin: r.origin.clone(),
+                })
+            })
+            .collect()
+    }
+
     fn describe(&self) -> String {
         let at = where_from(&self.origin);
         match self.port {

@@ -203,16 +203,7 @@ pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
             allow: hosts.clone(),
             deny: deny.clone(),
             // As the session gives them to the proxy.
-            ip_rules: ips
-                .iter()
-                .filter_map(|r| {
-                    Some(crate::policy::egress::IpRule {
-                        net: crate::policy::egress::Cidr::new(r.net, r.prefix)?,
-                        port: r.port,
-                        origin: r.origin.clone(),
-                    })
-                })
-                .collect(),
+            ip_rules: super::egress::IpRule::from_policy(ips),
             pins: resolve.clone(),
         },
     };

@@ -108,30 +108,6 @@ pub struct IpRule {
     pub origin: Origin,
 }
 
-impl IpRule {
-    /// Whether `ip:port` is in the range (an IPv4-mapped IPv6 address is
-    /// taken as the IPv4 address it maps).
-    pub fn matches(&self, ip: std::net::IpAddr, port: u16) -> bool {
-        use std::net::IpAddr;
-        let in_net = match (self.net, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(ip) & mask == u32::from(net) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(ip) & mask == u128::from(net) & mask
-            }
-            _ => false,
-        };
-        in_net && self.port.is_none_or(|p| p == port)
-    }
-}
-
 impl std::fmt::Display for IpRule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let full = if self.net.is_ipv4() { 32 } else { 128 };

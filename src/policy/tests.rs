@@ -1089,13 +1089,16 @@ fn network_allow_takes_address_ranges_and_a_deny_list_that_wins() {
         ["10.1.2.0/24:5432", "192.0.2.7", "[2001:db8::/32]:443"]
     );
     let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
-    assert!(ips[0].matches(ip("10.1.2.200"), 5432));
-    assert!(!ips[0].matches(ip("10.1.2.200"), 5433));
-    assert!(!ips[0].matches(ip("10.1.3.1"), 5432));
-    assert!(ips[0].matches(ip("::ffff:10.1.2.9"), 5432), "IPv4-mapped");
-    assert!(ips[1].matches(ip("192.0.2.7"), 1));
-    assert!(ips[2].matches(ip("2001:db8:1::5"), 443));
-    assert!(!ips[2].matches(ip("2001:db9::5"), 443));
+    assert!(egress_rule(&ips[0]).matches(ip("10.1.2.200"), 5432));
+    assert!(!egress_rule(&ips[0]).matches(ip("10.1.2.200"), 5433));
+    assert!(!egress_rule(&ips[0]).matches(ip("10.1.3.1"), 5432));
+    assert!(
+        egress_rule(&ips[0]).matches(ip("::ffff:10.1.2.9"), 5432),
+        "IPv4-mapped"
+    );
+    assert!(egress_rule(&ips[1]).matches(ip("192.0.2.7"), 1));
+    assert!(egress_rule(&ips[2]).matches(ip("2001:db8:1::5"), 443));
+    assert!(!egress_rule(&ips[2]).matches(ip("2001:db9::5"), 443));
 
     let mut r = s.req(None);
     r.overrides.allow_domain = vec!["10.0.0.1:22".into(), "1password.com:443".into()];
@@ -1210,4 +1213,11 @@ fn explain_hosts_against_deny_ip_rules_and_pins() {
     let network = text.split("\nlimits:").next().unwrap_or_default();
     let decided = &text[text.find("decisions:").unwrap_or(0)..];
     insta::assert_snapshot!(format!("{network}\n{decided}"));
+}
+
+/// A policy's address rule as the proxy decides with it.
+fn egress_rule(r: &super::IpRule) -> super::egress::IpRule {
+    super::egress::IpRule::from_policy(std::slice::from_ref(r))
+        .pop()
+        .unwrap()
 }

@@ -181,16 +181,7 @@ fn config(
     Ok(proxy::Config {
         allow: hosts.clone(),
         deny: deny.clone(),
-        ip_rules: ips
-            .iter()
-            .filter_map(|r| {
-                Some(proxy::IpRule {
-                    net: proxy::Cidr::new(r.net, r.prefix)?,
-                    port: r.port,
-                    origin: r.origin.clone(),
-                })
-            })
-            .collect(),
+        ip_rules: proxy::IpRule::from_policy(ips),
         pins: resolve.clone(),
         upstream,
         limits: proxy::Limits::default(),
