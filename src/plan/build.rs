@@ -548,6 +548,7 @@ fn plan_for(
             net_connect: net_connect(&policy.net, own_netns),
             pty_peer,
             project: Some(policy.project.clone()),
+            shared_dirs: Vec::new(),
         };
         let landlock = LandlockPlan {
             abi,
@@ -573,6 +574,7 @@ fn plan_for(
             net_connect: net_connect(&policy.net, own_netns),
             pty_peer: false,
             project: None,
+            shared_dirs: Vec::new(),
         };
         (None, notify, Vec::new())
     };
@@ -594,9 +596,25 @@ fn plan_for(
                 .then(|| super::net::DnsStub::for_policy(&policy.net)),
         }
     });
+    // At FULL /dev/shm is the sandbox's own tmpfs; below it the host's.
+    let scrub_dirs: Vec<PathBuf> = if tier < Tier::Full {
+        SHARED_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .filter(|d| fs::decide_rule(&policy.fs, d).map(|r| r.access) == Some(Access::Write))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // The scrub removes only names the supervisor saw the job create:
+    // creations are notified wherever there is a shared directory to scrub.
+    let mut notify = notify;
+    if notify_available {
+        notify.shared_dirs = scrub_dirs.clone();
+    }
     let mut seccomp = syscalls::plan(
         filter_net,
-        !notify.carved_dirs.is_empty(),
+        !notify.carved_dirs.is_empty() || !notify.shared_dirs.is_empty(),
         notify.broker_unix_connect,
     );
     if tcp_only {
@@ -614,7 +632,6 @@ fn plan_for(
         seccomp.rules.extend(syscalls::memory_shares());
     }
     seccomp.record_denials = notify_available;
-    let mut notify = notify;
     if seccomp.record_denials {
         notify.denied_calls = seccomp
             .rules
@@ -630,16 +647,6 @@ fn plan_for(
         None => PRIVATE_TMP.to_string(),
     };
     let env = env::plan(&policy.env, &options.env, &session_env(&tmp, tier.as_str()));
-    // At FULL /dev/shm is the sandbox's own tmpfs; below it the host's.
-    let scrub_dirs = if tier < Tier::Full {
-        SHARED_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .filter(|d| fs::decide_rule(&policy.fs, d).map(|r| r.access) == Some(Access::Write))
-            .collect()
-    } else {
-        Vec::new()
-    };
     Plan {
         tier,
         session_tmp,
@@ -792,6 +799,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         },
         pty_peer: false,
         project: Some(policy.project.clone()),
+        shared_dirs: Vec::new(),
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

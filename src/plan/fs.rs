@@ -152,6 +152,12 @@ pub struct NotifyPlan {
     /// sandbox) is refused wherever the supervisor sees it created.
     #[serde(default)]
     pub project: Option<PathBuf>,
+    /// The shared host directories scrubbed after the session
+    /// (`Plan::scrub_dirs`): the name of every entry the job is seen
+    /// creating directly in one of them is reported, so the scrub removes
+    /// only what the job made (see `docs/tiers.md`).
+    #[serde(default)]
+    pub shared_dirs: Vec<PathBuf>,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

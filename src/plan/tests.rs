@@ -534,9 +534,21 @@ fn writable_dev_shm_is_scrubbed_below_full_so_nothing_planted_there_persists() -
             &project_fs(),
         )
     };
-    assert_eq!(plan(Tier::FsOnly)?.scrub_dirs, [PathBuf::from("/dev/shm")]);
+    let fs_only = plan(Tier::FsOnly)?;
+    assert_eq!(fs_only.scrub_dirs, [PathBuf::from("/dev/shm")]);
+    // Only what the supervisor sees the job create there is removed: it
+    // watches the directory, and creations are notified.
+    assert_eq!(fs_only.notify.shared_dirs, fs_only.scrub_dirs);
+    assert!(
+        fs_only
+            .seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "mkdir" && r.action == syscalls::Action::Notify)
+    );
     // At FULL /dev/shm is the sandbox's own tmpfs.
-    assert!(plan(Tier::Full)?.scrub_dirs.is_empty());
+    let full = plan(Tier::Full)?;
+    assert!(full.scrub_dirs.is_empty() && full.notify.shared_dirs.is_empty());
     Ok(())
 }
 

@@ -42,6 +42,12 @@ pub(super) fn tell(
             names.join(", ")
         );
     }
+    if session.scrub_unattributed > 0 {
+        eprintln!(
+            "vetto: left {} new entries in shared directories: they could not be attributed to the command",
+            session.scrub_unattributed
+        );
+    }
     if !session.secret_reads.is_empty() {
         let paths: Vec<String> = session
             .secret_reads

@@ -119,6 +119,10 @@ pub struct Session {
     pub decisions_dropped: u64,
     /// What the job left in shared host directories, removed at the end.
     pub scrubbed: Vec<PathBuf>,
+    /// New entries of the user's there that could not be attributed to
+    /// the job or to anyone else (names not kept, a directory not
+    /// watched): left in place.
+    pub scrub_unattributed: u64,
     /// Masked secrets the job tried to read (FULL tier), in the order
     /// first seen, at most [`MAX_SECRET_PATHS`].
     pub secret_reads: Vec<SecretRead>,
@@ -160,20 +164,41 @@ fn entries(dir: &Path) -> HashSet<OsString> {
         .collect()
 }
 
-/// Remove what the session added to the shared directories: only entries
-/// that are new and belong to this user (others' files are not ours to
-/// touch), never following symlinks.
-fn scrub_shared(before: &[(PathBuf, HashSet<OsString>)]) -> Vec<PathBuf> {
+/// Remove what the job added to the shared directories: only entries the
+/// notification server saw the job create (`created`), that are new since
+/// the snapshot and belong to this user, never following symlinks. The
+/// user's other processes (a browser, another session) create entries
+/// there meanwhile too: what was not seen created by the job is never
+/// removed. Returns what was removed and how many new entries of the
+/// user's could not be attributed (where the record is incomplete).
+///
+/// The names come from the job's memory, read before its call went on: a
+/// racing thread can have the kernel create another name. Removing a
+/// recorded name gives the job nothing it lacks (Landlock lets it remove
+/// any of the user's entries there itself); a raced name is left behind.
+fn scrub_shared(
+    before: &[(PathBuf, HashSet<OsString>)],
+    created: Option<&notify::SharedCreations>,
+) -> (Vec<PathBuf>, u64) {
     use std::os::unix::fs::MetadataExt;
     let uid = nix::unistd::getuid().as_raw();
     let mut removed = Vec::new();
+    let mut unattributed = 0;
     for (dir, old) in before {
+        let seen = created.and_then(|c| c.dirs.iter().find(|(d, _)| d == dir));
+        let complete = seen.is_some() && created.is_some_and(|c| c.unkept == 0);
         for name in entries(dir).difference(old) {
             let path = dir.join(name);
             let Ok(md) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
             if md.uid() != uid {
+                continue;
+            }
+            if !seen.is_some_and(|(_, names)| names.contains(name)) {
+                if !complete {
+                    unattributed += 1;
+                }
                 continue;
             }
             let gone = if md.is_dir() {
@@ -186,7 +211,7 @@ fn scrub_shared(before: &[(PathBuf, HashSet<OsString>)]) -> Vec<PathBuf> {
             }
         }
     }
-    removed
+    (removed, unattributed)
 }
 
 /// Wait for the sandbox to end and return what happened.
@@ -242,6 +267,7 @@ pub fn run(
         decisions: Vec::new(),
         decisions_dropped: 0,
         scrubbed: Vec::new(),
+        scrub_unattributed: 0,
         secret_reads: Vec::new(),
         secret_reads_unlisted: 0,
     };
@@ -373,6 +399,7 @@ pub fn run(
     // kernel has torn its namespaces down. After the init's last report no
     // process of the job can make a call any more: its decisions are all
     // in, and the workers are left to end with vetto.
+    let created = server.as_ref().map(notify::NotifyServer::shared_creations);
     if let Some(server) = server
         && ended.is_none()
         && let Err(e) = server.join()
@@ -397,7 +424,9 @@ pub fn run(
         // Only removes what stayed empty: the job's output is kept.
         let _ = std::fs::remove_dir(dir);
     }
-    session.scrubbed = scrub_shared(shared_before);
+    // Every creation was recorded before it was answered: by now all are.
+    let created = created.and_then(|c| c.lock().ok().map(|c| c.clone()));
+    (session.scrubbed, session.scrub_unattributed) = scrub_shared(shared_before, created.as_ref());
     session
 }
 
@@ -762,4 +791,56 @@ fn limit_violation(rule: RuleId, limit: &str) -> Event {
         detail: String::new(),
         provenance: Provenance::Supervisor,
     }))
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn seen(dir: &Path, names: &[&str], unkept: u64) -> notify::SharedCreations {
+        notify::SharedCreations {
+            dirs: vec![(
+                dir.to_path_buf(),
+                names.iter().map(OsString::from).collect(),
+            )],
+            unkept,
+        }
+    }
+
+    #[test]
+    fn the_scrub_removes_only_what_the_job_was_seen_creating() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::write(dir.join("before"), "").unwrap();
+        let before = vec![(dir.to_path_buf(), entries(dir))];
+        std::fs::write(dir.join("jobs"), "").unwrap();
+        std::fs::create_dir(dir.join("jobs-dir")).unwrap();
+        std::fs::write(dir.join("jobs-dir/inner"), "").unwrap();
+        std::fs::write(dir.join("theirs"), "").unwrap();
+        // "before" was reported too (the job rewrote it): it is not new.
+        let created = seen(dir, &["jobs", "jobs-dir", "before", "gone"], 0);
+        let (mut removed, unattributed) = scrub_shared(&before, Some(&created));
+        removed.sort();
+        assert_eq!(removed, [dir.join("jobs"), dir.join("jobs-dir")]);
+        assert_eq!(unattributed, 0);
+        assert!(dir.join("theirs").exists() && dir.join("before").exists());
+    }
+
+    #[test]
+    fn an_incomplete_record_removes_nothing_unseen_and_counts_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let before = vec![(dir.to_path_buf(), entries(dir))];
+        std::fs::write(dir.join("jobs"), "").unwrap();
+        std::fs::write(dir.join("unseen"), "").unwrap();
+        let (removed, unattributed) = scrub_shared(&before, Some(&seen(dir, &["jobs"], 1)));
+        assert_eq!(removed, [dir.join("jobs")]);
+        assert_eq!(unattributed, 1);
+        // No record at all (no notification server): nothing is removed.
+        let (removed, unattributed) = scrub_shared(&before, None);
+        assert!(removed.is_empty());
+        assert_eq!(unattributed, 1);
+        assert!(dir.join("unseen").exists());
+    }
 }

@@ -1,8 +1,9 @@
 //! Writing outside the project and its temp dir: persistence in dotfiles,
 //! droppers in shared /tmp, tampering with sibling checkouts.
 
-use crate::util::{Tier, World, read, unique_sleep_arg};
+use crate::util::{Tier, World, read, unique_sleep_arg, user};
 use crate::{at_every_tier, require};
+use std::time::Duration;
 
 /// Runs as an unprivileged user: a job appends to `$HOME/.bashrc`, drops a
 /// file in the shared `/tmp` and one in a directory next to the project.
@@ -117,6 +118,62 @@ fn files_dropped_in_dev_shm_do_not_outlive_the_session(tier: Tier) {
     );
 }
 at_every_tier!(files_dropped_in_dev_shm_do_not_outlive_the_session);
+
+/// Runs as an unprivileged user: while a session runs, another process of
+/// the same user outside the sandbox (a browser, another session) makes a
+/// file in `/dev/shm`. The scrub at the end used to remove every new entry
+/// of the user's there, that file with it. Evidence: the outside file is
+/// the user's own (what the scrub's owner check alone does not spare);
+/// after the session it is still there, while the job's own file is gone.
+fn files_made_in_dev_shm_outside_the_sandbox_survive_the_sessions_scrub(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let unique = unique_sleep_arg();
+    let inside = format!("/dev/shm/vetto-inside-{unique}");
+    let outside = format!("/dev/shm/vetto-outside-{unique}");
+    let go = w.project.join("go");
+    // The hang guard (600 × 0.1 s) only bounds a broken run.
+    let script = format!(
+        "echo job > '{inside}'; echo ready; n=0; \
+         until [ -e '{}' ] || [ $n -ge 600 ]; do sleep 0.1; n=$((n+1)); done; echo job-done",
+        go.display()
+    );
+    let mut job = w
+        .sandboxed(&["sh", "-c", &script])
+        .timeout(Duration::from_secs(180))
+        .spawn();
+    job.wait_for_stdout("ready", Duration::from_secs(120));
+    w.sh_bare(&format!("echo theirs > '{outside}'"))
+        .assert_success();
+    let owner = std::fs::symlink_metadata(&outside).map(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid()
+    });
+    w.write(&go, "go\n");
+    let out = job.wait();
+    let survived = read(outside.as_ref());
+    let left = read(inside.as_ref());
+    let _ = std::fs::remove_file(&outside);
+    let _ = std::fs::remove_file(&inside);
+    assert_eq!(
+        owner.ok(),
+        Some(user().uid),
+        "control: the outside file is not the user's own"
+    );
+    out.assert_ran().assert_stdout_contains("job-done");
+    assert_eq!(
+        survived.as_deref(),
+        Some("theirs\n"),
+        "{outside}, made outside the sandbox, did not survive the session\n{}",
+        out.dump()
+    );
+    assert!(
+        left.is_none(),
+        "{inside} outlived the session\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(files_made_in_dev_shm_outside_the_sandbox_survive_the_sessions_scrub);
 
 /// Runs as an unprivileged user: a job opens host devices beyond the
 /// minimal set a build needs — `/dev/fuse`, which lets it serve a

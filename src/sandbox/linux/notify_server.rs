@@ -17,6 +17,11 @@
 //!    after `ptsname()`) is opened by the supervisor on its own copy of the
 //!    job's master descriptor and handed over.
 //!
+//! 4. **Names created in shared host directories** (`/dev/shm` below
+//!    FULL): only recorded, never decided on, so the scrub after the
+//!    session removes what the job made and nothing the user's other
+//!    processes made meanwhile (`SharedCreations`).
+//!
 //! The one rule: after an *allow* decision the supervisor performs the
 //! operation itself, with its own copy of every argument (copied once) and
 //! its own descriptors. CONTINUE only means "Landlock decides", which is
@@ -47,13 +52,60 @@ const WORKERS: usize = 3;
 /// At most this many blocking `connect()`s wait in pool threads.
 const MAX_CONNECT_THREADS: usize = 64;
 
+/// Names kept of the entries created in shared directories; beyond them
+/// the rest are counted, and nothing unseen is ever removed.
+pub const MAX_SHARED_NAMES: usize = 4096;
+
+/// What the job was seen creating directly in the shared directories
+/// (`NotifyPlan::shared_dirs`), for the scrub after the session.
+///
+/// Each name is read from the job's memory and the call is then CONTINUEd:
+/// a racing thread can make the kernel create another name than the one
+/// recorded. That gives the job nothing: Landlock grants it write access
+/// to these directories, so it can already remove any entry of the user
+/// there itself, and the scrub removing a recorded name is no more than
+/// that. A raced name is merely left behind, as anything unseen is.
+#[derive(Debug, Clone, Default)]
+pub struct SharedCreations {
+    /// Per shared directory the server watches (as planned), the names.
+    pub dirs: Vec<(PathBuf, HashSet<std::ffi::OsString>)>,
+    /// Creations whose name was not kept (past [`MAX_SHARED_NAMES`]).
+    pub unkept: u64,
+}
+
+impl SharedCreations {
+    fn note(&mut self, dir: usize, name: &[u8]) {
+        let kept: usize = self.dirs.iter().map(|(_, names)| names.len()).sum();
+        let Some((_, names)) = self.dirs.get_mut(dir) else {
+            return;
+        };
+        let name = std::ffi::OsStr::from_bytes(name);
+        if names.contains(name) {
+            return;
+        }
+        if kept >= MAX_SHARED_NAMES {
+            self.unkept += 1;
+        } else {
+            names.insert(name.to_os_string());
+        }
+    }
+}
+
 /// The running workers.
 #[derive(Debug)]
 pub struct NotifyServer {
     workers: Vec<JoinHandle<io::Result<()>>>,
+    shared_creations: Arc<Mutex<SharedCreations>>,
 }
 
 impl NotifyServer {
+    /// What the job created in the shared directories, as recorded so far
+    /// (each before its call was answered: complete once no task of the
+    /// job is left).
+    pub fn shared_creations(&self) -> Arc<Mutex<SharedCreations>> {
+        Arc::clone(&self.shared_creations)
+    }
+
     /// Wait until the listener hangs up (no task of the job is left).
     pub fn join(self) -> io::Result<()> {
         let mut result = Ok(());
@@ -83,6 +135,7 @@ pub fn serve(
     shared.shares = shares;
     shared.egress = egress;
     let shared = Arc::new(shared);
+    let shared_creations = Arc::clone(&shared.shared_creations);
     let mut workers = Vec::with_capacity(WORKERS);
     for n in 0..WORKERS {
         let shared = Arc::clone(&shared);
@@ -92,7 +145,10 @@ pub fn serve(
             .spawn(move || worker(&shared, &events))?;
         workers.push(worker);
     }
-    Ok(NotifyServer { workers })
+    Ok(NotifyServer {
+        workers,
+        shared_creations,
+    })
 }
 
 fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> {
@@ -175,6 +231,10 @@ struct Shared {
     pty_peer: bool,
     /// The project root's (dev, ino): no `.git` is created below it.
     project: Option<(u64, u64)>,
+    /// The shared directories watched for creations, by (dev, ino), in
+    /// the order of `shared_creations.dirs`.
+    shared_dirs: Vec<(u64, u64)>,
+    shared_creations: Arc<Mutex<SharedCreations>>,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -287,6 +347,19 @@ impl Shared {
                 case_insensitive: sys::case_insensitive_dir(&dir.path),
             });
         }
+        let mut shared_dirs = Vec::new();
+        let mut watched = Vec::new();
+        for dir in &plan.shared_dirs {
+            // One that cannot be opened is not watched: the scrub then
+            // removes nothing there.
+            if let Some(f) = sys::open_dir_path(dir)
+                .ok()
+                .and_then(|fd| sys::facts(fd.as_fd()).ok())
+            {
+                shared_dirs.push((f.dev, f.ino));
+                watched.push((dir.clone(), HashSet::new()));
+            }
+        }
         let rules = plan.rules.clone();
         let spares = plan.spares.as_ref().and_then(|pool| {
             let fd = sys::open_dir_path(&pool.dir).ok()?;
@@ -341,6 +414,11 @@ impl Shared {
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
             shares: None,
+            shared_dirs,
+            shared_creations: Arc::new(Mutex::new(SharedCreations {
+                dirs: watched,
+                unkept: 0,
+            })),
         })
     }
 
@@ -348,6 +426,9 @@ impl Shared {
         if let Some(answer) = self.pty_slave_by_path(&n) {
             self.answer(&n, n.call.name(), answer, None, events);
             return;
+        }
+        if n.native && n.call.is_creation() && !self.shared_dirs.is_empty() {
+            self.note_shared(&n);
         }
         let (answer, path) = match n.call {
             // Numbers of another ABI could mean anything, `connect` among
@@ -662,6 +743,57 @@ impl Shared {
             reason: Reason::OwnPty,
             undo: None,
         })
+    }
+
+    // ----- names created in shared directories --------------------------
+
+    /// Record the name a creation makes, when its parent (resolved as the
+    /// job resolves it) is a shared directory. Recorded before the call is
+    /// answered; decides nothing (see `SharedCreations` for why a name
+    /// read from the job's memory is good enough here).
+    fn note_shared(&self, n: &Notif) {
+        let a = n.args;
+        let fd_arg = |i: usize| a[i] as u32 as i32;
+        let cwd = c::AT_FDCWD;
+        let creates = |flags: u64| flags as u32 as i32 & c::O_CREAT != 0;
+        let (dirfd, addr) = match n.call {
+            Call::Open if creates(a[1]) => (cwd, a[0]),
+            Call::Openat if creates(a[2]) => (fd_arg(0), a[1]),
+            Call::Creat | Call::Mkdir | Call::Mknod => (cwd, a[0]),
+            Call::Mkdirat | Call::Mknodat => (fd_arg(0), a[1]),
+            Call::Symlink | Call::Link | Call::Rename => (cwd, a[1]),
+            Call::Symlinkat => (fd_arg(1), a[2]),
+            Call::Linkat | Call::Renameat | Call::Renameat2 => (fd_arg(2), a[3]),
+            _ => return,
+        };
+        let Ok(path) = copy_path(n.tid, addr) else {
+            return;
+        };
+        let bytes = path.to_bytes();
+        let Some((parent, name, _)) = split(bytes) else {
+            return;
+        };
+        if name.is_empty() || name == b"." || name == b".." {
+            return;
+        }
+        let dir = if parent.is_empty() {
+            // A bare name: one stat of the magic link.
+            start_dir(bytes, dirfd).and_then(|what| sys::proc_dir_facts(n.tid, &what).ok())
+        } else {
+            self.job_dir(n.tid, dirfd, bytes, parent)
+                .and_then(|d| sys::facts(d.as_fd()).ok())
+        };
+        let Some(dir) = dir else {
+            return;
+        };
+        if let Some(i) = self
+            .shared_dirs
+            .iter()
+            .position(|&d| d == (dir.dev, dir.ino))
+            && let Ok(mut seen) = self.shared_creations.lock()
+        {
+            seen.note(i, name);
+        }
     }
 
     // ----- creations in carved directories -------------------------------
@@ -1193,23 +1325,7 @@ impl Shared {
         parent: &[u8],
         project: (u64, u64),
     ) -> Option<bool> {
-        let absolute = path.first() == Some(&b'/');
-        let what = start_dir(path, dirfd)?;
-        let base = sys::open_proc_dir(tid, &what).ok()?;
-        let mut dir = if parent.is_empty() {
-            base
-        } else {
-            let in_root = if absolute { resolve::IN_ROOT } else { 0 };
-            let p = sys::cstring(parent).ok()?;
-            sys::openat2(
-                base.as_fd(),
-                &p,
-                c::O_PATH | c::O_DIRECTORY,
-                0,
-                resolve::NO_MAGICLINKS | in_root,
-            )
-            .ok()?
-        };
+        let mut dir = self.job_dir(tid, dirfd, path, parent)?;
         let dotdot = sys::cstring(b"..").ok()?;
         let mut first = true;
         // PATH_MAX bounds how deep a directory the job can name.
@@ -1234,6 +1350,28 @@ impl Shared {
             first = false;
         }
         None
+    }
+
+    /// The directory `parent` of `path` names for thread `tid` (from
+    /// `dirfd`, its cwd, or its root), following its symlinks but no
+    /// magic links.
+    fn job_dir(&self, tid: i32, dirfd: i32, path: &[u8], parent: &[u8]) -> Option<OwnedFd> {
+        let absolute = path.first() == Some(&b'/');
+        let what = start_dir(path, dirfd)?;
+        let base = sys::open_proc_dir(tid, &what).ok()?;
+        if parent.is_empty() {
+            return Some(base);
+        }
+        let in_root = if absolute { resolve::IN_ROOT } else { 0 };
+        let p = sys::cstring(parent).ok()?;
+        sys::openat2(
+            base.as_fd(),
+            &p,
+            c::O_PATH | c::O_DIRECTORY,
+            0,
+            resolve::NO_MAGICLINKS | in_root,
+        )
+        .ok()
     }
 
     fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {
@@ -2016,6 +2154,23 @@ fn start_dir(path: &[u8], dirfd: i32) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_creations_keep_a_bounded_number_of_names() {
+        let mut seen = SharedCreations {
+            dirs: vec![(PathBuf::from("/dev/shm"), HashSet::new())],
+            unkept: 0,
+        };
+        for i in 0..MAX_SHARED_NAMES + 10 {
+            seen.note(0, format!("n{i}").as_bytes());
+        }
+        // A name already kept is not counted again; one past the bound is.
+        seen.note(0, b"n0");
+        seen.note(0, b"n0");
+        seen.note(1, b"no such directory");
+        assert_eq!(seen.dirs[0].1.len(), MAX_SHARED_NAMES);
+        assert_eq!(seen.unkept, 10);
+    }
 
     #[test]
     fn only_the_name_ptsname_writes_is_a_pty_slave_path() {
