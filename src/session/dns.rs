@@ -7,16 +7,27 @@
 //! request. A name no rule allows gets NXDOMAIN and is recorded, with the
 //! queried name. Nothing is forwarded to a real resolver: a query carries
 //! no data out.
+//!
+//! FS-ONLY has no namespace, and UDP sockets stay refused there (a UDP
+//! socket could send to any address with `sendmsg`, whose destination
+//! lies in memory the filter cannot read): the job's resolver is told to
+//! use TCP (`RES_OPTIONS=use-vc`), and every TCP connect to port 53 is
+//! redirected by the supervisor to [`TcpStub`], which answers the same
+//! way and knows the process from the connect it registered.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::events::log::EventSink;
 use crate::events::violation::Provenance;
-use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp};
+use crate::events::{
+    ConnDecision, ConnReason, ConnVia, Connection, Event, Package, ProcessInfo, Timestamp,
+};
 use crate::policy::{HostPattern, NetPolicy};
 
 /// Synthetic addresses: 127.77.0.1 onwards.
@@ -252,7 +263,7 @@ impl Stub {
                     };
                     let (reply, refused) = respond(&buf[..n], &names, &rules);
                     if let Some(name) = refused {
-                        record_refused(sink.as_ref(), name);
+                        record_refused(sink.as_ref(), name, None, Provenance::Proxy);
                     }
                     if let Some(reply) = reply {
                         let _ = socket.send_to(&reply, peer);
@@ -268,8 +279,179 @@ impl Stub {
     }
 }
 
+/// Who made a connect to the TCP stub: the job socket's local address
+/// (the peer the stub sees), registered by the supervisor before the
+/// connect is made. Bounded like the proxy's redirects.
+pub type Askers = Arc<Mutex<HashMap<SocketAddr, (ProcessInfo, Option<Package>)>>>;
+
+/// Registrations kept at once; past it the table is emptied (those
+/// queries are then recorded without the process).
+const MAX_ASKERS: usize = 4096;
+/// Connections served at once; more wait in the listen backlog.
+const MAX_TCP_CLIENTS: usize = 32;
+/// A client that sends nothing for this long is dropped.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// Register who the connection from `local` comes from.
+pub fn expect_asker(askers: &Askers, local: SocketAddr, who: (ProcessInfo, Option<Package>)) {
+    if let Ok(mut map) = askers.lock() {
+        if map.len() >= MAX_ASKERS {
+            map.clear();
+        }
+        map.insert(local, who);
+    }
+}
+
+/// FS-ONLY: the stub for DNS over TCP (RFC 1035 4.2.2: each message has a
+/// two-byte length), on listeners on the host's loopback that only the
+/// supervisor's redirected connects reach. The job's bytes are read from
+/// the stub's own socket: nothing is decided on memory the job can change.
+pub struct TcpStub {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for TcpStub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TcpStub")
+    }
+}
+
+/// What every TCP stub connection shares.
+struct TcpShared {
+    names: Arc<Mutex<Names>>,
+    rules: Answerable,
+    sink: Arc<dyn EventSink + Sync>,
+    askers: Askers,
+    clients: AtomicUsize,
+}
+
+impl TcpStub {
+    /// Serve `listeners` until [`TcpStub::stop`].
+    pub fn start(
+        listeners: Vec<TcpListener>,
+        names: Arc<Mutex<Names>>,
+        rules: Answerable,
+        sink: Arc<dyn EventSink + Sync>,
+        askers: Askers,
+    ) -> std::io::Result<TcpStub> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(TcpShared {
+            names,
+            rules,
+            sink,
+            askers,
+            clients: AtomicUsize::new(0),
+        });
+        let mut threads = Vec::new();
+        for listener in listeners {
+            listener.set_nonblocking(true)?;
+            let stopping = stop.clone();
+            let shared = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("vetto-dns-tcp".into())
+                    .spawn(move || accept_loop(&listener, &stopping, &shared))?,
+            );
+        }
+        Ok(TcpStub { stop, threads })
+    }
+
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared>) {
+    while !stop.load(Ordering::SeqCst) {
+        if shared.clients.load(Ordering::SeqCst) >= MAX_TCP_CLIENTS {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let who = shared.askers.lock().ok().and_then(|mut m| m.remove(&peer));
+        shared.clients.fetch_add(1, Ordering::SeqCst);
+        let client = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("vetto-dns-client".into())
+            .spawn(move || {
+                serve_tcp(stream, &client, who);
+                client.clients.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            shared.clients.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Answer the messages of one connection until it ends, idles, or sends
+/// one longer than a query may be.
+fn serve_tcp(
+    mut stream: TcpStream,
+    shared: &TcpShared,
+    who: Option<(ProcessInfo, Option<Package>)>,
+) {
+    if stream.set_nonblocking(false).is_err() || stream.set_read_timeout(Some(TCP_IDLE)).is_err() {
+        return;
+    }
+    let _ = stream.set_write_timeout(Some(TCP_IDLE));
+    let mut buf = [0u8; MAX_QUERY];
+    loop {
+        let mut len = [0u8; 2];
+        if stream.read_exact(&mut len).is_err() {
+            return;
+        }
+        let n = usize::from(u16::from_be_bytes(len));
+        let Some(msg) = buf.get_mut(..n) else {
+            return;
+        };
+        if stream.read_exact(msg).is_err() {
+            return;
+        }
+        let (reply, refused) = respond(msg, &shared.names, &shared.rules);
+        if let Some(name) = refused {
+            record_refused(
+                shared.sink.as_ref(),
+                name,
+                who.clone(),
+                Provenance::SeccompNotify,
+            );
+        }
+        let Some(reply) = reply else {
+            return;
+        };
+        let Ok(rlen) = u16::try_from(reply.len()) else {
+            return;
+        };
+        let mut out = rlen.to_be_bytes().to_vec();
+        out.extend_from_slice(&reply);
+        if stream.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
 /// A refused query: a connection record (the name) and its violation.
-fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
+fn record_refused(
+    sink: &(dyn EventSink + Sync),
+    name: String,
+    who: Option<(ProcessInfo, Option<Package>)>,
+    provenance: Provenance,
+) {
+    let (process, attribution) = match who {
+        Some((p, a)) => (Some(p), a),
+        None => (None, None),
+    };
     let conn = Connection {
         time: Timestamp::now(),
         host: Some(name),
@@ -282,11 +464,11 @@ fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
-        process: None,
-        attribution: None,
+        process,
+        attribution,
         detail: "a DNS query to vetto's stub for a name no rule allows: NXDOMAIN".into(),
     };
-    let violation = conn.violation(Provenance::Proxy);
+    let violation = conn.violation(provenance);
     sink.emit(Event::Connection(Box::new(conn)));
     if let Some(v) = violation {
         sink.emit(Event::Violation(Box::new(v)));
