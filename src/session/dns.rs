@@ -308,7 +308,9 @@ pub fn expect_asker(askers: &Askers, local: SocketAddr, who: (ProcessInfo, Optio
 /// the stub's own socket: nothing is decided on memory the job can change.
 pub struct TcpStub {
     stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<()>>,
+    /// Each listener's address (a connect wakes its blocking accept) and
+    /// its thread.
+    threads: Vec<(SocketAddr, std::thread::JoinHandle<()>)>,
 }
 
 impl std::fmt::Debug for TcpStub {
@@ -345,21 +347,25 @@ impl TcpStub {
         });
         let mut threads = Vec::new();
         for listener in listeners {
-            listener.set_nonblocking(true)?;
+            listener.set_nonblocking(false)?;
+            let at = listener.local_addr()?;
             let stopping = stop.clone();
             let shared = shared.clone();
-            threads.push(
+            threads.push((
+                at,
                 std::thread::Builder::new()
                     .name("vetto-dns-tcp".into())
                     .spawn(move || accept_loop(&listener, &stopping, &shared))?,
-            );
+            ));
         }
         Ok(TcpStub { stop, threads })
     }
 
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
-        for t in self.threads {
+        for (at, t) in self.threads {
+            // Wake the blocking accept; it then sees `stop`.
+            let _ = TcpStream::connect_timeout(&at, Duration::from_secs(1));
             let _ = t.join();
         }
     }
@@ -373,12 +379,15 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
         }
         let (stream, peer) = match listener.accept() {
             Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            Err(_) => {
+                // EMFILE and the like: do not spin.
                 std::thread::sleep(Duration::from_millis(20));
                 continue;
             }
-            Err(_) => continue,
         };
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
         let who = shared.askers.lock().ok().and_then(|mut m| m.remove(&peer));
         shared.clients.fetch_add(1, Ordering::SeqCst);
         let client = shared.clone();
@@ -539,6 +548,85 @@ mod tests {
             .0
             .unwrap();
         assert_eq!((reply[3] & 0xf, reply[7]), (NOERROR, 0));
+    }
+
+    #[test]
+    fn the_tcp_stub_answers_framed_queries_and_names_the_asker() {
+        use crate::events::log::VecSink;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let sink = Arc::new(VecSink::default());
+        let askers = Askers::default();
+        let names = Arc::new(Mutex::new(Names::default()));
+        let stub =
+            TcpStub::start(vec![listener], names, rules(), sink.clone(), askers.clone()).unwrap();
+        // As the supervisor does: bind, register, then connect.
+        use nix::sys::socket::{self as ns, AddressFamily, SockFlag, SockType, SockaddrIn};
+        use std::os::fd::AsRawFd;
+        let fd = ns::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        ns::bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let local: SockaddrIn = ns::getsockname(fd.as_raw_fd()).unwrap();
+        let curl = ProcessInfo {
+            pid: 7,
+            exe: "/usr/bin/curl".into(),
+            ..Default::default()
+        };
+        expect_asker(
+            &askers,
+            SocketAddr::from((Ipv4Addr::LOCALHOST, local.port())),
+            (curl, None),
+        );
+        ns::connect(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(match at {
+                SocketAddr::V4(v4) => v4,
+                SocketAddr::V6(_) => unreachable!(),
+            }),
+        )
+        .unwrap();
+        let mut client = std::net::TcpStream::from(fd);
+        client
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut ask = |name: &str| {
+            let q = query(name, TYPE_A);
+            let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(&q);
+            client.write_all(&framed).unwrap();
+            let mut len = [0u8; 2];
+            client.read_exact(&mut len).unwrap();
+            let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            client.read_exact(&mut reply).unwrap();
+            reply
+        };
+        let good = ask("allowed.test");
+        assert_eq!(&good[good.len() - 4..], &[127, 77, 0, 1]);
+        let bad = ask("canary.denied.test");
+        assert_eq!(bad[3] & 0xf, NXDOMAIN);
+        // An oversized message ends the connection, unanswered.
+        client.write_all(&[0xff, 0xff]).unwrap();
+        client.write_all(&[0u8; 64]).unwrap();
+        let mut rest = Vec::new();
+        let _ = client.read_to_end(&mut rest);
+        assert!(rest.is_empty());
+        stub.stop();
+        let events = sink.0.lock().unwrap();
+        let refused = events
+            .iter()
+            .find_map(|e| match e {
+                Event::Connection(c) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(refused.host.as_deref(), Some("canary.denied.test"));
+        assert_eq!(refused.process.unwrap().pid, 7);
+        assert!(events.iter().any(|e| matches!(e, Event::Violation(_))));
     }
 
     #[test]
