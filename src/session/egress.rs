@@ -276,7 +276,11 @@ pub fn start(
     let answerable = super::dns::Answerable::for_policy(&policy.net);
     let askers = super::dns::Askers::default();
     let (dns_v4, dns_v6, tcp_stub) = match how {
+        // `--audit` enforces nothing: its queries go where the job sends
+        // them (through the proxy, as every connect), not to a stub that
+        // would answer NXDOMAIN.
         EgressPlan::Netns => (None, None, None),
+        EgressPlan::Redirect if audit => (None, None, None),
         EgressPlan::Redirect => {
             let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
             let stub = super::dns::TcpStub::start(
