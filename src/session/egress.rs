@@ -427,3 +427,19 @@ impl Egress {
         bytes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jobs_resolver_options_keep_its_own_and_add_tcp() {
+        let var = |v: &str| vec![("RES_OPTIONS".to_string(), v.to_string())];
+        assert_eq!(use_vc(&[]).1, "use-vc");
+        assert_eq!(use_vc(&var("  ")).1, "use-vc");
+        assert_eq!(
+            use_vc(&var("ndots:2 timeout:1")).1,
+            "ndots:2 timeout:1 use-vc"
+        );
+    }
+}

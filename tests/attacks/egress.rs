@@ -490,7 +490,8 @@ fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_fs_only() {
 /// (DNS tunnelling: the data rides in the queried name) does not arrive.
 /// At FS-ONLY the UDP socket itself is refused (and recorded as
 /// `net-socket-denied`: the query is never made, so its name is not
-/// known); at FULL the datagram goes to the namespace's own loopback.
+/// known; a query over TCP is, see the next tests); at FULL the datagram
+/// goes to the namespace's own loopback.
 /// Evidence: bare, the test's resolver receives the query; sandboxed, not.
 fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
     require!(tier.feature());
