@@ -911,6 +911,13 @@ async fn redirected(shared: &Shared, client: TcpStream, peer: SocketAddr, rec: &
     };
     rec.process = o.process;
     rec.attribution = o.attribution;
+    if let Some(name) = o.name {
+        let Ok((server, name)) = open_name(shared, rec, &name, o.port).await else {
+            return;
+        };
+        tunnel(shared, rec, client, server, Some(&name), Vec::new()).await;
+        return;
+    }
     let Ok(server) = open_addr(shared, rec, o.ip, o.port).await else {
         return;
     };

@@ -133,6 +133,10 @@ impl std::fmt::Debug for ListenerKind {
 pub struct Original {
     pub ip: IpAddr,
     pub port: u16,
+    /// FS-ONLY: the name `ip` stands for (a DNS-stub synthetic address):
+    /// then the proxy decides, resolves and pins this name at `port`, as
+    /// for a transparent connection, and never connects to `ip`.
+    pub name: Option<String>,
     pub process: Option<ProcessInfo>,
     pub attribution: Option<Package>,
 }

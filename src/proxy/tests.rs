@@ -823,6 +823,7 @@ fn a_redirected_connection_goes_where_registered_only_with_an_ip_rule() {
             Original {
                 ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
                 port: dest_port,
+                name: None,
                 process: Some(process.clone()),
                 attribution: None,
             },
@@ -1188,6 +1189,7 @@ fn a_registered_connect_to_the_explicit_listener_names_the_process() {
         Original {
             ip: h.addr.ip(),
             port: h.addr.port(),
+            name: None,
             process: Some(crate::events::ProcessInfo {
                 pid: 7,
                 exe: "/usr/bin/curl".into(),

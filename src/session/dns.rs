@@ -7,16 +7,27 @@
 //! request. A name no rule allows gets NXDOMAIN and is recorded, with the
 //! queried name. Nothing is forwarded to a real resolver: a query carries
 //! no data out.
+//!
+//! FS-ONLY has no namespace, and UDP sockets stay refused there (a UDP
+//! socket could send to any address with `sendmsg`, whose destination
+//! lies in memory the filter cannot read): the job's resolver is told to
+//! use TCP (`RES_OPTIONS=use-vc`), and every TCP connect to port 53 is
+//! redirected by the supervisor to [`TcpStub`], which answers the same
+//! way and knows the process from the connect it registered.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, UdpSocket};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::events::log::EventSink;
 use crate::events::violation::Provenance;
-use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp};
+use crate::events::{
+    ConnDecision, ConnReason, ConnVia, Connection, Event, Package, ProcessInfo, Timestamp,
+};
 use crate::policy::{HostPattern, NetPolicy};
 
 /// Synthetic addresses: 127.77.0.1 onwards.
@@ -252,7 +263,7 @@ impl Stub {
                     };
                     let (reply, refused) = respond(&buf[..n], &names, &rules);
                     if let Some(name) = refused {
-                        record_refused(sink.as_ref(), name);
+                        record_refused(sink.as_ref(), name, None, Provenance::Proxy);
                     }
                     if let Some(reply) = reply {
                         let _ = socket.send_to(&reply, peer);
@@ -268,8 +279,188 @@ impl Stub {
     }
 }
 
+/// Who made a connect to the TCP stub: the job socket's local address
+/// (the peer the stub sees), registered by the supervisor before the
+/// connect is made. Bounded like the proxy's redirects.
+pub type Askers = Arc<Mutex<HashMap<SocketAddr, (ProcessInfo, Option<Package>)>>>;
+
+/// Registrations kept at once; past it the table is emptied (those
+/// queries are then recorded without the process).
+const MAX_ASKERS: usize = 4096;
+/// Connections served at once; more wait in the listen backlog.
+const MAX_TCP_CLIENTS: usize = 32;
+/// A client that sends nothing for this long is dropped.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// Register who the connection from `local` comes from.
+pub fn expect_asker(askers: &Askers, local: SocketAddr, who: (ProcessInfo, Option<Package>)) {
+    if let Ok(mut map) = askers.lock() {
+        if map.len() >= MAX_ASKERS {
+            map.clear();
+        }
+        map.insert(local, who);
+    }
+}
+
+/// FS-ONLY: the stub for DNS over TCP (RFC 1035 4.2.2: each message has a
+/// two-byte length), on listeners on the host's loopback that only the
+/// supervisor's redirected connects reach. The job's bytes are read from
+/// the stub's own socket: nothing is decided on memory the job can change.
+pub struct TcpStub {
+    stop: Arc<AtomicBool>,
+    /// Each listener's address (a connect wakes its blocking accept) and
+    /// its thread.
+    threads: Vec<(SocketAddr, std::thread::JoinHandle<()>)>,
+}
+
+impl std::fmt::Debug for TcpStub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TcpStub")
+    }
+}
+
+/// What every TCP stub connection shares.
+struct TcpShared {
+    names: Arc<Mutex<Names>>,
+    rules: Answerable,
+    sink: Arc<dyn EventSink + Sync>,
+    askers: Askers,
+    clients: AtomicUsize,
+}
+
+impl TcpStub {
+    /// Serve `listeners` until [`TcpStub::stop`].
+    pub fn start(
+        listeners: Vec<TcpListener>,
+        names: Arc<Mutex<Names>>,
+        rules: Answerable,
+        sink: Arc<dyn EventSink + Sync>,
+        askers: Askers,
+    ) -> std::io::Result<TcpStub> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(TcpShared {
+            names,
+            rules,
+            sink,
+            askers,
+            clients: AtomicUsize::new(0),
+        });
+        let mut threads = Vec::new();
+        for listener in listeners {
+            listener.set_nonblocking(false)?;
+            let at = listener.local_addr()?;
+            let stopping = stop.clone();
+            let shared = shared.clone();
+            threads.push((
+                at,
+                std::thread::Builder::new()
+                    .name("vetto-dns-tcp".into())
+                    .spawn(move || accept_loop(&listener, &stopping, &shared))?,
+            ));
+        }
+        Ok(TcpStub { stop, threads })
+    }
+
+    pub fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for (at, t) in self.threads {
+            // Wake the blocking accept; it then sees `stop`.
+            let _ = TcpStream::connect_timeout(&at, Duration::from_secs(1));
+            let _ = t.join();
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared>) {
+    while !stop.load(Ordering::SeqCst) {
+        if shared.clients.load(Ordering::SeqCst) >= MAX_TCP_CLIENTS {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(_) => {
+                // EMFILE and the like: do not spin.
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let who = shared.askers.lock().ok().and_then(|mut m| m.remove(&peer));
+        shared.clients.fetch_add(1, Ordering::SeqCst);
+        let client = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("vetto-dns-client".into())
+            .spawn(move || {
+                serve_tcp(stream, &client, who);
+                client.clients.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            shared.clients.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Answer the messages of one connection until it ends, idles, or sends
+/// one longer than a query may be.
+fn serve_tcp(
+    mut stream: TcpStream,
+    shared: &TcpShared,
+    who: Option<(ProcessInfo, Option<Package>)>,
+) {
+    if stream.set_nonblocking(false).is_err() || stream.set_read_timeout(Some(TCP_IDLE)).is_err() {
+        return;
+    }
+    let _ = stream.set_write_timeout(Some(TCP_IDLE));
+    let mut buf = [0u8; MAX_QUERY];
+    loop {
+        let mut len = [0u8; 2];
+        if stream.read_exact(&mut len).is_err() {
+            return;
+        }
+        let n = usize::from(u16::from_be_bytes(len));
+        let Some(msg) = buf.get_mut(..n) else {
+            return;
+        };
+        if stream.read_exact(msg).is_err() {
+            return;
+        }
+        let (reply, refused) = respond(msg, &shared.names, &shared.rules);
+        if let Some(name) = refused {
+            record_refused(
+                shared.sink.as_ref(),
+                name,
+                who.clone(),
+                Provenance::SeccompNotify,
+            );
+        }
+        let Some(reply) = reply else {
+            return;
+        };
+        let Ok(rlen) = u16::try_from(reply.len()) else {
+            return;
+        };
+        let mut out = rlen.to_be_bytes().to_vec();
+        out.extend_from_slice(&reply);
+        if stream.write_all(&out).is_err() {
+            return;
+        }
+    }
+}
+
 /// A refused query: a connection record (the name) and its violation.
-fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
+fn record_refused(
+    sink: &(dyn EventSink + Sync),
+    name: String,
+    who: Option<(ProcessInfo, Option<Package>)>,
+    provenance: Provenance,
+) {
+    let (process, attribution) = match who {
+        Some((p, a)) => (Some(p), a),
+        None => (None, None),
+    };
     let conn = Connection {
         time: Timestamp::now(),
         host: Some(name),
@@ -282,11 +473,11 @@ fn record_refused(sink: &(dyn EventSink + Sync), name: String) {
         bytes_up: 0,
         bytes_down: 0,
         duration_ms: 0,
-        process: None,
-        attribution: None,
+        process,
+        attribution,
         detail: "a DNS query to vetto's stub for a name no rule allows: NXDOMAIN".into(),
     };
-    let violation = conn.violation(Provenance::Proxy);
+    let violation = conn.violation(provenance);
     sink.emit(Event::Connection(Box::new(conn)));
     if let Some(v) = violation {
         sink.emit(Event::Violation(Box::new(v)));
@@ -357,6 +548,85 @@ mod tests {
             .0
             .unwrap();
         assert_eq!((reply[3] & 0xf, reply[7]), (NOERROR, 0));
+    }
+
+    #[test]
+    fn the_tcp_stub_answers_framed_queries_and_names_the_asker() {
+        use crate::events::log::VecSink;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let sink = Arc::new(VecSink::default());
+        let askers = Askers::default();
+        let names = Arc::new(Mutex::new(Names::default()));
+        let stub =
+            TcpStub::start(vec![listener], names, rules(), sink.clone(), askers.clone()).unwrap();
+        // As the supervisor does: bind, register, then connect.
+        use nix::sys::socket::{self as ns, AddressFamily, SockFlag, SockType, SockaddrIn};
+        use std::os::fd::AsRawFd;
+        let fd = ns::socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        ns::bind(fd.as_raw_fd(), &SockaddrIn::new(127, 0, 0, 1, 0)).unwrap();
+        let local: SockaddrIn = ns::getsockname(fd.as_raw_fd()).unwrap();
+        let curl = ProcessInfo {
+            pid: 7,
+            exe: "/usr/bin/curl".into(),
+            ..Default::default()
+        };
+        expect_asker(
+            &askers,
+            SocketAddr::from((Ipv4Addr::LOCALHOST, local.port())),
+            (curl, None),
+        );
+        ns::connect(
+            fd.as_raw_fd(),
+            &SockaddrIn::from(match at {
+                SocketAddr::V4(v4) => v4,
+                SocketAddr::V6(_) => unreachable!(),
+            }),
+        )
+        .unwrap();
+        let mut client = std::net::TcpStream::from(fd);
+        client
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut ask = |name: &str| {
+            let q = query(name, TYPE_A);
+            let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+            framed.extend_from_slice(&q);
+            client.write_all(&framed).unwrap();
+            let mut len = [0u8; 2];
+            client.read_exact(&mut len).unwrap();
+            let mut reply = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            client.read_exact(&mut reply).unwrap();
+            reply
+        };
+        let good = ask("allowed.test");
+        assert_eq!(&good[good.len() - 4..], &[127, 77, 0, 1]);
+        let bad = ask("canary.denied.test");
+        assert_eq!(bad[3] & 0xf, NXDOMAIN);
+        // An oversized message ends the connection, unanswered.
+        client.write_all(&[0xff, 0xff]).unwrap();
+        client.write_all(&[0u8; 64]).unwrap();
+        let mut rest = Vec::new();
+        let _ = client.read_to_end(&mut rest);
+        assert!(rest.is_empty());
+        stub.stop();
+        let events = sink.0.lock().unwrap();
+        let refused = events
+            .iter()
+            .find_map(|e| match e {
+                Event::Connection(c) => Some(c.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(refused.host.as_deref(), Some("canary.denied.test"));
+        assert_eq!(refused.process.unwrap().pid, 7);
+        assert!(events.iter().any(|e| matches!(e, Event::Violation(_))));
     }
 
     #[test]

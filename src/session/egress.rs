@@ -32,6 +32,8 @@ pub struct Egress {
     names: Arc<Mutex<super::dns::Names>>,
     answerable: super::dns::Answerable,
     stub: Option<super::dns::Stub>,
+    /// FS-ONLY: the DNS-over-TCP stub.
+    tcp_stub: Option<super::dns::TcpStub>,
 }
 
 /// The proxy as the notification server sees it. `None` once shut down:
@@ -44,6 +46,13 @@ struct Broker {
     /// FULL: the loopback ports inside the namespace where the proxy
     /// listens (explicit and transparent).
     netns_ports: Vec<u16>,
+    /// The DNS stub's names: a synthetic address stands for one (FS-ONLY:
+    /// a connect to it is redirected to the proxy with the name).
+    names: Arc<Mutex<super::dns::Names>>,
+    /// FS-ONLY: the DNS-over-TCP stub's listeners, and who connected.
+    dns_v4: Option<SocketAddr>,
+    dns_v6: Option<SocketAddr>,
+    askers: super::dns::Askers,
 }
 
 impl std::fmt::Debug for Broker {
@@ -53,6 +62,12 @@ impl std::fmt::Debug for Broker {
             .field("redirect_v4", &self.redirect_v4)
             .field("redirect_v6", &self.redirect_v6)
             .finish()
+    }
+}
+
+impl Broker {
+    fn name_of(&self, ip: IpAddr) -> Option<String> {
+        self.names.lock().ok().and_then(|n| n.name_of(ip))
     }
 }
 
@@ -75,7 +90,15 @@ impl EgressBroker for Broker {
         }
     }
 
+    fn dns_via(&self, v6: bool) -> Option<SocketAddr> {
+        if v6 { self.dns_v6 } else { self.dns_v4 }
+    }
+
     fn allows(&self, to: SocketAddr) -> bool {
+        if self.name_of(to.ip()).is_some() {
+            // The proxy decides the name and the port.
+            return true;
+        }
         let Ok(proxy) = self.proxy.lock() else {
             return false;
         };
@@ -90,11 +113,17 @@ impl EgressBroker for Broker {
         original: SocketAddr,
         process: Option<crate::sandbox::ProcessFacts>,
     ) {
-        let (process, attribution) = match process {
-            Some(facts) => {
-                let (p, a) = crate::supervisor::process_and_package(facts);
-                (Some(p), a)
+        let who = process.map(crate::supervisor::process_and_package);
+        if original.port() == 53 && self.dns_v4.is_some() {
+            // The notification server sent it to the DNS stub (`dns_via`).
+            if let Some(who) = who {
+                super::dns::expect_asker(&self.askers, local, who);
             }
+            return;
+        }
+        let name = self.name_of(original.ip());
+        let (process, attribution) = match who {
+            Some((p, a)) => (Some(p), a),
             None => (None, None),
         };
         if let Ok(proxy) = self.proxy.lock()
@@ -107,6 +136,7 @@ impl EgressBroker for Broker {
                 Original {
                     ip: original.ip().to_canonical(),
                     port: original.port(),
+                    name,
                     process,
                     attribution,
                 },
@@ -242,6 +272,29 @@ pub fn start(
     let socks = proxy.socks_url(address);
     plan.env
         .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
+    let names = Arc::new(Mutex::new(super::dns::Names::default()));
+    let answerable = super::dns::Answerable::for_policy(&policy.net);
+    let askers = super::dns::Askers::default();
+    let (dns_v4, dns_v6, tcp_stub) = match how {
+        // `--audit` enforces nothing: its queries go where the job sends
+        // them (through the proxy, as every connect), not to a stub that
+        // would answer NXDOMAIN.
+        EgressPlan::Netns => (None, None, None),
+        EgressPlan::Redirect if audit => (None, None, None),
+        EgressPlan::Redirect => {
+            let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
+            let stub = super::dns::TcpStub::start(
+                listeners,
+                names.clone(),
+                answerable.clone(),
+                sink.clone(),
+                askers.clone(),
+            )
+            .map_err(EgressError::Listen)?;
+            plan.env.set_all(vec![use_vc(&plan.env.vars)]);
+            (Some(v4), v6, Some(stub))
+        }
+    };
     Ok(Some(Egress {
         broker: Arc::new(Broker {
             proxy: Mutex::new(Some(proxy)),
@@ -249,14 +302,47 @@ pub fn start(
             redirect_v4,
             redirect_v6,
             netns_ports,
+            names: names.clone(),
+            dns_v4,
+            dns_v6,
+            askers,
         }),
         address,
         said,
         sink,
-        names: Arc::new(Mutex::new(super::dns::Names::default())),
-        answerable: super::dns::Answerable::for_policy(&policy.net),
+        names,
+        answerable,
         stub: None,
+        tcp_stub,
     }))
+}
+
+/// FS-ONLY: the DNS-over-TCP stub's listeners on the host's loopback
+/// (IPv6 where the host has it).
+fn dns_listeners() -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr, Option<SocketAddr>)>
+{
+    let v4 = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let v4_addr = v4.local_addr()?;
+    let mut listeners = vec![v4];
+    let mut v6_addr = None;
+    if let Ok(v6) = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0))
+        && let Ok(a) = v6.local_addr()
+    {
+        v6_addr = Some(a);
+        listeners.push(v6);
+    }
+    Ok((listeners, v4_addr, v6_addr))
+}
+
+/// The job's `RES_OPTIONS` with `use-vc`: glibc's resolver (and others
+/// that read it) sends its queries over TCP, which the supervisor
+/// redirects to the DNS stub (UDP sockets stay refused at FS-ONLY).
+fn use_vc(vars: &[(String, String)]) -> (String, String) {
+    let value = match vars.iter().find(|(n, _)| n == "RES_OPTIONS") {
+        Some((_, v)) if !v.trim().is_empty() => format!("{v} use-vc"),
+        _ => "use-vc".to_string(),
+    };
+    ("RES_OPTIONS".to_string(), value)
 }
 
 /// A listener for redirected connects on the host's loopback.
@@ -324,6 +410,9 @@ impl Egress {
         if let Some(stub) = self.stub {
             stub.stop();
         }
+        if let Some(stub) = self.tcp_stub {
+            stub.stop();
+        }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
         if let Ok(d) = self.said.denied.lock()
@@ -336,5 +425,21 @@ impl Egress {
             );
         }
         bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jobs_resolver_options_keep_its_own_and_add_tcp() {
+        let var = |v: &str| vec![("RES_OPTIONS".to_string(), v.to_string())];
+        assert_eq!(use_vc(&[]).1, "use-vc");
+        assert_eq!(use_vc(&var("  ")).1, "use-vc");
+        assert_eq!(
+            use_vc(&var("ndots:2 timeout:1")).1,
+            "ndots:2 timeout:1 use-vc"
+        );
     }
 }

@@ -17,6 +17,11 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
     /// Where a connect the proxy allows by address is sent instead: its
     /// redirected listener for this family (`None`: none, refuse).
     fn redirect_to(&self, v6: bool) -> Option<std::net::SocketAddr>;
+    /// FS-ONLY: the supervisor's DNS stub (DNS over TCP) for this family,
+    /// where every TCP connect to port 53 is sent instead (`None`: none,
+    /// such connects are decided like any other). [`Self::expect`] for a
+    /// port-53 original then names the process to the stub.
+    fn dns_via(&self, v6: bool) -> Option<std::net::SocketAddr>;
     /// Whether the proxy allows `to` by address (an IP rule, or a pin and
     /// a rule for the name pinned there).
     fn allows(&self, to: std::net::SocketAddr) -> bool;

@@ -490,7 +490,8 @@ fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_fs_only() {
 /// (DNS tunnelling: the data rides in the queried name) does not arrive.
 /// At FS-ONLY the UDP socket itself is refused (and recorded as
 /// `net-socket-denied`: the query is never made, so its name is not
-/// known); at FULL the datagram goes to the namespace's own loopback.
+/// known; a query over TCP is, see the next tests); at FULL the datagram
+/// goes to the namespace's own loopback.
 /// Evidence: bare, the test's resolver receives the query; sandboxed, not.
 fn a_dns_query_past_the_proxy_does_not_arrive(tier: Tier) {
     require!(tier.feature());
@@ -576,6 +577,110 @@ fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_full
             && c["host"] == "allowed.test"
             && c["decision"] == "allowed"),
         "{conns:?}"
+    );
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: a program that ignores the
+/// proxy variables (`curl --noproxy '*'`) reaches an allowed name by name
+/// — its resolver queries over TCP (`RES_OPTIONS=use-vc`), the supervisor
+/// redirects that connect to port 53 to its DNS stub, which answers with a
+/// synthetic address, and the connect to that address goes to the proxy
+/// with the name — while a name no rule allows (the tunnelling canary)
+/// gets NXDOMAIN and the query is recorded with the name and the process.
+/// Evidence: bare, curl reaches both servers; sandboxed, only the allowed.
+#[test]
+fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    w.sh_bare(&format!(
+        "curl -s -m 10 --resolve canary-5f3e.denied.test:{d}:127.0.0.1 http://canary-5f3e.denied.test:{d}/"
+    ))
+    .assert_stdout_contains(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 --noproxy '*' http://allowed.test:{a}/; echo; \
+             curl -s -m 20 --noproxy '*' http://canary-5f3e.denied.test:{d}/; echo rc=$?"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("rc=6")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 1, "{}", out.dump());
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == "canary-5f3e.denied.test"
+            && c["decision"] == "denied"
+            && c["process"]["exe"]
+                .as_str()
+                .is_some_and(|e| e.ends_with("curl"))),
+        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(
+        conns.iter().any(|c| c["via"] == "redirect"
+            && c["host"] == "allowed.test"
+            && c["decision"] == "allowed"),
+        "{conns:?}"
+    );
+    assert!(
+        !blocked(&dir, "canary-5f3e.denied.test").is_empty(),
+        "no violation names the queried name\n{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user, at FS-ONLY: DNS tunnelling over TCP to
+/// a resolver of the job's choosing (not on port 53, which always goes to
+/// vetto's stub) does not arrive: the connect is refused (`ECONNREFUSED`).
+/// Evidence: bare, the test's listener receives the canary; sandboxed, not.
+#[test]
+fn a_dns_query_over_tcp_to_another_resolver_does_not_arrive_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let resolver = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    resolver.set_nonblocking(true).unwrap();
+    let port = resolver.local_addr().unwrap().port();
+    let allowed = Server::start(ALLOWED_BODY);
+    let script = format!(
+        "python3 -c \"\nimport socket\nq = b'\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00' + \
+         b'\\x0bcanary-5f3e\\x06denied\\x04test\\x00\\x00\\x01\\x00\\x01'\ntry:\n\
+         \x20   s = socket.create_connection(('127.0.0.1', {port}), 10); s.sendall(len(q).to_bytes(2, 'big') + q); print('sent')\n\
+         except OSError as e:\n\x20   print('refused', e.errno)\n\""
+    );
+    w.sh_bare(&script).assert_stdout_contains("sent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let arrived = loop {
+        match resolver.accept() {
+            Ok((mut s, _)) => {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut buf = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut s, &mut buf);
+                break buf;
+            }
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("control: the bare query never arrived: {e}"),
+        }
+    };
+    assert!(arrived.windows(11).any(|w| w == b"canary-5f3e"));
+
+    let (opts, _dir) = egress_options(&w, allowed.port);
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran().assert_stdout_contains("refused 111");
+    assert!(
+        resolver.accept().is_err(),
+        "a sandboxed DNS query arrived\n{}",
+        out.dump()
     );
 }
 

@@ -321,6 +321,8 @@ enum Route {
     AsAsked,
     /// Allowed by address: redirected to the proxy.
     Redirect,
+    /// To port 53 (any address): redirected to the supervisor's DNS stub.
+    Dns,
     /// Refused.
     Refuse,
 }
@@ -1451,7 +1453,8 @@ impl Shared {
             if self.net_connect == NetConnect::Proxy {
                 match self.route(to) {
                     Route::AsAsked => {}
-                    Route::Redirect => redirect = Some(to),
+                    Route::Redirect => redirect = Some((to, false)),
+                    Route::Dns => redirect = Some((to, true)),
                     Route::Refuse => return (Err(Answer::Refused(to)), None),
                 }
             } else if self.refuses(to) {
@@ -1462,7 +1465,7 @@ impl Shared {
                 if !allowed {
                     return (Err(Answer::Unreachable(to)), None);
                 }
-                redirect = Some(to);
+                redirect = Some((to, false));
             }
             if redirect.is_none() && self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
                 named = Some(to);
@@ -1557,14 +1560,19 @@ impl Shared {
             // Netlink and the rest: the supervisor's credentials would
             // decide for the job's socket. Not with the network off.
             return (Err(denied(c::EACCES, Reason::Forbidden)), shown);
-        } else if let Some(to) = redirect {
-            // Allowed by address: to the proxy, never to `to` itself. Only
-            // a TCP internet socket can be handed to the proxy.
+        } else if let Some((to, dns)) = redirect {
+            // Allowed by address: to the proxy, never to `to` itself (a
+            // DNS query: to the DNS stub). Only a TCP internet socket can
+            // be handed over.
             let stream = matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM);
-            let via = self
-                .egress
-                .as_ref()
-                .and_then(|e| e.redirect_to(domain == c::AF_INET6));
+            let v6 = domain == c::AF_INET6;
+            let via = self.egress.as_ref().and_then(|e| {
+                if dns {
+                    e.dns_via(v6)
+                } else {
+                    e.redirect_to(v6)
+                }
+            });
             match via {
                 Some(via) if stream && domain != c::AF_UNIX => Connect::Redirect { to, via },
                 _ => return (Err(Answer::Refused(to)), shown),
@@ -1629,8 +1637,10 @@ impl Shared {
 
     /// Filtered egress (FS-ONLY): the proxy's own explicit listener is
     /// reached as asked (and nothing else on the host's loopback: other
-    /// local ports stay refused), an address the proxy allows is
-    /// redirected to it, everything else refused. No proxy: refused.
+    /// local ports stay refused), a DNS query (port 53, any address) goes
+    /// to the DNS stub, an address the proxy allows (an IP rule, or a
+    /// synthetic address standing for a name) is redirected to it,
+    /// everything else refused. No proxy: refused.
     fn route(&self, to: std::net::SocketAddr) -> Route {
         let Some(egress) = &self.egress else {
             return Route::Refuse;
@@ -1638,6 +1648,8 @@ impl Shared {
         let to = std::net::SocketAddr::new(to.ip().to_canonical(), to.port());
         if egress.explicit().contains(&to) {
             Route::AsAsked
+        } else if to.port() == 53 && egress.dns_via(false).is_some() {
+            Route::Dns
         } else if egress.allows(to) {
             Route::Redirect
         } else {
