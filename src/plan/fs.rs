@@ -125,6 +125,11 @@ pub struct NotifyPlan {
     pub broker_unix_connect: bool,
     /// The filesystem rules, for deciding socket paths (longest match wins).
     pub rules: Vec<(PathBuf, Access)>,
+    /// `[network] unix`: sockets allowed wherever they lie. The supervisor
+    /// opens each when it starts and allows exactly those inodes (a socket
+    /// bound at the path later is not allowed).
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
     /// Spares for the project root when a masked file sits in it.
     #[serde(default)]
     pub spares: Option<SparePool>,
@@ -192,6 +197,9 @@ pub trait FsView {
     fn children(&self, dir: &Path) -> Vec<std::ffi::OsString>;
     /// The target of a symbolic link.
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
+    /// Whether a unix socket is at `path` (symlinks followed, as a
+    /// `connect()` would).
+    fn is_socket(&self, path: &Path) -> bool;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,6 +218,11 @@ pub enum EntryKind {
 pub struct RealFs;
 
 impl FsView for RealFs {
+    fn is_socket(&self, path: &Path) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|md| md.file_type().is_socket())
+    }
+
     fn kind(&self, path: &Path) -> Option<EntryKind> {
         use std::os::unix::fs::MetadataExt;
         let md = std::fs::symlink_metadata(path).ok()?;
@@ -270,6 +283,10 @@ impl FsView for Remembered<'_> {
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.inner.read_link(path)
+    }
+
+    fn is_socket(&self, path: &Path) -> bool {
+        self.inner.is_socket(path)
     }
 }
 

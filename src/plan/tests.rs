@@ -42,6 +42,9 @@ impl FsView for FakeFs {
     fn read_link(&self, _path: &Path) -> Option<PathBuf> {
         Some("usr/lib".into())
     }
+    fn is_socket(&self, path: &Path) -> bool {
+        self.kind(path) == Some(EntryKind::Other)
+    }
 }
 
 const FILE: EntryKind = EntryKind::File { nlink: 1 };
@@ -229,6 +232,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         net: NetPolicy::Off,
         limits: Limits::default(),
         env: EnvPolicy::default(),
+        unix: Vec::new(),
         min_tier: None,
         provenance: Default::default(),
     }
@@ -656,6 +660,9 @@ impl FsView for CountingFs {
     }
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.inner.read_link(path)
+    }
+    fn is_socket(&self, path: &Path) -> bool {
+        self.inner.is_socket(path)
     }
 }
 
