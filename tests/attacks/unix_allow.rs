@@ -160,6 +160,10 @@ fn only_the_unix_socket_the_policy_names_is_reached(tier: Tier) {
     let allowed = client(&["--policy", policy], named.path());
     allowed.assert_success().assert_stdout_contains(NAMED_REPLY);
     assert_eq!(named.clients(), 2, "{}", allowed.dump());
+    // The same from the command line.
+    let flag = client(&["--allow-unix", named.path()], named.path());
+    flag.assert_success().assert_stdout_contains(NAMED_REPLY);
+    assert_eq!(named.clients(), 3, "{}", flag.dump());
 
     // The socket next to it: still refused, and recorded.
     let reports = w.root.join("reports-other");
