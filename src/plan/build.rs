@@ -348,9 +348,9 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
 fn check_unix_sockets(policy: &Policy, view: &dyn FsView) -> Result<(), Refusal> {
     for u in &policy.unix {
         let rule = format!("[network] unix {} ({})", u.path.display(), u.origin);
-        if let Some(deny) =
-            fs::decide_rule(&policy.fs, &u.path).filter(|r| r.access == Access::Deny)
-        {
+        let real = view.socket_at(&u.path);
+        let denied = |p: &Path| fs::decide_rule(&policy.fs, p).filter(|r| r.access == Access::Deny);
+        if let Some(deny) = denied(&u.path).or_else(|| real.as_deref().and_then(denied)) {
             return Err(Refusal {
                 tier: None,
                 rule,
@@ -359,7 +359,7 @@ fn check_unix_sockets(policy: &Policy, view: &dyn FsView) -> Result<(), Refusal>
                 hint: "move the socket out of the denied path, or remove the entry".into(),
             });
         }
-        if !view.is_socket(&u.path) {
+        if real.is_none() {
             let found = if view.kind(&u.path).is_some() {
                 "what is there is not a socket"
             } else {
@@ -631,10 +631,13 @@ fn plan_for(
             });
         }
         // A socket the policy names is shown in the new root, bound alone
-        // (read-only: `connect()` needs no writable mount).
-        mounts.extend(policy.unix.iter().map(|u| mounts::Mount::Bind {
-            path: u.path.clone(),
-            writable: false,
+        // at its real path (read-only: `connect()` needs no writable
+        // mount); a symlink to it works where the policy shows the link.
+        mounts.extend(policy.unix.iter().filter_map(|u| {
+            Some(mounts::Mount::Bind {
+                path: view.socket_at(&u.path)?,
+                writable: false,
+            })
         }));
         mounts.sort_by(|a, b| a.path().cmp(b.path()));
         mounts::NamespacePlan {
@@ -791,8 +794,8 @@ impl FsView for PrivateTmpView<'_> {
         self.host.read_link(path)
     }
 
-    fn is_socket(&self, path: &Path) -> bool {
-        self.host.is_socket(path)
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.host.socket_at(path)
     }
 }
 

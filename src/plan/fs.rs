@@ -197,9 +197,9 @@ pub trait FsView {
     fn children(&self, dir: &Path) -> Vec<std::ffi::OsString>;
     /// The target of a symbolic link.
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
-    /// Whether a unix socket is at `path` (symlinks followed, as a
-    /// `connect()` would).
-    fn is_socket(&self, path: &Path) -> bool;
+    /// The real path of the unix socket at `path` (symlinks followed, as
+    /// a `connect()` would), or `None` when no socket is there.
+    fn socket_at(&self, path: &Path) -> Option<PathBuf>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,9 +218,11 @@ pub enum EntryKind {
 pub struct RealFs;
 
 impl FsView for RealFs {
-    fn is_socket(&self, path: &Path) -> bool {
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
         use std::os::unix::fs::FileTypeExt;
-        std::fs::metadata(path).is_ok_and(|md| md.file_type().is_socket())
+        let real = std::fs::canonicalize(path).ok()?;
+        let md = std::fs::symlink_metadata(&real).ok()?;
+        md.file_type().is_socket().then_some(real)
     }
 
     fn kind(&self, path: &Path) -> Option<EntryKind> {
@@ -285,8 +287,8 @@ impl FsView for Remembered<'_> {
         self.inner.read_link(path)
     }
 
-    fn is_socket(&self, path: &Path) -> bool {
-        self.inner.is_socket(path)
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.socket_at(path)
     }
 }
 

@@ -42,8 +42,8 @@ impl FsView for FakeFs {
     fn read_link(&self, _path: &Path) -> Option<PathBuf> {
         Some("usr/lib".into())
     }
-    fn is_socket(&self, path: &Path) -> bool {
-        self.kind(path) == Some(EntryKind::Other)
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        (self.kind(path) == Some(EntryKind::Other)).then(|| path.to_path_buf())
     }
 }
 
@@ -661,8 +661,8 @@ impl FsView for CountingFs {
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.inner.read_link(path)
     }
-    fn is_socket(&self, path: &Path) -> bool {
-        self.inner.is_socket(path)
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.socket_at(path)
     }
 }
 
