@@ -1836,10 +1836,6 @@ enum SockAddr {
     Other,
 }
 
-/// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
-/// addresses in network order, the family in ours).
-/// A `clone` whose flags ask for a thread or a namespace: not a plain
-/// new process (`fork`/`vfork` take no flags).
 /// The sockets `[network] unix` names, opened `O_PATH` (symlinks
 /// followed, as the job's connect would) with their (dev, ino). A path
 /// that is no socket now is left out: nothing there is allowed (the plan
@@ -1862,6 +1858,10 @@ fn named_sockets(paths: &[PathBuf]) -> Vec<(std::fs::File, (u64, u64))> {
         .collect()
 }
 
+/// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
+/// addresses in network order, the family in ours).
+/// A `clone` whose flags ask for a thread or a namespace: not a plain
+/// new process (`fork`/`vfork` take no flags).
 fn creates_namespaces(n: &Notif) -> bool {
     /// CLONE_THREAD and every CLONE_NEW* flag.
     const NOT_A_FORK: u64 = 0x0001_0000 | 0x7e02_0000;
