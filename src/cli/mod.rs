@@ -130,6 +130,10 @@ pub struct PolicyArgs {
     /// reachable; an internal one also needs an address range)
     #[arg(long, value_name = "HOST:IP")]
     pub resolve: Vec<String>,
+    /// Allow connecting to this pathname unix socket (an ssh-agent, a
+    /// podman socket): the socket found there at start, at every tier
+    #[arg(long = "allow-unix", value_name = "PATH")]
+    pub allow_unix: Vec<String>,
     /// Kill the whole process tree after this long (e.g. 90s, 10m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

@@ -292,8 +292,11 @@ impl RuleId {
                  environment of every later step, including the ones that hold secrets."
             }
             RuleId::UnixSocketDenied => {
-                "If the job needs the socket (for example a Docker build), allow that one path:\n\n\
-                 ```toml\n[filesystem]\nwrite = [\"/var/run/docker.sock\"]\n```\n\n\
+                "If the job needs the socket (for example a Docker build), allow that one socket \
+                 (or `--allow-unix PATH`; it must exist when the session starts):\n\n\
+                 ```toml\n[network]\nunix = [\"/var/run/docker.sock\"]\n```\n\n\
+                 vetto allows the socket found there at start, at every tier; a socket bound \
+                 there later, or another one next to it, stays refused. \
                  Access to the Docker socket is root on the host, and the ssh-agent socket signs \
                  as you: the sandbox no longer contains a job that has either."
             }

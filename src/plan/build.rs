@@ -91,6 +91,7 @@ pub fn build_with_view(
     options: &BuildOptions,
     view: &dyn FsView,
 ) -> Result<Plan, Refusal> {
+    check_unix_sockets(policy, view)?;
     if options.audit {
         return audit_plan(policy, host, options);
     }
@@ -341,6 +342,48 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     gaps
 }
 
+/// `[network] unix`: each entry must be a socket when the session starts
+/// (the supervisor allows the inode found then, never a path alone), and
+/// not in a path the policy denies (FULL could not show it there).
+fn check_unix_sockets(policy: &Policy, view: &dyn FsView) -> Result<(), Refusal> {
+    for u in &policy.unix {
+        let rule = format!("[network] unix {} ({})", u.path.display(), u.origin);
+        let real = view.socket_at(&u.path);
+        let denied = |p: &Path| fs::decide_rule(&policy.fs, p).filter(|r| r.access == Access::Deny);
+        if let Some(deny) = denied(&u.path).or_else(|| real.as_deref().and_then(denied)) {
+            return Err(Refusal {
+                tier: None,
+                rule,
+                missing: KernelFeature::UnixSocket,
+                detail: format!("it lies in a denied path ({})", deny.origin),
+                hint: "move the socket out of the denied path, or remove the entry".into(),
+            });
+        }
+        if real.is_none() {
+            let found = if view.kind(&u.path).is_some() {
+                "what is there is not a socket"
+            } else {
+                "nothing is there"
+            };
+            return Err(Refusal {
+                tier: None,
+                rule,
+                missing: KernelFeature::UnixSocket,
+                detail: found.into(),
+                hint: "start the service that listens there first, or remove the entry \
+                       (vetto allows the socket found when the session starts)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The sockets `[network] unix` names, for the supervisor.
+fn unix_sockets(policy: &Policy) -> Vec<PathBuf> {
+    policy.unix.iter().map(|u| u.path.clone()).collect()
+}
+
 /// What the supervisor does with a `connect()` other than to a unix socket.
 fn net_connect(net: &NetPolicy, own_netns: bool) -> fs::NetConnect {
     match (net, own_netns) {
@@ -542,6 +585,7 @@ fn plan_for(
             broker_unix_connect: notify_available,
             // The job's own private /tmp counts as writable for sockets.
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+            unix_sockets: unix_sockets(policy),
             spares,
             denied_calls: Vec::new(),
             audit: false,
@@ -568,6 +612,7 @@ fn plan_for(
             carved_dirs: Vec::new(),
             broker_unix_connect: notify_available,
             rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+            unix_sockets: unix_sockets(policy),
             spares: None,
             denied_calls: Vec::new(),
             audit: false,
@@ -586,8 +631,17 @@ fn plan_for(
                 path: dir.clone(),
                 writable: true,
             });
-            mounts.sort_by(|a, b| a.path().cmp(b.path()));
         }
+        // A socket the policy names is shown in the new root, bound alone
+        // at its real path (read-only: `connect()` needs no writable
+        // mount); a symlink to it works where the policy shows the link.
+        mounts.extend(policy.unix.iter().filter_map(|u| {
+            Some(mounts::Mount::Bind {
+                path: view.socket_at(&u.path)?,
+                writable: false,
+            })
+        }));
+        mounts.sort_by(|a, b| a.path().cmp(b.path()));
         mounts::NamespacePlan {
             net: own_netns,
             hostname: "vetto".into(),
@@ -746,6 +800,10 @@ impl FsView for PrivateTmpView<'_> {
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.host.read_link(path)
     }
+
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.host.socket_at(path)
+    }
 }
 
 /// `--audit`: no Landlock, no namespaces, nothing refused. Every call the
@@ -780,6 +838,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             .iter()
             .map(|r| (r.path.clone(), r.access))
             .collect(),
+        unix_sockets: unix_sockets(policy),
         spares: None,
         denied_calls: seccomp
             .rules

@@ -125,6 +125,11 @@ pub struct NotifyPlan {
     pub broker_unix_connect: bool,
     /// The filesystem rules, for deciding socket paths (longest match wins).
     pub rules: Vec<(PathBuf, Access)>,
+    /// `[network] unix`: sockets allowed wherever they lie. The supervisor
+    /// opens each when it starts and allows exactly those inodes (a socket
+    /// bound at the path later is not allowed).
+    #[serde(default)]
+    pub unix_sockets: Vec<PathBuf>,
     /// Spares for the project root when a masked file sits in it.
     #[serde(default)]
     pub spares: Option<SparePool>,
@@ -198,6 +203,9 @@ pub trait FsView {
     fn children(&self, dir: &Path) -> Vec<std::ffi::OsString>;
     /// The target of a symbolic link.
     fn read_link(&self, path: &Path) -> Option<PathBuf>;
+    /// The real path of the unix socket at `path` (symlinks followed, as
+    /// a `connect()` would), or `None` when no socket is there.
+    fn socket_at(&self, path: &Path) -> Option<PathBuf>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +224,13 @@ pub enum EntryKind {
 pub struct RealFs;
 
 impl FsView for RealFs {
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        use std::os::unix::fs::FileTypeExt;
+        let real = std::fs::canonicalize(path).ok()?;
+        let md = std::fs::symlink_metadata(&real).ok()?;
+        md.file_type().is_socket().then_some(real)
+    }
+
     fn kind(&self, path: &Path) -> Option<EntryKind> {
         use std::os::unix::fs::MetadataExt;
         let md = std::fs::symlink_metadata(path).ok()?;
@@ -276,6 +291,10 @@ impl FsView for Remembered<'_> {
 
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.inner.read_link(path)
+    }
+
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.socket_at(path)
     }
 }
 

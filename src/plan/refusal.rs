@@ -17,6 +17,9 @@ pub enum KernelFeature {
     SeccompUserNotify,
     /// A capability vetto has not built for this tier yet.
     NotImplemented,
+    /// A listening unix socket at the path a rule names (not a kernel
+    /// feature: the host's state when the session starts).
+    UnixSocket,
 }
 
 impl fmt::Display for KernelFeature {
@@ -29,6 +32,7 @@ impl fmt::Display for KernelFeature {
                 f.write_str("seccomp user notification (Linux 5.19+)")
             }
             KernelFeature::NotImplemented => f.write_str("support in this vetto version"),
+            KernelFeature::UnixSocket => f.write_str("a unix socket at that path"),
         }
     }
 }

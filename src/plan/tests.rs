@@ -42,6 +42,9 @@ impl FsView for FakeFs {
     fn read_link(&self, _path: &Path) -> Option<PathBuf> {
         Some("usr/lib".into())
     }
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        (self.kind(path) == Some(EntryKind::Other)).then(|| path.to_path_buf())
+    }
 }
 
 const FILE: EntryKind = EntryKind::File { nlink: 1 };
@@ -229,6 +232,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         net: NetPolicy::Off,
         limits: Limits::default(),
         env: EnvPolicy::default(),
+        unix: Vec::new(),
         min_tier: None,
         provenance: Default::default(),
     }
@@ -669,6 +673,9 @@ impl FsView for CountingFs {
     fn read_link(&self, path: &Path) -> Option<PathBuf> {
         self.inner.read_link(path)
     }
+    fn socket_at(&self, path: &Path) -> Option<PathBuf> {
+        self.inner.socket_at(path)
+    }
 }
 
 #[test]
@@ -820,4 +827,74 @@ fn filtered_egress_is_not_offered_at_the_seccomp_tier() {
         .unwrap_or_default();
     assert!(text.contains("FULL and FS-ONLY tiers only"), "{text}");
     assert!(text.contains("--tier fs-only or --tier full"), "{text}");
+}
+
+fn unix_rule(path: &str) -> crate::policy::UnixSocket {
+    crate::policy::UnixSocket {
+        path: path.into(),
+        origin: Origin {
+            source: "test.toml".into(),
+            line: 7,
+            col: 9,
+            written: path.into(),
+        },
+    }
+}
+
+#[test]
+fn a_named_unix_socket_is_bound_alone_at_full_and_listed_for_the_broker() -> Result<(), Refusal> {
+    use super::mounts::Mount;
+    let mut p = policy(project_rules());
+    p.unix = vec![unix_rule("/run/podman/podman.sock")];
+    let mut view = project_fs();
+    view.0
+        .insert("/run/podman/podman.sock".into(), EntryKind::Other);
+    for tier in [Tier::Full, Tier::FsOnly] {
+        let plan = build::build_with_view(
+            &p,
+            &HostCaps::everything(),
+            TierRequest::Exactly(tier),
+            &options(),
+            &view,
+        )?;
+        assert_eq!(
+            plan.notify.unix_sockets,
+            vec![PathBuf::from("/run/podman/podman.sock")]
+        );
+        let bound = plan.namespaces.is_some_and(|n| {
+            n.mounts.contains(&Mount::Bind {
+                path: "/run/podman/podman.sock".into(),
+                writable: false,
+            })
+        });
+        assert_eq!(bound, tier == Tier::Full);
+    }
+    Ok(())
+}
+
+#[test]
+fn a_unix_rule_without_a_socket_or_in_a_denied_path_is_refused_with_its_origin() {
+    let mut p = policy(project_rules());
+    let mut view = project_fs();
+    view.0.insert("/p/.env".into(), EntryKind::Other);
+    for (path, why) in [
+        ("/run/missing.sock", "nothing is there"),
+        ("/p/README.md", "not a socket"),
+        ("/p/.env", "denied path"),
+    ] {
+        p.unix = vec![unix_rule(path)];
+        let Err(e) = build::build_with_view(
+            &p,
+            &HostCaps::everything(),
+            TierRequest::Auto,
+            &options(),
+            &view,
+        ) else {
+            panic!("{path}: not refused");
+        };
+        assert_eq!(e.missing, KernelFeature::UnixSocket);
+        let text = e.to_string();
+        assert!(text.contains("test.toml:7:9"), "{text}");
+        assert!(text.contains(why), "{text}");
+    }
 }

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::egress::Rules;
 use super::paths::decide_rule;
-use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, paths};
+use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, UnixSocket, paths};
 use crate::events::ConnReason;
 use crate::policy::addr::AddrClass;
 
@@ -62,6 +62,10 @@ pub struct PathDecision {
     pub path: PathBuf,
     pub verdict: PathVerdict,
     pub rule: Option<FsRule>,
+    /// The `[network] unix` entry naming this path: a unix socket there
+    /// may be connected to, wherever it lies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix: Option<UnixSocket>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -448,6 +452,7 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
         path: path.to_path_buf(),
         verdict,
         rule,
+        unix: policy.unix.iter().find(|u| u.path == path).cloned(),
     }
 }
 
@@ -562,6 +567,15 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             }
         }
     }
+    if !policy.unix.is_empty() {
+        let _ = writeln!(
+            o,
+            "  unix sockets the job may connect to (the socket found at start):"
+        );
+        for u in &policy.unix {
+            let _ = writeln!(o, "    {}  ← {}", u.path.display(), u.origin);
+        }
+    }
     let l = &policy.limits;
     let _ = writeln!(o, "\nlimits:");
     let _ = writeln!(
@@ -630,6 +644,13 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
                     None => {
                         let _ = writeln!(o, " — no rule covers {}", p.path.display());
                     }
+                }
+                if let Some(u) = &p.unix {
+                    let _ = writeln!(
+                        o,
+                        "      unix socket: connecting allowed — [network] unix  ← {}",
+                        u.origin
+                    );
                 }
             }
             Decision::Host(h) => {

@@ -38,7 +38,7 @@ use super::raw::{self, RawPolicy};
 use super::validate::{self, Layer, NetMode, PathCtx};
 use super::{
     Access, FsRule, HostPattern, IpRule, Limits, NetPolicy, Origin, Overrides, PinnedHost, Policy,
-    SourceInfo, presets,
+    SourceInfo, UnixSocket, presets,
 };
 
 /// Variables naming CI control files that a job must not write, nor see.
@@ -180,6 +180,15 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             Err(e) => diags.plain("--resolve", e, None),
         }
     }
+    for u in &o.allow_unix {
+        match ctx.resolve(u, Some(cwd)) {
+            Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
+                path,
+                origin: origin("--allow-unix", u),
+            })),
+            Err((msg, help)) => diags.plain("--allow-unix", format!("{u}: {msg}"), help),
+        }
+    }
     layer.mode = match o.net.as_deref().map(validate::parse_mode) {
         Some(Ok(m)) if m != NetMode::Allow && !o.allow_domain.is_empty() => {
             diags.plain(
@@ -243,6 +252,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         fs: Vec::new(),
         outputs: Vec::new(),
         net: NetPolicy::Off,
+        unix: Vec::new(),
         limits: Limits::default(),
         env: Default::default(),
         min_tier: None,
@@ -260,6 +270,11 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         deny.extend(l.deny);
         ips.extend(l.ips);
         pins.extend(l.resolve);
+        for u in l.unix {
+            if !p.unix.iter().any(|k| k.path == u.path) {
+                p.unix.push(u);
+            }
+        }
         p.limits.timeout = l.timeout.or(p.limits.timeout);
         p.limits.max_procs = l.max_procs.or(p.limits.max_procs);
         p.limits.max_memory = l.max_memory.or(p.limits.max_memory);

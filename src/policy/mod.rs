@@ -44,6 +44,8 @@ pub struct Overrides {
     pub net: Option<String>,
     pub allow_domain: Vec<String>,
     pub resolve: Vec<String>,
+    /// `--allow-unix PATH`: a pathname unix socket the job may connect to.
+    pub allow_unix: Vec<String>,
     pub timeout: Option<String>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<String>,
@@ -61,6 +63,7 @@ impl Overrides {
             && self.net.is_none()
             && self.allow_domain.is_empty()
             && self.resolve.is_empty()
+            && self.allow_unix.is_empty()
             && self.timeout.is_none()
             && self.max_procs.is_none()
             && self.max_memory.is_none()

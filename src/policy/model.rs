@@ -171,6 +171,15 @@ pub struct PinnedHost {
     pub origin: Origin,
 }
 
+/// `[network] unix`: a pathname unix socket the job may connect to. The
+/// supervisor allows the inode found at this path when the session
+/// starts, not the path string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnixSocket {
+    pub path: PathBuf,
+    pub origin: Origin,
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -272,6 +281,10 @@ pub struct Policy {
     /// into them (see docs/tiers.md: carving and new top-level entries).
     pub outputs: Vec<String>,
     pub net: NetPolicy,
+    /// `[network] unix`: pathname unix sockets the job may connect to,
+    /// whatever the network mode.
+    #[serde(default)]
+    pub unix: Vec<UnixSocket>,
     pub limits: Limits,
     pub env: EnvPolicy,
     /// The weakest tier this policy accepts (`auto` never goes below it).

@@ -53,6 +53,8 @@ pub struct RawNetwork {
     pub allow: Vec<Sp<String>>,
     pub deny: Vec<Sp<String>>,
     pub resolve: Vec<Sp<String>>,
+    /// Pathname unix sockets the job may connect to.
+    pub unix: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,7 +81,7 @@ const TOP: &[&str] = &[
     "env",
 ];
 const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs"];
-const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve"];
+const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve", "unix"];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 
@@ -165,6 +167,9 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             "deny" => raw.network.deny = w.string_list(v, "a list of host names"),
                             "resolve" => {
                                 raw.network.resolve = w.string_list(v, "a list of `HOST:IP` pins")
+                            }
+                            "unix" => {
+                                raw.network.unix = w.string_list(v, "a list of unix socket paths")
                             }
                             _ => {}
                         }

@@ -1221,3 +1221,50 @@ fn egress_rule(r: &super::IpRule) -> super::egress::IpRule {
         .pop()
         .unwrap()
 }
+
+#[test]
+fn unix_sockets_are_listed_with_their_origin_and_explained() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "[network]\nunix = [\"~/.podman/podman.sock\", \"${PROJECT}/../agent.sock\"]\n",
+    );
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.allow_unix = vec!["run/agent.sock".into()];
+    let p = load(&r).unwrap();
+    let paths: Vec<_> = p.unix.iter().map(|u| u.path.clone()).collect();
+    let root = s.project.parent().unwrap();
+    assert_eq!(
+        paths,
+        vec![
+            s.home.join(".podman/podman.sock"),
+            root.join("agent.sock"),
+            s.project.join("run/agent.sock"),
+        ]
+    );
+    assert_eq!((p.unix[0].origin.line, p.unix[0].origin.col), (2, 9));
+    assert_eq!(p.unix[2].origin.source, "--allow-unix");
+    assert_eq!(
+        p.net,
+        NetPolicy::Off,
+        "unix sockets leave the network mode alone"
+    );
+    let d = explain::decide_path(&p, "q", &s.home.join(".podman/podman.sock"));
+    assert_eq!(d.unix.map(|u| u.origin.line), Some(2));
+    assert!(
+        explain::decide_path(&p, "q", &s.home.join("other.sock"))
+            .unix
+            .is_none()
+    );
+}
+
+#[test]
+fn a_misspelt_unix_key_gets_a_did_you_mean() {
+    let s = scratch();
+    s.write("p.toml", "[network]\nunx = [\"/run/podman/podman.sock\"]\n");
+    let e = load(&s.req(Some("p.toml"))).unwrap_err();
+    assert!(e.rendered.contains("`unix`"), "{e}");
+    s.write("p.toml", "[network]\nunix = [\"relative.sock\"]\n");
+    let e = load(&s.req(Some("p.toml"))).unwrap_err();
+    assert!(e.rendered.contains("p.toml:2:9"), "{e}");
+}

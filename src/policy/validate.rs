@@ -11,7 +11,9 @@ use super::diag::{Diags, LineIndex, SourceRef};
 use super::paths::{self, GlobWalker, PathError};
 use super::raw::{RawPolicy, SizeValue};
 use super::vars::Vars;
-use super::{Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, SourceInfo};
+use super::{
+    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, SourceInfo, UnixSocket,
+};
 use crate::tier::Tier;
 
 /// `[network] mode`, as one source says it.
@@ -37,6 +39,8 @@ pub struct Layer {
     /// Address ranges in `allow`.
     pub ips: Vec<IpRule>,
     pub resolve: Vec<PinnedHost>,
+    /// `[network] unix`.
+    pub unix: Vec<UnixSocket>,
     pub timeout: Option<Duration>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<u64>,
@@ -55,6 +59,7 @@ impl Layer {
             deny: Vec::new(),
             ips: Vec::new(),
             resolve: Vec::new(),
+            unix: Vec::new(),
             timeout: None,
             max_procs: None,
             max_memory: None,
@@ -240,6 +245,15 @@ pub fn validate(
                 origin: origin(&r.span, &r.value),
             }),
             Err(e) => diags.at(src, &r.span, e),
+        }
+    }
+    for u in &net.unix {
+        match ctx.resolve(&u.value, None) {
+            Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
+                path,
+                origin: origin(&u.span, &u.value),
+            })),
+            Err((msg, help)) => diags.at_help(src, &u.span, msg, help),
         }
     }
     layer.mode = match mode {

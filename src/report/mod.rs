@@ -312,9 +312,8 @@ impl Model {
                     reopened.unwrap_or_default()
                 )
             }
-            RuleId::FsWriteDenied | RuleId::UnixSocketDenied => {
-                format!("[filesystem] write = [\"{}\"]", path())
-            }
+            RuleId::FsWriteDenied => format!("[filesystem] write = [\"{}\"]", path()),
+            RuleId::UnixSocketDenied => format!("[network] unix = [\"{}\"]", path()),
             RuleId::FsReadDenied => format!("[filesystem] read = [\"{}\"]", path()),
             RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
                 "no policy switch: this runs code outside the sandbox later; fix the job".into()

@@ -30,7 +30,7 @@ const MAX_REFUSED: usize = 200;
 struct Needs {
     /// Directories to make writable → (count, who).
     write: BTreeMap<String, (u64, String)>,
-    /// Host sockets to reach (their paths made writable) → (count, who).
+    /// Host sockets to reach (`[network] unix`) → (count, who).
     sockets: BTreeMap<String, (u64, String)>,
     network: Option<(u64, String)>,
     /// Names the job contacted → port → (count, who).
@@ -382,13 +382,9 @@ fn render(needs: &Needs, sessions: usize) -> String {
          # Review every line: each one widens what a job (and its dependencies) may do."
     );
     let _ = writeln!(out, "extends = [\"default\"]");
-    let mut write: Vec<(&String, &(u64, String))> =
-        needs.write.iter().chain(needs.sockets.iter()).collect();
-    write.sort_by(|a, b| a.0.cmp(b.0));
-    write.dedup_by(|a, b| a.0 == b.0);
-    if !write.is_empty() {
+    if !needs.write.is_empty() {
         let _ = writeln!(out, "\n[filesystem]\nwrite = [");
-        for (path, (count, who)) in write {
+        for (path, (count, who)) in &needs.write {
             let who = crate::text::name(who);
             let _ = writeln!(out, "    \"{path}\", # ×{count}, by {who}");
         }
@@ -420,6 +416,20 @@ fn render(needs: &Needs, sessions: usize) -> String {
             }
         }
         (None, true) => {}
+    }
+    if !needs.sockets.is_empty() {
+        if needs.network.is_none() && allow.is_empty() {
+            let _ = writeln!(out, "\n[network]");
+        }
+        let _ = writeln!(
+            out,
+            "# Unix sockets the job connected to: each is whatever its server does for a client.\nunix = ["
+        );
+        for (path, (count, who)) in &needs.sockets {
+            let who = crate::text::name(who);
+            let _ = writeln!(out, "    \"{path}\", # ×{count}, by {who}");
+        }
+        let _ = writeln!(out, "]");
     }
     if !needs.refused.is_empty() {
         let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");

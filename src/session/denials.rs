@@ -86,7 +86,12 @@ fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
         // A device is granted by itself, never its directory (all of /dev).
         RuleId::FsWriteDenied if path.starts_with("/dev") => flag("--allow-write", &path),
         RuleId::FsWriteDenied => flag("--allow-write", path.parent().unwrap_or(&path)),
-        RuleId::UnixSocketDenied => flag("--allow-write", &path),
+        // No path: the client could not be read (not dumpable: ssh,
+        // gpg-agent), so where it connects is unknown.
+        RuleId::UnixSocketDenied if path.as_os_str().is_empty() => {
+            "no flag: the client is not dumpable, so vetto cannot read where it connects; --tier full can".into()
+        }
+        RuleId::UnixSocketDenied => flag("--allow-unix", &path),
         RuleId::FsReadDenied => flag("--allow-read", &path),
         RuleId::NetSocketDenied => "--net host".into(),
         // The one destination, through the proxy; not the whole network.

@@ -30,5 +30,6 @@ mod signals;
 mod ssh_agent;
 mod symlink_escape;
 mod terminals;
+mod unix_allow;
 mod unix_datagram;
 mod userns;

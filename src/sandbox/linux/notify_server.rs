@@ -206,6 +206,13 @@ struct Shared {
     /// symlink also names its target), made on first use: most sessions
     /// never need them, and resolving every rule costs a start-up.
     resolved: std::sync::OnceLock<Vec<(PathBuf, Access)>>,
+    /// `[network] unix`: the (dev, ino) of each named socket, taken when
+    /// the supervisor starts; a connect reaching one of these inodes is
+    /// allowed wherever it lies.
+    unix_sockets: Vec<(u64, u64)>,
+    /// An `O_PATH` descriptor of each, held for the session so that no
+    /// other socket can take a freed inode number.
+    _held_sockets: Vec<std::fs::File>,
     pool: ConnectPool,
     /// Regular files the supervisor created in carved directories, by
     /// (dev, ino): Landlock never granted them, so reopening them with
@@ -363,6 +370,7 @@ impl Shared {
             }
         }
         let rules = plan.rules.clone();
+        let held = named_sockets(&plan.unix_sockets);
         let spares = plan.spares.as_ref().and_then(|pool| {
             let fd = sys::open_dir_path(&pool.dir).ok()?;
             let dev = sys::facts(fd.as_fd()).ok()?.dev;
@@ -406,6 +414,8 @@ impl Shared {
             pty_peer: plan.pty_peer,
             broker: plan.broker_unix_connect,
             rules,
+            unix_sockets: held.iter().map(|(_, id)| *id).collect(),
+            _held_sockets: held.into_iter().map(|(f, _)| f).collect(),
             project: plan
                 .project
                 .as_ref()
@@ -1704,7 +1714,7 @@ impl Shared {
         }
         let real =
             sys::fd_path(target.as_fd()).map_err(|_| denied(c::EACCES, Reason::SocketOutside))?;
-        if !self.socket_allowed(&real) {
+        if !self.unix_sockets.contains(&(facts.dev, facts.ino)) && !self.socket_allowed(&real) {
             // Audit: connect anyway, and name it.
             if self.audit {
                 return Ok((target, Reason::WouldDeny));
@@ -1714,6 +1724,8 @@ impl Shared {
         Ok((target, Reason::SocketAllowed))
     }
 
+    /// Whether `real`, the resolved path of a socket inode, lies where the
+    /// policy's filesystem rules allow sockets (writable).
     fn socket_allowed(&self, real: &Path) -> bool {
         if !real.is_absolute() || real.as_os_str().as_bytes().ends_with(b" (deleted)") {
             return false;
@@ -1972,6 +1984,28 @@ enum SockAddr {
     Abstract(Vec<u8>),
     /// Unnamed, too short, or another family.
     Other,
+}
+
+/// The sockets `[network] unix` names, opened `O_PATH` (symlinks
+/// followed, as the job's connect would) with their (dev, ino). A path
+/// that is no socket now is left out: nothing there is allowed (the plan
+/// refused the session if it was none when planning).
+fn named_sockets(paths: &[PathBuf]) -> Vec<(std::fs::File, (u64, u64))> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+    paths
+        .iter()
+        .filter_map(|path| {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(c::O_PATH)
+                .open(path)
+                .ok()?;
+            let md = file.metadata().ok()?;
+            md.file_type()
+                .is_socket()
+                .then(|| (file, (md.dev(), md.ino())))
+        })
+        .collect()
 }
 
 /// A `sockaddr_in` or `sockaddr_in6`, read from its bytes (ports and
