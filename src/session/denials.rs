@@ -93,7 +93,11 @@ fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
         }
         RuleId::UnixSocketDenied => flag("--allow-unix", &path),
         RuleId::FsReadDenied => flag("--allow-read", &path),
-        RuleId::NetSocketDenied => "--net host".into(),
+        // Only the whole network allows another kind of socket: filtered
+        // egress carries TCP (and names over TCP) through vetto alone.
+        RuleId::NetSocketDenied => {
+            "only --net host (the whole network); --allow-domain carries TCP only".into()
+        }
         // The one destination, through the proxy; not the whole network.
         RuleId::NetEgressBlocked => match target {
             Target::Address {
@@ -220,7 +224,10 @@ mod tests {
             "vetto:   fs-write-denied ~/.npm/_cacache/index  — to allow: --allow-write ~/.npm/_cacache"
         );
         assert!(out[2].contains("git-persistence-blocked") && out[2].contains("no flag"));
-        assert!(out[3].contains("net-socket-denied") && out[3].ends_with("--net host"));
+        assert!(
+            out[3].contains("net-socket-denied")
+                && out[3].ends_with("--allow-domain carries TCP only")
+        );
         assert_eq!(out[4], "vetto:   … and 1 more (-v lists them all)");
         let all = lines(&decisions, 0, false, true, home);
         assert_eq!(all.len(), 5);
