@@ -957,7 +957,7 @@ fn summary(mut times: Vec<Duration>) -> String {
 /// Costs for docs/notify.md: `cargo test --release --test notify
 /// bench_notify_costs -- --ignored --nocapture`.
 #[test]
-#[ignore = "benchmark, run by hand"]
+#[ignore = "a benchmark (it asserts nothing: figures for docs/notify.md), run by hand with --release"]
 fn bench_notify_costs() {
     let test = "bench_notify_costs";
     let n = std::env::var("VETTO_NOTIFY_N").unwrap_or_else(|_| "10000".into());
