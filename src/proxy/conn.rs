@@ -343,20 +343,11 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         rec.via = ConnVia::Connect;
         let (host, port) = match http::authority(&head.target) {
             Ok(x) => x,
-            Err(why) => {
-                let _ = client
-                    .write_all(&http::response(400, "Bad Request", ""))
-                    .await;
-                rec.refuse(shared, ConnReason::Malformed, why.into());
-                return;
-            }
+            Err(why) => return bad_request(shared, rec, &mut client, why).await,
         };
-        let (server, name) = match open(shared, rec, &host, port).await {
-            Ok(x) => x,
-            Err(()) => {
-                let _ = client.write_all(&refusal_response(rec)).await;
-                return;
-            }
+        let Some((server, name)) = open_or_answer(shared, rec, &mut client, &host, port).await
+        else {
+            return;
         };
         if client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -370,25 +361,42 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         rec.via = ConnVia::Http;
         let (host, port, path) = match http::absolute(&head.target) {
             Ok(x) => x,
-            Err(why) => {
-                let _ = client
-                    .write_all(&http::response(400, "Bad Request", ""))
-                    .await;
-                rec.refuse(shared, ConnReason::Malformed, why.into());
-                return;
-            }
+            Err(why) => return bad_request(shared, rec, &mut client, why).await,
         };
-        let (server, name) = match open(shared, rec, &host, port).await {
-            Ok(x) => x,
-            Err(()) => {
-                let _ = client.write_all(&refusal_response(rec)).await;
-                return;
-            }
+        let Some((server, name)) = open_or_answer(shared, rec, &mut client, &host, port).await
+        else {
+            return;
         };
         let host_for_header = name.unwrap_or(host);
         let mut first = http::origin_request(&head, &host_for_header, port, &path);
         first.extend_from_slice(&early);
         pump(shared, rec, client, server, first).await;
+    }
+}
+
+/// A request whose target cannot be read: 400, recorded as malformed.
+async fn bad_request(shared: &Shared, rec: &mut Record, client: &mut TcpStream, why: &str) {
+    let _ = client
+        .write_all(&http::response(400, "Bad Request", ""))
+        .await;
+    rec.refuse(shared, ConnReason::Malformed, why.into());
+}
+
+/// The upstream connection for `host:port`, or the refusal answered to
+/// the client (the decision is already recorded by [`open`]).
+async fn open_or_answer(
+    shared: &Shared,
+    rec: &mut Record,
+    client: &mut TcpStream,
+    host: &str,
+    port: u16,
+) -> Option<(TcpStream, Option<String>)> {
+    match open(shared, rec, host, port).await {
+        Ok(x) => Some(x),
+        Err(()) => {
+            let _ = client.write_all(&refusal_response(rec)).await;
+            None
+        }
     }
 }
 
