@@ -115,10 +115,10 @@ fn denied(dir: &Path, path: &str) -> usize {
 /// outside the project and outside `/tmp` (FULL's private `/tmp` would
 /// allow a socket the policy binds there by its path alone). Evidence: bare, the job's client reaches the named
 /// socket and gets its canary; sandboxed without a rule it does not (at
-/// FS-ONLY refused and recorded as `unix-socket-denied`, at FULL absent
-/// from the view); with `[network] unix = [that path]` in a policy file it
-/// gets the canary, while the second socket next to it stays unreached
-/// (and is recorded at FS-ONLY).
+/// FS-ONLY refused, at FULL absent from the view; recorded as
+/// `unix-socket-denied` at both); with `[network] unix = [that path]` in a
+/// policy file it gets the canary, while the second socket next to it
+/// stays unreached and is recorded.
 fn only_the_unix_socket_the_policy_names_is_reached(tier: Tier) {
     require!(tier.feature());
     let w = World::at_in(tier, Path::new("/var/tmp"));
@@ -145,9 +145,7 @@ fn only_the_unix_socket_the_policy_names_is_reached(tier: Tier) {
         "reached without a rule\n{}",
         none.dump()
     );
-    if tier == Tier::FsOnly {
-        assert_eq!(denied(&reports, named.path()), 1, "{}", none.dump());
-    }
+    assert_eq!(denied(&reports, named.path()), 1, "{}", none.dump());
 
     // The rule names it: reached.
     let policy = w.root.join("unix.toml");
@@ -179,9 +177,7 @@ fn only_the_unix_socket_the_policy_names_is_reached(tier: Tier) {
     next.assert_ran().assert_stdout_lacks(OTHER_REPLY);
     next.assert_stdout_contains("REFUSED");
     assert_eq!(other.clients(), 0, "{}", next.dump());
-    if tier == Tier::FsOnly {
-        assert_eq!(denied(&reports, other.path()), 1, "{}", next.dump());
-    }
+    assert_eq!(denied(&reports, other.path()), 1, "{}", next.dump());
 }
 at_every_tier!(only_the_unix_socket_the_policy_names_is_reached);
 

@@ -1701,7 +1701,17 @@ impl Shared {
             0,
             resolve::NO_MAGICLINKS | in_root,
         )
-        .map_err(|e| Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside))?;
+        .map_err(|e| {
+            let errno = sys::errno_of(&e);
+            // At FULL a host socket outside the job's view is simply not
+            // there for the job; it still asked for it, so name it. The
+            // job's answer stays what its view says.
+            if errno == c::ENOENT && in_root != 0 && host_socket_at(&c_path) {
+                denied(errno, Reason::SocketOutside)
+            } else {
+                Answer::Errno(errno, Decision::Emulated, Reason::SocketOutside)
+            }
+        })?;
         let facts = sys::facts(target.as_fd()).map_err(|e| {
             Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::SocketOutside)
         })?;
@@ -1990,6 +2000,23 @@ enum SockAddr {
 /// followed, as the job's connect would) with their (dev, ino). A path
 /// that is no socket now is left out: nothing there is allowed (the plan
 /// refused the session if it was none when planning).
+/// Whether an absolute path names a socket in vetto's own view of the
+/// host (for the record only: it decides nothing the job gets).
+fn host_socket_at(path: &CStr) -> bool {
+    let Ok(root) = sys::open_dir_path(Path::new("/")) else {
+        return false;
+    };
+    sys::openat2(
+        root.as_fd(),
+        path,
+        c::O_PATH,
+        0,
+        resolve::NO_MAGICLINKS | resolve::IN_ROOT,
+    )
+    .and_then(|fd| sys::facts(fd.as_fd()))
+    .is_ok_and(|f| f.is_socket())
+}
+
 fn named_sockets(paths: &[PathBuf]) -> Vec<(std::fs::File, (u64, u64))> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
     paths
