@@ -15,5 +15,9 @@ fn main() -> ExitCode {
     if let Some(code) = vetto::sandbox::stage_entry() {
         return code;
     }
+    // So must the helper that makes a network namespace for UDP sockets.
+    if let Some(code) = vetto::sandbox::dead_net::entry() {
+        return code;
+    }
     vetto::cli::main()
 }

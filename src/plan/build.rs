@@ -416,6 +416,9 @@ fn plan_for(
         _ => None,
     };
     let tcp_only = egress == Some(super::net::EgressPlan::Redirect);
+    // Its UDP sockets come from a network namespace of vetto's own that
+    // leads nowhere (`NotifyPlan::udp_dead_net`), where one can be made.
+    let udp_dead_net = tcp_only && notify_available && host.userns.is_available();
     // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
     // any other root around what the policy binds beneath it (a project
     // under /tmp keeps its protected .git).
@@ -593,6 +596,7 @@ fn plan_for(
             pty_peer,
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
+            udp_dead_net: false,
         };
         let landlock = LandlockPlan {
             abi,
@@ -620,6 +624,7 @@ fn plan_for(
             pty_peer: false,
             project: None,
             shared_dirs: Vec::new(),
+            udp_dead_net: false,
         };
         (None, notify, Vec::new())
     };
@@ -672,7 +677,8 @@ fn plan_for(
         notify.broker_unix_connect,
     );
     if tcp_only {
-        seccomp.rules.extend(syscalls::tcp_only());
+        seccomp.rules.extend(syscalls::tcp_only(udp_dead_net));
+        notify.udp_dead_net = udp_dead_net;
     }
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
@@ -859,6 +865,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         pty_peer: false,
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
+        udp_dead_net: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

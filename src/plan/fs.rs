@@ -163,6 +163,13 @@ pub struct NotifyPlan {
     /// only what the job made (see `docs/tiers.md`).
     #[serde(default)]
     pub shared_dirs: Vec<PathBuf>,
+    /// Filtered egress without a namespace (FS-ONLY), where unprivileged
+    /// user namespaces exist: each UDP `socket()` of the job is answered
+    /// with a socket made in a network namespace of vetto's that has only
+    /// loopback (every destination local there), where vetto's DNS stub
+    /// listens on port 53. Without it, UDP sockets are refused.
+    #[serde(default)]
+    pub udp_dead_net: bool,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

@@ -64,6 +64,8 @@ mod uapi {
     pub const AF_INET: u64 = 2;
     pub const AF_INET6: u64 = 10;
     pub const IPPROTO_TCP: u64 = 6;
+    pub const IPPROTO_UDP: u64 = 17;
+    pub const SOCK_STREAM: u64 = 1;
     /// Every socket type but `SOCK_STREAM` (1) the kernel defines.
     pub const NOT_STREAM: [u64; 6] = [2, 3, 4, 5, 6, 10];
     pub const MSG_FASTOPEN: u64 = 0x2000_0000;
@@ -289,11 +291,15 @@ pub fn memory_shares() -> Vec<SyscallRule> {
 
 /// Filtered egress without a namespace (FS-ONLY): the job may create TCP
 /// internet sockets (each `connect()` is notified and decided by the
-/// supervisor) and nothing else that reaches a network: no UDP (DNS
-/// datagrams included), raw, packet or other families, no TCP variant
-/// whose protocol the proxy does not speak (SCTP), and no `MSG_FASTOPEN`,
-/// which connects from `sendto`/`sendmsg` without a `connect()`.
-pub fn tcp_only() -> Vec<SyscallRule> {
+/// supervisor) and nothing else that reaches a network: no raw, packet or
+/// other families, no TCP variant whose protocol the proxy does not speak
+/// (SCTP), and no `MSG_FASTOPEN`, which connects from `sendto`/`sendmsg`
+/// without a `connect()`. UDP sockets (protocol 0 or UDP; not ICMP ping
+/// sockets nor UDP-Lite) are refused too, unless `udp_dead_net`: then
+/// their `socket()` is notified and the supervisor answers with a socket
+/// made in a network namespace that leads nowhere
+/// (`NotifyPlan::udp_dead_net`).
+pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
     use uapi::*;
     let mut rules = vec![
         rule(
@@ -335,41 +341,74 @@ pub fn tcp_only() -> Vec<SyscallRule> {
             "filtered egress (only route netlink, for interface listing)",
         ),
     ];
+    let family_is = |family| ArgCheck::Eq {
+        index: 0,
+        value: family,
+    };
+    let type_is = |kind| ArgCheck::MaskedEq {
+        index: 1,
+        mask: SOCK_TYPE_MASK,
+        value: kind,
+    };
     for family in [AF_INET, AF_INET6] {
         for kind in NOT_STREAM {
+            if udp_dead_net && kind == SOCK_DGRAM {
+                continue;
+            }
             rules.push(rule(
                 "socket",
                 Action::Deny,
-                vec![
-                    ArgCheck::Eq {
-                        index: 0,
-                        value: family,
-                    },
-                    ArgCheck::MaskedEq {
-                        index: 1,
-                        mask: SOCK_TYPE_MASK,
-                        value: kind,
-                    },
-                ],
-                "filtered egress: UDP (DNS included) and raw sockets are refused; only TCP reaches the proxy",
+                vec![family_is(family), type_is(kind)],
+                if udp_dead_net {
+                    "filtered egress: raw and packet sockets are refused; only TCP reaches the proxy"
+                } else {
+                    "filtered egress: UDP (DNS included) and raw sockets are refused; only TCP reaches the proxy"
+                },
             ));
+        }
+        let mut other_protocol = vec![
+            family_is(family),
+            ArgCheck::Ne { index: 2, value: 0 },
+            ArgCheck::Ne {
+                index: 2,
+                value: IPPROTO_TCP,
+            },
+        ];
+        if udp_dead_net {
+            other_protocol.push(ArgCheck::Ne {
+                index: 2,
+                value: IPPROTO_UDP,
+            });
         }
         rules.push(rule(
             "socket",
             Action::Deny,
-            vec![
-                ArgCheck::Eq {
-                    index: 0,
-                    value: family,
-                },
-                ArgCheck::Ne { index: 2, value: 0 },
-                ArgCheck::Ne {
-                    index: 2,
-                    value: IPPROTO_TCP,
-                },
-            ],
-            "filtered egress: stream protocols other than TCP (SCTP, MPTCP) are refused",
+            other_protocol,
+            "filtered egress: protocols other than TCP (SCTP, MPTCP, ICMP) are refused",
         ));
+        if udp_dead_net {
+            for (kind, protocol) in [(SOCK_STREAM, IPPROTO_UDP), (SOCK_DGRAM, IPPROTO_TCP)] {
+                rules.push(rule(
+                    "socket",
+                    Action::Deny,
+                    vec![
+                        family_is(family),
+                        type_is(kind),
+                        ArgCheck::Eq {
+                            index: 2,
+                            value: protocol,
+                        },
+                    ],
+                    "filtered egress: a socket type with another type's protocol",
+                ));
+            }
+            rules.push(rule(
+                "socket",
+                Action::Notify,
+                vec![family_is(family), type_is(SOCK_DGRAM)],
+                "filtered egress: a UDP socket is made by vetto in a network namespace that leads nowhere",
+            ));
+        }
     }
     for (name, index) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
         rules.push(rule(

@@ -80,6 +80,44 @@ pub fn start_stage(
 /// Seccomp user notification does not exist here.
 pub mod notify {}
 
+pub mod dead_net {
+    /// No network namespaces here: UDP sockets stay refused.
+    #[derive(Debug)]
+    pub struct DeadNet;
+    pub type Started = (DeadNet, Vec<std::net::UdpSocket>);
+    impl DeadNet {
+        pub fn start() -> std::io::Result<Started> {
+            Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+        }
+        pub fn socket(&self, _v6: bool) -> std::io::Result<std::os::fd::OwnedFd> {
+            Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+        }
+        pub fn holds(&self, _sock: std::os::fd::BorrowedFd<'_>) -> bool {
+            false
+        }
+    }
+    pub fn entry() -> Option<std::process::ExitCode> {
+        None
+    }
+    pub fn want_destinations(_: &std::net::UdpSocket) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+    pub fn recv_query(
+        _: &std::net::UdpSocket,
+        _: &mut [u8],
+    ) -> std::io::Result<(usize, std::net::SocketAddr, Option<std::net::IpAddr>)> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+    pub fn send_answer(
+        _: &std::net::UdpSocket,
+        _: &[u8],
+        _: std::net::SocketAddr,
+        _: Option<std::net::IpAddr>,
+    ) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+}
+
 /// No terminal is granted to a job that cannot run here.
 pub mod terminal {
     pub fn own_terminals() -> Vec<std::path::PathBuf> {

@@ -8,12 +8,14 @@
 //! queried name. Nothing is forwarded to a real resolver: a query carries
 //! no data out.
 //!
-//! FS-ONLY has no namespace, and UDP sockets stay refused there (a UDP
-//! socket could send to any address with `sendmsg`, whose destination
-//! lies in memory the filter cannot read): the job's resolver is told to
-//! use TCP (`RES_OPTIONS=use-vc`), and every TCP connect to port 53 is
-//! redirected by the supervisor to [`TcpStub`], which answers the same
-//! way and knows the process from the connect it registered.
+//! FS-ONLY has no namespace of the job's own. Its UDP sockets come from
+//! a namespace of vetto's that leads nowhere (`sandbox::dead_net`), where
+//! every address is local and the same stub serves port 53
+//! ([`Stub::start_dead_net`]): a query to any resolver address is answered
+//! here. Every TCP connect to port 53 is redirected by the supervisor to
+//! [`TcpStub`], which answers the same way and knows the process from the
+//! connect it registered (glibc with `RES_OPTIONS=use-vc`, and where no
+//! such namespace can be made).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -233,7 +235,7 @@ fn respond(
 /// The running stub.
 pub struct Stub {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<()>,
+    threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Stub {
@@ -242,40 +244,93 @@ impl std::fmt::Debug for Stub {
     }
 }
 
+/// Who sent from a UDP address, when that can be known.
+pub type UdpAskers =
+    Arc<dyn Fn(SocketAddr) -> Option<(ProcessInfo, Option<Package>)> + Send + Sync>;
+
 impl Stub {
-    /// Serve `socket` until [`Stub::stop`].
+    /// FULL: serve `socket` (in the job's namespace) until [`Stub::stop`].
     pub fn start(
         socket: UdpSocket,
         names: Arc<Mutex<Names>>,
         rules: Answerable,
         sink: Arc<dyn EventSink + Sync>,
     ) -> std::io::Result<Stub> {
-        socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+        Stub::serve(vec![socket], false, names, rules, sink, None)
+    }
+
+    /// FS-ONLY: serve the sockets bound on port 53 in the namespace the
+    /// job's UDP sockets come from (`sandbox::dead_net`), where every
+    /// address is local: a query to any resolver address arrives, and is
+    /// answered from the address it was sent to. `askers` names the
+    /// process that owns the sending socket.
+    pub fn start_dead_net(
+        sockets: Vec<UdpSocket>,
+        names: Arc<Mutex<Names>>,
+        rules: Answerable,
+        sink: Arc<dyn EventSink + Sync>,
+        askers: UdpAskers,
+    ) -> std::io::Result<Stub> {
+        for s in &sockets {
+            crate::sandbox::dead_net::want_destinations(s)?;
+        }
+        Stub::serve(sockets, true, names, rules, sink, Some(askers))
+    }
+
+    fn serve(
+        sockets: Vec<UdpSocket>,
+        dead_net: bool,
+        names: Arc<Mutex<Names>>,
+        rules: Answerable,
+        sink: Arc<dyn EventSink + Sync>,
+        askers: Option<UdpAskers>,
+    ) -> std::io::Result<Stub> {
         let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("vetto-dns".into())
-            .spawn(move || {
-                let mut buf = [0u8; MAX_QUERY];
-                while !stopping.load(Ordering::SeqCst) {
-                    let Ok((n, peer)) = socket.recv_from(&mut buf) else {
-                        continue;
-                    };
-                    let (reply, refused) = respond(&buf[..n], &names, &rules);
-                    if let Some(name) = refused {
-                        record_refused(sink.as_ref(), name, None, Provenance::Proxy);
+        let mut threads = Vec::new();
+        for socket in sockets {
+            socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+            let stopping = stop.clone();
+            let (names, rules, sink, askers) =
+                (names.clone(), rules.clone(), sink.clone(), askers.clone());
+            threads.push(std::thread::Builder::new().name("vetto-dns".into()).spawn(
+                move || {
+                    let mut buf = [0u8; MAX_QUERY];
+                    while !stopping.load(Ordering::SeqCst) {
+                        let received = if dead_net {
+                            crate::sandbox::dead_net::recv_query(&socket, &mut buf)
+                        } else {
+                            socket.recv_from(&mut buf).map(|(n, peer)| (n, peer, None))
+                        };
+                        let Ok((n, peer, to)) = received else {
+                            continue;
+                        };
+                        let Some(query) = buf.get(..n) else {
+                            continue;
+                        };
+                        let (reply, refused) = respond(query, &names, &rules);
+                        if let Some(name) = refused {
+                            let who = askers.as_ref().and_then(|a| a(peer));
+                            record_refused(sink.as_ref(), name, who, Provenance::Proxy);
+                        }
+                        if let Some(reply) = reply {
+                            let _ = if dead_net {
+                                crate::sandbox::dead_net::send_answer(&socket, &reply, peer, to)
+                            } else {
+                                socket.send_to(&reply, peer).map(drop)
+                            };
+                        }
                     }
-                    if let Some(reply) = reply {
-                        let _ = socket.send_to(&reply, peer);
-                    }
-                }
-            })?;
-        Ok(Stub { stop, thread })
+                },
+            )?);
+        }
+        Ok(Stub { stop, threads })
     }
 
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.thread.join();
+        for t in self.threads {
+            let _ = t.join();
+        }
     }
 }
 

@@ -28,12 +28,16 @@ pub struct Egress {
     pub address: SocketAddr,
     said: Arc<Said>,
     sink: Arc<Tee>,
-    /// FULL: the DNS stub's table and rules, and the stub once serving.
+    /// The DNS stub's table and rules, and the UDP stub once serving
+    /// (FULL: in the job's namespace; FS-ONLY: in the one its UDP sockets
+    /// come from).
     names: Arc<Mutex<super::dns::Names>>,
     answerable: super::dns::Answerable,
     stub: Option<super::dns::Stub>,
     /// FS-ONLY: the DNS-over-TCP stub.
     tcp_stub: Option<super::dns::TcpStub>,
+    /// FS-ONLY: what the start line says of UDP.
+    udp_said: String,
 }
 
 /// The proxy as the notification server sees it. `None` once shut down:
@@ -53,6 +57,50 @@ struct Broker {
     dns_v4: Option<SocketAddr>,
     dns_v6: Option<SocketAddr>,
     askers: super::dns::Askers,
+    /// FS-ONLY: where the job's UDP sockets are made (`None`: refused),
+    /// and who got each.
+    dead_net: Mutex<Option<crate::sandbox::dead_net::DeadNet>>,
+    udp_owners: Arc<UdpOwners>,
+}
+
+/// Who made something: the process and its package.
+type Who = (crate::events::ProcessInfo, Option<crate::events::Package>);
+
+/// The supervisor's copy of each UDP socket the job got, and who got it:
+/// the DNS stub names the sender of a refused query by the socket's port.
+/// A copy keeps the socket (and its port) alive after the job closes it,
+/// so a port is never another socket's while its copy is held; bounded,
+/// the oldest copy is closed first (its queries are then recorded without
+/// the process).
+#[derive(Debug, Default)]
+struct UdpOwners(Mutex<std::collections::VecDeque<(std::os::fd::OwnedFd, Who)>>);
+
+/// Copies kept at once.
+const MAX_UDP_OWNERS: usize = 256;
+
+impl UdpOwners {
+    fn add(&self, fd: std::os::fd::OwnedFd, who: Who) {
+        if let Ok(mut owners) = self.0.lock() {
+            if owners.len() >= MAX_UDP_OWNERS {
+                owners.pop_front();
+            }
+            owners.push_back((fd, who));
+        }
+    }
+
+    /// Who holds the socket a datagram from `peer` came from.
+    fn of(&self, peer: SocketAddr) -> Option<Who> {
+        use std::os::fd::AsFd;
+        let owners = self.0.lock().ok()?;
+        owners
+            .iter()
+            .rev()
+            .find(|(fd, _)| {
+                crate::sandbox::notify::local_inet_addr(fd.as_fd())
+                    .is_ok_and(|a| a.port() == peer.port())
+            })
+            .map(|(_, who)| who.clone())
+    }
 }
 
 impl std::fmt::Debug for Broker {
@@ -142,6 +190,28 @@ impl EgressBroker for Broker {
                 },
             );
         }
+    }
+
+    fn udp_socket(
+        &self,
+        v6: bool,
+        process: crate::sandbox::ProcessFacts,
+    ) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+        let net = self.dead_net.lock().ok()?;
+        let made = net.as_ref()?.socket(v6);
+        Some(made.and_then(|fd| {
+            let copy = fd.try_clone()?;
+            self.udp_owners
+                .add(copy, crate::supervisor::process_and_package(process));
+            Ok(fd)
+        }))
+    }
+
+    fn is_dead_net(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool {
+        self.dead_net
+            .lock()
+            .ok()
+            .is_some_and(|n| n.as_ref().is_some_and(|n| n.holds(sock)))
     }
 }
 
@@ -295,6 +365,46 @@ pub fn start(
             (Some(v4), v6, Some(stub))
         }
     };
+    // FS-ONLY: the job's UDP sockets come from a namespace that leads
+    // nowhere, where the DNS stub serves port 53. If it cannot be made,
+    // they are refused, as the filter refuses them without user namespaces.
+    let udp_owners = Arc::new(UdpOwners::default());
+    let mut stub = None;
+    let mut udp = Udp::Refused;
+    if plan.notify.udp_dead_net && tcp_stub.is_some() {
+        match crate::sandbox::dead_net::DeadNet::start() {
+            Ok((net, sockets)) => {
+                let owners = udp_owners.clone();
+                stub = Some(
+                    super::dns::Stub::start_dead_net(
+                        sockets,
+                        names.clone(),
+                        answerable.clone(),
+                        sink.clone(),
+                        Arc::new(move |peer| owners.of(peer)),
+                    )
+                    .map_err(EgressError::Listen)?,
+                );
+                udp = Udp::DeadNet(net);
+            }
+            Err(e) => udp = Udp::Failed(e.to_string()),
+        }
+    }
+    let (dead_net, udp_said) = match udp {
+        Udp::DeadNet(net) => (
+            Some(net),
+            "; UDP only to vetto's DNS stub (a network namespace that leads nowhere)".to_string(),
+        ),
+        Udp::Failed(why) => (
+            None,
+            format!("; UDP sockets refused (no namespace for them: {why})"),
+        ),
+        Udp::Refused if how == EgressPlan::Redirect && !audit => (
+            None,
+            "; UDP sockets refused (no unprivileged user namespaces)".to_string(),
+        ),
+        Udp::Refused => (None, String::new()),
+    };
     Ok(Some(Egress {
         broker: Arc::new(Broker {
             proxy: Mutex::new(Some(proxy)),
@@ -306,15 +416,25 @@ pub fn start(
             dns_v4,
             dns_v6,
             askers,
+            dead_net: Mutex::new(dead_net),
+            udp_owners,
         }),
         address,
         said,
         sink,
         names,
         answerable,
-        stub: None,
+        stub,
         tcp_stub,
+        udp_said,
     }))
+}
+
+/// What became of the job's UDP sockets at FS-ONLY.
+enum Udp {
+    DeadNet(crate::sandbox::dead_net::DeadNet),
+    Failed(String),
+    Refused,
 }
 
 /// FS-ONLY: the DNS-over-TCP stub's listeners on the host's loopback
@@ -400,8 +520,8 @@ impl Egress {
     /// The line vetto says at the start (no credential in it).
     pub fn start_line(&self) -> String {
         format!(
-            "egress: only allowed destinations, through vetto's proxy at {} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY set)",
-            self.address
+            "egress: only allowed destinations, through vetto's proxy at {} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY set){}",
+            self.address, self.udp_said
         )
     }
 
@@ -412,6 +532,9 @@ impl Egress {
         }
         if let Some(stub) = self.tcp_stub {
             stub.stop();
+        }
+        if let Ok(mut net) = self.broker.dead_net.lock() {
+            drop(net.take());
         }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);

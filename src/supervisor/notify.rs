@@ -38,6 +38,18 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
         original: std::net::SocketAddr,
         process: Option<crate::sandbox::ProcessFacts>,
     );
+    /// FS-ONLY (`NotifyPlan::udp_dead_net`): a UDP socket of this family
+    /// made in vetto's network namespace that leads nowhere, for
+    /// `process` (who later sends from it). `None`: there is no such
+    /// namespace, and the socket is refused.
+    fn udp_socket(
+        &self,
+        v6: bool,
+        process: crate::sandbox::ProcessFacts,
+    ) -> Option<std::io::Result<std::os::fd::OwnedFd>>;
+    /// `sock` is one made by [`Self::udp_socket`]'s namespace: whatever it
+    /// connects to is in that namespace, and is performed as asked.
+    fn is_dead_net(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool;
 }
 
 /// What the supervisor did with one notification.
@@ -93,6 +105,9 @@ pub enum Reason {
     /// the supervisor (`ioctl(TIOCGPTPEER)` where the host's `/dev/pts` is
     /// shared and Landlock grants only the job's own terminal there).
     OwnPty,
+    /// A UDP socket made in vetto's network namespace that leads nowhere
+    /// (FS-ONLY, filtered egress): the job's own business, not recorded.
+    DeadNetUdp,
     /// A connection out of the sandbox's own network namespace, whose only
     /// interface is loopback (FULL, network off): refused with
     /// `ENETUNREACH`, as the missing route would refuse it.

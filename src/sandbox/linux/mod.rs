@@ -18,6 +18,7 @@ use crate::plan::Plan;
 
 pub mod caps;
 mod cgroup;
+pub mod dead_net;
 mod landlock;
 pub mod memory;
 mod namespaces;

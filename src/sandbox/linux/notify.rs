@@ -919,6 +919,16 @@ pub fn is_nonblocking(fd: BorrowedFd<'_>) -> io::Result<bool> {
     Ok(flags & libc::O_NONBLOCK != 0)
 }
 
+/// Switch the open file description's `O_NONBLOCK` on (a socket made for
+/// a `socket(…, SOCK_NONBLOCK, …)`).
+pub fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: F_GETFL takes no argument.
+    let flags = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: F_SETFL takes an int of flags.
+    cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) })?;
+    Ok(())
+}
+
 /// Switch the open file description's `O_NONBLOCK` off (after an open
 /// that used it against FIFOs and the job did not ask for it).
 pub fn clear_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -236,6 +236,9 @@ struct Shared {
     /// Open the slave of a pseudo-terminal whose master the job holds
     /// (`NotifyPlan::pty_peer`).
     pty_peer: bool,
+    /// Answer a UDP `socket()` with one from the egress broker's network
+    /// namespace that leads nowhere (`NotifyPlan::udp_dead_net`).
+    udp_dead_net: bool,
     /// The project root's (dev, ino): no `.git` is created below it.
     project: Option<(u64, u64)>,
     /// The shared directories watched for creations, by (dev, ino), in
@@ -412,6 +415,7 @@ impl Shared {
             net_connect: plan.net_connect,
             egress: None,
             pty_peer: plan.pty_peer,
+            udp_dead_net: plan.udp_dead_net,
             broker: plan.broker_unix_connect,
             rules,
             unix_sockets: held.iter().map(|(_, id)| *id).collect(),
@@ -472,6 +476,15 @@ impl Shared {
             }
             Call::Ioctl if self.pty_peer && n.args[1] as u32 == sys::TIOCGPTPEER as u32 => {
                 (self.pty_peer(&n), None)
+            }
+            Call::Other if self.udp_dead_net && n.nr == libc::SYS_socket => {
+                match self.udp_socket(&n) {
+                    Some(answer) => (answer, None),
+                    None => (
+                        Answer::Errno(c::EPERM, Decision::Denied(c::EPERM), Reason::Forbidden),
+                        None,
+                    ),
+                }
             }
             call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
@@ -581,6 +594,7 @@ impl Shared {
         if !(decision == Decision::Continued
             && matches!(reason, Reason::NotCarved | Reason::NotHandled))
             && reason != Reason::OwnPty
+            && reason != Reason::DeadNetUdp
         {
             let _ = events.send(NotifyEvent {
                 tid: n.tid,
@@ -678,6 +692,63 @@ impl Shared {
             },
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::OwnPty),
         }
+    }
+
+    // ----- UDP sockets from a network namespace that leads nowhere -------
+
+    /// `socket(AF_INET or AF_INET6, SOCK_DGRAM, 0 or IPPROTO_UDP)` at
+    /// FS-ONLY with filtered egress: answered with a socket the egress
+    /// broker made in its namespace with only loopback, where every
+    /// destination is local and vetto's DNS stub listens on port 53. The
+    /// arguments are registers: nothing the job can still change is read.
+    /// `None`: not such a socket, or no such namespace: refused (EPERM,
+    /// recorded) as the filter refuses every other.
+    fn udp_socket(&self, n: &Notif) -> Option<Answer> {
+        let (domain, kind, protocol) = (
+            n.args[0] as u32 as i32,
+            n.args[1] as u32 as i32,
+            n.args[2] as u32 as i32,
+        );
+        let v6 = match domain {
+            libc::AF_INET => false,
+            libc::AF_INET6 => true,
+            _ => return None,
+        };
+        let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+        if kind & !flags != libc::SOCK_DGRAM || !matches!(protocol, 0 | libc::IPPROTO_UDP) {
+            return None;
+        }
+        let egress = self.egress.as_ref()?;
+        let process = self.describe(n.tid);
+        if !self.listener.id_valid(n.id) {
+            return Some(Answer::Drop);
+        }
+        let fd = match egress.udp_socket(v6, process)? {
+            Ok(fd) => fd,
+            Err(e) => {
+                return Some(Answer::Errno(
+                    sys::errno_of(&e),
+                    Decision::Emulated,
+                    Reason::DeadNetUdp,
+                ));
+            }
+        };
+        // O_NONBLOCK lives on the open file description the job shares.
+        if kind & libc::SOCK_NONBLOCK != 0
+            && let Err(e) = sys::set_nonblocking(fd.as_fd())
+        {
+            return Some(Answer::Errno(
+                sys::errno_of(&e),
+                Decision::Emulated,
+                Reason::DeadNetUdp,
+            ));
+        }
+        Some(Answer::Fd {
+            fd,
+            cloexec: kind & libc::SOCK_CLOEXEC != 0,
+            reason: Reason::DeadNetUdp,
+            undo: None,
+        })
     }
 
     /// `open*("/dev/pts/N", O_RDWR | O_NOCTTY)`: the slave of a pty by the
@@ -1459,12 +1530,16 @@ impl Shared {
         // with filtered egress, the proxy decides on the same copy.
         let mut redirect = None;
         let mut named = None;
+        // FS-ONLY with UDP from vetto's namespace that leads nowhere: a
+        // refusal waits for the socket, which may be one of those.
+        let mut refused = None;
         if let Some(to) = inet_addr(&addr[..len]) {
             if self.net_connect == NetConnect::Proxy {
                 match self.route(to) {
                     Route::AsAsked => {}
                     Route::Redirect => redirect = Some((to, false)),
                     Route::Dns => redirect = Some((to, true)),
+                    Route::Refuse if self.udp_dead_net => refused = Some(to),
                     Route::Refuse => return (Err(Answer::Refused(to)), None),
                 }
             } else if self.refuses(to) {
@@ -1562,7 +1637,20 @@ impl Shared {
                 );
             }
         };
-        let connect = if domain != c::AF_UNIX
+        let dead_net = self.udp_dead_net
+            && (domain == c::AF_INET || domain == c::AF_INET6)
+            && self
+                .egress
+                .as_ref()
+                .is_some_and(|e| e.is_dead_net(sock.as_fd()));
+        let connect = if dead_net {
+            // Decided on the socket itself (our copy of it), not on a
+            // number the job can re-point: it can only reach the
+            // namespace it was made in. Performed as asked.
+            Connect::Raw(addr, len, Reason::DeadNetUdp)
+        } else if let Some(to) = refused {
+            return (Err(Answer::Refused(to)), shown);
+        } else if domain != c::AF_UNIX
             && domain != c::AF_INET
             && domain != c::AF_INET6
             && self.net_connect != NetConnect::Open
