@@ -299,6 +299,22 @@ pub(crate) fn reopens_protection(path: &Path, guarded: &[PathBuf]) -> Option<&'s
             "a bin/ directory: a later run outside the sandbox would run what the job put there",
         );
     }
+    if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        [
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshrc",
+            ".zprofile",
+            ".zshenv",
+            ".zlogin",
+        ]
+        .contains(&n)
+    }) {
+        return Some("a shell start-up file: the next shell outside the sandbox runs it");
+    }
     if path
         .components()
         .any(|c| c.as_os_str() == "_runner_file_commands")
@@ -365,6 +381,12 @@ pub(crate) fn write_grant(
 ) -> Result<PathBuf, &'static str> {
     if let Some(why) = reopens_protection(path, guarded) {
         return Err(why);
+    }
+    if path
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err("a path that climbs with `..`: its real place is not known");
     }
     // A device is granted by itself, never its directory (all of /dev).
     if path.starts_with("/dev") {
@@ -781,5 +803,57 @@ mod tests {
             "{toml}"
         );
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// The cargo and npm sessions of issue 12: denied writes in a tool's
+    /// home next to its `bin/`, in `node_modules/.bin`, in a policy file,
+    /// and a connection — suggested as the denied subdirectories, the
+    /// host and the presets that fit, never `~/.cargo` or a `bin/`.
+    #[test]
+    fn suggestion_snapshot_for_a_cargo_and_npm_session() {
+        let mut events = fixture::attack_session();
+        if let Some(crate::events::Event::SessionStart(s)) = events.first_mut() {
+            s.command = vec!["cargo".into(), "build".into()];
+            s.policy.rules = vec![format!(
+                "protect {}/vetto.toml  (built-in rules)",
+                fixture::PROJECT
+            )];
+        }
+        let viol = |path: String| {
+            let mut v = fixture::attack_violations()
+                .into_iter()
+                .find(|v| v.rule == RuleId::FsWriteDenied)
+                .unwrap_or_else(|| unreachable!("the fixture has write denials"));
+            v.target = Target::Path { path: path.into() };
+            crate::events::Event::Violation(Box::new(v))
+        };
+        let home = fixture::HOME;
+        let project = fixture::PROJECT;
+        events.splice(
+            1..1,
+            [
+                viol(format!("{home}/.cargo/registry")),
+                viol(format!("{home}/.cargo/registry/cache/x/serde.crate")),
+                viol(format!("{home}/.cargo/bin/cargo")),
+                viol(format!("{home}/.local/bin/pytest")),
+                viol(format!("{project}/node_modules/.bin/tsc")),
+                viol(format!("{project}/vetto.toml")),
+            ],
+        );
+        let log = SessionLog::parse(&fixture::to_jsonl(&events));
+        let toml = suggest_with(&[log], |_, m| m == "Cargo.toml");
+        let rules: String = toml
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(|l| l.split(" #").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for never in ["\"~/.cargo\"", "/bin", ".bin", "vetto.toml\"", ".bashrc"] {
+            assert!(!rules.contains(never), "{never} suggested:\n{toml}");
+        }
+        assert!(rules.contains("\"~/.cargo/registry\""), "{toml}");
+        assert!(rules.contains("\"~/.cargo/registry/cache/x\""), "{toml}");
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+        insta::assert_snapshot!("suggest_cargo_npm", toml);
     }
 }
