@@ -16,5 +16,6 @@ mod util;
 mod attacks;
 mod controls;
 mod full;
+mod guidance;
 mod policy_cli;
 mod supervisor;

@@ -1338,7 +1338,7 @@ fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_informatio
         ran.stderr
             .lines()
             .any(|l| l.contains("fs-write-denied ~/.cache/tool/state")
-                && l.ends_with("to allow: --allow-write ~/.cache/tool")),
+                && l.contains("to allow: --allow-write ~/.cache/tool  (policy: [filesystem] write = [\"~/.cache/tool\"])")),
         "{}",
         ran.stderr
     );

@@ -228,6 +228,7 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         policy_file: None,
         sources: vec![],
         fs,
+        globs: Vec::new(),
         outputs: vec!["target".into(), "node_modules".into()],
         net: NetPolicy::Off,
         limits: Limits::default(),

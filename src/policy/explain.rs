@@ -62,6 +62,11 @@ pub struct PathDecision {
     pub path: PathBuf,
     pub verdict: PathVerdict,
     pub rule: Option<FsRule>,
+    /// The glob rule the path matches (`**/*.pem`, `.env.*`), when one
+    /// does: a deny or protect pattern decides a path that does not exist
+    /// yet as it would a match found at start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub glob: Option<FsRule>,
     /// The `[network] unix` entry naming this path: a unix socket there
     /// may be connected to, wherever it lies.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -416,7 +421,12 @@ pub fn decide(
     home: &Path,
     terminals: &[PathBuf],
 ) -> Decision {
-    let is_path = query.starts_with('/') || query.starts_with('~') || query.starts_with('.');
+    // A host name never has a slash; an existing file is a path even
+    // when its name looks like a host (`example.com`, `key.pem`).
+    let is_path = query.contains('/')
+        || query.starts_with('~')
+        || query.starts_with('.')
+        || std::fs::symlink_metadata(cwd.join(query)).is_ok();
     if is_path {
         let raw = if query == "~" {
             home.to_path_buf()
@@ -439,7 +449,24 @@ pub fn decide(
 }
 
 pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
-    let rule = decide_rule(&policy.fs, path).cloned();
+    let mut rule = decide_rule(&policy.fs, path).cloned();
+    // The strongest glob rule the path matches: a match is a rule of its
+    // exact path — the longest there is — so a deny or protect pattern
+    // decides it, existing yet or not.
+    let glob = policy
+        .globs
+        .iter()
+        .filter(|g| glob_matches(&g.path, path, &policy.outputs))
+        .max_by_key(|g| strength(g.access))
+        .cloned();
+    if let Some(g) = &glob
+        && matches!(g.access, Access::Deny | Access::Protect)
+        && rule
+            .as_ref()
+            .is_none_or(|r| strength(r.access) < strength(g.access))
+    {
+        rule = Some(g.clone());
+    }
     let verdict = match rule.as_ref().map(|r| r.access) {
         None => PathVerdict::NoRule,
         Some(Access::Read) => PathVerdict::Readable,
@@ -452,8 +479,50 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
         path: path.to_path_buf(),
         verdict,
         rule,
+        glob,
         unix: policy.unix.iter().find(|u| u.path == path).cloned(),
     }
+}
+
+/// Same path: deny > protect > write > read.
+fn strength(a: Access) -> u8 {
+    match a {
+        Access::Read => 0,
+        Access::Write => 1,
+        Access::Protect => 2,
+        Access::Deny => 3,
+    }
+}
+
+/// Whether `path` matches the glob `pattern` (both absolute and normal)
+/// as the load's walk would find it: `*` and `?` within a component, `**`
+/// any run of directories — never through `.git` or an output directory,
+/// which the walk does not enter.
+pub fn glob_matches(pattern: &Path, path: &Path, outputs: &[String]) -> bool {
+    fn names(p: &Path) -> Vec<String> {
+        p.components()
+            .filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+    fn go(pat: &[String], path: &[String], skip: &dyn Fn(&str) -> bool) -> bool {
+        match pat.split_first() {
+            None => path.is_empty(),
+            Some((p, rest)) if p == "**" => {
+                go(rest, path, skip)
+                    || path.split_first().is_some_and(|(d, more)| {
+                        !skip(d) && !more.is_empty() && go(pat, more, skip)
+                    })
+            }
+            Some((p, rest)) => path
+                .split_first()
+                .is_some_and(|(n, more)| paths::glob_component(p, n) && go(rest, more, skip)),
+        }
+    }
+    let skip = |d: &str| d == ".git" || outputs.iter().any(|o| o == d);
+    go(&names(pattern), &names(path), &skip)
 }
 
 /// The whole explanation, as `--json` prints it.
@@ -519,6 +588,21 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
         }
         for r in rules {
             let _ = writeln!(o, "    {}  ← {}", r.path.display(), r.origin);
+        }
+    }
+    if !policy.globs.is_empty() {
+        let _ = writeln!(
+            o,
+            "  patterns (matched at start; a path that matches one is decided by it, existing yet or not):"
+        );
+        for g in &policy.globs {
+            let _ = writeln!(
+                o,
+                "    {:<7} {}  ← {}",
+                g.access.as_str(),
+                g.path.display(),
+                g.origin
+            );
         }
     }
     let outputs = if policy.outputs.is_empty() {
@@ -630,7 +714,12 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
     for d in decisions {
         match d {
             Decision::Path(p) => {
-                let _ = write!(o, "  {}: {}", p.query, p.verdict.as_str());
+                let _ = write!(
+                    o,
+                    "  {}: {}",
+                    crate::text::escape(&p.query),
+                    p.verdict.as_str()
+                );
                 match &p.rule {
                     Some(r) => {
                         let _ = writeln!(
@@ -644,6 +733,20 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
                     None => {
                         let _ = writeln!(o, " — no rule covers {}", p.path.display());
                     }
+                }
+                if let Some(g) = &p.glob {
+                    let exists = if std::fs::symlink_metadata(&p.path).is_ok() {
+                        "it exists"
+                    } else {
+                        "it does not exist yet: a match present when a session starts is decided by the pattern"
+                    };
+                    let _ = writeln!(
+                        o,
+                        "      matches the pattern {} {}  ← {} ({exists})",
+                        g.access.as_str(),
+                        crate::text::escape(&g.path.to_string_lossy()),
+                        g.origin
+                    );
                 }
                 if let Some(u) = &p.unix {
                     let _ = writeln!(

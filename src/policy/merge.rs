@@ -144,6 +144,13 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
         ("--deny", &o.deny, Access::Deny),
     ] {
         for p in list {
+            if let Some(pattern) = ctx.pattern(p, Some(cwd)) {
+                layer.globs.push(FsRule {
+                    path: pattern,
+                    access,
+                    origin: origin(opt, p),
+                });
+            }
             match ctx.resolve(p, Some(cwd)) {
                 Ok(paths) => layer.fs.extend(paths.into_iter().map(|path| FsRule {
                     path,
@@ -250,6 +257,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         policy_file: None,
         sources: Vec::new(),
         fs: Vec::new(),
+        globs: Vec::new(),
         outputs: Vec::new(),
         net: NetPolicy::Off,
         unix: Vec::new(),
@@ -264,6 +272,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
     for l in layers {
         p.sources.push(l.source);
         p.fs.extend(l.fs);
+        p.globs.extend(l.globs);
         push_unique(&mut p.outputs, l.outputs);
         mode = l.mode.unwrap_or(mode);
         hosts.extend(l.allow);

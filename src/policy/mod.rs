@@ -12,6 +12,7 @@ pub mod diag;
 pub mod egress;
 pub mod explain;
 pub mod git_ref;
+pub mod markers;
 pub(crate) mod merge;
 mod model;
 pub mod paths;

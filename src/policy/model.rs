@@ -276,6 +276,12 @@ pub struct Policy {
     pub sources: Vec<SourceInfo>,
     /// Concrete rules; several may name the same path (the strongest wins).
     pub fs: Vec<FsRule>,
+    /// The glob rules as written (variables expanded): what `fs` holds of
+    /// them is their matches at load; `policy explain` matches a path
+    /// against these, so that a file that does not exist yet shows what
+    /// it would be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub globs: Vec<FsRule>,
     /// Directory names at the project root that are created before the job
     /// starts if missing (`target`, `node_modules`, …), so the job can write
     /// into them (see docs/tiers.md: carving and new top-level entries).

@@ -1268,3 +1268,64 @@ fn a_misspelt_unix_key_gets_a_did_you_mean() {
     let e = load(&s.req(Some("p.toml"))).unwrap_err();
     assert!(e.rendered.contains("p.toml:2:9"), "{e}");
 }
+
+/// `policy explain` of issue 12: an argument with a slash or an existing
+/// file is a path, never a host; a masked pattern shows a path as masked
+/// before the file exists; the patterns are listed.
+#[test]
+fn explain_treats_slashes_and_existing_files_as_paths_and_matches_masked_patterns() {
+    let s = scratch();
+    s.write("example.com", "a file named like a host");
+    s.write(
+        "vetto.toml",
+        "extends = [\"default\"]\n[filesystem]\ndeny = [\"${PROJECT}/**/*.pem\"]\n",
+    );
+    let p = load(&s.req(Some("vetto.toml"))).unwrap();
+    let home = s.home.clone();
+    let decide = |q: &str| explain::decide(&p, q, &s.project, &home, &[]);
+    let path = |q: &str| match decide(q) {
+        explain::Decision::Path(d) => d,
+        explain::Decision::Host(h) => panic!("{q} taken for a host: {h:?}"),
+    };
+    // Not yet there: masked by the patterns all the same.
+    let pem = path("certs/server.pem");
+    assert_eq!(pem.verdict, PathVerdict::Masked, "{pem:?}");
+    assert_eq!(
+        pem.glob.as_ref().map(|g| g.origin.written.as_str()),
+        Some("${PROJECT}/**/*.pem")
+    );
+    assert_eq!(path(".env.production").verdict, PathVerdict::Masked);
+    assert_eq!(path("sub/dir/.env").verdict, PathVerdict::Masked);
+    // `**` does not enter an output directory or .git, as the walk does not.
+    assert_eq!(path("node_modules/x/a.pem").verdict, PathVerdict::Writable);
+    assert_eq!(path("src/main.rs").verdict, PathVerdict::Writable);
+    assert!(path("src/main.rs").glob.is_none());
+    // An existing file named like a host is that file.
+    assert_eq!(path("example.com").verdict, PathVerdict::Writable);
+    assert!(matches!(
+        decide("registry.example.test"),
+        explain::Decision::Host(_)
+    ));
+    let text = explain::render_text(&p, &[decide("certs/server.pem")]);
+    assert!(text.contains("patterns (matched at start"), "{text}");
+    assert!(text.contains("deny    "), "{text}");
+    assert!(
+        text.contains("matches the pattern deny ") && text.contains("does not exist yet"),
+        "{text}"
+    );
+}
+
+#[test]
+fn glob_patterns_match_as_the_walk_finds_them() {
+    let m = |pat: &str, path: &str| {
+        explain::glob_matches(Path::new(pat), Path::new(path), &["target".to_string()])
+    };
+    assert!(m("/p/**/*.pem", "/p/a.pem"));
+    assert!(m("/p/**/*.pem", "/p/a/b/c.pem"));
+    assert!(!m("/p/**/*.pem", "/p/a/b/c.pem.txt"));
+    assert!(!m("/p/**/*.pem", "/p/target/c.pem"));
+    assert!(!m("/p/**/*.pem", "/p/.git/c.pem"));
+    assert!(m("/p/.env.*", "/p/.env.local"));
+    assert!(!m("/p/.env.*", "/p/sub/.env.local"));
+    assert!(!m("/p/**/.env", "/q/.env"));
+}

@@ -30,6 +30,8 @@ pub struct Layer {
     pub source: SourceInfo,
     pub min_tier: Option<Tier>,
     pub fs: Vec<FsRule>,
+    /// The glob rules, unexpanded ([`super::Policy::globs`]).
+    pub globs: Vec<FsRule>,
     pub outputs: Vec<String>,
     /// Explicit, or `Allow` implied by a non-empty `allow`.
     pub mode: Option<NetMode>,
@@ -53,6 +55,7 @@ impl Layer {
             source,
             min_tier: None,
             fs: Vec::new(),
+            globs: Vec::new(),
             outputs: Vec::new(),
             mode: None,
             allow: Vec::new(),
@@ -75,6 +78,21 @@ pub struct PathCtx<'a> {
 }
 
 impl PathCtx<'_> {
+    /// The pattern of a glob rule, expanded and normalised as [`Self::resolve`]
+    /// does before it walks; `None` for a plain path (or one that does not
+    /// resolve: `resolve` reports that).
+    pub fn pattern(&self, written: &str, base: Option<&Path>) -> Option<PathBuf> {
+        let expanded = self.vars.expand(written).ok()?;
+        if !paths::is_glob(&expanded) {
+            return None;
+        }
+        let expanded = match base {
+            Some(b) if !Path::new(&expanded).is_absolute() => b.join(&expanded),
+            _ => PathBuf::from(expanded),
+        };
+        paths::normalise(&expanded.to_string_lossy()).ok()
+    }
+
     /// Expand, normalise and glob-match one written path. `base` makes
     /// relative paths absolute (command-line options); in files they are
     /// an error.
@@ -185,6 +203,13 @@ pub fn validate(
         (&fs.protect, Access::Protect),
     ] {
         for p in list {
+            if let Some(pattern) = ctx.pattern(&p.value, None) {
+                layer.globs.push(FsRule {
+                    path: pattern,
+                    access,
+                    origin: origin(&p.span, &p.value),
+                });
+            }
             match ctx.resolve(&p.value, None) {
                 Ok(paths) => layer.fs.extend(paths.into_iter().map(|path| FsRule {
                     path,

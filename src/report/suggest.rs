@@ -40,11 +40,30 @@ struct Needs {
     addrs: BTreeMap<String, (u64, String, Option<&'static str>)>,
     /// Not suggested, with the reason → count.
     refused: BTreeMap<String, u64>,
+    /// Presets that fit the sessions' commands and projects.
+    presets: BTreeMap<&'static str, crate::policy::markers::Suggestion>,
 }
 
-/// A TOML policy for the sessions' logs (review it before use).
+/// A TOML policy for the sessions' logs (review it before use). The
+/// presets that fit ([`crate::policy::markers`]) are looked for in each
+/// session's project as it is now.
 pub fn suggest(logs: &[SessionLog]) -> String {
+    suggest_with(logs, |project, marker| project.join(marker).is_file())
+}
+
+/// [`suggest`], with `has(project, marker)` saying which marker files a
+/// project has.
+fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> String {
     let mut needs = Needs::default();
+    for start in logs.iter().filter_map(|l| l.start()) {
+        let in_force =
+            crate::policy::markers::in_force(start.policy.sources.iter().map(|s| s.name.as_str()));
+        if let Some(fit) =
+            crate::policy::markers::suggest(&start.command, |m| has(&start.project, m), &in_force)
+        {
+            needs.presets.entry(fit.preset).or_insert(fit);
+        }
+    }
     let conns: Vec<&Connection> = logs
         .iter()
         .flat_map(|l| l.events.iter())
@@ -91,11 +110,9 @@ pub fn suggest(logs: &[SessionLog]) -> String {
             }
             match (&v.rule, &v.target) {
                 (RuleId::FsWriteDenied, Target::Path { path }) => {
-                    let dir = path.parent().unwrap_or(path);
-                    match reopens_protection(dir, &guarded) {
-                        // Its directory is protected: the file alone, then.
-                        Some(_) => bump(&mut needs.write, written(path, &roots)),
-                        None => bump(&mut needs.write, written(dir, &roots)),
+                    // Reopening checked above: a grant exists.
+                    if let Ok(grant) = write_grant(path, roots.home.as_deref(), &guarded) {
+                        bump(&mut needs.write, written(&grant, &roots));
                     }
                 }
                 (RuleId::UnixSocketDenied, Target::Socket { path }) => {
@@ -277,6 +294,27 @@ pub(crate) fn protections(start: &SessionStart) -> Vec<PathBuf> {
 /// directory's hooks or config, or the runner's CI command files. An
 /// ancestor of a protected path is fine: the more specific rule still wins.
 pub(crate) fn reopens_protection(path: &Path, guarded: &[PathBuf]) -> Option<&'static str> {
+    if holds_programs(path) {
+        return Some(
+            "a bin/ directory: a later run outside the sandbox would run what the job put there",
+        );
+    }
+    if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        [
+            ".bashrc",
+            ".bash_profile",
+            ".bash_login",
+            ".bash_logout",
+            ".profile",
+            ".zshrc",
+            ".zprofile",
+            ".zshenv",
+            ".zlogin",
+        ]
+        .contains(&n)
+    }) {
+        return Some("a shell start-up file: the next shell outside the sandbox runs it");
+    }
     if path
         .components()
         .any(|c| c.as_os_str() == "_runner_file_commands")
@@ -296,6 +334,72 @@ pub(crate) fn reopens_protection(path: &Path, guarded: &[PathBuf]) -> Option<&'s
         .iter()
         .any(|g| path.starts_with(g))
         .then_some("a protected or masked path of the policy")
+}
+
+/// Whether `path` is (or lies in) a directory of programs — `bin`,
+/// `.bin` (`node_modules/.bin`), `sbin` — that tools and shells run later,
+/// outside the sandbox.
+pub(crate) fn holds_programs(path: &Path) -> bool {
+    path.components()
+        .any(|c| matches!(c.as_os_str().to_str(), Some("bin" | ".bin" | "sbin")))
+}
+
+/// Directories under the home directory that hold a tool's programs next
+/// to its caches (`~/.cargo/bin`, `~/go/bin`, `~/.local/bin` …): never
+/// granted whole, only the subdirectory that was denied.
+const TOOL_HOMES: &[&str] = &[
+    ".cargo", ".rustup", ".local", "go", ".deno", ".bun", ".pyenv", ".nvm", ".sdkman", ".yarn",
+    ".config",
+];
+
+/// Granting `dir` would grant more than the denied subdirectory below it:
+/// the root, the home directory, a tool home that holds programs
+/// ([`TOOL_HOMES`]), or a directory that has a `bin` of its own.
+fn wider_than_denied(dir: &Path, home: Option<&Path>) -> bool {
+    if dir.parent().is_none() || home.is_some_and(|h| dir == h) {
+        return true;
+    }
+    let tool_home = home.is_some_and(|h| {
+        dir.parent() == Some(h)
+            && dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| TOOL_HOMES.contains(&n))
+    });
+    tool_home || ["bin", ".bin", "sbin"].iter().any(|b| dir.join(b).is_dir())
+}
+
+/// What to make writable so that the denied write of `path` succeeds: its
+/// directory — or, where that is wider than what was denied
+/// ([`wider_than_denied`]) or protected, the path itself (the denied
+/// subdirectory). `Err`: why nothing may be proposed (a protected or
+/// masked path, a `bin/` directory).
+pub(crate) fn write_grant(
+    path: &Path,
+    home: Option<&Path>,
+    guarded: &[PathBuf],
+) -> Result<PathBuf, &'static str> {
+    if let Some(why) = reopens_protection(path, guarded) {
+        return Err(why);
+    }
+    if path
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err("a path that climbs with `..`: its real place is not known");
+    }
+    // A device is granted by itself, never its directory (all of /dev).
+    if path.starts_with("/dev") {
+        return Ok(path.to_path_buf());
+    }
+    match path.parent() {
+        Some(dir)
+            if !wider_than_denied(dir, home) && reopens_protection(dir, guarded).is_none() =>
+        {
+            Ok(dir.to_path_buf())
+        }
+        _ => Ok(path.to_path_buf()),
+    }
 }
 
 /// A path as a policy would write it: `${PROJECT}/…`, `~/…`, or absolute.
@@ -381,7 +485,22 @@ fn render(needs: &Needs, sessions: usize) -> String {
         "# Suggested by `vetto policy suggest` from {sessions} session log(s).\n\
          # Review every line: each one widens what a job (and its dependencies) may do."
     );
-    let _ = writeln!(out, "extends = [\"default\"]");
+    for fit in needs.presets.values() {
+        let why = match fit.marker {
+            Some(m) => format!("the project has {m} and the command is {}", fit.command),
+            None => format!("the command is {}", fit.command),
+        };
+        let _ = writeln!(
+            out,
+            "# The `{}` preset fits ({why}): it allows what that toolchain needs.",
+            fit.preset
+        );
+    }
+    let extends: Vec<String> = std::iter::once("default")
+        .chain(needs.presets.keys().copied())
+        .map(|p| format!("\"{p}\""))
+        .collect();
+    let _ = writeln!(out, "extends = [{}]", extends.join(", "));
     if !needs.write.is_empty() {
         let _ = writeln!(out, "\n[filesystem]\nwrite = [");
         for (path, (count, who)) in &needs.write {
@@ -684,5 +803,57 @@ mod tests {
             "{toml}"
         );
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// The cargo and npm sessions of issue 12: denied writes in a tool's
+    /// home next to its `bin/`, in `node_modules/.bin`, in a policy file,
+    /// and a connection — suggested as the denied subdirectories, the
+    /// host and the presets that fit, never `~/.cargo` or a `bin/`.
+    #[test]
+    fn suggestion_snapshot_for_a_cargo_and_npm_session() {
+        let mut events = fixture::attack_session();
+        if let Some(crate::events::Event::SessionStart(s)) = events.first_mut() {
+            s.command = vec!["cargo".into(), "build".into()];
+            s.policy.rules = vec![format!(
+                "protect {}/vetto.toml  (built-in rules)",
+                fixture::PROJECT
+            )];
+        }
+        let viol = |path: String| {
+            let mut v = fixture::attack_violations()
+                .into_iter()
+                .find(|v| v.rule == RuleId::FsWriteDenied)
+                .unwrap_or_else(|| unreachable!("the fixture has write denials"));
+            v.target = Target::Path { path: path.into() };
+            crate::events::Event::Violation(Box::new(v))
+        };
+        let home = fixture::HOME;
+        let project = fixture::PROJECT;
+        events.splice(
+            1..1,
+            [
+                viol(format!("{home}/.cargo/registry")),
+                viol(format!("{home}/.cargo/registry/cache/x/serde.crate")),
+                viol(format!("{home}/.cargo/bin/cargo")),
+                viol(format!("{home}/.local/bin/pytest")),
+                viol(format!("{project}/node_modules/.bin/tsc")),
+                viol(format!("{project}/vetto.toml")),
+            ],
+        );
+        let log = SessionLog::parse(&fixture::to_jsonl(&events));
+        let toml = suggest_with(&[log], |_, m| m == "Cargo.toml");
+        let rules: String = toml
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .map(|l| l.split(" #").next().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n");
+        for never in ["\"~/.cargo\"", "/bin", ".bin", "vetto.toml\"", ".bashrc"] {
+            assert!(!rules.contains(never), "{never} suggested:\n{toml}");
+        }
+        assert!(rules.contains("\"~/.cargo/registry\""), "{toml}");
+        assert!(rules.contains("\"~/.cargo/registry/cache/x\""), "{toml}");
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+        insta::assert_snapshot!("suggest_cargo_npm", toml);
     }
 }

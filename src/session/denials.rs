@@ -1,15 +1,24 @@
-//! The end-of-session account of what the sandbox denied: the first few
-//! distinct denials (all of them with `-v`), each with its rule and the
-//! exact flag that would allow it — or, for a protection, that none does.
+//! The end-of-session account of what the sandbox denied, grouped by rule
+//! and by what would allow it, with counts: the first few groups (all of
+//! them with `-v`), each with its rule and the exact flag *and* policy
+//! line that would allow it — or, for a protection, that none does — and
+//! the preset that fits the command, where one does.
+//!
+//! Two sources: the supervisor's decisions (files, sockets, syscalls) and
+//! the egress layer's refused connections (the proxy and the DNS stub,
+//! which know the names). A lookup that went to the resolver's address
+//! (the network off: vetto saw a connect, not a name) is said to be a name
+//! lookup, and never proposed as a destination to allow.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::events::{RuleId, Target};
-use crate::report::suggest::reopens_protection;
+use crate::events::{ConnReason, Connection, RuleId, Target};
+use crate::policy::{Access, markers};
+use crate::report::suggest::write_grant;
 use crate::supervisor::{self, notify::NotifyEvent};
 
-/// How many distinct denials are named without `-v`.
+/// How many groups are named without `-v`.
 pub(super) const FIRST: usize = 3;
 
 /// Text the job chose (paths, names), safe for a terminal and a CI log.
@@ -17,46 +26,75 @@ pub(super) fn escaped(s: &str) -> String {
     crate::text::escape(s).into_owned()
 }
 
-/// One distinct denial: what, the rule, and how to allow it.
+/// What would allow a denial.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Fix {
+    /// The flag, as typed, and the policy line that does the same.
+    Allow { flag: String, line: String },
+    /// Why no flag does (a protection), or what to do instead.
+    None(String),
+}
+
+impl Fix {
+    fn text(&self) -> String {
+        match self {
+            Fix::Allow { flag, line } => format!("{flag}  (policy: {line})"),
+            Fix::None(why) => why.clone(),
+        }
+    }
+}
+
+/// One group of denials: the rule, the first of what was denied, how many
+/// times and how many distinct things, and how to allow them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Denial {
     pub rule: RuleId,
     /// The path, socket, syscall or address, escaped, with `~` for home.
     pub what: String,
-    /// The flag that would allow it, or why no flag does.
-    pub fix: String,
+    pub fix: Fix,
+    pub count: u64,
+    /// Distinct `what`s folded into the group.
+    pub distinct: u64,
 }
 
-/// The distinct denials among the supervisor's decisions, in the order
-/// first seen.
-pub(super) fn distinct(decisions: &[NotifyEvent], audit: bool, home: &Path) -> Vec<Denial> {
-    let mut seen_raw = HashSet::new();
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for d in decisions.iter().filter(|d| d.is_violation()) {
-        // Cheap first: most repeats are the same call on the same name.
-        if !seen_raw.insert((d.syscall, d.path.clone(), d.addr)) {
-            continue;
-        }
-        let Some(v) = supervisor::violation_of(d, audit) else {
-            continue;
-        };
-        let target = match &v.target {
-            Target::Path { path } | Target::Socket { path } if path.is_relative() => Target::Path {
-                path: v.process.cwd.join(path),
-            },
-            t => t.clone(),
-        };
-        let denial = Denial {
-            rule: v.rule,
-            what: shown(&target, home),
-            fix: fix(v.rule, &target, home),
-        };
-        if seen.insert((denial.rule, denial.what.clone())) {
-            out.push(denial);
+/// What the session knows that decides the guidance.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Context {
+    pub home: PathBuf,
+    /// The policy's protected and masked paths: never proposed.
+    pub guarded: Vec<PathBuf>,
+    /// "did you mean `--preset …`", when one fits the command and project.
+    pub preset: Option<String>,
+}
+
+impl Context {
+    /// From the policy in force and the command: its protected and masked
+    /// paths, and the preset that fits the command in its project when the
+    /// policy does not extend it already.
+    pub fn new(
+        policy: &crate::policy::Policy,
+        command: &[std::ffi::OsString],
+        home: &Path,
+    ) -> Self {
+        let guarded = policy
+            .fs
+            .iter()
+            .filter(|r| matches!(r.access, Access::Protect | Access::Deny))
+            .map(|r| r.path.clone())
+            .collect();
+        let argv: Vec<String> = command
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let in_force = markers::in_force(policy.sources.iter().map(|s| s.name.as_str()));
+        let preset = markers::suggest(&argv, |m| policy.project.join(m).is_file(), &in_force)
+            .map(|s| s.line());
+        Context {
+            home: home.to_path_buf(),
+            guarded,
+            preset,
         }
     }
-    out
 }
 
 /// `~/…` for paths under home.
@@ -75,35 +113,78 @@ fn shown(target: &Target, home: &Path) -> String {
     }
 }
 
-/// The flag that allows it, exactly as it would be typed, or why none does.
-fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
-    let flag = |flag: &str, path: &Path| match reopens_protection(path, &[]) {
-        Some(why) => format!("no flag: {why}"),
-        None => format!("{flag} {}", escaped(&home_relative(path, home))),
+/// A TOML string for a policy line (the job chose the text).
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", crate::report::suggest::toml_basic(s))
+}
+
+/// `--allow-domain HOST[:PORT]` and `[network] allow = ["…"]`.
+fn allow_domain(entry: &str) -> Fix {
+    let entry = escaped(entry);
+    Fix::Allow {
+        line: format!("[network] allow = [{}]", quoted(&entry)),
+        flag: format!("--allow-domain {entry}"),
+    }
+}
+
+/// A resolver's address and port: a name lookup whose name vetto did not
+/// see (the network off: the connect was refused before any query).
+const RESOLVER_NO_NAME: &str = "no flag names the resolver: with the network off nothing resolves, and the query never reached vetto, so the name is not known; allow the host the command needs with --allow-domain HOST (vetto resolves it)";
+
+/// The flag and policy line that allow it, exactly as they would be
+/// typed, or why none does.
+fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
+    let home = &ctx.home;
+    let path_fix = |flag: &str, table: &str, key: &str, grant: Result<PathBuf, &str>| match grant {
+        Err(why) => Fix::None(format!("no flag: {why}")),
+        Ok(p) => {
+            let p = escaped(&home_relative(&p, home));
+            Fix::Allow {
+                flag: format!("{flag} {p}"),
+                line: format!("[{table}] {key} = [{}]", quoted(&p)),
+            }
+        }
+    };
+    let checked = |path: &Path| match crate::report::suggest::reopens_protection(path, &ctx.guarded)
+    {
+        Some(why) => Err(why),
+        None => Ok(path.to_path_buf()),
     };
     let path = target.path().map(PathBuf::from).unwrap_or_default();
     match rule {
-        // A device is granted by itself, never its directory (all of /dev).
-        RuleId::FsWriteDenied if path.starts_with("/dev") => flag("--allow-write", &path),
-        RuleId::FsWriteDenied => flag("--allow-write", path.parent().unwrap_or(&path)),
+        RuleId::FsWriteDenied => path_fix(
+            "--allow-write",
+            "filesystem",
+            "write",
+            write_grant(&path, Some(home), &ctx.guarded),
+        ),
         // No path: the client could not be read (not dumpable: ssh,
         // gpg-agent), so where it connects is unknown.
-        RuleId::UnixSocketDenied if path.as_os_str().is_empty() => {
-            "no flag: the client is not dumpable, so vetto cannot read where it connects; --tier full can".into()
+        RuleId::UnixSocketDenied if path.as_os_str().is_empty() => Fix::None(
+            "no flag: the client is not dumpable, so vetto cannot read where it connects; --tier full can".into(),
+        ),
+        RuleId::UnixSocketDenied => {
+            path_fix("--allow-unix", "network", "unix", checked(&path))
         }
-        RuleId::UnixSocketDenied => flag("--allow-unix", &path),
-        RuleId::FsReadDenied => flag("--allow-read", &path),
+        RuleId::FsReadDenied => path_fix("--allow-read", "filesystem", "read", checked(&path)),
         // Only the whole network allows another kind of socket: filtered
         // egress carries TCP (and names over TCP) through vetto alone.
-        RuleId::NetSocketDenied => {
-            "only --net host (the whole network); --allow-domain carries TCP only".into()
-        }
-        // The one destination, through the proxy; not the whole network.
+        RuleId::NetSocketDenied => Fix::None(
+            "only --net host (the whole network); --allow-domain carries TCP only (and resolves the names it allows)".into(),
+        ),
+        // The one destination, through the proxy; not the whole network —
+        // and never a resolver, which would only carry lookups.
         RuleId::NetEgressBlocked => match target {
+            Target::Address { port: Some(53), .. } => Fix::None(RESOLVER_NO_NAME.into()),
+            // A name the DNS stub refused: the name is the entry.
+            Target::Host {
+                host,
+                port: Some(53),
+            } => allow_domain(host),
             Target::Address {
                 addr,
                 port: Some(p),
-            } if addr.contains(':') => format!("--allow-domain [{addr}]:{p}"),
+            } if addr.contains(':') => allow_domain(&format!("[{addr}]:{p}")),
             Target::Address {
                 addr,
                 port: Some(p),
@@ -111,38 +192,152 @@ fn fix(rule: RuleId, target: &Target, home: &Path) -> String {
             | Target::Host {
                 host: addr,
                 port: Some(p),
-            } => format!("--allow-domain {}:{p}", escaped(addr)),
-            _ => "--net host".into(),
+            } => allow_domain(&format!("{addr}:{p}")),
+            _ => Fix::None("--net host (the whole network)".into()),
         },
         RuleId::GitPersistenceBlocked
         | RuleId::PersistencePlanted
         | RuleId::CiControlFileBlocked => {
-            "no flag: it would run code outside the sandbox later".into()
+            Fix::None("no flag: it would run code outside the sandbox later".into())
         }
-        RuleId::SecretReadDenied => "no flag: the secret stays masked".into(),
-        RuleId::SyscallDenied => "no flag: no policy allows this call".into(),
+        RuleId::SecretReadDenied => Fix::None("no flag: the secret stays masked".into()),
+        RuleId::SyscallDenied => Fix::None("no flag: no policy allows this call".into()),
         RuleId::ProcessEscaped
         | RuleId::LimitTimeout
         | RuleId::LimitMemory
         | RuleId::LimitProcs
-        | RuleId::SecretEnvWithheld => "no flag".into(),
+        | RuleId::SecretEnvWithheld => Fix::None("no flag".into()),
     }
 }
 
+/// What is shown for a target: a refused lookup says it is one.
+fn what(rule: RuleId, target: &Target, home: &Path) -> String {
+    match (rule, target) {
+        (
+            RuleId::NetEgressBlocked,
+            Target::Host {
+                host,
+                port: Some(53),
+            },
+        ) => {
+            format!("{} (a name lookup)", escaped(host))
+        }
+        (
+            RuleId::NetEgressBlocked,
+            Target::Address {
+                addr,
+                port: Some(53),
+            },
+        ) => {
+            format!("a name lookup, to the resolver {}:53", escaped(addr))
+        }
+        _ => shown(target, home),
+    }
+}
+
+/// A refused connection the proxy or the DNS stub recorded, as a group
+/// member: the fix follows from why it was refused.
+fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
+    let v = c.violation(crate::events::violation::Provenance::Proxy)?;
+    let what = what(v.rule, &v.target, &ctx.home);
+    let host = c.host.as_deref().unwrap_or_default();
+    let fix = match c.reason {
+        ConnReason::NotAllowed | ConnReason::DnsRefused => fix(v.rule, &v.target, ctx),
+        ConnReason::DeniedByRule => {
+            Fix::None("no flag: the policy's [network] deny names it".into())
+        }
+        ConnReason::PrivateAddress if host.parse::<std::net::IpAddr>().is_err() => {
+            Fix::None(format!(
+                "its name resolved to an internal address: --resolve {}:IP pins it, if that is intended",
+                escaped(host)
+            ))
+        }
+        ConnReason::PrivateAddress => fix(v.rule, &v.target, ctx),
+        other => Fix::None(format!("no flag: {}", other.describe())),
+    };
+    Some((v.rule, what, fix))
+}
+
+/// The denials, grouped by rule and fix, in the order first seen.
+pub(super) fn groups(
+    decisions: &[NotifyEvent],
+    refused: &[(Connection, u64)],
+    audit: bool,
+    ctx: &Context,
+) -> Vec<Denial> {
+    let mut seen_what = HashSet::new();
+    let mut out: Vec<Denial> = Vec::new();
+    let mut add = |out: &mut Vec<Denial>, rule: RuleId, what: String, fix: Fix, n: u64| {
+        let new_what = seen_what.insert((rule, what.clone()));
+        match out.iter_mut().find(|d| d.rule == rule && d.fix == fix) {
+            Some(d) => {
+                d.count += n;
+                d.distinct += u64::from(new_what);
+            }
+            None => out.push(Denial {
+                rule,
+                what,
+                fix,
+                count: n,
+                distinct: 1,
+            }),
+        }
+    };
+    let mut repeats: HashMap<_, usize> = HashMap::new();
+    for d in decisions.iter().filter(|d| d.is_violation()) {
+        // Cheap first: most repeats are the same call on the same name.
+        let key = (d.syscall, d.path.clone(), d.addr);
+        if let Some(&i) = repeats.get(&key) {
+            if let Some(g) = out.get_mut(i) {
+                g.count += 1;
+            }
+            continue;
+        }
+        let Some(v) = supervisor::violation_of(d, audit) else {
+            continue;
+        };
+        let target = match &v.target {
+            Target::Path { path } | Target::Socket { path } if path.is_relative() => Target::Path {
+                path: v.process.cwd.join(path),
+            },
+            t => t.clone(),
+        };
+        let fix = fix(v.rule, &target, ctx);
+        add(
+            &mut out,
+            v.rule,
+            what(v.rule, &target, &ctx.home),
+            fix.clone(),
+            1,
+        );
+        if let Some(i) = out.iter().position(|g| g.rule == v.rule && g.fix == fix) {
+            repeats.insert(key, i);
+        }
+    }
+    for (c, n) in refused {
+        if let Some((rule, what, fix)) = connection(c, ctx) {
+            add(&mut out, rule, what, fix, *n);
+        }
+    }
+    out
+}
+
 /// The lines `vetto` prints about denials when the session ends: a count,
-/// then the first [`FIRST`] distinct denials (all with `verbose`).
+/// then the first [`FIRST`] groups (all with `verbose`), then the preset
+/// that fits.
 pub(super) fn lines(
     decisions: &[NotifyEvent],
     dropped: u64,
+    refused: &[(Connection, u64)],
     audit: bool,
     verbose: bool,
-    home: &Path,
+    ctx: &Context,
 ) -> Vec<String> {
-    let denied = decisions.iter().filter(|d| d.is_violation()).count() as u64 + dropped;
+    let all = groups(decisions, refused, audit, ctx);
+    let denied = all.iter().map(|d| d.count).sum::<u64>() + dropped;
     if denied == 0 {
         return Vec::new();
     }
-    let all = distinct(decisions, audit, home);
     let head = if audit {
         format!("vetto: the policy would have refused {denied} operation(s) (--audit: allowed)")
     } else {
@@ -150,15 +345,21 @@ pub(super) fn lines(
     };
     let mut out = vec![match all.len() {
         0 => head,
-        n => format!("{head}, {n} distinct:"),
+        1 => format!("{head}:"),
+        n => format!("{head}, in {n} groups:"),
     }];
     let shown = if verbose { all.len() } else { FIRST };
     for d in all.iter().take(shown) {
+        let times = match (d.count, d.distinct) {
+            (1, _) => String::new(),
+            (n, 1) => format!(" (×{n})"),
+            (n, k) => format!(" (×{n}, {} more like it)", k - 1),
+        };
         out.push(format!(
-            "vetto:   {} {}  — to allow: {}",
+            "vetto:   {} {}{times}  — to allow: {}",
             d.rule.as_str(),
             d.what,
-            d.fix
+            d.fix.text()
         ));
     }
     if all.len() > shown {
@@ -166,6 +367,9 @@ pub(super) fn lines(
             "vetto:   … and {} more (-v lists them all)",
             all.len() - shown
         ));
+    }
+    if let Some(p) = &ctx.preset {
+        out.push(format!("vetto: {p}"));
     }
     out
 }
@@ -175,6 +379,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
+    use crate::events::{ConnDecision, ConnVia, Timestamp};
     use crate::supervisor::notify::{Decision, Reason};
 
     fn event(syscall: &'static str, path: &str, reason: Reason) -> NotifyEvent {
@@ -196,81 +401,264 @@ mod tests {
         }
     }
 
+    fn connect(addr: &str) -> NotifyEvent {
+        let mut e = event("connect", "", Reason::Egress);
+        e.addr = Some(addr.parse().unwrap_or_else(|_| unreachable!()));
+        e
+    }
+
+    fn ctx() -> Context {
+        Context {
+            home: "/home/u".into(),
+            guarded: vec!["/home/u/app/vetto.toml".into(), "/home/u/.ssh".into()],
+            preset: None,
+        }
+    }
+
+    fn refused(host: Option<&str>, port: u16, reason: ConnReason, via: ConnVia) -> Connection {
+        Connection {
+            time: Timestamp::from(SystemTime::UNIX_EPOCH),
+            host: host.map(str::to_string),
+            port,
+            addr: None,
+            decision: ConnDecision::Denied,
+            reason,
+            rule: None,
+            via,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration_ms: 0,
+            process: None,
+            attribution: None,
+            detail: String::new(),
+        }
+    }
+
+    /// The `npm install` of issue 12, as a user sees its end.
+    fn npm_install() -> (Vec<NotifyEvent>, Vec<(Connection, u64)>) {
+        let mut decisions = Vec::new();
+        for f in [
+            "index-v5/aa/1",
+            "index-v5/aa/1",
+            "index-v5/aa/2",
+            "content-v2/x",
+        ] {
+            decisions.push(event(
+                "openat",
+                &format!("/home/u/.npm/_cacache/{f}"),
+                Reason::OutsidePolicy,
+            ));
+        }
+        decisions.push(event(
+            "mkdirat",
+            "/home/u/.npm/_logs",
+            Reason::OutsidePolicy,
+        ));
+        decisions.push(event(
+            "mkdirat",
+            "/home/u/app/.git/hooks/x",
+            Reason::Protected,
+        ));
+        decisions.push(event(
+            "openat",
+            "/home/u/app/node_modules/.bin/x",
+            Reason::OutsidePolicy,
+        ));
+        decisions.push(event(
+            "openat",
+            "/home/u/.cargo/bin/cargo",
+            Reason::OutsidePolicy,
+        ));
+        decisions.push(event(
+            "openat",
+            "/home/u/app/vetto.toml",
+            Reason::OutsidePolicy,
+        ));
+        decisions.push(event(
+            "mkdirat",
+            "/home/u/.cargo/registry",
+            Reason::OutsidePolicy,
+        ));
+        decisions.push(connect("10.255.255.53:53"));
+        decisions.push(connect("10.255.255.53:53"));
+        decisions.push(event("socket", "", Reason::Forbidden));
+        let conns = vec![
+            (
+                refused(
+                    Some("registry.example.test"),
+                    443,
+                    ConnReason::NotAllowed,
+                    ConnVia::Connect,
+                ),
+                3,
+            ),
+            (
+                refused(
+                    Some("mirror.example.test"),
+                    53,
+                    ConnReason::DnsRefused,
+                    ConnVia::Dns,
+                ),
+                2,
+            ),
+            (
+                refused(
+                    Some("paste.example.test"),
+                    443,
+                    ConnReason::DeniedByRule,
+                    ConnVia::Connect,
+                ),
+                1,
+            ),
+        ];
+        (decisions, conns)
+    }
+
+    #[test]
+    fn the_end_of_run_guidance_groups_denials_with_the_flag_and_policy_line() {
+        let (decisions, conns) = npm_install();
+        let mut ctx = ctx();
+        ctx.preset = Some(
+            "did you mean `--preset node`? (the project has package.json and the command is npm)"
+                .into(),
+        );
+        let out = lines(&decisions, 0, &conns, false, true, &ctx);
+        insta::assert_snapshot!("end_of_run_guidance", out.join("\n"));
+    }
+
     #[test]
     fn denials_are_named_with_the_rule_and_the_flag_that_allows_them() {
-        let home = Path::new("/home/u");
-        let decisions = vec![
-            event(
-                "openat",
-                "/home/u/.npm/_cacache/index",
-                Reason::OutsidePolicy,
-            ),
-            event(
-                "openat",
-                "/home/u/.npm/_cacache/index",
-                Reason::OutsidePolicy,
-            ),
-            event("mkdirat", "/home/u/app/.git/hooks/x", Reason::Protected),
-            event("socket", "", Reason::Forbidden),
-            event("openat", "/home/u/.cache/tool/db", Reason::OutsidePolicy),
-        ];
-        let out = lines(&decisions, 0, false, false, home);
+        let (decisions, conns) = npm_install();
+        let out = lines(&decisions, 0, &conns, false, false, &ctx());
         assert_eq!(
             out[0],
-            "vetto: the sandbox denied 5 operation(s), 4 distinct:"
+            "vetto: the sandbox denied 19 operation(s), in 12 groups:"
         );
         assert_eq!(
             out[1],
-            "vetto:   fs-write-denied ~/.npm/_cacache/index  — to allow: --allow-write ~/.npm/_cacache"
+            "vetto:   fs-write-denied ~/.npm/_cacache/index-v5/aa/1 (×3, 1 more like it)  — to allow: --allow-write ~/.npm/_cacache/index-v5/aa  (policy: [filesystem] write = [\"~/.npm/_cacache/index-v5/aa\"])"
         );
-        assert!(out[2].contains("git-persistence-blocked") && out[2].contains("no flag"));
+        assert_eq!(out.len(), 5, "{out:?}");
+        assert_eq!(out[4], "vetto:   … and 9 more (-v lists them all)");
+    }
+
+    #[test]
+    fn never_proposes_a_bin_directory_a_protected_path_or_a_wider_parent() {
+        let (decisions, conns) = npm_install();
+        let out = lines(&decisions, 0, &conns, false, true, &ctx());
+        let fix_of = |what: &str| {
+            out.iter()
+                .find(|l| l.contains(&format!(" {what}")))
+                .map(|l| {
+                    l.split("— to allow: ")
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_string()
+                })
+                .unwrap_or_else(|| panic!("{what} not listed: {out:#?}"))
+        };
+        for protected in [
+            "~/app/node_modules/.bin/x",
+            "~/app/vetto.toml",
+            "~/app/.git/hooks/x",
+        ] {
+            assert!(
+                fix_of(protected).starts_with("no flag"),
+                "{protected}: {out:#?}"
+            );
+        }
+        assert!(fix_of("~/app/node_modules/.bin/x").contains("a bin/ directory"));
+        // The denied subdirectory, not the tool's home with its bin/.
+        assert!(fix_of("~/.cargo/registry").starts_with("--allow-write ~/.cargo/registry "));
+        for l in &out {
+            let fix = l.split("— to allow: ").nth(1).unwrap_or_default();
+            for never in [
+                "~/.cargo ",
+                "~/.cargo/bin",
+                ".bin",
+                "vetto.toml",
+                "hooks",
+                "--allow-write ~ ",
+            ] {
+                assert!(!fix.contains(never), "{never} proposed: {l}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_lookup_names_the_host_never_the_resolver() {
+        let (decisions, conns) = npm_install();
+        let out = lines(&decisions, 0, &conns, false, true, &ctx());
+        let resolver = out
+            .iter()
+            .find(|l| l.contains("10.255.255.53"))
+            .unwrap_or_else(|| panic!("{out:#?}"));
+        assert!(resolver.contains("a name lookup, to the resolver 10.255.255.53:53 (×2)"));
         assert!(
-            out[3].contains("net-socket-denied")
-                && out[3].ends_with("--allow-domain carries TCP only")
+            !resolver.contains("--allow-domain 10.255.255.53"),
+            "{resolver}"
         );
-        assert_eq!(out[4], "vetto:   … and 1 more (-v lists them all)");
-        let all = lines(&decisions, 0, false, true, home);
-        assert_eq!(all.len(), 5);
-        assert!(all[4].ends_with("--allow-write ~/.cache/tool"), "{all:?}");
+        assert!(resolver.contains("--allow-domain HOST"), "{resolver}");
+        let named = out
+            .iter()
+            .find(|l| l.contains("mirror.example.test"))
+            .unwrap_or_else(|| panic!("{out:#?}"));
+        assert!(
+            named.contains("mirror.example.test (a name lookup) (×2)  — to allow: --allow-domain mirror.example.test  (policy: [network] allow = [\"mirror.example.test\"])"),
+            "{named}"
+        );
+        let deny = out
+            .iter()
+            .find(|l| l.contains("paste.example.test"))
+            .unwrap_or_else(|| unreachable!());
+        assert!(
+            deny.contains("no flag: the policy's [network] deny names it"),
+            "{deny}"
+        );
     }
 
     #[test]
     fn a_refused_destination_is_allowed_by_naming_it_not_by_opening_the_network() {
-        let home = Path::new("/home/u");
-        let mut v4 = event("connect", "", Reason::Egress);
-        v4.addr = Some("10.1.2.3:5432".parse().unwrap_or_else(|_| unreachable!()));
-        let mut v6 = event("connect", "", Reason::Egress);
-        v6.addr = Some(
-            "[2001:db8::1]:443"
-                .parse()
-                .unwrap_or_else(|_| unreachable!()),
+        let out = lines(
+            &[connect("10.1.2.3:5432"), connect("[2001:db8::1]:443")],
+            0,
+            &[],
+            false,
+            true,
+            &ctx(),
         );
-        let out = lines(&[v4, v6], 0, false, true, home);
-        assert!(out[1].ends_with("--allow-domain 10.1.2.3:5432"), "{out:?}");
         assert!(
-            out[2].ends_with("--allow-domain [2001:db8::1]:443"),
+            out[1].contains(
+                "--allow-domain 10.1.2.3:5432  (policy: [network] allow = [\"10.1.2.3:5432\"])"
+            ),
+            "{out:?}"
+        );
+        assert!(
+            out[2].contains("--allow-domain [2001:db8::1]:443 "),
             "{out:?}"
         );
     }
 
     #[test]
     fn control_characters_in_denied_paths_are_escaped() {
-        let home = Path::new("/home/u");
-        let decisions = vec![event(
-            "openat",
-            "/tmp/x\n::warning title=forged::\u{1b}]0;pwned\u{7}\u{9b}",
-            Reason::OutsidePolicy,
+        let hostile = "/tmp/x\n::warning title=forged::\u{1b}]0;pwned\u{7}\u{9b}\"]";
+        let decisions = vec![event("openat", hostile, Reason::OutsidePolicy)];
+        let conns = vec![(
+            refused(
+                Some("a\u{1b}[2J.test\n::error::x"),
+                53,
+                ConnReason::DnsRefused,
+                ConnVia::Dns,
+            ),
+            1,
         )];
-        let out = lines(&decisions, 0, false, false, home);
+        let out = lines(&decisions, 0, &conns, false, false, &ctx());
         assert!(
             out.iter().all(|l| !l.chars().any(char::is_control)),
             "{out:?}"
         );
         assert!(
-            out[1].contains(
-                &crate::text::escape("/tmp/x\n::warning title=forged::\u{1b}]0;pwned\u{7}\u{9b}")
-                    .into_owned()
-            ),
+            out[1].contains(&crate::text::escape(hostile).into_owned()),
             "{out:?}"
         );
     }
@@ -278,12 +666,16 @@ mod tests {
     #[test]
     fn under_audit_the_same_list_says_what_would_have_been_refused() {
         let decisions = vec![event("openat", "/opt/out", Reason::WouldDeny)];
-        let out = lines(&decisions, 0, true, false, Path::new("/home/u"));
+        let mut ctx = ctx();
+        ctx.preset = Some("did you mean `--preset node`?".into());
+        let out = lines(&decisions, 0, &[], true, false, &ctx);
         assert!(
             out[0].contains("would have refused 1 operation(s)"),
             "{out:?}"
         );
-        assert!(out[1].ends_with("--allow-write /opt"), "{out:?}");
-        assert!(lines(&[], 0, false, false, Path::new("/")).is_empty());
+        assert!(out[1].contains("--allow-write /opt "), "{out:?}");
+        assert_eq!(out[2], "vetto: did you mean `--preset node`?");
+        // Nothing denied: nothing said, not even the preset.
+        assert!(lines(&[], 0, &[], false, false, &ctx).is_empty());
     }
 }

@@ -9,8 +9,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
-use crate::events::Event;
 use crate::events::log::EventSink;
+use crate::events::{ConnDecision, Connection, Event};
 use crate::plan::Plan;
 use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, NETNS_REDIRECT_PORT, proxy_vars};
 use crate::policy::{NetPolicy, Policy};
@@ -18,7 +18,7 @@ use crate::proxy::{self, ListenerKind, Original, Proxy};
 use crate::supervisor::notify::EgressBroker;
 
 /// Denied destinations kept for the end-of-session line.
-const SAID_MAX: usize = 16;
+const SAID_MAX: usize = 64;
 
 /// The running egress layer of a session.
 #[derive(Debug)]
@@ -215,10 +215,21 @@ impl EgressBroker for Broker {
     }
 }
 
-/// What the proxy refused, for vetto's last words (the log has it all).
+/// The connections the egress layer refused, for the end-of-run guidance.
+#[derive(Debug, Default)]
+pub struct Refused {
+    /// Distinct refusals, each with its count.
+    pub connections: Vec<(Connection, u64)>,
+    /// Refusals past the bound, counted only.
+    pub unlisted: u64,
+}
+
+/// What the proxy and the DNS stub refused, for vetto's last words (the
+/// log has it all): distinct connections by name, address, port and
+/// reason, with counts, at most [`SAID_MAX`] of them (the rest counted).
 #[derive(Debug, Default)]
 struct Said {
-    denied: Mutex<(Vec<String>, u64)>,
+    denied: Mutex<(Vec<(Connection, u64)>, u64)>,
 }
 
 /// The proxy's events: to the session log, and the refusals remembered.
@@ -230,15 +241,18 @@ struct Tee {
 
 impl EventSink for Tee {
     fn emit(&self, event: Event) {
-        if let Event::Violation(v) = &event
+        if let Event::Connection(c) = &event
+            && matches!(c.decision, ConnDecision::Denied | ConnDecision::Observed)
             && let Ok(mut d) = self.said.denied.lock()
         {
-            d.1 += 1;
-            // The job chose the name: escaped before it reaches a terminal.
-            let what =
-                crate::text::clip(&crate::text::escape(&v.target.display()), 120).into_owned();
-            if d.0.len() < SAID_MAX && !d.0.contains(&what) {
-                d.0.push(what);
+            let same = |k: &Connection| {
+                k.host == c.host && k.addr == c.addr && k.port == c.port && k.reason == c.reason
+            };
+            let (list, unlisted) = &mut *d;
+            match list.iter().position(|(k, _)| same(k)) {
+                Some(i) => list[i].1 += 1,
+                None if list.len() < SAID_MAX => list.push(((**c).clone(), 1)),
+                None => *unlisted += 1,
             }
         }
         if let Some(log) = &self.log {
@@ -525,8 +539,10 @@ impl Egress {
         )
     }
 
-    /// Stop the proxy; its byte total for `SessionEnd.proxy_bytes`.
-    pub fn finish(self) -> u64 {
+    /// Stop the proxy: its byte total for `SessionEnd.proxy_bytes`, and
+    /// the connections it refused (with counts) for the end-of-run
+    /// guidance.
+    pub fn finish(self) -> (u64, Refused) {
         if let Some(stub) = self.stub {
             stub.stop();
         }
@@ -538,16 +554,19 @@ impl Egress {
         }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
-        if let Ok(d) = self.said.denied.lock()
-            && d.1 > 0
-        {
-            eprintln!(
-                "vetto: egress: refused {} connection(s): {}",
-                d.1,
-                d.0.join(", ")
-            );
-        }
-        bytes
+        let (connections, unlisted) = self
+            .said
+            .denied
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        (
+            bytes,
+            Refused {
+                connections,
+                unlisted,
+            },
+        )
     }
 }
 

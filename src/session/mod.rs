@@ -302,16 +302,17 @@ fn execute(
     let broker = egress.as_ref().map(egress::Egress::broker);
     let session = supervisor::run(child, &plan, &signals, &shared_before, sink, broker);
     // Every process of the sandbox is dead: no connection is left to carry.
-    let proxy_bytes = egress.map_or(0, egress::Egress::finish);
+    let (proxy_bytes, refused) = egress.map(egress::Egress::finish).unwrap_or_default();
     let outcome = session.outcome;
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.
     finish_output(copier);
     tell::tell(
         &session,
+        &refused,
         request.audit,
         options.verbose,
-        &request.policy.home,
+        &denials::Context::new(&policy, &request.command, &request.policy.home),
     );
     // What the job left for other tools to run later is recorded before
     // the session's end, so that `--fail-on violation` counts it.

@@ -3,12 +3,14 @@
 use crate::{supervisor, text};
 
 /// One line each for what the user should know about the session; the
-/// denials named one a line (the first few, all when `verbose`).
+/// denials (the supervisor's, and the connections the egress layer
+/// `refused`) grouped one a line (the first few, all when `verbose`).
 pub(super) fn tell(
     session: &supervisor::Session,
+    refused: &super::egress::Refused,
     audit: bool,
     verbose: bool,
-    home: &std::path::Path,
+    ctx: &super::denials::Context,
 ) {
     if let Some(hit) = session.limit {
         eprintln!("vetto: {}", hit.message());
@@ -68,10 +70,11 @@ pub(super) fn tell(
     }
     for line in super::denials::lines(
         &session.decisions,
-        session.decisions_dropped,
+        session.decisions_dropped + refused.unlisted,
+        &refused.connections,
         audit,
         verbose,
-        home,
+        ctx,
     ) {
         eprintln!("{line}");
     }

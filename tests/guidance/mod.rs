@@ -1,0 +1,116 @@
+//! What `vetto run` tells the user at the end of a run that something
+//! needed was denied (issue 12): the rule, the flag and the policy line
+//! that would allow it, the preset that fits — and never a grant of a
+//! `bin/` directory or of the resolver.
+
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
+
+/// The guidance lines (vetto's own, on stderr) of a run.
+fn guidance(stderr: &str) -> Vec<&str> {
+    stderr.lines().filter(|l| l.starts_with("vetto:")).collect()
+}
+
+/// Runs as an unprivileged user: `node` in a project with `package.json`
+/// creates its cache directory in `$HOME` (bare it can). Sandboxed, the
+/// write is denied and named with the flag and the policy line that allow
+/// exactly that directory, and the preset that fits is named.
+fn a_denied_cache_write_names_the_flag_the_policy_line_and_the_preset(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(&w.project.join("package.json"), "{\"name\":\"demo\"}\n");
+    let job = [
+        "node",
+        "-e",
+        "require('fs').mkdirSync(process.env.HOME + '/.npm/_cacache', {recursive: true})",
+    ];
+    w.bare(&job).run().assert_success();
+    assert!(w.home.join(".npm/_cacache").is_dir());
+    std::fs::remove_dir_all(w.home.join(".npm")).unwrap();
+
+    let ran = w.sandboxed(&job).run();
+    let err = ran.stderr();
+    assert!(!w.home.join(".npm").exists(), "{err}");
+    let lines = guidance(&err);
+    assert!(
+        lines.iter().any(|l| l.contains("fs-write-denied ~/.npm")
+            && l.contains(
+                "to allow: --allow-write ~/.npm  (policy: [filesystem] write = [\"~/.npm\"])"
+            )),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("vetto: did you mean `--preset ")
+                && l.ends_with("(the project has package.json and the command is node)")),
+        "{err}"
+    );
+    // With the preset given, it is not suggested again.
+    let with = w.sandboxed_with(&["--preset", "node"], &job).run();
+    assert!(!with.stderr().contains("did you mean"), "{}", with.stderr());
+}
+at_every_tier!(a_denied_cache_write_names_the_flag_the_policy_line_and_the_preset);
+
+/// Runs as an unprivileged user: a job plants a program in `~/.cargo/bin`
+/// (bare it can), which a later unsandboxed `cargo` would run. Sandboxed,
+/// the write is denied, and the guidance says no flag allows it — never
+/// `--allow-write ~/.cargo/bin` or `~/.cargo`.
+fn a_write_into_a_bin_directory_is_never_proposed(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(&w.home.join(".cargo/bin/.keep"), "");
+    let plant = "printf '#!/bin/sh\\necho pwned\\n' > \"$HOME/.cargo/bin/cargo-evil\"";
+    w.sh_bare(plant).assert_success();
+    std::fs::remove_file(w.home.join(".cargo/bin/cargo-evil")).unwrap();
+
+    let ran = w.sandboxed(&["sh", "-c", plant]).run();
+    let err = ran.stderr();
+    assert!(!w.home.join(".cargo/bin/cargo-evil").exists(), "{err}");
+    let lines = guidance(&err);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("fs-write-denied ~/.cargo/bin/cargo-evil")
+                && l.contains("no flag: a bin/ directory")),
+        "{err}"
+    );
+    for l in &lines {
+        assert!(!l.contains("--allow-write ~/.cargo"), "{l}");
+    }
+}
+at_every_tier!(a_write_into_a_bin_directory_is_never_proposed);
+
+/// Runs as an unprivileged user: a lookup of a host no rule allows, under
+/// filtered egress, is named by the host (with the flag that allows it),
+/// not the resolver's address; with the network off, the resolver is
+/// never proposed as a destination.
+fn a_refused_lookup_names_the_host_not_the_resolver(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let lookup = [
+        "python3",
+        "-c",
+        "import socket\ntry: socket.getaddrinfo('registry.example.test', 443)\nexcept OSError: pass",
+    ];
+    let ran = w
+        .sandboxed_with(&["--allow-domain", "other.example.test"], &lookup)
+        .run();
+    let err = ran.stderr();
+    assert!(
+        guidance(&err).iter().any(|l| l
+            .contains("net-egress-blocked registry.example.test (a name lookup)")
+            && l.contains("to allow: --allow-domain registry.example.test  (policy: [network] allow = [\"registry.example.test\"])")),
+        "{err}"
+    );
+    let off = w.sandboxed(&lookup).run();
+    let err = off.stderr();
+    for l in guidance(&err) {
+        let proposes = l.split("to allow: ").nth(1).unwrap_or_default();
+        assert!(
+            !proposes.contains(":53"),
+            "the resolver is proposed: {l}\n{err}"
+        );
+    }
+}
+at_every_tier!(a_refused_lookup_names_the_host_not_the_resolver);
