@@ -306,8 +306,10 @@ impl RuleId {
                  ```toml\n[network]\nmode = \"host\"\n```\n\n\
                  or `--net host`. That opens everything: a dependency can then send anything it \
                  could read anywhere. Filtered egress (`[network] allow`, `--allow-domain`, \
-                 docs/network.md) carries TCP to named hosts only: UDP, raw and packet sockets \
-                 stay refused. Check who asked first: unexpected network use by a dependency is \
+                 docs/network.md) carries TCP to named hosts only: raw and packet sockets stay \
+                 refused, and UDP reaches nothing but vetto's DNS stub (at FS-ONLY, where user \
+                 namespaces exist, a UDP socket comes from a network namespace that leads \
+                 nowhere; without them it is refused and recorded here). Check who asked first: unexpected network use by a dependency is \
                  the usual sign of exfiltration."
             }
             RuleId::NetEgressBlocked => {
