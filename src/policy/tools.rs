@@ -876,7 +876,8 @@ mod tests {
         assert!(
             "nmp"
                 .parse::<Cache>()
-                .unwrap_err()
+                .err()
+                .unwrap_or_default()
                 .contains("expected one of")
         );
     }
