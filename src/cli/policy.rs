@@ -35,13 +35,22 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     let request = args
         .policy
         .load_request(&explain::placeholder_tmp(), None)?;
-    let policy = match policy::load(&request) {
+    let mut policy = match policy::load(&request) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
             return Ok(ExitCode::from(exit::REFUSED));
         }
     };
+    // What a session would discover and which caches it would use (none
+    // is created here).
+    let (env, home) = (&request.env, &request.home);
+    let mut notes = crate::session::tools::discover(&mut policy, env, home);
+    match crate::session::tools::caches(&mut policy, env, home, false) {
+        Ok(lines) => notes.extend(lines),
+        Err(e) => notes.push(e.to_string()),
+    }
+    notes.iter().for_each(|l| eprintln!("vetto: {l}"));
     let terminals = crate::sandbox::terminal::own_terminals();
     let decisions: Vec<_> = args
         .queries

@@ -234,6 +234,8 @@ fn policy(fs: Vec<FsRule>) -> Policy {
         limits: Limits::default(),
         env: EnvPolicy::default(),
         unix: Vec::new(),
+        discover: Vec::new(),
+        caches: Vec::new(),
         min_tier: None,
         provenance: Default::default(),
     }

@@ -13,12 +13,13 @@
 //! 2. Lists accumulate over all sources: `read`, `write`, `deny`, `protect`,
 //!    `outputs`, `allow` (host patterns and address ranges), `deny` (of
 //!    `[network]`: host patterns refused even where `allow` allows them),
-//!    `resolve`, `pass`, `withhold`, `pass_secret`.
+//!    `resolve`, `pass`, `withhold`, `pass_secret`, `discover`, `caches`.
 //! 3. Scalars are overridden by later sources: `min_tier`, `mode`,
 //!    `timeout`, `max_procs`, `max_memory`; `set` is overridden per name.
-//! 4. In one source a non-empty `allow` implies `mode = "allow"`; an
-//!    explicit `off`/`host` next to a non-empty `allow` or `deny` is an
-//!    error. The hosts, ranges, denials and pins of every source are used
+//! 4. In one source a non-empty `allow` (or `discover`) implies
+//!    `mode = "allow"`; an explicit `off`/`host` next to a non-empty
+//!    `allow`, `deny` or `discover` is an error. The hosts, ranges,
+//!    denials, pins and discovered registries of every source are used
 //!    only if the final mode is `allow`.
 //! 5. Rules naming the same path do not conflict: the longest matching
 //!    path decides, and for equal paths Deny > Protect > Write > Read
@@ -261,6 +262,8 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         outputs: Vec::new(),
         net: NetPolicy::Off,
         unix: Vec::new(),
+        discover: Vec::new(),
+        caches: Vec::new(),
         limits: Limits::default(),
         env: Default::default(),
         min_tier: None,
@@ -279,6 +282,16 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         deny.extend(l.deny);
         ips.extend(l.ips);
         pins.extend(l.resolve);
+        for d in l.discover {
+            if !p.discover.iter().any(|k| k.registry == d.registry) {
+                p.discover.push(d);
+            }
+        }
+        for c in l.caches {
+            if !p.caches.iter().any(|k| k.cache == c.cache) {
+                p.caches.push(c);
+            }
+        }
         for u in l.unix {
             if !p.unix.iter().any(|k| k.path == u.path) {
                 p.unix.push(u);

@@ -291,6 +291,13 @@ pub struct Policy {
     /// whatever the network mode.
     #[serde(default)]
     pub unix: Vec<UnixSocket>,
+    /// `[network] discover`: registries found, before the plan, from the
+    /// tools' own configuration (`session::tools`); used in `allow` mode.
+    #[serde(default)]
+    pub discover: Vec<super::tools::DiscoverRule>,
+    /// `[filesystem] caches`: vetto-owned caches the job's tools use.
+    #[serde(default)]
+    pub caches: Vec<super::tools::CacheRule>,
     pub limits: Limits,
     pub env: EnvPolicy,
     /// The weakest tier this policy accepts (`auto` never goes below it).

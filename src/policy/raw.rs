@@ -45,6 +45,8 @@ pub struct RawFilesystem {
     pub deny: Vec<Sp<String>>,
     pub protect: Vec<Sp<String>>,
     pub outputs: Vec<Sp<String>>,
+    /// vetto-owned caches by tool name (`policy::tools::Cache`).
+    pub caches: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,6 +57,8 @@ pub struct RawNetwork {
     pub resolve: Vec<Sp<String>>,
     /// Pathname unix sockets the job may connect to.
     pub unix: Vec<Sp<String>>,
+    /// Registry sources by name (`policy::tools::Registry`).
+    pub discover: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,8 +84,8 @@ const TOP: &[&str] = &[
     "limits",
     "env",
 ];
-const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs"];
-const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve", "unix"];
+const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs", "caches"];
+const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve", "unix", "discover"];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 
@@ -145,6 +149,10 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                                 fs.outputs = w.string_list(v, "a list of directory names");
                                 continue;
                             }
+                            "caches" => {
+                                fs.caches = w.string_list(v, "a list of cache names");
+                                continue;
+                            }
                             _ => continue,
                         };
                         *slot = w.string_list(v, "a list of paths");
@@ -170,6 +178,10 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             }
                             "unix" => {
                                 raw.network.unix = w.string_list(v, "a list of unix socket paths")
+                            }
+                            "discover" => {
+                                raw.network.discover =
+                                    w.string_list(v, "a list of registry sources")
                             }
                             _ => {}
                         }

@@ -313,6 +313,7 @@ set = { CI = "true", A = "1" }
         names,
         [
             "preset:default",
+            "preset:npm",
             "preset:node",
             "preset:ci-cache",
             "p.toml",
@@ -332,8 +333,14 @@ set = { CI = "true", A = "1" }
     );
     assert_eq!(
         verdict(&p, &s.home.join(".cargo/registry/x")),
-        PathVerdict::Writable,
-        "ci-cache makes the cargo registry writable"
+        PathVerdict::Readable,
+        "ci-cache never makes the host's cargo registry writable"
+    );
+    assert!(
+        p.caches
+            .iter()
+            .any(|c| c.cache == crate::policy::tools::Cache::Cargo),
+        "ci-cache gives cargo a vetto-owned cache instead"
     );
     assert_eq!(p.env.pass_exact, ["NPM_TOKEN"]);
     assert_eq!(
@@ -341,10 +348,10 @@ set = { CI = "true", A = "1" }
         [("A".into(), "1".into()), ("CI".into(), "true".into())]
     );
     match &p.net {
-        NetPolicy::Allow { hosts, .. } => {
-            assert!(hosts.iter().any(|h| h.host == "registry.npmjs.org"));
+        NetPolicy::Allow { .. } => {
+            assert_eq!(p.discover[0].registry, crate::policy::tools::Registry::Npm);
         }
-        other => panic!("node preset implies allow, got {other:?}"),
+        other => panic!("node preset (discover) implies allow, got {other:?}"),
     }
 }
 
@@ -362,7 +369,12 @@ fn an_explicit_mode_off_overrides_a_presets_allow_list() {
     let NetPolicy::Allow { hosts, .. } = &p.net else {
         panic!("--allow-domain implies allow")
     };
-    assert_eq!(hosts.len(), 3, "lists accumulate even across a mode change");
+    assert_eq!(hosts.len(), 1);
+    assert_eq!(
+        p.discover.len(),
+        1,
+        "lists accumulate even across a mode change"
+    );
     let mut r = s.req(None);
     r.overrides.net = Some("host".into());
     r.overrides.allow_domain = vec!["x.org".into()];

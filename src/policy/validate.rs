@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::diag::{Diags, LineIndex, SourceRef};
 use super::paths::{self, GlobWalker, PathError};
 use super::raw::{RawPolicy, SizeValue};
+use super::tools::{CacheRule, DiscoverRule};
 use super::vars::Vars;
 use super::{
     Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, SourceInfo, UnixSocket,
@@ -43,6 +44,10 @@ pub struct Layer {
     pub resolve: Vec<PinnedHost>,
     /// `[network] unix`.
     pub unix: Vec<UnixSocket>,
+    /// `[network] discover`.
+    pub discover: Vec<DiscoverRule>,
+    /// `[filesystem] caches`.
+    pub caches: Vec<CacheRule>,
     pub timeout: Option<Duration>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<u64>,
@@ -63,6 +68,8 @@ impl Layer {
             ips: Vec::new(),
             resolve: Vec::new(),
             unix: Vec::new(),
+            discover: Vec::new(),
+            caches: Vec::new(),
             timeout: None,
             max_procs: None,
             max_memory: None,
@@ -221,6 +228,16 @@ pub fn validate(
         }
     }
 
+    for c in &fs.caches {
+        match c.value.parse() {
+            Ok(cache) => layer.caches.push(CacheRule {
+                cache,
+                origin: origin(&c.span, &c.value),
+            }),
+            Err(e) => diags.at(src, &c.span, e),
+        }
+    }
+
     if let Some(t) = &raw.min_tier {
         match t.value.parse::<Tier>() {
             Ok(tier) => layer.min_tier = Some(tier),
@@ -272,6 +289,15 @@ pub fn validate(
             Err(e) => diags.at(src, &r.span, e),
         }
     }
+    for r in &net.discover {
+        match r.value.parse() {
+            Ok(registry) => layer.discover.push(DiscoverRule {
+                registry,
+                origin: origin(&r.span, &r.value),
+            }),
+            Err(e) => diags.at(src, &r.span, e),
+        }
+    }
     for u in &net.unix {
         match ctx.resolve(&u.value, None) {
             Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
@@ -281,21 +307,22 @@ pub fn validate(
             Err((msg, help)) => diags.at_help(src, &u.span, msg, help),
         }
     }
+    let listed = !(net.allow.is_empty() && net.deny.is_empty() && net.discover.is_empty());
     layer.mode = match mode {
-        Some((m, sp)) if m != NetMode::Allow && !(net.allow.is_empty() && net.deny.is_empty()) => {
+        Some((m, sp)) if m != NetMode::Allow && listed => {
             diags.at_help(
                 src,
                 &sp.span,
                 format!(
-                    "network mode `{}` contradicts the `allow`/`deny` lists of the same table; expected mode \"allow\"",
+                    "network mode `{}` contradicts the `allow`/`deny`/`discover` lists of the same table; expected mode \"allow\"",
                     sp.value
                 ),
-                Some("remove `mode`: a non-empty `allow` or `deny` implies mode \"allow\""),
+                Some("remove `mode`: a non-empty `allow`, `deny` or `discover` implies mode \"allow\""),
             );
             None
         }
         Some((m, _)) => Some(m),
-        None if !(net.allow.is_empty() && net.deny.is_empty()) => Some(NetMode::Allow),
+        None if listed => Some(NetMode::Allow),
         None => None,
     };
 

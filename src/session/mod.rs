@@ -37,6 +37,7 @@ mod finish;
 mod start;
 mod tell;
 mod tmp;
+pub mod tools;
 
 pub use finish::{
     DEFAULT_REPORT_DIR, FailOn, ReportOptions, console_summary, final_status, finish,
@@ -179,19 +180,31 @@ fn execute(
     // 4. Policy, then plan: a refusal here means the command never starts.
     request.policy.session_tmp = session_tmp.path().to_path_buf();
     request.policy.report_dir = log_dir.map(Path::to_path_buf);
-    let policy = match policy::load(&request.policy) {
+    let mut policy = match policy::load(&request.policy) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
+    // 4a. The presets' registries and vetto-owned caches, from the host's
+    //     own tool configuration (docs/presets.md, docs/caches.md).
+    let (env, home) = (&request.policy.env, &request.policy.home);
+    let mut tool_lines = tools::discover(&mut policy, env, home);
+    match tools::caches(&mut policy, env, home, true) {
+        Ok(lines) => tool_lines.extend(lines),
+        Err(e) => {
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    }
     // Which policy is in force, from where (and when the working tree's
     // copy is not it).
     eprintln!("vetto: {}", policy.provenance.line());
     if let Some(l) = policy.provenance.differs_line() {
         eprintln!("vetto: {l}");
     }
+    tool_lines.iter().for_each(|l| eprintln!("vetto: {l}"));
     let build_options = BuildOptions {
         allow_degraded: request.allow_degraded,
         audit: request.audit,

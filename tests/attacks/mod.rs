@@ -6,6 +6,7 @@
 
 mod abstract_socket;
 mod arch_bypass;
+mod cache_poison;
 mod daemon;
 mod dangerous_syscalls;
 mod egress;

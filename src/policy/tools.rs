@@ -1,0 +1,884 @@
+//! What the toolchain and agent presets ask for by name: registries found
+//! from a tool's own configuration (`[network] discover`) and vetto-owned
+//! caches (`[filesystem] caches`). Pure: what to ask the host and how to
+//! read the answer. The asking (running a tool, reading a file, the
+//! environment) is behind [`HostView`]; `session::tools` is the real one.
+//!
+//! No public package registry's host name is written here: each is
+//! learned from the tool (`npm config get registry` prints npm's default,
+//! pip's own definition of PyPI names PyPI's hosts, `go env GOPROXY` …),
+//! with ONE exception, crates.io, whose hosts cargo prints nowhere
+//! ([`CRATES_IO_DEFAULT`], see docs/presets.md). The agents' API hosts are
+//! vendor endpoints, not registries: their defaults are named here
+//! ([`Registry::default_api_host`]), an environment variable overrides.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::Origin;
+use super::diag::list;
+
+/// A source of registry (or API) hosts, named in `[network] discover`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Registry {
+    Npm,
+    Pnpm,
+    Yarn,
+    Pip,
+    Uv,
+    Poetry,
+    Cargo,
+    Go,
+    Maven,
+    Anthropic,
+    Openai,
+    Gemini,
+}
+
+/// A vetto-owned cache, named in `[filesystem] caches`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cache {
+    Npm,
+    Pnpm,
+    Yarn,
+    Pip,
+    Uv,
+    Poetry,
+    Cargo,
+    Go,
+    Maven,
+    Gradle,
+}
+
+const REGISTRIES: &[(Registry, &str)] = &[
+    (Registry::Npm, "npm"),
+    (Registry::Pnpm, "pnpm"),
+    (Registry::Yarn, "yarn"),
+    (Registry::Pip, "pip"),
+    (Registry::Uv, "uv"),
+    (Registry::Poetry, "poetry"),
+    (Registry::Cargo, "cargo"),
+    (Registry::Go, "go"),
+    (Registry::Maven, "maven"),
+    (Registry::Anthropic, "anthropic"),
+    (Registry::Openai, "openai"),
+    (Registry::Gemini, "gemini"),
+];
+
+const CACHES: &[(Cache, &str)] = &[
+    (Cache::Npm, "npm"),
+    (Cache::Pnpm, "pnpm"),
+    (Cache::Yarn, "yarn"),
+    (Cache::Pip, "pip"),
+    (Cache::Uv, "uv"),
+    (Cache::Poetry, "poetry"),
+    (Cache::Cargo, "cargo"),
+    (Cache::Go, "go"),
+    (Cache::Maven, "maven"),
+    (Cache::Gradle, "gradle"),
+];
+
+fn by_name<T: Copy>(table: &[(T, &'static str)], s: &str, what: &str) -> Result<T, String> {
+    table
+        .iter()
+        .find(|(_, n)| *n == s)
+        .map(|(t, _)| *t)
+        .ok_or_else(|| {
+            let names: Vec<&str> = table.iter().map(|(_, n)| *n).collect();
+            format!("unknown {what} `{s}`; expected one of {}", list(&names))
+        })
+}
+
+fn name_of<T: PartialEq>(table: &[(T, &'static str)], t: &T) -> &'static str {
+    table.iter().find(|(u, _)| u == t).map_or("?", |(_, n)| *n)
+}
+
+impl FromStr for Registry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        by_name(REGISTRIES, s, "registry source")
+    }
+}
+impl FromStr for Cache {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        by_name(CACHES, s, "cache")
+    }
+}
+impl fmt::Display for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(name_of(REGISTRIES, self))
+    }
+}
+impl fmt::Display for Cache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(name_of(CACHES, self))
+    }
+}
+
+/// `[network] discover = ["npm"]`, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscoverRule {
+    pub registry: Registry,
+    pub origin: Origin,
+}
+
+/// `[filesystem] caches = ["cargo"]`, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheRule {
+    pub cache: Cache,
+    pub origin: Origin,
+}
+
+/// What discovery may ask of the host. Every answer is the user's own
+/// configuration (their environment, their home directory), never the
+/// project's: a project's `.npmrc` or `pyproject.toml` is the job's to
+/// write, and must not choose where the job may connect.
+pub trait HostView {
+    /// A variable of the caller's environment.
+    fn env(&self, name: &str) -> Option<String>;
+    /// The names of the caller's variables.
+    fn env_names(&self) -> Vec<String>;
+    /// Run `program args…` (no shell, scrubbed environment with `pass`
+    /// added, bounded output, a timeout); its stdout when it succeeded.
+    fn run(&mut self, program: &str, args: &[&str], pass: &[&str]) -> Option<String>;
+    /// A small regular file of the user's (bounded), if it exists.
+    fn read(&mut self, path: &Path) -> Option<String>;
+    /// The caller's home directory.
+    fn home(&self) -> PathBuf;
+}
+
+/// One host discovery found, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Found {
+    pub registry: Registry,
+    pub host: String,
+    pub port: u16,
+    /// How it was learned: `npm config get registry`, `$PIP_INDEX_URL`, …
+    pub how: String,
+}
+
+/// Everything one source yielded, with notes for what it could not learn.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    pub found: Vec<Found>,
+    pub notes: Vec<String>,
+}
+
+impl Discovery {
+    fn url(&mut self, registry: Registry, url: &str, how: &str) -> bool {
+        match url_host(url) {
+            Some((host, port)) => {
+                if !self
+                    .found
+                    .iter()
+                    .any(|f| f.host == host && f.port == port && f.registry == registry)
+                {
+                    self.found.push(Found {
+                        registry,
+                        host,
+                        port,
+                        how: how.to_string(),
+                    });
+                }
+                true
+            }
+            None => {
+                self.notes.push(format!(
+                    "{registry}: {how} gave no http(s) URL: {}",
+                    crate::text::escape(&truncate(url))
+                ));
+                false
+            }
+        }
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// The one public registry whose hosts vetto names itself: crates.io,
+/// cargo's built-in default (a sparse index and a download host). Cargo
+/// prints its default index nowhere on stable (`cargo config get` is
+/// unstable), so this is written down; a source replacement in the user's
+/// cargo configuration replaces it.
+pub const CRATES_IO_DEFAULT: &[&str] = &["index.crates.io", "static.crates.io"];
+
+/// The host (lower-case) and port of an `http(s)://` URL, strictly: a
+/// name or address as `[network] allow` accepts, no user part.
+pub fn url_host(url: &str) -> Option<(String, u16)> {
+    let url = url.trim().trim_matches(|c| c == '"' || c == '\'');
+    let url = url.strip_prefix("sparse+").unwrap_or(url);
+    let url = url.strip_prefix("registry+").unwrap_or(url);
+    let (scheme, rest) = url.split_once("://")?;
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "https" => 443,
+        "http" => 80,
+        _ => return None,
+    };
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.contains('@') || authority.is_empty() {
+        return None;
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(']') || h.ends_with(']') => (h, p.parse::<u16>().ok()?),
+        _ => (authority, default_port),
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let (host, _) = super::validate::parse_host(host).ok()?;
+    (!host.contains('*')).then_some((host, port))
+}
+
+/// The variables a discovery command may see besides `PATH`, `HOME` and
+/// the locale: the tool's own configuration variables.
+const NPM_VARS: &[&str] = &[
+    "NPM_CONFIG_REGISTRY",
+    "npm_config_registry",
+    "NPM_CONFIG_USERCONFIG",
+    "npm_config_userconfig",
+    "NPM_CONFIG_GLOBALCONFIG",
+    "npm_config_globalconfig",
+    "XDG_CONFIG_HOME",
+];
+const PIP_VARS: &[&str] = &["PIP_CONFIG_FILE", "XDG_CONFIG_HOME", "VIRTUAL_ENV"];
+const GO_VARS: &[&str] = &["GOPROXY", "GOSUMDB", "GOENV", "GOFLAGS", "XDG_CONFIG_HOME"];
+
+/// Ask the host what `registry` is configured for.
+pub fn discover(registry: Registry, host: &mut dyn HostView) -> Discovery {
+    let mut d = Discovery::default();
+    match registry {
+        Registry::Npm => npm_like(
+            &mut d,
+            registry,
+            host,
+            "npm",
+            &[&["config", "get", "registry"]],
+        ),
+        Registry::Pnpm => npm_like(
+            &mut d,
+            registry,
+            host,
+            "pnpm",
+            &[&["config", "get", "registry"]],
+        ),
+        Registry::Yarn => npm_like(
+            &mut d,
+            registry,
+            host,
+            "yarn",
+            &[
+                &["config", "get", "npmRegistryServer"],
+                &["config", "get", "registry"],
+            ],
+        ),
+        Registry::Pip => pip(&mut d, host),
+        Registry::Uv => uv(&mut d, host),
+        Registry::Poetry => poetry(&mut d, host),
+        Registry::Cargo => cargo(&mut d, host),
+        Registry::Go => go(&mut d, host),
+        Registry::Maven => maven(&mut d, host),
+        Registry::Anthropic | Registry::Openai | Registry::Gemini => api(&mut d, registry, host),
+    }
+    d
+}
+
+fn npm_like(
+    d: &mut Discovery,
+    registry: Registry,
+    host: &mut dyn HostView,
+    program: &str,
+    tries: &[&[&str]],
+) {
+    for args in tries {
+        if let Some(out) = host.run(program, args, NPM_VARS) {
+            let line = out.lines().next().unwrap_or("").trim();
+            if url_host(line).is_some() {
+                d.url(registry, line, &format!("{program} {}", args.join(" ")));
+                return;
+            }
+        }
+    }
+    d.notes.push(format!(
+        "{registry}: `{program}` gave no registry (is it installed?); nothing allowed for it"
+    ));
+}
+
+/// PyPI's hosts as pip itself defines them (its index and the host the
+/// index's files are served from).
+fn pypi_from_pip(d: &mut Discovery, registry: Registry, host: &mut dyn HostView) {
+    const CODE: &str = "from pip._internal.models.index import PyPI\nprint(PyPI.simple_url)\nprint('https://' + PyPI.file_storage_domain + '/')";
+    match host.run("python3", &["-I", "-c", CODE], &[]) {
+        Some(out) => {
+            for line in out.lines().take(2) {
+                d.url(registry, line, "pip's definition of PyPI (the default index)");
+            }
+        }
+        None => d.notes.push(format!(
+            "{registry}: no index configured and pip (python3 -m pip) cannot name its default; nothing allowed for it"
+        )),
+    }
+}
+
+/// Space- or comma-separated URLs of one variable (`PIP_EXTRA_INDEX_URL`,
+/// `UV_INDEX="name=url …"`).
+fn env_urls(d: &mut Discovery, registry: Registry, host: &dyn HostView, var: &str) -> bool {
+    let Some(v) = host.env(var).filter(|v| !v.trim().is_empty()) else {
+        return false;
+    };
+    for item in v.split([' ', ',', '\n']).filter(|s| !s.is_empty()) {
+        let url = item.split_once('=').map_or(item, |(_, u)| u);
+        d.url(registry, url, &format!("${var}"));
+    }
+    true
+}
+
+fn pip(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Pip;
+    let mut index = env_urls(d, r, host, "PIP_INDEX_URL");
+    env_urls(d, r, host, "PIP_EXTRA_INDEX_URL");
+    if !index && let Some(out) = host.run("python3", &["-m", "pip", "config", "list"], PIP_VARS) {
+        // `global.index-url='https://…'`
+        for line in out.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            let key = key.rsplit('.').next().unwrap_or("");
+            if key == "index-url" || key == "extra-index-url" {
+                for url in value.trim_matches('\'').split_whitespace() {
+                    if d.url(r, url, "python3 -m pip config list") && key == "index-url" {
+                        index = true;
+                    }
+                }
+            }
+        }
+    }
+    if !index {
+        pypi_from_pip(d, r, host);
+    }
+}
+
+fn uv(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Uv;
+    let mut index = false;
+    for var in ["UV_DEFAULT_INDEX", "UV_INDEX_URL"] {
+        index |= env_urls(d, r, host, var);
+    }
+    for var in ["UV_INDEX", "UV_EXTRA_INDEX_URL"] {
+        env_urls(d, r, host, var);
+    }
+    let config_home = host
+        .env("XDG_CONFIG_HOME")
+        .filter(|v| v.starts_with('/'))
+        .map_or_else(|| host.home().join(".config"), PathBuf::from);
+    let file = host
+        .env("UV_CONFIG_FILE")
+        .filter(|v| v.starts_with('/'))
+        .map_or_else(|| config_home.join("uv/uv.toml"), PathBuf::from);
+    if let Some(text) = host.read(&file)
+        && let Ok(doc) = text.parse::<toml::Table>()
+    {
+        let how = file.display().to_string();
+        let s = |v: &toml::Value| v.as_str().map(str::to_string);
+        if let Some(u) = doc.get("index-url").and_then(s) {
+            index |= d.url(r, &u, &how);
+        }
+        for u in doc
+            .get("extra-index-url")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(s)
+        {
+            d.url(r, &u, &how);
+        }
+        for entry in doc
+            .get("index")
+            .and_then(toml::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(u) = entry.get("url").and_then(s) {
+                let default = entry.get("default").and_then(toml::Value::as_bool) == Some(true);
+                index |= d.url(r, &u, &how) && default;
+            }
+        }
+    }
+    if !index {
+        pypi_from_pip(d, r, host);
+    }
+}
+
+fn poetry(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Poetry;
+    if let Some(out) = host.run("poetry", &["config", "--list"], &["POETRY_CONFIG_DIR"]) {
+        // `repositories.private.url = "https://…"`
+        for line in out.lines() {
+            if let Some((key, value)) = line.split_once('=')
+                && key.trim().starts_with("repositories.")
+                && key.trim().ends_with(".url")
+            {
+                d.url(r, value.trim(), "poetry config --list");
+            }
+        }
+    }
+    pypi_from_pip(d, r, host);
+}
+
+fn cargo(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Cargo;
+    let cargo_home = host
+        .env("CARGO_HOME")
+        .filter(|v| v.starts_with('/'))
+        .map_or_else(|| host.home().join(".cargo"), PathBuf::from);
+    let mut replaced = false;
+    for name in ["config.toml", "config"] {
+        let path = cargo_home.join(name);
+        let Some(text) = host.read(&path) else {
+            continue;
+        };
+        let Ok(doc) = text.parse::<toml::Table>() else {
+            d.notes.push(format!(
+                "cargo: {} is not valid TOML; not read",
+                path.display()
+            ));
+            continue;
+        };
+        let how = path.display().to_string();
+        let table = |v: Option<&toml::Value>| v.and_then(toml::Value::as_table).cloned();
+        let sources = table(doc.get("source")).unwrap_or_default();
+        if let Some(to) = sources
+            .get("crates-io")
+            .and_then(|s| s.get("replace-with"))
+            .and_then(toml::Value::as_str)
+        {
+            replaced = true;
+            match sources
+                .get(to)
+                .and_then(|s| s.get("registry"))
+                .and_then(toml::Value::as_str)
+            {
+                Some(u) => {
+                    d.url(r, u, &format!("{how} (crates-io replaced with `{to}`)"));
+                }
+                // A local registry or a vendored directory: no network.
+                None => d.notes.push(format!(
+                    "cargo: crates-io is replaced with `{}` (no registry URL: local or vendored)",
+                    crate::text::escape(to)
+                )),
+            }
+        }
+        for (_, reg) in table(doc.get("registries")).unwrap_or_default() {
+            if let Some(u) = reg.get("index").and_then(toml::Value::as_str) {
+                d.url(r, u, &how);
+            }
+        }
+        break;
+    }
+    // CARGO_REGISTRIES_<NAME>_INDEX: the environment's registries.
+    for var in host_env_names(host, "CARGO_REGISTRIES_") {
+        if var.ends_with("_INDEX") {
+            env_urls(d, r, host, &var);
+        }
+    }
+    if !replaced {
+        for h in CRATES_IO_DEFAULT {
+            d.url(
+                r,
+                &format!("https://{h}/"),
+                "cargo's default registry (crates.io; see docs/presets.md)",
+            );
+        }
+    }
+}
+
+/// The names of the caller's variables that start with `prefix`.
+fn host_env_names(host: &dyn HostView, prefix: &str) -> Vec<String> {
+    host.env_names()
+        .into_iter()
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+fn go(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Go;
+    let Some(out) = host.run("go", &["env", "GOPROXY", "GOSUMDB"], GO_VARS) else {
+        d.notes
+            .push("go: `go env` gave nothing (is Go installed?); nothing allowed for it".into());
+        return;
+    };
+    let mut lines = out.lines();
+    let proxy = lines.next().unwrap_or("");
+    for entry in proxy.split([',', '|']).map(str::trim) {
+        match entry {
+            "direct" => d.notes.push(
+                "go: GOPROXY includes `direct` (modules from their own hosts): those hosts are not discovered; name them with --allow-domain".into(),
+            ),
+            "off" | "" => {}
+            url => {
+                d.url(r, url, "go env GOPROXY");
+            }
+        }
+    }
+    // `sum.golang.org`, or `name+key https://url`.
+    let sumdb = lines.next().unwrap_or("").trim();
+    if !sumdb.is_empty() && sumdb != "off" {
+        let url = sumdb
+            .split_whitespace()
+            .nth(1)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("https://{}/", sumdb.split('+').next().unwrap_or("")));
+        d.url(r, &url, "go env GOSUMDB");
+    }
+}
+
+/// Every `<url>` of the user's Maven settings (mirrors, repositories,
+/// plugin repositories). The settings file itself stays masked from the
+/// job (it holds server passwords); vetto reads it outside the sandbox.
+fn maven(d: &mut Discovery, host: &mut dyn HostView) {
+    let r = Registry::Maven;
+    let path = host.home().join(".m2/settings.xml");
+    let Some(text) = host.read(&path) else {
+        d.notes.push(format!(
+            "maven: no {} names a mirror or repository; Maven's built-in default is not discovered: name it with --allow-domain",
+            path.display()
+        ));
+        return;
+    };
+    let how = path.display().to_string();
+    let mut rest = text.as_str();
+    let mut any = false;
+    while let Some(at) = rest.find("<url>") {
+        rest = &rest[at + 5..];
+        let Some(end) = rest.find("</url>") else {
+            break;
+        };
+        any |= d.url(r, &rest[..end], &how);
+        rest = &rest[end..];
+    }
+    if !any {
+        d.notes
+            .push(format!("maven: {how} names no repository URL"));
+    }
+}
+
+impl Registry {
+    /// An agent's vendor API host when no variable overrides it, and the
+    /// variables that do (the SDKs' own names).
+    pub fn default_api_host(self) -> Option<(&'static str, &'static [&'static str])> {
+        match self {
+            Registry::Anthropic => Some(("api.anthropic.com", &["ANTHROPIC_BASE_URL"])),
+            Registry::Openai => Some(("api.openai.com", &["OPENAI_BASE_URL", "OPENAI_API_BASE"])),
+            Registry::Gemini => Some((
+                "generativelanguage.googleapis.com",
+                &["GOOGLE_GEMINI_BASE_URL", "GEMINI_BASE_URL"],
+            )),
+            _ => None,
+        }
+    }
+}
+
+fn api(d: &mut Discovery, registry: Registry, host: &mut dyn HostView) {
+    let Some((default, vars)) = registry.default_api_host() else {
+        return;
+    };
+    for var in vars {
+        if env_urls(d, registry, host, var) {
+            return;
+        }
+    }
+    d.url(
+        registry,
+        &format!("https://{default}/"),
+        "the vendor's default API host",
+    );
+}
+
+// ───────────────────────────── caches ─────────────────────────────
+
+/// How a sandboxed tool is pointed at its vetto-owned cache `dir`: the
+/// variables to set (`None` value: cannot be expressed, with why). `env`
+/// is the caller's environment (for `MAVEN_OPTS`, which is appended to).
+pub fn cache_env(
+    cache: Cache,
+    dir: &Path,
+    env: &dyn HostView,
+) -> Result<Vec<(String, String)>, String> {
+    let p = |sub: &str| {
+        if sub.is_empty() {
+            dir.display().to_string()
+        } else {
+            dir.join(sub).display().to_string()
+        }
+    };
+    let pairs: Vec<(&str, String)> = match cache {
+        // npm reads either spelling; both are set so a passed one of the
+        // user's cannot win.
+        Cache::Npm => vec![("npm_config_cache", p("")), ("NPM_CONFIG_CACHE", p(""))],
+        Cache::Pnpm => vec![
+            ("npm_config_store_dir", p("store")),
+            ("NPM_CONFIG_STORE_DIR", p("store")),
+            ("npm_config_cache_dir", p("cache")),
+            ("NPM_CONFIG_CACHE_DIR", p("cache")),
+        ],
+        Cache::Yarn => vec![
+            ("YARN_CACHE_FOLDER", p("cache")),
+            ("YARN_GLOBAL_FOLDER", p("global")),
+        ],
+        Cache::Pip => vec![("PIP_CACHE_DIR", p(""))],
+        Cache::Uv => vec![("UV_CACHE_DIR", p(""))],
+        Cache::Poetry => vec![("POETRY_CACHE_DIR", p(""))],
+        Cache::Cargo => vec![("CARGO_HOME", p(""))],
+        Cache::Go => vec![("GOMODCACHE", p("mod")), ("GOCACHE", p("build"))],
+        Cache::Gradle => vec![("GRADLE_USER_HOME", p(""))],
+        Cache::Maven => {
+            let repo = p("repository");
+            if repo.contains(char::is_whitespace) {
+                return Err(format!(
+                    "the cache path {repo} has whitespace, which MAVEN_OPTS cannot carry"
+                ));
+            }
+            let opts = match env.env("MAVEN_OPTS").filter(|o| !o.trim().is_empty()) {
+                Some(o) => format!("{o} -Dmaven.repo.local={repo}"),
+                None => format!("-Dmaven.repo.local={repo}"),
+            };
+            vec![("MAVEN_OPTS", opts)]
+        }
+    };
+    Ok(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// Files of the user's own tool configuration copied into the cache at
+/// each session start (the tool no longer reads them from its usual home):
+/// (from, relative to the home; name in the cache). Credentials are never
+/// among them (`~/.cargo/credentials.toml` stays behind, masked).
+pub fn cache_config_files(cache: Cache) -> &'static [(&'static str, &'static str)] {
+    match cache {
+        Cache::Cargo => &[
+            (".cargo/config.toml", "config.toml"),
+            (".cargo/config", "config"),
+        ],
+        _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Fake {
+        env: BTreeMap<String, String>,
+        runs: BTreeMap<String, String>,
+        files: BTreeMap<PathBuf, String>,
+        asked: Vec<String>,
+    }
+
+    impl HostView for Fake {
+        fn env(&self, name: &str) -> Option<String> {
+            self.env.get(name).cloned()
+        }
+        fn env_names(&self) -> Vec<String> {
+            self.env.keys().cloned().collect()
+        }
+        fn run(&mut self, program: &str, args: &[&str], _pass: &[&str]) -> Option<String> {
+            let line = format!("{program} {}", args.join(" "));
+            self.asked.push(line.clone());
+            self.runs.get(&line).cloned()
+        }
+        fn read(&mut self, path: &Path) -> Option<String> {
+            self.files.get(path).cloned()
+        }
+        fn home(&self) -> PathBuf {
+            PathBuf::from("/h")
+        }
+    }
+
+    fn hosts(d: &Discovery) -> Vec<String> {
+        d.found
+            .iter()
+            .map(|f| format!("{}:{}", f.host, f.port))
+            .collect()
+    }
+
+    #[test]
+    fn urls_are_read_strictly() {
+        assert_eq!(
+            url_host("https://r.example/"),
+            Some(("r.example".into(), 443))
+        );
+        assert_eq!(
+            url_host("http://R.Example:8081/x"),
+            Some(("r.example".into(), 8081))
+        );
+        assert_eq!(
+            url_host("sparse+https://idx.example/"),
+            Some(("idx.example".into(), 443))
+        );
+        for bad in [
+            "https://u:p@r.example/",
+            "ftp://r.example/",
+            "r.example",
+            "https://*.example/",
+            "https:///x",
+            "https://r.example:99999/",
+            "https://r ex/",
+        ] {
+            assert_eq!(url_host(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn npm_registry_is_what_npm_says_and_the_project_is_never_asked() {
+        let mut f = Fake::default();
+        f.runs.insert(
+            "npm config get registry".into(),
+            "https://mirror.example/npm/\n".into(),
+        );
+        let d = discover(Registry::Npm, &mut f);
+        assert_eq!(hosts(&d), ["mirror.example:443"]);
+        assert_eq!(d.found[0].how, "npm config get registry");
+        let mut missing = Fake::default();
+        let d = discover(Registry::Npm, &mut missing);
+        assert!(d.found.is_empty());
+        assert!(d.notes[0].contains("nothing allowed"), "{:?}", d.notes);
+    }
+
+    #[test]
+    fn pip_index_from_env_then_config_then_pips_own_default() {
+        let mut f = Fake::default();
+        f.env
+            .insert("PIP_INDEX_URL".into(), "https://pi.example/simple".into());
+        assert_eq!(hosts(&discover(Registry::Pip, &mut f)), ["pi.example:443"]);
+        assert!(!f.asked.iter().any(|a| a.contains("PyPI")));
+
+        let mut f = Fake::default();
+        f.runs.insert(
+            "python3 -m pip config list".into(),
+            "global.index-url='https://cfg.example/simple'\n".into(),
+        );
+        assert_eq!(hosts(&discover(Registry::Pip, &mut f)), ["cfg.example:443"]);
+
+        let mut f = Fake::default();
+        let code = f.asked.len();
+        f.runs.insert(
+            format!(
+                "python3 -I -c {}",
+                "from pip._internal.models.index import PyPI\nprint(PyPI.simple_url)\nprint('https://' + PyPI.file_storage_domain + '/')"
+            ),
+            "https://idx.example/simple\nhttps://files.example/\n".into(),
+        );
+        assert_eq!(code, 0);
+        assert_eq!(
+            hosts(&discover(Registry::Pip, &mut f)),
+            ["idx.example:443", "files.example:443"]
+        );
+    }
+
+    #[test]
+    fn cargo_source_replacement_replaces_the_default_registry() {
+        let mut f = Fake::default();
+        f.files.insert(
+            PathBuf::from("/h/.cargo/config.toml"),
+            "[source.crates-io]\nreplace-with = 'm'\n[source.m]\nregistry = 'sparse+https://crates.mirror.example/index/'\n".into(),
+        );
+        let d = discover(Registry::Cargo, &mut f);
+        assert_eq!(hosts(&d), ["crates.mirror.example:443"]);
+        let mut plain = Fake::default();
+        plain.env.insert(
+            "CARGO_REGISTRIES_CORP_INDEX".into(),
+            "sparse+https://corp.example/".into(),
+        );
+        let d = discover(Registry::Cargo, &mut plain);
+        assert_eq!(d.found.len(), 1 + CRATES_IO_DEFAULT.len());
+        assert_eq!(d.found[0].host, "corp.example");
+    }
+
+    #[test]
+    fn go_proxy_list_and_sumdb() {
+        let mut f = Fake::default();
+        f.runs.insert(
+            "go env GOPROXY GOSUMDB".into(),
+            "https://gp.example,direct\nsum.example\n".into(),
+        );
+        let d = discover(Registry::Go, &mut f);
+        assert_eq!(hosts(&d), ["gp.example:443", "sum.example:443"]);
+        assert!(d.notes[0].contains("direct"));
+    }
+
+    #[test]
+    fn maven_mirrors_from_settings() {
+        let mut f = Fake::default();
+        f.files.insert(
+            PathBuf::from("/h/.m2/settings.xml"),
+            "<settings><mirrors><mirror><id>m</id><mirrorOf>*</mirrorOf><url> https://mvn.example/repo </url></mirror></mirrors></settings>".into(),
+        );
+        assert_eq!(
+            hosts(&discover(Registry::Maven, &mut f)),
+            ["mvn.example:443"]
+        );
+    }
+
+    #[test]
+    fn agent_api_host_is_the_base_url_or_the_vendor_default() {
+        let mut f = Fake::default();
+        f.env
+            .insert("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:8080".into());
+        assert_eq!(
+            hosts(&discover(Registry::Anthropic, &mut f)),
+            ["127.0.0.1:8080"]
+        );
+        let mut f = Fake::default();
+        assert_eq!(
+            hosts(&discover(Registry::Openai, &mut f)),
+            ["api.openai.com:443"]
+        );
+    }
+
+    #[test]
+    fn caches_point_tools_at_the_vetto_dir() {
+        let mut f = Fake::default();
+        f.env.insert("MAVEN_OPTS".into(), "-Xmx1g".into());
+        let dir = Path::new("/c/maven");
+        assert_eq!(
+            cache_env(Cache::Maven, dir, &f),
+            Ok(vec![(
+                "MAVEN_OPTS".to_string(),
+                "-Xmx1g -Dmaven.repo.local=/c/maven/repository".to_string()
+            )])
+        );
+        assert!(cache_env(Cache::Maven, Path::new("/c d/maven"), &f).is_err());
+        let cargo = cache_env(Cache::Cargo, Path::new("/c/cargo"), &f).unwrap_or_default();
+        assert_eq!(cargo, [("CARGO_HOME".to_string(), "/c/cargo".to_string())]);
+        for (from, _) in cache_config_files(Cache::Cargo) {
+            assert!(!from.contains("credentials"));
+        }
+        let _ = &mut f;
+    }
+
+    #[test]
+    fn every_name_round_trips() {
+        for (r, n) in REGISTRIES {
+            assert_eq!(n.parse::<Registry>(), Ok(*r));
+            assert_eq!(r.to_string(), *n);
+        }
+        for (c, n) in CACHES {
+            assert_eq!(n.parse::<Cache>(), Ok(*c));
+            assert_eq!(c.to_string(), *n);
+        }
+        assert!(
+            "nmp"
+                .parse::<Cache>()
+                .err()
+                .unwrap_or_default()
+                .contains("expected one of")
+        );
+    }
+}

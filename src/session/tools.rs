@@ -1,0 +1,315 @@
+//! Before the plan: the registries a preset's `[network] discover` names,
+//! learned from the tools' own configuration on the host, and the
+//! vetto-owned caches of `[filesystem] caches` (see docs/caches.md).
+//!
+//! Asking a host tool is itself a surface, so each question runs with no
+//! shell, a scrubbed environment (`PATH`'s absolute entries, `HOME`, the
+//! locale, and the tool's own configuration variables), the home
+//! directory as its working directory (never the project: the project's
+//! `.npmrc` is the job's to write), stdin closed, stderr dropped, at most
+//! [`OUTPUT_CAP`] bytes of output read, and a [`RUN_TIMEOUT`] after which
+//! its process group is killed. What it says is parsed strictly
+//! (`policy::tools::url_host`).
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::policy::tools::{self, Found, HostView};
+use crate::policy::{Access, FsRule, HostPattern, NetPolicy, Origin, Policy};
+use crate::sandbox::safe_fs;
+
+/// How long one discovery command may take (a cold `npm` or `python3`
+/// on a loaded machine takes well under a second).
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How much of a discovery command's output is read.
+pub const OUTPUT_CAP: u64 = 64 * 1024;
+/// How much of a configuration file is read.
+const FILE_CAP: u64 = 1024 * 1024;
+
+/// The source name discovered hosts carry in their origin.
+pub const DISCOVERED: &str = "discovered";
+
+/// The host as discovery sees it: the caller's environment and home.
+struct RealHost<'a> {
+    env: &'a [(String, String)],
+    home: &'a Path,
+}
+
+impl RealHost<'_> {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `program` on `PATH`'s absolute entries (a relative entry would
+    /// find the project's `node_modules/.bin`).
+    fn which(&self, program: &str) -> Option<PathBuf> {
+        self.get("PATH")?
+            .split(':')
+            .filter(|d| d.starts_with('/'))
+            .map(|d| Path::new(d).join(program))
+            .find(|p| {
+                std::fs::metadata(p).is_ok_and(|m| {
+                    use std::os::unix::fs::PermissionsExt;
+                    m.is_file() && m.permissions().mode() & 0o111 != 0
+                })
+            })
+    }
+}
+
+impl HostView for RealHost<'_> {
+    fn env(&self, name: &str) -> Option<String> {
+        self.get(name).map(str::to_string)
+    }
+
+    fn env_names(&self) -> Vec<String> {
+        self.env.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    fn run(&mut self, program: &str, args: &[&str], pass: &[&str]) -> Option<String> {
+        let path = self.which(program)?;
+        let search: Vec<&str> = self
+            .get("PATH")
+            .unwrap_or_default()
+            .split(':')
+            .filter(|d| d.starts_with('/'))
+            .collect();
+        let mut cmd = Command::new(&path);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", search.join(":"))
+            .env("HOME", self.home)
+            .env("LC_ALL", "C")
+            .current_dir(if self.home.is_dir() {
+                self.home
+            } else {
+                Path::new("/")
+            })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0);
+        for name in ["USER", "LOGNAME"].iter().chain(pass) {
+            if let Some(v) = self.get(name) {
+                cmd.env(name, v);
+            }
+        }
+        let mut child = cmd.spawn().ok()?;
+        let stdout = child.stdout.take()?;
+        let reader = std::thread::Builder::new()
+            .name("vetto-discover".into())
+            .spawn(move || {
+                let mut out = Vec::new();
+                let mut limited = stdout.take(OUTPUT_CAP);
+                let _ = limited.read_to_end(&mut out);
+                out
+            })
+            .ok();
+        let deadline = Instant::now() + RUN_TIMEOUT;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                _ => break None,
+            }
+        };
+        if status.is_none() {
+            let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+        }
+        // The group is gone on a timeout; otherwise a grandchild holding
+        // the pipe could keep the reader: it reads at most OUTPUT_CAP.
+        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        let out = reader.and_then(|r| r.join().ok())?;
+        match status {
+            Some(s) if s.success() => String::from_utf8(out).ok(),
+            _ => None,
+        }
+    }
+
+    fn read(&mut self, path: &Path) -> Option<String> {
+        let file = std::fs::File::open(path).ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(FILE_CAP).read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.home.to_path_buf()
+    }
+}
+
+/// Ask the host for every registry the policy names, and add what was
+/// found to the allowed hosts (only when the network is `allow`: `off`
+/// and `host` need no list). Returns the lines to show the user.
+pub fn discover(policy: &mut Policy, env: &[(String, String)], home: &Path) -> Vec<String> {
+    let NetPolicy::Allow { hosts, .. } = &mut policy.net else {
+        return Vec::new();
+    };
+    if policy.discover.is_empty() {
+        return Vec::new();
+    }
+    let mut host = RealHost { env, home };
+    let mut found: Vec<Found> = Vec::new();
+    let mut notes = Vec::new();
+    for rule in &policy.discover {
+        let d = tools::discover(rule.registry, &mut host);
+        notes.extend(d.notes);
+        for f in d.found {
+            hosts.push(HostPattern {
+                host: f.host.clone(),
+                port: Some(f.port),
+                origin: Origin {
+                    source: DISCOVERED.into(),
+                    line: 0,
+                    col: 0,
+                    written: format!("{} ({}; `{}`)", f.registry, f.how, rule.origin.written),
+                },
+            });
+            found.push(f);
+        }
+    }
+    let mut lines = Vec::new();
+    if !found.is_empty() {
+        let shown: Vec<String> = found
+            .iter()
+            .map(|f| format!("{} {}:{} ({})", f.registry, f.host, f.port, f.how))
+            .collect();
+        lines.push(format!(
+            "discovered registries: {}",
+            crate::text::escape(&shown.join(", "))
+        ));
+    }
+    lines.extend(
+        notes
+            .iter()
+            .map(|n| format!("note: {}", crate::text::escape(n))),
+    );
+    lines
+}
+
+/// `$XDG_CACHE_HOME/vetto/caches` (when absolute), else
+/// `~/.cache/vetto/caches`: the root of the vetto-owned caches.
+pub fn cache_root(env: &[(String, String)], home: &Path) -> PathBuf {
+    env.iter()
+        .find(|(k, v)| k == "XDG_CACHE_HOME" && v.starts_with('/'))
+        .map_or_else(|| home.join(".cache"), |(_, v)| PathBuf::from(v))
+        .join("vetto/caches")
+}
+
+/// Why a cache could not be prepared (the session is refused: the tool
+/// would otherwise fall back on the host's cache).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CacheError {
+    #[error("cannot prepare the vetto cache {path}: {source}")]
+    Dir {
+        path: PathBuf,
+        source: safe_fs::SafeFsError,
+    },
+    #[error("cannot use the vetto cache for {cache}: {why}")]
+    Env { cache: tools::Cache, why: String },
+}
+
+/// Point each named tool at its vetto-owned cache: a writable rule for
+/// the directory and the tool's cache variables. With `create`, the
+/// directories are made (with [`safe_fs`], owned by the user, never
+/// following a link) and the user's tool configuration is copied in;
+/// `policy explain` passes `false` and touches nothing.
+pub fn caches(
+    policy: &mut Policy,
+    env: &[(String, String)],
+    home: &Path,
+    create: bool,
+) -> Result<Vec<String>, CacheError> {
+    if policy.caches.is_empty() {
+        return Ok(Vec::new());
+    }
+    let root = cache_root(env, home);
+    let view = RealHost { env, home };
+    let mut shown = Vec::new();
+    for rule in policy.caches.clone() {
+        let name = rule.cache.to_string();
+        let dir = root.join(&name);
+        if create {
+            let d = safe_fs::Dir::create(&root, safe_fs::Parents::Followed, 0o700)
+                .and_then(|r| match r.create_dir_new(&name, 0o700) {
+                    Ok(d) => Ok(d),
+                    Err(e) if e.is_exists() => safe_fs::Dir::open(&dir, safe_fs::Parents::AsNamed),
+                    Err(e) => Err(e),
+                })
+                .map_err(|source| CacheError::Dir {
+                    path: dir.clone(),
+                    source,
+                })?;
+            copy_config(&d, rule.cache, env, home).map_err(|source| CacheError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let vars = tools::cache_env(rule.cache, &dir, &view).map_err(|why| CacheError::Env {
+            cache: rule.cache,
+            why,
+        })?;
+        for (k, v) in vars {
+            policy.env.set.retain(|(n, _)| *n != k);
+            policy.env.set.push((k, v));
+        }
+        policy.fs.push(FsRule {
+            path: dir.clone(),
+            access: Access::Write,
+            origin: Origin {
+                written: format!("caches = {:?} → {}", name, dir.display()),
+                ..rule.origin.clone()
+            },
+        });
+        shown.push(format!("{name} {}", crate::text::escape_path(&dir)));
+    }
+    Ok(vec![format!(
+        "vetto-owned caches (sandboxed runs only; see docs/caches.md): {}",
+        shown.join(", ")
+    )])
+}
+
+/// The user's own configuration for the tool, as it is now, replacing
+/// whatever the cache holds under that name (a job may have written
+/// there); an empty file when the user has none. Read from the user's
+/// tool home (`$CARGO_HOME` when set), written without following links.
+fn copy_config(
+    dir: &safe_fs::Dir,
+    cache: tools::Cache,
+    env: &[(String, String)],
+    home: &Path,
+) -> Result<(), safe_fs::SafeFsError> {
+    for (from, to) in tools::cache_config_files(cache) {
+        let mut source = home.join(from);
+        if cache == tools::Cache::Cargo
+            && let Some((_, v)) = env
+                .iter()
+                .find(|(k, v)| k == "CARGO_HOME" && v.starts_with('/'))
+            && let Some(name) = Path::new(from).file_name()
+        {
+            source = Path::new(v).join(name);
+        }
+        let mut bytes = Vec::new();
+        if let Ok(f) = std::fs::File::open(&source)
+            && f.metadata().is_ok_and(|m| m.is_file())
+        {
+            let _ = f.take(FILE_CAP).read_to_end(&mut bytes);
+        }
+        dir.write_file(to, &bytes, 0o600)?;
+    }
+    Ok(())
+}

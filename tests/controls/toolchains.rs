@@ -1,0 +1,268 @@
+//! Real package managers under their presets, as the unprivileged test
+//! user at both tiers: each fetches one small real dependency from the
+//! registry the tool is configured for, through the egress proxy, into
+//! the vetto-owned cache; a second run finds the cache warm (offline), and
+//! the host's own cache is untouched.
+//!
+//! These need the network: when the registry is unreachable they SKIP
+//! with `SKIP <test>: …` (`VETTO_TEST_REQUIRE=registry` turns that into a
+//! failure). The registry hosts are never written here: they are the ones
+//! `vetto policy explain --preset NAME` discovers.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use crate::util::{self, Tier, World, skip};
+use crate::{at_every_tier, require};
+
+/// The `VETTO_TEST_REQUIRE` item that makes an unreachable registry fail.
+const REGISTRY: &str = "registry";
+
+/// The hosts `--preset NAME` discovers on this host, each reachable bare
+/// (any HTTP answer counts), or why not.
+fn registry_reachable(w: &World, preset: &str) -> Result<Vec<String>, String> {
+    let out = w.vetto(&["policy", "explain", "--preset", preset]).run();
+    let err = out.stderr();
+    let line = err
+        .lines()
+        .find(|l| l.contains("discovered registries: "))
+        .ok_or_else(|| format!("--preset {preset} discovers no registry here:\n{err}"))?;
+    let mut rules = Vec::new();
+    for item in line.split(", ") {
+        let Some(hostport) = item
+            .split_whitespace()
+            .nth(if item.contains("registries:") { 4 } else { 1 })
+        else {
+            continue;
+        };
+        let url = format!("https://{hostport}/");
+        let ok = w
+            .bare(&["curl", "-sS", "-m", "20", "-o", "/dev/null", &url])
+            .run()
+            .code()
+            == 0;
+        if !ok {
+            return Err(format!("{url} is unreachable"));
+        }
+        // Where this host's resolver answers with an address the proxy
+        // treats as internal (a registry mirror in a reserved range), the
+        // test names that address; elsewhere the rule is never needed.
+        let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "443"));
+        let addrs = w.bare(&["getent", "ahostsv4", host]).run().stdout();
+        for addr in addrs.lines().filter_map(|l| l.split_whitespace().next()) {
+            let rule = format!("{addr}:{port}");
+            if !rules.contains(&rule) {
+                rules.push(rule);
+            }
+        }
+    }
+    Ok(rules
+        .into_iter()
+        .flat_map(|r| ["--allow-domain".to_string(), r])
+        .collect())
+}
+
+macro_rules! require_registry {
+    ($w:expr, $preset:expr) => {
+        match registry_reachable(&$w, $preset) {
+            Ok(rules) => rules,
+            Err(reason) => {
+                if util::required_by_name(REGISTRY) {
+                    panic!(
+                        "{}: VETTO_TEST_REQUIRE lists {REGISTRY}, but {reason}",
+                        util::test_name()
+                    );
+                }
+                skip::say(&util::test_name(), &reason);
+                return;
+            }
+        }
+    };
+}
+
+/// The Rust toolchain of the user running the tests, hard-linked where
+/// the test user can reach it (bin/ and lib/ of `rustc --print sysroot`).
+fn toolchain() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new("rustc")
+            .args(["--print", "sysroot"])
+            .output()
+            .ok()?;
+        let sysroot = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+        let dir = PathBuf::from(format!("/tmp/vetto-test-rust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).ok()?;
+        for sub in ["bin", "lib"] {
+            let ok = Command::new("cp")
+                .arg("-al")
+                .arg(sysroot.join(sub))
+                .arg(&dir)
+                .status()
+                .ok()?
+                .success();
+            if !ok {
+                return None;
+            }
+        }
+        Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&dir)
+            .status()
+            .ok()?;
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// Write `path` as the test user.
+fn put(w: &World, path: &Path, body: &str) {
+    let path = path.to_str().unwrap_or_default();
+    w.bare(&[
+        "sh",
+        "-c",
+        "mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"",
+        "sh",
+        path,
+    ])
+    .stdin(body.as_bytes().to_vec())
+    .run()
+    .assert_success();
+}
+
+fn path_with(dir: &Path) -> String {
+    format!("{}:{}", dir.join("bin").display(), util::PATH)
+}
+
+/// `cargo build` of a crate with one real dependency under `--preset
+/// cargo`, then again `--offline` from the warm vetto-owned cache.
+fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let ips = require_registry!(w, "cargo");
+    let ips_s: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let Some(tc) = toolchain() else {
+        skip::say(
+            &util::test_name(),
+            "no Rust toolchain to lend the test user",
+        );
+        return;
+    };
+    put(
+        &w,
+        &w.project.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nitoa = \"=1.0.11\"\n",
+    );
+    put(
+        &w,
+        &w.project.join("src/main.rs"),
+        "fn main() { println!(\"{}\", itoa::Buffer::new().format(42)); }\n",
+    );
+    let tc_s = tc.to_str().unwrap_or_default();
+    let run = |args: &str| {
+        w.sandboxed_with(
+            &[&["--preset", "cargo", "--allow-read", tc_s][..], &ips_s].concat(),
+            &[
+                "sh",
+                "-c",
+                &format!("cargo {args} -q && ./target/debug/demo"),
+            ],
+        )
+        .env("PATH", path_with(tc))
+        .timeout(std::time::Duration::from_secs(300))
+        .run()
+    };
+    let first = run("build");
+    first.assert_success().assert_stdout_contains("42");
+    let _ = std::fs::remove_dir_all(w.project.join("target"));
+    let warm = run("build --offline");
+    warm.assert_success().assert_stdout_contains("42");
+    let cached = w.home.join(".cache/vetto/caches/cargo/registry/cache");
+    assert!(
+        cached.is_dir(),
+        "the vetto cache holds the crate\n{}",
+        first.dump()
+    );
+    assert!(
+        !w.home.join(".cargo/registry/cache").exists(),
+        "the host's cargo cache stayed untouched"
+    );
+}
+
+/// `npm install` of a package with one dependency under `--preset npm`,
+/// then again `--offline` from the warm vetto-owned cache.
+fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let ips = require_registry!(w, "npm");
+    let ips_s: Vec<&str> = ips.iter().map(String::as_str).collect();
+    put(
+        &w,
+        &w.project.join("package.json"),
+        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"}}\n",
+    );
+    let run = |args: &str| {
+        w.sandboxed_with(
+            &[&["--preset", "npm"][..], &ips_s].concat(),
+            &["sh", "-c", &format!("npm install --no-audit --no-fund {args} && node -e 'console.log(require(\"is-odd\")(3))'")],
+        )
+        .timeout(std::time::Duration::from_secs(300))
+        .run()
+    };
+    run("").assert_success().assert_stdout_contains("true");
+    let _ = std::fs::remove_dir_all(w.project.join("node_modules"));
+    let _ = std::fs::remove_file(w.project.join("package-lock.json"));
+    run("--offline")
+        .assert_success()
+        .assert_stdout_contains("true");
+    assert!(w.home.join(".cache/vetto/caches/npm/_cacache").is_dir());
+    assert!(
+        !w.home.join(".npm/_cacache").exists(),
+        "the host's npm cache stayed untouched"
+    );
+}
+
+/// `pip install` into a virtual environment under `--preset pip`, then
+/// again with the index unreachable (`--no-index` is not used: pip must
+/// find the wheel in the warm vetto-owned cache… it re-asks the index, so
+/// the warm run checks the cache's files instead).
+fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let ips = require_registry!(w, "pip");
+    let ips_s: Vec<&str> = ips.iter().map(String::as_str).collect();
+    let run = |script: &str| {
+        w.sandboxed_with(
+            &[&["--preset", "pip"][..], &ips_s].concat(),
+            &["sh", "-c", script],
+        )
+        .timeout(std::time::Duration::from_secs(300))
+        .run()
+    };
+    let script = "set -e; rm -rf .venv; python3 -m venv .venv; .venv/bin/pip cache dir; \
+                  .venv/bin/pip install -q --disable-pip-version-check six==1.16.0; \
+                  .venv/bin/python -c 'import six; print(six.__version__)'";
+    let cache = w.home.join(".cache/vetto/caches/pip");
+    let cache_s = cache.to_str().unwrap_or("?");
+    // Twice, a fresh venv each time, the same vetto-owned cache. (Whether
+    // pip keeps an index response there depends on the index's cache
+    // headers; a wheel pip built is always kept.)
+    for _ in 0..2 {
+        run(script)
+            .assert_success()
+            .assert_stdout_contains(cache_s)
+            .assert_stdout_contains("1.16.0");
+    }
+    assert!(cache.is_dir());
+    assert!(
+        !w.home.join(".cache/pip").exists(),
+        "the host's pip cache stayed untouched"
+    );
+}
+
+at_every_tier!(
+    cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache,
+    npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache,
+    pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache
+);
