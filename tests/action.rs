@@ -582,6 +582,34 @@ fn a_forked_pull_request_skips_the_sarif_upload_with_one_notice() {
     assert_session_outputs(&w, &run);
 }
 
+/// Runs as an unprivileged user: when vetto refuses (exit 125, no
+/// session), the reports an earlier run left in the workspace are not
+/// handed on as this run's, the summary says no session ran, and the
+/// action fails with 125.
+#[test]
+fn a_refusal_hands_on_no_stale_reports_and_fails_with_125() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let earlier = job(&w, "true").run();
+    assert_passed(&earlier);
+    assert!(report_dir(&w).join("vetto.sarif").is_file());
+    let run = job(&w, "true").input("policy", "no-such-policy.toml").run();
+    assert_eq!(run.output("exit-code"), "125", "{}", run.dump());
+    for o in ["tier", "violations", "sarif-file", "report-file"] {
+        assert_eq!(run.output(o), "", "{o}\n{}", run.dump());
+    }
+    assert_eq!(
+        run.uses("github/codeql-action/upload-sarif").outcome,
+        Outcome::Skipped
+    );
+    assert!(
+        run.summary.contains("no sandbox session ran"),
+        "{}",
+        run.summary
+    );
+    assert_failed_at_the_end(&run, "125");
+}
+
 /// An empty `run` is refused by the action itself (GitHub does not enforce
 /// `required: true`) before anything is installed.
 #[test]
