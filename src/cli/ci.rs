@@ -29,6 +29,9 @@ fn report_options(args: &CiArgs) -> ReportOptions {
         step_summary: std::env::var_os("GITHUB_STEP_SUMMARY")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from),
+        step_output: std::env::var_os("GITHUB_OUTPUT")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from),
         annotations: std::env::var("GITHUB_ACTIONS").is_ok_and(|v| v == "true"),
         category: None,
     }

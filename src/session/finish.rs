@@ -46,6 +46,9 @@ pub struct ReportOptions {
     pub fail_on: FailOn,
     /// `$GITHUB_STEP_SUMMARY`, appended to when set.
     pub step_summary: Option<PathBuf>,
+    /// `$GITHUB_OUTPUT`: the step outputs `tier` and `violations` are
+    /// appended to it when set.
+    pub step_output: Option<PathBuf>,
     /// Print `::error` annotations (inside GitHub Actions).
     pub annotations: bool,
     pub category: Option<String>,
@@ -59,6 +62,7 @@ impl ReportOptions {
             report_dir,
             fail_on: FailOn::Never,
             step_summary: None,
+            step_output: None,
             annotations: false,
             category: None,
         }
@@ -83,6 +87,9 @@ pub fn finish(outcome: Outcome, session_log: &Path, opts: &ReportOptions) -> Exi
     };
     if let Some(model) = &model {
         write_reports(model, session_log, opts, status);
+        if let Some(path) = &opts.step_output {
+            write_step_outputs(model, path);
+        }
         if opts.annotations {
             let _ = annotations::print(&mut std::io::stdout().lock(), model, annotations::TOP);
         }
@@ -150,6 +157,27 @@ fn write_reports(model: &Model, session_log: &Path, opts: &ReportOptions, status
             );
         }
     }
+}
+
+/// The step outputs (`name=value` lines, `$GITHUB_OUTPUT`'s format): the
+/// tier the session ran at and its violations, repeats included. Both are
+/// vetto's own words (a tier name, a number), never the job's.
+fn write_step_outputs(model: &Model, path: &Path) {
+    let text = step_outputs(model);
+    if let Err(e) = safe_fs::append(path, text.as_bytes()) {
+        eprintln!(
+            "vetto: error: cannot append to $GITHUB_OUTPUT: {}",
+            error_chain(&e)
+        );
+    }
+}
+
+/// `tier=…` and `violations=…`, one line each.
+fn step_outputs(model: &Model) -> String {
+    format!(
+        "tier={}\nviolations={}\n",
+        model.start.tier, model.total_violations
+    )
 }
 
 /// The same directory entry (not following a link at either name).
@@ -233,6 +261,7 @@ mod tests {
             report_dir: dir.to_path_buf(),
             fail_on: FailOn::Violation,
             step_summary: None,
+            step_output: None,
             annotations: false,
             category: None,
         }
@@ -292,6 +321,26 @@ mod tests {
         }
         let step = std::fs::read_to_string(step).unwrap();
         assert!(step.starts_with("earlier step\n") && step.contains("vetto: violations"));
+    }
+
+    #[test]
+    fn ci_appends_the_tier_and_the_violation_count_to_the_step_outputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = write_log(tmp.path());
+        let mut o = opts(&tmp.path().join("vetto-report"));
+        let out = tmp.path().join("github-output");
+        std::fs::write(&out, "earlier=1\n").unwrap();
+        o.step_output = Some(out.clone());
+        finish(Outcome::Exited(0), &log, &o);
+        let m = fixture::attack_model();
+        assert!(m.total_violations > 0);
+        assert_eq!(
+            std::fs::read_to_string(out).unwrap(),
+            format!(
+                "earlier=1\ntier={}\nviolations={}\n",
+                m.start.tier, m.total_violations
+            )
+        );
     }
 
     #[test]
