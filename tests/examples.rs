@@ -41,8 +41,12 @@ fn tool(name: &str, test: &str) -> Option<PathBuf> {
     let var = format!("VETTO_{}", name.to_uppercase().replace('-', "_"));
     let named = std::env::var_os(&var).map(PathBuf::from);
     let on_path = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).map(|d| d.join(name)).collect())
-        .unwrap_or_else(Vec::new);
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
     let found = named
         .into_iter()
         .chain([Path::new(CI_TOOLS).join(name)])
