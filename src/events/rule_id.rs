@@ -8,11 +8,21 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-/// The project's home (SARIF `informationUri`). The one place to change
-/// when the repository's public address is settled.
-pub const HOMEPAGE: &str = "https://github.com/vetto-sandbox/vetto";
+/// The repository vetto and its GitHub Action are published from
+/// (`uses: vetto/action@…`): written once, here. Every address vetto
+/// prints or writes is derived from it, and the docs, the examples and the
+/// packaging (release downloads) name the same one, which
+/// `tests/examples.rs` checks.
+macro_rules! repository {
+    () => {
+        "https://github.com/vetto/action"
+    };
+}
+
+/// The project's home (SARIF `informationUri`).
+pub const HOMEPAGE: &str = repository!();
 /// Where the rule pages live; the SARIF `helpUri` of every rule.
-pub const DOCS_BASE: &str = "https://github.com/vetto-sandbox/vetto/blob/main/docs/rules/";
+pub const DOCS_BASE: &str = concat!(repository!(), "/blob/main/docs/rules/");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
