@@ -43,7 +43,7 @@ fn asset() -> String {
     format!("vetto-{target}")
 }
 
-/// A copy of the action (what `uses: vetto-sandbox/vetto@v1` checks out)
+/// A copy of the action (what `uses: vetto/action@v1` checks out)
 /// in the world, with `manifest` as its dist/checksums.txt; its source
 /// too when `with_source` (only a build from source reads it).
 fn action_copy(w: &World, manifest: &str, with_source: bool) -> PathBuf {
