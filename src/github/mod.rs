@@ -163,7 +163,9 @@ pub enum GithubError {
     },
     #[error("the pull request has more than {max} comments; vetto stops looking for its own")]
     TooManyComments { max: usize },
-    #[error("cannot set up the GitHub client for {api_url}")]
+    #[error(
+        "cannot set up the GitHub client for {api_url} (it trusts the system's CA certificates: install ca-certificates, or point SSL_CERT_FILE at a bundle)"
+    )]
     Client {
         api_url: String,
         #[source]
