@@ -8,6 +8,11 @@ pub const REFUSED: u8 = 125;
 pub const TIMEOUT: u8 = 124;
 /// `ci --fail-on violation`: the command passed but violations were recorded.
 pub const VIOLATIONS: u8 = 3;
+/// `vetto github`: GitHub refused the request or could not be reached.
+pub const GITHUB: u8 = 1;
+/// `vetto github`: a usage error (an option or a variable to set, a file
+/// to fix); nothing was sent.
+pub const USAGE: u8 = 2;
 /// The command could not be executed (found but not executable).
 pub const NOT_EXECUTABLE: u8 = 126;
 /// The command was not found.

@@ -20,6 +20,7 @@
 pub mod cli;
 pub mod events;
 pub mod exit;
+pub mod github;
 pub mod hash;
 pub mod host;
 pub mod plan;

@@ -11,6 +11,7 @@ use crate::exit;
 
 mod ci;
 mod doctor;
+mod github;
 mod policy;
 pub mod report;
 mod run;
@@ -44,6 +45,77 @@ pub enum Command {
     Policy(PolicyCommand),
     /// Run built-in attack probes inside the sandbox and show what is contained
     Verify(VerifyArgs),
+    /// Post the summary to the pull request, upload SARIF to code scanning
+    /// (exit 1: GitHub refused or could not be reached; 2: usage)
+    #[command(subcommand)]
+    Github(GithubCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum GithubCommand {
+    /// Create or update the pull request's one vetto comment with summary.md
+    Comment(GithubCommentArgs),
+    /// Upload SARIF to GitHub code scanning (from CI systems other than GitHub Actions)
+    UploadSarif(GithubSarifArgs),
+}
+
+/// Where the API is and how to retry (token: $GITHUB_TOKEN, else $GH_TOKEN).
+#[derive(Debug, Args)]
+pub struct GithubApiArgs {
+    /// The repository (default: $GITHUB_REPOSITORY)
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// The REST API (default: $GITHUB_API_URL, else https://api.github.com)
+    #[arg(long = "api-url", value_name = "URL")]
+    pub api_url: Option<String>,
+    /// Tries per request, on a 5xx, a rate limit or a broken connection
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub attempts: u32,
+    /// The first retry's delay, doubled for each next one (unless GitHub
+    /// says how long to wait)
+    #[arg(long = "retry-delay-ms", value_name = "MS", default_value_t = 1000)]
+    pub retry_delay_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct GithubCommentArgs {
+    /// The report directory `vetto ci` wrote (its summary.md is posted)
+    #[arg(
+        long = "report-dir",
+        value_name = "DIR",
+        default_value = "vetto-report"
+    )]
+    pub report_dir: PathBuf,
+    /// The pull request (default: from $GITHUB_EVENT_PATH, else $GITHUB_REF)
+    #[arg(long, value_name = "N")]
+    pub pr: Option<u64>,
+    /// Only a marked comment by this login is updated (default in GitHub
+    /// Actions: github-actions[bot]; `*`: any author)
+    #[arg(long, value_name = "LOGIN")]
+    pub author: Option<String>,
+    #[command(flatten)]
+    pub api: GithubApiArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GithubSarifArgs {
+    /// The SARIF file (e.g. vetto-report/vetto.sarif)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The analysed commit (default: $GITHUB_SHA)
+    #[arg(long, value_name = "SHA")]
+    pub sha: Option<String>,
+    /// The full git ref: refs/heads/BRANCH, refs/pull/N/merge (default: $GITHUB_REF)
+    #[arg(long = "ref", value_name = "REF")]
+    pub git_ref: Option<String>,
+    /// Set every run's category (automationDetails.id), replacing the file's
+    #[arg(long, value_name = "NAME")]
+    pub category: Option<String>,
+    /// The tool name code scanning shows
+    #[arg(long = "tool-name", value_name = "NAME", default_value = "vetto")]
+    pub tool_name: String,
+    #[command(flatten)]
+    pub api: GithubApiArgs,
 }
 
 #[derive(Debug, Args)]
@@ -210,10 +282,13 @@ pub fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            // `vetto github` never runs a command: a usage error is 2 there.
+            let github = std::env::args_os().nth(1).is_some_and(|a| a == "github");
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     ExitCode::SUCCESS
                 }
+                _ if github => ExitCode::from(exit::USAGE),
                 _ => ExitCode::from(exit::REFUSED),
             };
         }
@@ -227,6 +302,7 @@ pub fn main() -> ExitCode {
         Command::Policy(PolicyCommand::Suggest { sessions }) => policy::suggest(&sessions),
         Command::Policy(PolicyCommand::Explain(args)) => policy::explain(*args),
         Command::Verify(args) => verify::verify(args),
+        Command::Github(cmd) => github::github(cmd),
     };
     match result {
         Ok(code) => code,

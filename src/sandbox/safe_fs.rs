@@ -72,6 +72,8 @@ pub enum SafeFsError {
     NotRegular { path: PathBuf },
     #[error("refusing to append to {path}: it has {links} hard links (one of them may be planted)")]
     HardLinked { path: PathBuf, links: u64 },
+    #[error("refusing to read {path}: larger than {max} bytes")]
+    TooLarge { path: PathBuf, max: u64 },
     #[error("refusing to write {name:?} in {dir}: not a plain file name")]
     BadName { dir: PathBuf, name: String },
     #[error("cannot {op} {path}")]
@@ -306,6 +308,34 @@ impl Dir {
     pub fn copy_in(&self, name: &str, from: &Path, mode: u32) -> Result<()> {
         let mut src = open_regular(from)?;
         self.write_with(name, mode, |f| io::copy(&mut src, f).map(drop))
+    }
+
+    /// Read `name` in this directory whole, at most `max` bytes: never
+    /// through a link (a report directory may hold one an earlier job
+    /// planted, `summary.md -> ~/.ssh/id_ed25519`), only a regular file (a
+    /// FIFO would block).
+    pub fn read_file(&self, name: &str, max: u64) -> Result<Vec<u8>> {
+        self.check_name(name)?;
+        let path = self.join(name);
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let fd = match openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ELOOP) if is_link(self.fd.as_fd(), OsStr::new(name)) => {
+                return Err(SafeFsError::LinkedFile { path });
+            }
+            Err(e) => return Err(SafeFsError::io("read", &path, e)),
+        };
+        let st = fstat(&fd).map_err(|e| SafeFsError::io("inspect", &path, e))?;
+        if kind(&st) != SFlag::S_IFREG {
+            return Err(SafeFsError::NotRegular { path });
+        }
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut io::Read::take(File::from(fd), max + 1), &mut bytes)
+            .map_err(|e| SafeFsError::io("read", &path, e))?;
+        if bytes.len() as u64 > max {
+            return Err(SafeFsError::TooLarge { path, max });
+        }
+        Ok(bytes)
     }
 
     /// Make the directory `name`, which must not exist, and open it.
@@ -547,6 +577,33 @@ mod tests {
         assert_eq!(std::fs::read(dir.join("summary.md")).unwrap(), b"report");
         // No temporary file is left behind.
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn a_planted_link_read_as_the_summary_is_refused_not_followed() {
+        // Followed, the read hands the victim's contents to whoever posts it.
+        let (_tmp, dir, victim) = world();
+        symlink(&victim, dir.join("summary.md")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("summary.md")).unwrap(),
+            VICTIM
+        );
+        let d = Dir::open(&dir, Parents::Walk).unwrap();
+        let e = d.read_file("summary.md", 1024).unwrap_err();
+        assert!(matches!(e, SafeFsError::LinkedFile { .. }), "{e}");
+        nix::unistd::mkfifo(&dir.join("fifo"), Mode::from_bits_truncate(0o600)).unwrap();
+        let e = d.read_file("fifo", 1024).unwrap_err();
+        assert!(matches!(e, SafeFsError::NotRegular { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_read_is_bounded() {
+        let (_tmp, dir, _victim) = world();
+        std::fs::write(dir.join("summary.md"), "12345").unwrap();
+        let d = Dir::open(&dir, Parents::Walk).unwrap();
+        assert_eq!(d.read_file("summary.md", 5).unwrap(), b"12345");
+        let e = d.read_file("summary.md", 4).unwrap_err();
+        assert!(matches!(e, SafeFsError::TooLarge { max: 4, .. }), "{e}");
     }
 
     #[test]
