@@ -26,7 +26,8 @@ pub struct EgressSockets {
 }
 
 pub use imp::{
-    SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, splice, terminal,
+    SetupError, Spawned, Stage, caps, fs_kind, memory, notify, notify_server, process, splice,
+    terminal,
 };
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;

@@ -33,3 +33,4 @@ mod terminals;
 mod unix_allow;
 mod unix_datagram;
 mod userns;
+mod walk_cache;

@@ -18,6 +18,7 @@ use crate::plan::Plan;
 
 pub mod caps;
 mod cgroup;
+pub mod fs_kind;
 mod landlock;
 pub mod memory;
 mod namespaces;
