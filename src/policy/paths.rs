@@ -10,7 +10,7 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
-use super::walk_cache::{self, CachedDir, DirStamp, Entry, WalkCache};
+use super::walk_cache::{CachedDir, DirStamp, Entry, WalkCache};
 use super::{Access, FsRule};
 use std::collections::{BTreeSet, HashMap};
 use std::io;

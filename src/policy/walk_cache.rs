@@ -249,6 +249,7 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 
