@@ -12,6 +12,14 @@
 #   VETTO=/path/to/vetto benches/startup.sh       # measure a given binary
 #   BENCH_ROUNDS=5 BENCH_RUNS=100 BENCH_WARMUP=20 benches/startup.sh  # runs per round
 #   BENCH_USER=tester benches/startup.sh          # who measures when run by root
+#   BENCH_FILES=100000 benches/startup.sh         # files in the large project (0: none)
+#
+# Besides the empty project, a project of BENCH_FILES files (10 top-level
+# directories × 100 subdirectories × 99 files, made once) is measured warm
+# (vetto's walk cache in place, as from the second session on) and on a
+# first run (the walk cache removed before every run by hyperfine's
+# --prepare; the kernel's own caches stay warm, as on a developer's
+# machine).
 #
 # Run as root, it measures as the unprivileged BENCH_USER (created when
 # missing), as users and CI jobs run vetto. Needs hyperfine, bubblewrap and
@@ -31,6 +39,7 @@ rounds=${BENCH_ROUNDS:-5}
 runs=${BENCH_RUNS:-100}
 warmup=${BENCH_WARMUP:-20}
 bench_user=${BENCH_USER:-tester}
+files=${BENCH_FILES:-100000}
 mkdir -p "$out"
 
 say() { printf 'startup.sh: %s\n' "$*" >&2; }
@@ -70,7 +79,25 @@ fi
 scratch=$(mktemp -d /tmp/vetto-bench.XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 cp "$VETTO" "$scratch/vetto"
-mkdir -p "$scratch/project"
+mkdir -p "$scratch/project" "$scratch/home" "$scratch/cache"
+if ((files > 0)); then
+    say "making a project of $files files"
+    python3 - "$scratch/big" "$files" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per = max(1, -(-n // 1000))
+made = 0
+for a in range(10):
+    for b in range(100):
+        d = os.path.join(root, f"src{a}", f"mod{b}")
+        os.makedirs(d, exist_ok=True)
+        for c in range(per):
+            if made == n:
+                break
+            open(os.path.join(d, f"file{c}.rs"), "w").close()
+            made += 1
+PY
+fi
 as_user=()
 if [[ $(id -u) == 0 ]]; then
     if ! id "$bench_user" >/dev/null 2>&1; then
@@ -79,12 +106,12 @@ if [[ $(id -u) == 0 ]]; then
     fi
     chown -R "$bench_user:" "$scratch"
     chmod 755 "$scratch"
-    home=$(getent passwd "$bench_user" | cut -d: -f6)
-    as_user=(runuser -u "$bench_user" -- env -i "HOME=$home" "USER=$bench_user"
-        "PATH=/usr/local/bin:/usr/bin:/bin" "TMPDIR=/tmp")
+    as_user=(runuser -u "$bench_user" -- env -i "HOME=$scratch/home" "USER=$bench_user"
+        "XDG_CACHE_HOME=$scratch/cache" "PATH=/usr/local/bin:/usr/bin:/bin" "TMPDIR=/tmp")
     say "measuring as $bench_user (uid $(id -u "$bench_user"))"
 else
     say "measuring as $(id -un) (uid $(id -u))"
+    export XDG_CACHE_HOME="$scratch/cache"
 fi
 run_as() { (cd "$scratch/project" && "${as_user[@]}" "$@"); }
 
@@ -99,15 +126,22 @@ run_as "$v" doctor --json >"$out/doctor.json" 2>/dev/null || say "vetto doctor -
 # run yet) is left out of the hyperfine rounds and reported, not measured.
 names=()
 cmds=()
+preps=()
 skipped=()
+# The walk cache, removed before each run of a "first run" row.
+forget="rm -rf $scratch/cache/vetto/walk"
 add() { # NAME COMMAND...
-    local name=$1
-    shift
+    add_prepared true "$@"
+}
+add_prepared() { # PREPARE NAME COMMAND...
+    local prep=$1 name=$2
+    shift 2
     local err status=0
     err=$(run_as "$@" 2>&1 >/dev/null) || status=$?
     if ((status == 0)); then
         names+=("$name")
         cmds+=("$(printf '%q ' "$@")")
+        preps+=("$prep")
     else
         err=$(printf '%s' "$err" | tr '\n' ' ' | cut -c1-160)
         skipped+=("$name|exit $status: $err")
@@ -117,6 +151,14 @@ add() { # NAME COMMAND...
 add "bare" /bin/true
 add "vetto fs-only" "$v" run --tier fs-only --project "$proj" -- /bin/true
 add "vetto full" "$v" run --tier full --project "$proj" -- /bin/true
+if ((files > 0)); then
+    big="$scratch/big"
+    for t in fs-only full; do
+        add "vetto $t, $files files, warm" "$v" run --tier $t --project "$big" -- /bin/true
+        add_prepared "$forget" "vetto $t, $files files, first run" \
+            "$v" run --tier $t --project "$big" -- /bin/true
+    done
+fi
 add "bwrap ro-bind" bwrap --ro-bind / / /bin/true
 add "bwrap unshare-all" bwrap --unshare-all --die-with-parent --ro-bind / / /bin/true
 # bubblewrap doing work comparable to vetto's FULL tier with the default
@@ -144,6 +186,9 @@ rm -f "$out"/round-*.json "$out"/round-*.txt
 for round in $(seq "$rounds"); do
     hf_args=(-N --warmup "$warmup" --runs "$runs" --style basic
         --export-json "$scratch/round-$round.json")
+    for i in "${!names[@]}"; do
+        hf_args+=(--prepare "${preps[$i]}")
+    done
     for i in "${!names[@]}"; do
         hf_args+=(-n "${names[$i]}" "${cmds[$i]}")
     done
@@ -224,6 +269,15 @@ for line in read("skipped.txt").splitlines():
     if line.strip():
         name, why = line.split("|", 1)
         print(f"| `{name}` | not measured: {why.strip()} | | | | |")
+by = {r["command"]: r for r in results}
+pairs = [(k, k.split(",")[0]) for k in by if "files" in k]
+if pairs:
+    print("\nAgainst the empty project (medians; min in brackets):\n")
+    for k, empty in pairs:
+        if empty in by:
+            e, b = by[empty], by[k]
+            print(f"- `{k}`: ×{b['median'] / e['median']:.2f} "
+                  f"(×{b['min'] / e['min']:.2f}), {ms(b['median']):.1f} ms")
 probe = read("probe.txt")
 if probe:
     print(f"\n{probe}")

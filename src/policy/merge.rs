@@ -322,6 +322,27 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
     p
 }
 
+/// A directory vetto keeps for itself: masked when a rule would let the
+/// job see or change it (it, a parent or anything beneath it). A rule
+/// beneath it outranks the mask; the caller checks the outcome with
+/// [`super::paths::decide_rule`] before trusting the directory.
+pub fn mask_own_dir(p: &mut Policy, dir: &Path, why: &str) {
+    let covered = super::paths::decide_rule(&p.fs, dir).is_some()
+        || p.fs.iter().any(|r| super::paths::beneath(&r.path, dir));
+    if covered {
+        p.fs.push(FsRule {
+            path: dir.to_path_buf(),
+            access: Access::Deny,
+            origin: Origin {
+                source: BUILT_IN.into(),
+                line: 0,
+                col: 0,
+                written: why.into(),
+            },
+        });
+    }
+}
+
 /// Rule 6: the built-in rules.
 pub fn add_built_ins(
     p: &mut Policy,

@@ -24,6 +24,7 @@ pub mod reach;
 pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;
+pub mod walk_cache;
 
 use std::path::{Path, PathBuf};
 
@@ -144,6 +145,56 @@ fn add_default(stack: &mut Vec<&'static str>, order: &mut Vec<PresetSource>, dia
 
 /// Parse, merge and resolve the policy for one invocation.
 pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
+    load_inner(req, None).0
+}
+
+/// The glob walk remembered between loads (see [`walk_cache`]): where it
+/// lives, what the last load left there, and which filesystems are trusted.
+#[derive(Debug)]
+pub struct WalkMemory {
+    /// vetto's own directory of remembered walks: masked from the job
+    /// wherever a rule would let it see or change it.
+    pub dir: PathBuf,
+    pub prior: walk_cache::WalkCache,
+    pub trust: paths::TrustFs,
+}
+
+/// [`load`] with a remembered walk; also returns the walk to remember
+/// next (`None`: nothing new).
+pub fn load_remembering(
+    req: &LoadRequest,
+    memory: WalkMemory,
+) -> (Result<Policy, PolicyError>, Option<walk_cache::WalkCache>) {
+    load_inner(req, Some(memory))
+}
+
+fn load_inner(
+    req: &LoadRequest,
+    memory: Option<WalkMemory>,
+) -> (Result<Policy, PolicyError>, Option<walk_cache::WalkCache>) {
+    let mut walk_dir = None;
+    let mut walker = None;
+    let policy = load_walking(req, memory, &mut walk_dir, &mut walker);
+    let learnt = walker.and_then(GlobWalker::into_cache);
+    let policy = policy.map(|mut p| {
+        if let Some(dir) = walk_dir {
+            merge::mask_own_dir(
+                &mut p,
+                &dir,
+                "vetto's remembered glob walks are not the job's",
+            );
+        }
+        p
+    });
+    (policy, learnt)
+}
+
+fn load_walking(
+    req: &LoadRequest,
+    memory: Option<WalkMemory>,
+    walk_dir: &mut Option<PathBuf>,
+    walker_out: &mut Option<GlobWalker>,
+) -> Result<Policy, PolicyError> {
     let mut diags = Diags::default();
     let project = match project_root(&req.cwd, req.project.as_deref()) {
         Ok(p) => p,
@@ -229,13 +280,18 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
     let mut skip: Vec<String> = outputs_per_source.iter().flatten().cloned().collect();
     skip.extend(file_outputs.iter().cloned());
 
+    let mut walker = GlobWalker::new(skip);
+    if let Some(m) = memory {
+        walker.remember(m.prior, m.trust);
+        *walk_dir = Some(m.dir);
+    }
     let mut ctx = PathCtx {
         vars: Vars {
             home: &req.home,
             project: &project,
             tmpdir: &req.session_tmp,
         },
-        walker: GlobWalker::new(skip),
+        walker,
     };
     let mut layers = Vec::new();
     // Each source is hashed once (the policy line shows one of these).
@@ -274,6 +330,7 @@ pub fn load(req: &LoadRequest) -> Result<Policy, PolicyError> {
             &mut diags,
         ));
     }
+    *walker_out = Some(ctx.walker);
     if !diags.is_empty() {
         return Err(PolicyError::from_diags(diags));
     }

@@ -10,6 +10,7 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
+use super::walk_cache::{CachedDir, DirStamp, Entry, WalkCache};
 use super::{Access, FsRule};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -20,7 +21,7 @@ use std::rc::Rc;
 /// The most directory entries one policy load may visit while expanding
 /// globs. Beyond it loading fails: a silently truncated walk could miss a
 /// secret that a `deny` pattern was meant to mask.
-pub const WALK_CAP: usize = 100_000;
+pub const WALK_CAP: usize = 1_000_000;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PathError {
@@ -104,20 +105,59 @@ enum Seg {
     Any,
 }
 
-/// (name, path, is a real directory) for each entry of a directory.
-type Entries = Rc<Vec<(String, PathBuf, bool)>>;
+/// The entries of one directory.
+type Entries = Rc<Vec<Entry>>;
+
+/// A listing the walker holds: complete when read in this load, or (from
+/// the [`WalkCache`]) every subdirectory and the names matching `only`.
+#[derive(Debug)]
+struct Listing {
+    entries: Entries,
+    only: Option<Rc<BTreeSet<String>>>,
+    /// Set when the listing may be remembered for the next load: read in
+    /// this load from a directory whose last change has settled.
+    stamp: Option<DirStamp>,
+}
+
+impl Listing {
+    fn answers(&self, need: Option<&str>) -> bool {
+        match (&self.only, need) {
+            (None, _) | (Some(_), None) => true,
+            (Some(set), Some(m)) => set.contains(m),
+        }
+    }
+}
+
+/// Which filesystems keep the promises the [`WalkCache`] relies on; asked
+/// once per device.
+pub type TrustFs = fn(&Path) -> bool;
+
+/// The remembered walk in use: what the last load left, and which devices
+/// are trusted.
+#[derive(Debug)]
+struct Memory {
+    prior: WalkCache,
+    trust: TrustFs,
+    trusted: HashMap<u64, bool>,
+    /// A listing was read that the next load can use.
+    changed: bool,
+}
 
 /// Expands globs for one policy load. Directory listings are cached, so
 /// several patterns over the same tree (the default preset has a dozen
 /// `${PROJECT}/**/…`) cost one walk, and the entry budget counts each
-/// directory entry once for the whole load.
+/// directory entry once for the whole load. With [`GlobWalker::remember`]
+/// the listings also outlive the load (see [`super::walk_cache`]).
 #[derive(Debug)]
 pub struct GlobWalker {
     visited: usize,
     cap: usize,
     /// Directory names a `**` never enters.
     skip: Vec<String>,
-    listings: HashMap<PathBuf, Entries>,
+    listings: HashMap<PathBuf, Listing>,
+    /// Every component a listing was asked about.
+    asked: BTreeSet<String>,
+    memory: Option<Memory>,
 }
 
 impl GlobWalker {
@@ -132,7 +172,60 @@ impl GlobWalker {
             cap,
             skip,
             listings: HashMap::new(),
+            asked: BTreeSet::new(),
+            memory: None,
         }
+    }
+
+    /// Use (and then keep) a remembered walk; `trust` says which
+    /// filesystems' change times are honest.
+    pub fn remember(&mut self, prior: WalkCache, trust: TrustFs) {
+        self.memory = Some(Memory {
+            prior,
+            trust,
+            trusted: HashMap::new(),
+            changed: false,
+        });
+    }
+
+    /// The walk to remember for the next load: `None` when nothing was
+    /// learnt (every listing came from the cache) or nothing is remembered.
+    pub fn into_cache(self) -> Option<WalkCache> {
+        let memory = self.memory?;
+        if !memory.changed {
+            return None;
+        }
+        let asked = Rc::new(self.asked);
+        let mut out = WalkCache::default();
+        for (path, l) in self.listings {
+            let Some(stamp) = l.stamp else { continue };
+            let (set, entries) = match l.only {
+                Some(set) => (set, l.entries),
+                None => {
+                    let kept = l
+                        .entries
+                        .iter()
+                        .filter(|e| {
+                            e.is_dir || {
+                                let name = e.name.to_string_lossy();
+                                asked.iter().any(|m| glob_component(m, &name))
+                            }
+                        })
+                        .cloned()
+                        .collect();
+                    (Rc::clone(&asked), Rc::new(kept))
+                }
+            };
+            out.dirs.insert(
+                path,
+                CachedDir {
+                    stamp,
+                    set,
+                    entries,
+                },
+            );
+        }
+        Some(out)
     }
 
     #[cfg(test)]
@@ -174,8 +267,8 @@ impl GlobWalker {
         Ok(out.into_iter().collect())
     }
 
-    fn count(&mut self, root: &str) -> Result<(), GlobError> {
-        self.visited += 1;
+    fn count(&mut self, n: usize, root: &str) -> Result<(), GlobError> {
+        self.visited += n;
         if self.visited > self.cap {
             return Err(GlobError::TooLarge {
                 cap: self.cap,
@@ -199,6 +292,19 @@ impl GlobWalker {
         match first {
             Seg::Lit(name) => {
                 let p = dir.join(name);
+                // A listing at hand (or a remembered one) answers without
+                // a system call; otherwise one `lstat`.
+                if self.memory.is_some() || self.listings.contains_key(dir) {
+                    let entries = self.entries(dir, Some(name), root)?;
+                    let found = entries
+                        .iter()
+                        .find(|e| e.name.as_bytes() == name.as_bytes())
+                        .map(|e| e.is_dir);
+                    return match found {
+                        Some(is_dir) if rest.is_empty() || is_dir => self.walk(&p, rest, out, root),
+                        _ => Ok(()),
+                    };
+                }
                 match std::fs::symlink_metadata(&p) {
                     Ok(m) if rest.is_empty() || m.is_dir() => self.walk(&p, rest, out, root),
                     Ok(_) => Ok(()),
@@ -206,18 +312,20 @@ impl GlobWalker {
                 }
             }
             Seg::Pat(pat) => {
-                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
-                    if glob_component(pat, name) && (rest.is_empty() || *is_dir) {
-                        self.walk(path, rest, out, root)?;
+                for e in self.entries(dir, Some(pat), root)?.iter() {
+                    if (rest.is_empty() || e.is_dir)
+                        && glob_component(pat, &e.name.to_string_lossy())
+                    {
+                        self.walk(&dir.join(&e.name), rest, out, root)?;
                     }
                 }
                 Ok(())
             }
             Seg::Any => {
                 self.walk(dir, rest, out, root)?;
-                for (name, path, is_dir) in self.entries(dir, root)?.iter() {
-                    if *is_dir && !self.skip.contains(name) {
-                        self.walk(path, segs, out, root)?;
+                for e in self.entries(dir, None, root)?.iter() {
+                    if e.is_dir && !self.skip.iter().any(|s| s.as_bytes() == e.name.as_bytes()) {
+                        self.walk(&dir.join(&e.name), segs, out, root)?;
                     }
                 }
                 Ok(())
@@ -225,19 +333,79 @@ impl GlobWalker {
         }
     }
 
-    /// Entries of `dir` as (name, path, is a real directory). Symlinks are
-    /// never reported as directories, so the walk never follows them.
-    fn entries(&mut self, dir: &Path, root: &str) -> Result<Entries, GlobError> {
-        if let Some(e) = self.listings.get(dir) {
-            return Ok(Rc::clone(e));
+    /// Entries of `dir` that answer a question about the component `need`
+    /// (`None`: only its subdirectories are wanted). Symlinks are never
+    /// reported as directories, so the walk never follows them.
+    fn entries(
+        &mut self,
+        dir: &Path,
+        need: Option<&str>,
+        root: &str,
+    ) -> Result<Entries, GlobError> {
+        if let Some(m) = need {
+            if !self.asked.contains(m) {
+                self.asked.insert(m.to_string());
+            }
         }
+        if let Some(l) = self.listings.get(dir) {
+            if l.answers(need) {
+                return Ok(Rc::clone(&l.entries));
+            }
+        }
+        // The stamp before the read: a change after it shows in the next one.
+        let stamp = match &mut self.memory {
+            None => None,
+            Some(memory) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+                match std::fs::symlink_metadata(dir) {
+                    Ok(m) if m.is_dir() => {
+                        use std::os::unix::fs::MetadataExt;
+                        let stamp = DirStamp {
+                            dev: m.dev(),
+                            ino: m.ino(),
+                            mtime: (m.mtime(), m.mtime_nsec()),
+                            ctime: (m.ctime(), m.ctime_nsec()),
+                        };
+                        let trust = memory.trust;
+                        let trusted = *memory
+                            .trusted
+                            .entry(stamp.dev)
+                            .or_insert_with(|| trust(dir));
+                        if trusted {
+                            if let Some(c) = memory.prior.dirs.get(dir) {
+                                let settled = c.stamp.settled(now);
+                                if c.stamp == stamp
+                                    && settled
+                                    && need.is_none_or(|m| c.set.contains(m))
+                                {
+                                    let l = Listing {
+                                        entries: Rc::clone(&c.entries),
+                                        only: Some(Rc::clone(&c.set)),
+                                        stamp: Some(stamp),
+                                    };
+                                    let entries = Rc::clone(&l.entries);
+                                    self.count(entries.len(), root)?;
+                                    self.listings.insert(dir.to_path_buf(), l);
+                                    return Ok(entries);
+                                }
+                            }
+                        }
+                        (trusted && stamp.settled(now)).then_some(stamp)
+                    }
+                    Ok(_) => return Ok(Entries::default()),
+                    Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
+                }
+            }
+        };
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
             Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
         };
         let mut out = Vec::new();
         for entry in rd {
-            self.count(root)?;
+            self.count(1, root)?;
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
@@ -246,15 +414,23 @@ impl GlobWalker {
                 }
             };
             let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            out.push((
-                entry.file_name().to_string_lossy().into_owned(),
-                entry.path(),
+            out.push(Entry {
+                name: entry.file_name(),
                 is_dir,
-            ));
+            });
         }
-        out.sort();
+        if let (Some(memory), Some(_)) = (&mut self.memory, stamp) {
+            memory.changed = true;
+        }
         let out = Rc::new(out);
-        self.listings.insert(dir.to_path_buf(), Rc::clone(&out));
+        self.listings.insert(
+            dir.to_path_buf(),
+            Listing {
+                entries: Rc::clone(&out),
+                only: None,
+                stamp,
+            },
+        );
         Ok(out)
     }
 }

@@ -1341,3 +1341,79 @@ fn glob_patterns_match_as_the_walk_finds_them() {
     assert!(!m("/p/.env.*", "/p/sub/.env.local"));
     assert!(!m("/p/**/.env", "/q/.env"));
 }
+
+/// Every filesystem is trusted in these tests (tmpfs or ext4 here).
+fn trust_all(_: &Path) -> bool {
+    true
+}
+
+fn walk_pem(project: &Path, prior: super::walk_cache::WalkCache) -> (Vec<PathBuf>, GlobWalker) {
+    let mut w = GlobWalker::new(vec![]);
+    w.remember(prior, trust_all);
+    let found = w.expand(&project.join("**/*.pem")).unwrap();
+    (found, w)
+}
+
+/// A listing remembered by one load answers the next while its directory
+/// is unchanged; a name created afterwards is found even when the
+/// directory's mtime is set back to what was remembered (its ctime moves:
+/// no process can set that back).
+#[test]
+fn a_remembered_walk_is_used_only_while_the_directory_is_unchanged() {
+    let s = scratch();
+    s.write("src/deep/old.pem", "k");
+    let deep = s.project.join("src/deep");
+    // Listings are kept once their directory has settled.
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (found, w) = walk_pem(&s.project, Default::default());
+    assert_eq!(found, [deep.join("old.pem")]);
+    let first = w.into_cache().expect("a settled walk is remembered");
+    assert!(first.dirs.contains_key(&deep));
+
+    // Warm: the same answer, and nothing new to remember.
+    let (found, w) = walk_pem(&s.project, first.clone());
+    assert_eq!(found, [deep.join("old.pem")]);
+    assert!(w.into_cache().is_none(), "every listing came from memory");
+
+    // A forged remembered listing for an unchanged directory is believed:
+    // what makes the cache safe is where it lives, not what it says.
+    let mut forged = first.clone();
+    if let Some(d) = forged.dirs.get_mut(&deep) {
+        d.entries = std::rc::Rc::new(Vec::new());
+    }
+    assert!(walk_pem(&s.project, forged).0.is_empty());
+
+    // A new secret, and the directory's mtime forged back.
+    let mtime = fs::metadata(&deep).unwrap().modified().unwrap();
+    s.write("src/deep/new.pem", "k");
+    fs::File::open(&deep).unwrap().set_modified(mtime).unwrap();
+    assert_eq!(fs::metadata(&deep).unwrap().modified().unwrap(), mtime);
+    let (found, _) = walk_pem(&s.project, first);
+    assert_eq!(found, [deep.join("new.pem"), deep.join("old.pem")]);
+}
+
+/// A directory changed within the settling time of the walk is read again
+/// at every load until it has settled: a change in the same clock tick as
+/// the read could otherwise leave its ctime as remembered.
+#[test]
+fn a_directory_changed_just_before_the_walk_is_not_remembered() {
+    let s = scratch();
+    s.write("fresh/a.pem", "k");
+    let (_, w) = walk_pem(&s.project, Default::default());
+    let cache = w.into_cache().unwrap_or_default();
+    assert!(!cache.dirs.contains_key(&s.project.join("fresh")));
+}
+
+/// A filesystem that is not trusted is always read.
+#[test]
+fn an_untrusted_filesystem_is_never_remembered() {
+    fn trust_none(_: &Path) -> bool {
+        false
+    }
+    let s = scratch();
+    s.write("a/x.pem", "k");
+    let mut w = GlobWalker::new(vec![]);
+    w.remember(Default::default(), trust_none);
+    w.expand(&s.project.join("**/*.pem")).unwrap();
+    assert!(w.into_cache().is_none());
+}

@@ -26,8 +26,8 @@ pub struct EgressSockets {
 }
 
 pub use imp::{
-    SetupError, Spawned, Stage, caps, dead_net, memory, notify, notify_server, process, splice,
-    terminal,
+    SetupError, Spawned, Stage, caps, dead_net, fs_kind, memory, notify, notify_server, process,
+    splice, terminal,
 };
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;

@@ -285,6 +285,15 @@ impl Dir {
         result
     }
 
+    /// Remove the file `name` (not a directory); gone already is fine.
+    pub fn remove_file(&self, name: &str) -> Result<()> {
+        self.check_name(name)?;
+        match unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(SafeFsError::io("remove", &self.join(name), e)),
+        }
+    }
+
     /// [`Dir::write_with`] for bytes in memory.
     pub fn write_file(&self, name: &str, contents: &[u8], mode: u32) -> Result<()> {
         self.write_with(name, mode, |f| f.write_all(contents))

@@ -38,6 +38,7 @@ mod start;
 mod tell;
 mod tmp;
 pub mod tools;
+mod walk;
 
 pub use finish::{
     DEFAULT_REPORT_DIR, FailOn, ReportOptions, console_summary, final_status, finish,
@@ -180,7 +181,11 @@ fn execute(
     // 4. Policy, then plan: a refusal here means the command never starts.
     request.policy.session_tmp = session_tmp.path().to_path_buf();
     request.policy.report_dir = log_dir.map(Path::to_path_buf);
-    let mut policy = match policy::load(&request.policy) {
+    //    The glob walk is remembered between sessions (`walk`).
+    let (remembered, memory) = walk::recall(&request.policy);
+    let walk_dir = memory.dir.clone();
+    let (policy, learnt) = policy::load_remembering(&request.policy, memory);
+    let mut policy = match policy {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
@@ -219,6 +224,9 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
+    // What the walk learnt is kept only where no job can change it; a
+    // session whose job could forgets every remembered walk at its end.
+    let sealed = walk::sealed_from_job(&policy, &plan, request.audit, &walk_dir);
     if let Err(unreachable) = admit::reachable(&plan, &policy, &request.command) {
         eprintln!("vetto: {unreachable}");
         return Ok(Executed::Refused(exit::REFUSED));
@@ -301,6 +309,11 @@ fn execute(
         }
     };
 
+    // The walk is written while the job starts (it cannot reach the file).
+    if let (Some(r), Some(learnt), true) = (&remembered, &learnt, sealed) {
+        r.keep(learnt);
+    }
+
     // FULL: the proxy serves the listeners made inside the namespace. If it
     // cannot, the job has no way out at all: closed, not open.
     if let Some(e) = &mut egress {
@@ -314,6 +327,9 @@ fn execute(
     let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
     let broker = egress.as_ref().map(egress::Egress::broker);
     let session = supervisor::run(child, &plan, &signals, &shared_before, sink, broker);
+    if let (Some(r), false) = (&remembered, sealed) {
+        r.forget_all();
+    }
     // Every process of the sandbox is dead: no connection is left to carry.
     let (proxy_bytes, refused) = egress.map(egress::Egress::finish).unwrap_or_default();
     let outcome = session.outcome;

@@ -34,3 +34,4 @@ mod terminals;
 mod unix_allow;
 mod unix_datagram;
 mod userns;
+mod walk_cache;

@@ -19,6 +19,7 @@ use crate::plan::Plan;
 pub mod caps;
 mod cgroup;
 pub mod dead_net;
+pub mod fs_kind;
 mod landlock;
 pub mod memory;
 mod namespaces;

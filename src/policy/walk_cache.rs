@@ -1,0 +1,306 @@
+//! The glob walk remembered between sessions, as git's untracked cache
+//! remembers its walk: a directory whose identity and change times are
+//! those recorded has the names recorded.
+//!
+//! What makes that true, and why a job cannot make it false:
+//!
+//! * A directory's `ctime` changes whenever an entry is created, removed
+//!   or renamed in it (its `mtime` too), and no unprivileged process can
+//!   set a `ctime`: `utimensat` sets `mtime` and `atime` and stamps `ctime`
+//!   with the current time. The stamp holds `ctime` with its nanoseconds,
+//!   the device and the inode number (a directory removed and made again
+//!   is a new stamp) and `mtime` as well.
+//! * Timestamps come from a coarse clock: a change in the same tick as
+//!   the walk's read can leave `ctime` as it was. A listing is therefore
+//!   only kept when its directory's `ctime` is more than
+//!   [`SETTLE_SECS`] older than the moment before its stamp was taken;
+//!   anything changed later has a later `ctime`.
+//! * Only filesystems that keep those promises are trusted (the walker
+//!   is told which, per device); on any other the walk reads as before.
+//! * The file lives in a vetto-owned directory that every confined
+//!   session masks from its job (`session` checks it against the final
+//!   policy and does not use the cache otherwise). It is parsed
+//!   defensively: any defect discards the whole cache, which only costs a
+//!   full walk.
+//!
+//! A cached listing keeps every subdirectory and only the other names
+//! that match one of the components the walk asked about (its `set`): a
+//! question about another component is answered by reading the directory.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+/// How much older than the walk a directory's last change must be for
+/// its listing to be kept.
+pub const SETTLE_SECS: i64 = 2;
+
+/// The largest cache file read; a bigger one is ignored.
+pub const MAX_BYTES: u64 = 64 << 20;
+
+const MAGIC: &[u8; 12] = b"vetto-walk1\n";
+
+/// A directory's identity and change times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirStamp {
+    pub dev: u64,
+    pub ino: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
+}
+
+impl DirStamp {
+    /// Whether the directory's last change is more than [`SETTLE_SECS`]
+    /// before `now` (nanoseconds since the epoch).
+    pub fn settled(&self, now: i128) -> bool {
+        let ctime = i128::from(self.ctime.0) * 1_000_000_000 + i128::from(self.ctime.1);
+        ctime + i128::from(SETTLE_SECS) * 1_000_000_000 < now
+    }
+}
+
+/// One directory entry: its name as the kernel gave it, and whether it is
+/// a real directory (never a symlink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: OsString,
+    pub is_dir: bool,
+}
+
+/// A remembered listing: every subdirectory, and the other names matching
+/// one of `set`.
+#[derive(Debug, Clone)]
+pub struct CachedDir {
+    pub stamp: DirStamp,
+    pub set: Rc<BTreeSet<String>>,
+    pub entries: Rc<Vec<Entry>>,
+}
+
+/// The remembered walk of one project's policy loads.
+#[derive(Debug, Clone, Default)]
+pub struct WalkCache {
+    pub dirs: HashMap<PathBuf, CachedDir>,
+}
+
+impl WalkCache {
+    /// Encode for the cache file.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut sets: Vec<Rc<BTreeSet<String>>> = Vec::new();
+        let mut out = MAGIC.to_vec();
+        let mut body = Vec::new();
+        let mut dirs: Vec<_> = self.dirs.iter().collect();
+        dirs.sort_by(|a, b| a.0.cmp(b.0));
+        put_u32(&mut body, dirs.len());
+        for (path, d) in dirs {
+            let idx = match sets
+                .iter()
+                .position(|s| Rc::ptr_eq(s, &d.set) || **s == *d.set)
+            {
+                Some(i) => i,
+                None => {
+                    sets.push(Rc::clone(&d.set));
+                    sets.len() - 1
+                }
+            };
+            put_bytes(&mut body, path.as_os_str().as_bytes());
+            for v in [d.stamp.dev, d.stamp.ino] {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            for v in [
+                d.stamp.mtime.0,
+                d.stamp.mtime.1,
+                d.stamp.ctime.0,
+                d.stamp.ctime.1,
+            ] {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            put_u32(&mut body, idx);
+            put_u32(&mut body, d.entries.len());
+            for e in d.entries.iter() {
+                body.push(u8::from(e.is_dir));
+                put_bytes(&mut body, e.name.as_bytes());
+            }
+        }
+        put_u32(&mut out, sets.len());
+        for s in &sets {
+            put_u32(&mut out, s.len());
+            for m in s.iter() {
+                put_bytes(&mut out, m.as_bytes());
+            }
+        }
+        out.extend_from_slice(&body);
+        // A torn or truncated write never decodes: the length goes last.
+        let len = out.len() as u64;
+        out.extend_from_slice(&len.to_le_bytes());
+        out
+    }
+
+    /// Decode a cache file; `None` for anything but a whole, well-formed one.
+    pub fn decode(bytes: &[u8]) -> Option<WalkCache> {
+        let (body, len) = bytes.split_at_checked(bytes.len().checked_sub(8)?)?;
+        if u64::from_le_bytes(len.try_into().ok()?) != body.len() as u64 {
+            return None;
+        }
+        let mut r = Reader { rest: body };
+        if r.take(MAGIC.len())? != MAGIC {
+            return None;
+        }
+        let nsets = r.u32()?;
+        let mut sets = Vec::new();
+        for _ in 0..nsets {
+            let n = r.u32()?;
+            let mut s = BTreeSet::new();
+            for _ in 0..n {
+                s.insert(String::from_utf8(r.bytes()?.to_vec()).ok()?);
+            }
+            sets.push(Rc::new(s));
+        }
+        let ndirs = r.u32()?;
+        let mut dirs = HashMap::new();
+        for _ in 0..ndirs {
+            let path = PathBuf::from(OsString::from_vec(r.bytes()?.to_vec()));
+            if !path.is_absolute() {
+                return None;
+            }
+            let dev = r.u64()?;
+            let ino = r.u64()?;
+            let mtime = (r.i64()?, r.i64()?);
+            let ctime = (r.i64()?, r.i64()?);
+            let set = Rc::clone(sets.get(r.u32()?)?);
+            let n = r.u32()?;
+            // Each entry takes at least five bytes: a count beyond what
+            // is left is a defect, not an allocation.
+            if n > r.rest.len() / 5 {
+                return None;
+            }
+            let mut entries = Vec::with_capacity(n);
+            for _ in 0..n {
+                let is_dir = match r.take(1)? {
+                    [0] => false,
+                    [1] => true,
+                    _ => return None,
+                };
+                let name = r.bytes()?;
+                if name.is_empty() || name.contains(&b'/') || name == b"." || name == b".." {
+                    return None;
+                }
+                entries.push(Entry {
+                    name: OsString::from_vec(name.to_vec()),
+                    is_dir,
+                });
+            }
+            let stamp = DirStamp {
+                dev,
+                ino,
+                mtime,
+                ctime,
+            };
+            let entries = Rc::new(entries);
+            dirs.insert(
+                path,
+                CachedDir {
+                    stamp,
+                    set,
+                    entries,
+                },
+            );
+        }
+        r.rest.is_empty().then_some(WalkCache { dirs })
+    }
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    // Counts and lengths come from memory the walk filled from one
+    // directory listing each: far below 4 Gi.
+    let n = u32::try_from(n).unwrap_or(u32::MAX);
+    out.extend_from_slice(&n.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = self.rest.split_at_checked(n)?;
+        self.rest = rest;
+        Some(head)
+    }
+    fn u32(&mut self) -> Option<usize> {
+        let b = self.take(4)?;
+        usize::try_from(u32::from_le_bytes(b.try_into().ok()?)).ok()
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()?;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn sample() -> WalkCache {
+        let set = Rc::new(BTreeSet::from(["*.pem".to_string(), ".env".to_string()]));
+        let mut c = WalkCache::default();
+        c.dirs.insert(
+            PathBuf::from("/p/src"),
+            CachedDir {
+                stamp: DirStamp {
+                    dev: 1,
+                    ino: 2,
+                    mtime: (3, 4),
+                    ctime: (5, 6),
+                },
+                set,
+                entries: Rc::new(vec![
+                    Entry {
+                        name: OsString::from_vec(b"k\xff.pem".to_vec()),
+                        is_dir: false,
+                    },
+                    Entry {
+                        name: "sub".into(),
+                        is_dir: true,
+                    },
+                ]),
+            },
+        );
+        c
+    }
+
+    #[test]
+    fn a_cache_round_trips_with_names_that_are_not_utf8() {
+        let bytes = sample().encode();
+        let back = WalkCache::decode(&bytes).unwrap();
+        let d = &back.dirs[&PathBuf::from("/p/src")];
+        assert_eq!(d.stamp.ctime, (5, 6));
+        assert_eq!(d.entries[0].name.as_bytes(), b"k\xff.pem");
+        assert!(d.set.contains("*.pem"));
+    }
+
+    #[test]
+    fn a_truncated_or_altered_cache_is_discarded() {
+        let bytes = sample().encode();
+        for cut in 0..bytes.len() {
+            assert!(WalkCache::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut evil = bytes.clone();
+        let at = evil.len() - 20;
+        evil[at] ^= 0x2f;
+        // Either rejected or decoded to something well-formed: never a panic.
+        let _ = WalkCache::decode(&evil);
+    }
+}
