@@ -18,6 +18,7 @@ pub mod memory;
 pub mod mounts;
 pub mod net;
 pub mod refusal;
+pub mod seatbelt;
 pub mod syscalls;
 pub mod terminal;
 

@@ -150,6 +150,11 @@ pub fn start_stage(
     imp::start_stage(output, early)
 }
 
+/// Now, by the clock file change times (`ctime`) are stamped from.
+pub fn ctime_clock_now() -> (i64, i64) {
+    imp::ctime_clock_now()
+}
+
 /// If this process was started as the hidden sandbox stage, run it and
 /// return its exit status; otherwise `None`.
 pub fn stage_entry() -> Option<ExitCode> {
