@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{Limits, NetPolicy};
 
+pub mod appcontainer;
 pub mod env;
 pub mod fs;
 pub mod memory;

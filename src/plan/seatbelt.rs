@@ -340,6 +340,8 @@ pub fn profile(policy: &Policy, ctx: &SeatbeltContext) -> Result<SeatbeltProfile
 
 #[cfg(test)]
 mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+
     use std::ffi::OsString;
 
     use super::*;
