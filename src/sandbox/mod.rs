@@ -28,6 +28,14 @@ pub struct EgressSockets {
 pub use imp::{
     SetupError, Spawned, Stage, caps, memory, notify, notify_server, process, splice, terminal,
 };
+// macOS: applying a Seatbelt profile (the stage's step before exec).
+#[cfg(target_os = "macos")]
+#[path = "macos/seatbelt.rs"]
+pub mod seatbelt;
+// The sandbox's denials as the macOS unified log reports them (pure: the
+// parser is tested on every OS).
+#[path = "macos/sandbox_log.rs"]
+pub mod sandbox_log;
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
