@@ -97,8 +97,6 @@ where
 
 #[cfg(test)]
 mod tests {
-    #![expect(clippy::unwrap_used, reason = "tests")]
-
     use super::*;
 
     // Written from the documented ndjson shape of `log stream` and the
