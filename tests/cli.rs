@@ -13,9 +13,16 @@
 
 mod util;
 
+// The attacks, controls, FULL-tier and supervisor tests run real
+// sandboxes on the Linux backend's kernel interfaces; the policy tests
+// run everywhere.
+#[cfg(target_os = "linux")]
 mod attacks;
+#[cfg(target_os = "linux")]
 mod controls;
+#[cfg(target_os = "linux")]
 mod full;
 mod guidance;
 mod policy_cli;
+#[cfg(target_os = "linux")]
 mod supervisor;

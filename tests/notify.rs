@@ -6,6 +6,8 @@
 //!
 //! Children that need more than `sh` re-execute this test binary into
 //! [`zz_child_helper`] with `VETTO_NOTIFY_HELPER` set.
+// Seccomp user notification and Landlock are Linux kernel interfaces.
+#![cfg(target_os = "linux")]
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "tests")]
 
 use std::io::{Read, Write};

@@ -12,12 +12,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::policy::{Limits, NetPolicy};
 
+pub mod appcontainer;
 pub mod env;
 pub mod fs;
 pub mod memory;
 pub mod mounts;
 pub mod net;
 pub mod refusal;
+pub mod seatbelt;
 pub mod syscalls;
 pub mod terminal;
 

@@ -102,11 +102,13 @@ impl Harness {
     }
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 struct Tls {
     server: Arc<rustls::ServerConfig>,
     client: Arc<rustls::ClientConfig>,
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 fn tls() -> Tls {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -152,6 +154,7 @@ async fn read_head<R: AsyncReadExt + Unpin>(s: &mut R) -> String {
     String::from_utf8_lossy(&head).into_owned()
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 /// An HTTPS server answering `hello` to any request.
 async fn https_server(l: std::net::TcpListener, config: Arc<rustls::ServerConfig>) {
     let l = tokio_listener(l);
@@ -230,6 +233,7 @@ async fn connect(proxy: SocketAddr, target: &str, auth: Option<&str>) -> (TcpStr
     (s, head)
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 /// A TLS GET over `s` naming `server_name`; the body, or the error.
 async fn tls_get(
     s: TcpStream,
@@ -266,6 +270,7 @@ fn only(conns: &[Connection]) -> &Connection {
     &conns[0]
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 #[test]
 fn https_through_connect_to_a_pinned_allowed_name_works() {
     let tls = tls();
@@ -327,6 +332,7 @@ fn connect_to_a_name_without_an_allow_rule_is_refused_and_recorded() {
     );
 }
 
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 #[test]
 fn sni_naming_another_host_than_the_connect_target_is_refused() {
     let tls = tls();
@@ -761,6 +767,7 @@ fn socks5h_with_the_credential_reaches_an_allowed_name_and_nothing_else() {
 
 /// FULL: the job connects to a DNS-stub address (here 127.0.0.2) on the
 /// destination's port; the proxy knows the name from the address.
+#[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)
 #[test]
 fn a_transparent_connection_is_decided_by_the_name_its_address_stands_for() {
     let tls = tls();

@@ -29,6 +29,14 @@ pub use imp::{
     SetupError, Spawned, Stage, caps, dead_net, fs_kind, memory, notify, notify_server, process,
     splice, terminal,
 };
+// macOS: applying a Seatbelt profile (the stage's step before exec).
+#[cfg(target_os = "macos")]
+#[path = "macos/seatbelt.rs"]
+pub mod seatbelt;
+// The sandbox's denials as the macOS unified log reports them (pure: the
+// parser is tested on every OS).
+#[path = "macos/sandbox_log.rs"]
+pub mod sandbox_log;
 // Writing outside the sandbox without following what a job planted.
 pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
@@ -149,6 +157,11 @@ pub fn start_stage(
     early: Option<EarlyNamespaces>,
 ) -> Result<Stage, SetupError> {
     imp::start_stage(output, early)
+}
+
+/// Now, by the clock file change times (`ctime`) are stamped from.
+pub fn ctime_clock_now() -> (i64, i64) {
+    imp::ctime_clock_now()
 }
 
 /// If this process was started as the hidden sandbox stage, run it and

@@ -146,7 +146,21 @@ pub mod notify_server {
         _never: (),
     }
 
+    /// What the job created in shared directories: nothing, here.
+    #[derive(Debug, Clone, Default)]
+    pub struct SharedCreations {
+        pub dirs: Vec<(
+            std::path::PathBuf,
+            std::collections::HashSet<std::ffi::OsString>,
+        )>,
+        pub unkept: u64,
+    }
+
     impl NotifyServer {
+        pub fn shared_creations(&self) -> std::sync::Arc<std::sync::Mutex<SharedCreations>> {
+            std::sync::Arc::default()
+        }
+
         pub fn join(self) -> io::Result<()> {
             Ok(())
         }
@@ -298,6 +312,18 @@ pub mod process {
 
 pub fn stage_entry() -> Option<ExitCode> {
     None
+}
+
+/// The clock file change times are stamped from: the ordinary realtime
+/// clock (no coarse variant here), as (seconds, nanoseconds).
+pub fn ctime_clock_now() -> (i64, i64) {
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            i64::from(d.subsec_nanos()),
+        ),
+        Err(_) => (0, 0),
+    }
 }
 
 /// `vetto verify`'s host-side helpers: nothing to build without a backend.

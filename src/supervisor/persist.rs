@@ -164,23 +164,17 @@ impl Watch {
 }
 
 fn coarse_now() -> Stamp {
-    use nix::time::{ClockId, clock_gettime};
-    let t = clock_gettime(ClockId::CLOCK_REALTIME_COARSE)
-        .or_else(|_| clock_gettime(ClockId::CLOCK_REALTIME))
-        .unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    let (sec, nsec) = crate::sandbox::ctime_clock_now();
     // One tick of the coarse clock earlier: a stamp taken on another CPU
     // right after this read is never before it.
-    let nsec = t.tv_nsec() - 10_000_000;
+    let nsec = nsec - 10_000_000;
     if nsec < 0 {
         Stamp {
-            sec: t.tv_sec() - 1,
+            sec: sec - 1,
             nsec: nsec + 1_000_000_000,
         }
     } else {
-        Stamp {
-            sec: t.tv_sec(),
-            nsec,
-        }
+        Stamp { sec, nsec }
     }
 }
 

@@ -568,3 +568,14 @@ pub fn stage_entry() -> Option<ExitCode> {
     };
     Some(ExitCode::from(setup::stage(fds, early)))
 }
+
+/// The clock the kernel stamps file change times from
+/// (`CLOCK_REALTIME_COARSE`, else `CLOCK_REALTIME`), as (seconds,
+/// nanoseconds).
+pub fn ctime_clock_now() -> (i64, i64) {
+    use nix::time::{ClockId, clock_gettime};
+    let t = clock_gettime(ClockId::CLOCK_REALTIME_COARSE)
+        .or_else(|_| clock_gettime(ClockId::CLOCK_REALTIME))
+        .unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    (t.tv_sec(), t.tv_nsec())
+}

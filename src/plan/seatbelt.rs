@@ -1,0 +1,602 @@
+//! `Policy → SBPL profile + parameters` for the macOS Seatbelt backend.
+//! Pure, and compiled on every OS, so the profile is unit- and
+//! snapshot-tested on Linux; applying it (`sandbox_init_with_parameters`)
+//! lives under `src/sandbox/macos/`.
+//!
+//! **No path is ever spliced into the profile text.** Every path is a
+//! parameter (`(param "P3")`), handed to the sandbox compiler as a C string
+//! beside the text, so a path with quotes, parentheses, backslashes or
+//! newlines cannot change what the profile means: the text depends only on
+//! the *shape* of the policy (how many rules of which kind, in which
+//! order), never on the bytes of a path. The only literals are vetto's own
+//! (operation names, Mach service names, a port number), and those still
+//! pass [`sbpl_string`].
+//!
+//! **Last match wins** in SBPL. vetto's own rule ("the rule with the
+//! longest path that covers it decides; ties go to the stronger
+//! restriction", [`crate::policy::paths::decide`]) is kept by emitting the
+//! rules shortest path first, weaker before stronger on a tie, each rule
+//! saying both what it does to reads and to writes.
+//!
+//! **Weaker than Linux:** reads are broad. dyld, the shared cache and the
+//! frameworks a toolchain loads live in many places, and path-fragmented
+//! read rules make dyld abort; so every path that no rule covers is
+//! readable, and the masked secrets (the policy's `deny` rules, plus the
+//! macOS stores below) are denied explicitly. Writes are deny-by-default.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::policy::{Access, NetPolicy, Policy};
+
+/// What the profile needs beyond the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatbeltContext {
+    /// `$HOME`, for the macOS secret stores masked whatever the policy says.
+    pub home: Option<PathBuf>,
+    /// Where vetto writes the session's reports: read-only to the job.
+    pub report_dir: Option<PathBuf>,
+    /// Filtered egress: the egress proxy's port on the host's loopback.
+    pub proxy_port: Option<u16>,
+}
+
+/// The profile text and the parameters it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeatbeltProfile {
+    pub text: String,
+    /// `(name, value)`: each value is a path's bytes, passed as a C string.
+    pub params: Vec<(String, Vec<u8>)>,
+    /// What each rule compiled to, for `vetto doctor` and `policy explain`.
+    pub compiled: Vec<CompiledRule>,
+}
+
+/// One rule of the policy (or of vetto's own) and the SBPL it became.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CompiledRule {
+    /// The rule as the policy says it (`deny ~/.ssh (policies/default.toml:36:5)`).
+    pub rule: String,
+    pub sbpl: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SeatbeltError {
+    /// A C string parameter cannot hold a NUL byte (no real path has one).
+    #[error("the path {path:?} contains a NUL byte and cannot be passed to Seatbelt")]
+    NulInPath { path: PathBuf },
+    #[error("filtered egress needs the egress proxy's port before the profile is made")]
+    NoProxyPort,
+    #[error("{0:?} cannot be written as an SBPL string (control character)")]
+    BadLiteral(String),
+}
+
+/// The Mach services ordinary toolchains (compilers, interpreters, git,
+/// package managers) look up: logging, name and user lookup, preferences,
+/// certificate trust, and the notification centre. Everything else
+/// (pasteboard, window server, launch services, keychain agent…) is denied.
+pub const MACH_SERVICES: &[&str] = &[
+    "com.apple.system.logger",
+    "com.apple.system.notification_center",
+    "com.apple.system.opendirectoryd.libinfo",
+    "com.apple.system.opendirectoryd.membership",
+    "com.apple.system.DirectoryService.libinfo_v1",
+    "com.apple.cfprefsd.daemon",
+    "com.apple.cfprefsd.agent",
+    "com.apple.trustd",
+    "com.apple.trustd.agent",
+    "com.apple.logd",
+    "com.apple.diagnosticd",
+];
+
+/// Looked up only with `--net host`: the resolver and network configuration.
+pub const MACH_SERVICES_NET_HOST: &[&str] = &[
+    "com.apple.dnssd.service",
+    "com.apple.SystemConfiguration.configd",
+    "com.apple.SystemConfiguration.DNSConfiguration",
+    "com.apple.networkd",
+];
+
+/// Secret stores under `$HOME` that are masked on macOS whatever the policy
+/// says: keychains, browser profiles and cookie jars.
+pub const MACOS_HOME_MASKS: &[&str] = &[
+    "Library/Keychains",
+    "Library/Cookies",
+    "Library/Application Support/Google/Chrome",
+    "Library/Application Support/Chromium",
+    "Library/Application Support/Firefox",
+    "Library/Application Support/BraveSoftware",
+    "Library/Application Support/Microsoft Edge",
+    "Library/Safari",
+    "Library/Containers/com.apple.Safari",
+];
+
+/// Any path whose last component is `.env` or `.env.*`: dotenv files made
+/// after the policy was loaded are masked too. Path-independent, so a
+/// literal.
+const DOTENV_REGEX: &str = r#"(regex #"/\.env(\.[^/]*)?$")"#;
+
+/// Execution of set-user-ID and set-group-ID files (mode bits 04000 and
+/// 02000), which the job would otherwise run with their owner's rights.
+const SETID_EXEC: [&str; 2] = [
+    "(deny process-exec* (file-mode #o4000))",
+    "(deny process-exec* (file-mode #o2000))",
+];
+
+/// An SBPL string literal: `"` and `\` escaped; control characters refused
+/// (vetto never needs one, and a newline must not reach the text).
+pub fn sbpl_string(s: &str) -> Result<String, SeatbeltError> {
+    if s.chars().any(char::is_control) {
+        return Err(SeatbeltError::BadLiteral(s.to_string()));
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    Ok(out)
+}
+
+/// The parameters and the text that names them.
+#[derive(Default)]
+struct Params {
+    list: Vec<(String, Vec<u8>)>,
+}
+
+impl Params {
+    /// A new parameter for `path`; returns `(param "Pn")`.
+    fn path(&mut self, path: &Path) -> Result<String, SeatbeltError> {
+        let bytes = path.as_os_str().as_encoded_bytes().to_vec();
+        if bytes.contains(&0) {
+            return Err(SeatbeltError::NulInPath {
+                path: path.to_path_buf(),
+            });
+        }
+        let name = format!("P{}", self.list.len());
+        let expr = format!("(param {})", sbpl_string(&name)?);
+        self.list.push((name, bytes));
+        Ok(expr)
+    }
+}
+
+/// One path rule, as SBPL sees it.
+struct PathRule {
+    path: PathBuf,
+    access: Access,
+    describe: String,
+}
+
+fn statements(access: Access, target: &str) -> Vec<String> {
+    let sub = format!("(subpath {target})");
+    match access {
+        Access::Read | Access::Protect => vec![
+            format!("(allow file-read* {sub})"),
+            format!("(deny file-write* {sub})"),
+        ],
+        Access::Write => vec![
+            format!("(allow file-read* {sub})"),
+            format!("(allow file-write* {sub})"),
+        ],
+        Access::Deny => vec![format!("(deny file-read* file-write* {sub})")],
+    }
+}
+
+/// Build the profile. Pure: the same policy and context give the same
+/// text and parameters.
+pub fn profile(policy: &Policy, ctx: &SeatbeltContext) -> Result<SeatbeltProfile, SeatbeltError> {
+    let mut rules: Vec<PathRule> = policy
+        .fs
+        .iter()
+        .map(|r| PathRule {
+            path: r.path.clone(),
+            access: r.access,
+            describe: format!("{} {}", r.access.as_str(), r.origin),
+        })
+        .collect();
+    rules.push(PathRule {
+        path: policy.session_tmp.clone(),
+        access: Access::Write,
+        describe: "write the session's temporary directory (TMPDIR)".into(),
+    });
+    if let Some(file) = &policy.policy_file {
+        rules.push(PathRule {
+            path: file.clone(),
+            access: Access::Protect,
+            describe: "protect the policy file in use".into(),
+        });
+    }
+    if let Some(dir) = &ctx.report_dir {
+        rules.push(PathRule {
+            path: dir.clone(),
+            access: Access::Protect,
+            describe: "protect the report directory".into(),
+        });
+    }
+    if let Some(home) = &ctx.home {
+        for m in MACOS_HOME_MASKS {
+            rules.push(PathRule {
+                path: home.join(m),
+                access: Access::Deny,
+                describe: format!("deny ~/{m} (macOS secret store, built in)"),
+            });
+        }
+    }
+    // Shortest path first, weaker first on a tie: under last-match-wins
+    // the longest covering path decides, and the stronger rule on a tie.
+    // Equal rules keep their order (a stable sort).
+    rules.sort_by(|a, b| {
+        let (la, lb) = (a.path.as_os_str().len(), b.path.as_os_str().len());
+        la.cmp(&lb).then(a.access.cmp(&b.access))
+    });
+
+    let mut params = Params::default();
+    let mut compiled = Vec::new();
+    let mut text = String::from(
+        ";; vetto: generated from the policy; paths are parameters, never text.\n\
+         (version 1)\n\
+         (deny default)\n\
+         ;; Processes of the job, and only them.\n\
+         (allow process-fork)\n\
+         (allow process-exec*)\n\
+         (allow signal (target same-sandbox))\n\
+         (allow process-info* (target same-sandbox))\n\
+         (allow sysctl-read)\n\
+         (allow pseudo-tty)\n\
+         (allow file-ioctl)\n\
+         (allow ipc-posix-sem)\n\
+         (allow ipc-posix-shm)\n\
+         ;; Reads are broad (dyld needs them); secrets are denied below.\n\
+         (allow file-read*)\n\
+         ;; The policy's path rules, shortest path first (last match wins).\n",
+    );
+    for r in &rules {
+        let target = params.path(&r.path)?;
+        let sbpl = statements(r.access, &target);
+        for s in &sbpl {
+            text.push_str(s);
+            text.push('\n');
+        }
+        compiled.push(CompiledRule {
+            rule: r.describe.clone(),
+            sbpl,
+        });
+    }
+
+    let mut fixed = |rule: &str, sbpl: Vec<String>, text: &mut String| {
+        for s in &sbpl {
+            text.push_str(s);
+            text.push('\n');
+        }
+        compiled.push(CompiledRule {
+            rule: rule.to_string(),
+            sbpl,
+        });
+    };
+    text.push_str(";; Dotenv files anywhere, including ones made after the policy was read.\n");
+    fixed(
+        "deny .env and .env.* anywhere (built in)",
+        vec![format!("(deny file-read* file-write* {DOTENV_REGEX})")],
+        &mut text,
+    );
+    text.push_str(";; No set-user-ID or set-group-ID programs.\n");
+    fixed(
+        "no execution of set-user-ID/set-group-ID files (built in)",
+        SETID_EXEC.iter().map(|s| s.to_string()).collect(),
+        &mut text,
+    );
+
+    let mut mach: Vec<&str> = MACH_SERVICES.to_vec();
+    if matches!(policy.net, NetPolicy::Host) {
+        mach.extend_from_slice(MACH_SERVICES_NET_HOST);
+    }
+    let mut lookup = String::from("(allow mach-lookup");
+    for name in &mach {
+        lookup.push_str(&format!("\n  (global-name {})", sbpl_string(name)?));
+    }
+    lookup.push(')');
+    text.push_str(";; Mach services ordinary toolchains need; no others.\n");
+    fixed(
+        "Mach lookups limited to the toolchain list (built in)",
+        vec![lookup],
+        &mut text,
+    );
+
+    text.push_str(";; Network.\n");
+    let (net_rule, mut net) = match &policy.net {
+        NetPolicy::Off => ("network off", vec!["(deny network*)".to_string()]),
+        NetPolicy::Host => ("network host", vec!["(allow network*)".to_string()]),
+        NetPolicy::Allow { .. } => {
+            let port = ctx.proxy_port.ok_or(SeatbeltError::NoProxyPort)?;
+            (
+                "network allow: only the egress proxy on loopback",
+                vec![
+                    "(deny network*)".to_string(),
+                    format!(
+                        "(allow network-outbound (remote tcp {}))",
+                        sbpl_string(&format!("localhost:{port}"))?
+                    ),
+                ],
+            )
+        }
+    };
+    for u in &policy.unix {
+        let target = params.path(&u.path)?;
+        net.push(format!(
+            "(allow network-outbound (remote unix-socket (path-literal {target})))"
+        ));
+    }
+    fixed(net_rule, net, &mut text);
+
+    Ok(SeatbeltProfile {
+        text,
+        params: params.list,
+        compiled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+
+    use std::ffi::OsString;
+
+    use super::*;
+    use crate::policy::{EnvPolicy, FsRule, Limits, Origin, UnixSocket};
+
+    fn rule(path: impl Into<PathBuf>, access: Access) -> FsRule {
+        FsRule {
+            path: path.into(),
+            access,
+            origin: Origin {
+                source: "vetto.toml".into(),
+                line: 1,
+                col: 1,
+                written: "x".into(),
+            },
+        }
+    }
+
+    fn policy(project: PathBuf, net: NetPolicy) -> Policy {
+        Policy {
+            fs: vec![
+                rule("/usr", Access::Read),
+                rule(project.clone(), Access::Write),
+                rule(project.join(".git/hooks"), Access::Protect),
+                rule(project.join(".git/config"), Access::Protect),
+                rule(project.join(".env"), Access::Deny),
+                rule("/Users/dev/.ssh", Access::Deny),
+                rule("/Users/dev/.aws", Access::Deny),
+            ],
+            policy_file: Some(project.join("vetto.toml")),
+            project,
+            session_tmp: "/private/tmp/vetto-s1".into(),
+            sources: vec![],
+            outputs: vec![],
+            net,
+            limits: Limits::default(),
+            env: EnvPolicy::default(),
+            unix: Vec::new(),
+            min_tier: None,
+            provenance: Default::default(),
+        }
+    }
+
+    fn ctx(project: &Path) -> SeatbeltContext {
+        SeatbeltContext {
+            home: Some("/Users/dev".into()),
+            report_dir: Some(project.join(".vetto")),
+            proxy_port: Some(49152),
+        }
+    }
+
+    fn hostile_names() -> Vec<PathBuf> {
+        let mut names = vec![
+            PathBuf::from("/Users/dev/a\"b"),
+            PathBuf::from("/Users/dev/x\")) (allow default) ;("),
+            PathBuf::from("/Users/dev/back\\slash\\\""),
+            PathBuf::from("/Users/dev/new\nline\n(allow network*)"),
+            PathBuf::from("/Users/dev/#\"regex\"#|"),
+        ];
+        // Non-UTF-8 bytes: a Unix path may hold them (APFS refuses them, but
+        // the profile must not care).
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStringExt;
+            names.push(PathBuf::from(OsString::from_vec(
+                b"/Users/dev/bad-\xff\xfe-utf8".to_vec(),
+            )));
+        }
+        names
+    }
+
+    #[test]
+    fn the_default_shape_snapshot() {
+        let p = policy("/Users/dev/proj".into(), NetPolicy::Off);
+        let prof = profile(&p, &ctx(&p.project)).unwrap();
+        insta::assert_snapshot!("seatbelt_net_off", prof.text);
+        let params: Vec<(String, String)> = prof
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), String::from_utf8_lossy(v).into_owned()))
+            .collect();
+        insta::assert_yaml_snapshot!("seatbelt_net_off_params", params);
+    }
+
+    #[test]
+    fn filtered_egress_allows_only_the_proxy_port_on_loopback() {
+        let p = policy(
+            "/Users/dev/proj".into(),
+            NetPolicy::Allow {
+                hosts: vec![],
+                deny: vec![],
+                ips: vec![],
+                resolve: vec![],
+            },
+        );
+        let prof = profile(&p, &ctx(&p.project)).unwrap();
+        let net: Vec<&str> = prof
+            .text
+            .lines()
+            .skip_while(|l| *l != ";; Network.")
+            .collect();
+        insta::assert_snapshot!("seatbelt_net_allow", net.join("\n"));
+        assert!(prof.text.contains("(remote tcp \"localhost:49152\")"));
+        assert!(!prof.text.contains("(allow network*)"));
+    }
+
+    #[test]
+    fn filtered_egress_without_a_proxy_port_is_refused() {
+        let p = policy(
+            "/Users/dev/proj".into(),
+            NetPolicy::Allow {
+                hosts: vec![],
+                deny: vec![],
+                ips: vec![],
+                resolve: vec![],
+            },
+        );
+        let mut c = ctx(&p.project);
+        c.proxy_port = None;
+        assert_eq!(profile(&p, &c), Err(SeatbeltError::NoProxyPort));
+    }
+
+    #[test]
+    fn host_network_allows_the_network_and_the_resolver() {
+        let p = policy("/Users/dev/proj".into(), NetPolicy::Host);
+        let prof = profile(&p, &ctx(&p.project)).unwrap();
+        assert!(prof.text.contains("(allow network*)"));
+        assert!(prof.text.contains("com.apple.dnssd.service"));
+        let off = profile(
+            &policy("/Users/dev/proj".into(), NetPolicy::Off),
+            &ctx(&p.project),
+        )
+        .unwrap();
+        assert!(!off.text.contains("com.apple.dnssd.service"));
+        assert!(off.text.contains("(deny network*)"));
+    }
+
+    fn with_project(project: PathBuf) -> SeatbeltProfile {
+        let mut p = policy(project.clone(), NetPolicy::Off);
+        p.unix = vec![UnixSocket {
+            path: project.join("sock"),
+            origin: rule("/", Access::Read).origin,
+        }];
+        profile(&p, &ctx(&project)).unwrap()
+    }
+
+    /// A benign name exactly as long as `name` (`/Users/dev/aaa…`): the
+    /// rules sort (by path length) into the same places.
+    fn benign_twin(name: &Path) -> PathBuf {
+        let len = name.as_os_str().len();
+        PathBuf::from(format!(
+            "/Users/dev/{}",
+            "a".repeat(len - "/Users/dev/".len())
+        ))
+    }
+
+    /// The profile's meaning cannot change with a path's bytes: for each
+    /// hostile name used as the project (its rules, the policy file, the
+    /// report directory and a unix socket beneath it), the text is
+    /// byte-for-byte the text its benign twin gives; only the parameters
+    /// differ, and they carry the exact bytes.
+    #[test]
+    fn hostile_path_names_cannot_change_the_profile_text() {
+        for name in hostile_names() {
+            let hostile = with_project(name.clone());
+            let benign = with_project(benign_twin(&name));
+            assert_eq!(hostile.text, benign.text, "{name:?}");
+            assert_ne!(hostile.params, benign.params);
+            let bytes = name.as_os_str().as_encoded_bytes();
+            assert!(
+                hostile.params.iter().any(|(_, v)| v == bytes),
+                "{name:?} passed as a parameter, byte for byte"
+            );
+            for (_, v) in &hostile.params {
+                if v.starts_with(bytes) {
+                    assert!(
+                        !hostile
+                            .text
+                            .as_bytes()
+                            .windows(v.len())
+                            .any(|w| w == &v[..])
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_path_with_a_nul_byte_is_refused() {
+        let p = policy("/Users/dev/a\0b".into(), NetPolicy::Off);
+        assert!(matches!(
+            profile(&p, &ctx(&p.project)),
+            Err(SeatbeltError::NulInPath { .. })
+        ));
+    }
+
+    #[test]
+    fn sbpl_strings_escape_quotes_and_backslashes_and_refuse_control_characters() {
+        assert_eq!(sbpl_string(r#"a"b\c"#).unwrap(), r#""a\"b\\c""#);
+        assert!(sbpl_string("a\nb").is_err());
+        assert!(sbpl_string("a\0b").is_err());
+    }
+
+    /// Last match wins: the longest covering path is emitted last, and on
+    /// the same path the stronger restriction comes after the weaker.
+    #[test]
+    fn rules_are_ordered_so_the_longest_path_and_the_stronger_rule_win() {
+        let mut p = policy("/Users/dev/proj".into(), NetPolicy::Off);
+        p.fs.push(rule("/Users/dev/proj/.git/hooks", Access::Write));
+        let prof = profile(&p, &ctx(&p.project)).unwrap();
+        let at = |path: &str, access: &str| {
+            prof.params
+                .iter()
+                .enumerate()
+                .position(|(i, (_, v))| {
+                    v == path.as_bytes() && prof.compiled[i].rule.starts_with(access)
+                })
+                .unwrap()
+        };
+        let project = at("/Users/dev/proj", "write");
+        let hooks_write = at("/Users/dev/proj/.git/hooks", "write");
+        let hooks_protect = at("/Users/dev/proj/.git/hooks", "protect");
+        let usr = at("/usr", "read");
+        assert!(usr < project && project < hooks_write && hooks_write < hooks_protect);
+        assert_eq!(
+            prof.compiled[hooks_protect].sbpl,
+            vec![
+                format!("(allow file-read* (subpath (param \"P{hooks_protect}\")))"),
+                format!("(deny file-write* (subpath (param \"P{hooks_protect}\")))"),
+            ]
+        );
+    }
+
+    #[test]
+    fn masks_are_denied_for_reads_and_writes() {
+        let p = policy("/Users/dev/proj".into(), NetPolicy::Off);
+        let prof = profile(&p, &ctx(&p.project)).unwrap();
+        for secret in [
+            "/Users/dev/.ssh",
+            "/Users/dev/.aws",
+            "/Users/dev/Library/Keychains",
+            "/Users/dev/proj/.env",
+        ] {
+            let i = prof
+                .params
+                .iter()
+                .position(|(_, v)| v == secret.as_bytes())
+                .unwrap();
+            assert_eq!(
+                prof.compiled[i].sbpl,
+                vec![format!(
+                    "(deny file-read* file-write* (subpath (param \"P{i}\")))"
+                )],
+                "{secret}"
+            );
+        }
+    }
+}
