@@ -188,6 +188,9 @@ mod tests {
             env: EnvPolicy::default(),
             min_tier: None,
             provenance: Default::default(),
+            globs: vec![],
+            discover: vec![],
+            caches: vec![],
         }
     }
 

@@ -382,6 +382,9 @@ mod tests {
             unix: Vec::new(),
             min_tier: None,
             provenance: Default::default(),
+            globs: vec![],
+            discover: vec![],
+            caches: vec![],
         }
     }
 

@@ -78,12 +78,22 @@ pub fn start_stage(
 }
 
 /// Seccomp user notification does not exist here.
-pub mod notify {}
+pub mod notify {
+    /// The sockets it would name are never handed out here.
+    pub fn local_inet_addr(
+        _sock: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<std::net::SocketAddr> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+}
 
 pub mod dead_net {
     /// No network namespaces here: UDP sockets stay refused.
     #[derive(Debug)]
-    pub struct DeadNet;
+    pub struct DeadNet {
+        // Never made here; the Linux one owns its helper's channel.
+        _channel: std::os::fd::OwnedFd,
+    }
     pub type Started = (DeadNet, Vec<std::net::UdpSocket>);
     impl DeadNet {
         pub fn start() -> std::io::Result<Started> {
