@@ -627,3 +627,128 @@ fn an_empty_run_input_is_refused_before_anything_is_installed() {
         run.annotations
     );
 }
+
+/// A GitHub API stand-in for the comment step: lists no comments, accepts
+/// one; records each request's line, authorization and body.
+fn comment_api() -> (String, Arc<std::sync::Mutex<Vec<(String, String, String)>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            if r.read_line(&mut line).is_err() {
+                continue;
+            }
+            let (mut auth, mut len) = (String::new(), 0usize);
+            loop {
+                let mut h = String::new();
+                if r.read_line(&mut h).is_err() || h.trim().is_empty() {
+                    break;
+                }
+                let (k, v) = h.split_once(':').unwrap_or((&h, ""));
+                match k.trim().to_ascii_lowercase().as_str() {
+                    "authorization" => auth = v.trim().to_owned(),
+                    "content-length" => len = v.trim().parse().unwrap_or(0),
+                    _ => {}
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = std::io::Read::read_exact(&mut r, &mut body);
+            let (status, reply) = if line.starts_with("GET") {
+                (200, "[]".to_string())
+            } else {
+                (
+                    201,
+                    r#"{"id":7,"user":{"login":"github-actions[bot]"},"body":"x","html_url":"https://github.test/c/7"}"#.to_string(),
+                )
+            };
+            log.lock().unwrap().push((
+                line.trim().to_owned(),
+                auth,
+                String::from_utf8_lossy(&body).into_owned(),
+            ));
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+/// Runs as an unprivileged user: `comment: true` on a pull request
+/// creates one comment with the session's summary through the API, with
+/// the job's token — which the sandboxed command never sees.
+#[test]
+fn a_pull_request_gets_one_comment_with_the_summary_and_the_job_never_sees_the_token() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let (url, seen) = comment_api();
+    let mut j = job(&w, "env > env-seen.txt; echo hello")
+        .input("comment", "true")
+        .input("upload-sarif", "false");
+    j.event_name = "pull_request".into();
+    j.base_ref = "main".into();
+    j.event = json!({"pull_request": {"number": 12, "head": {"repo": {"full_name": "octo/app"}}}});
+    j.env.insert("GITHUB_API_URL".into(), url);
+    let origin = w.root.join("origin.git");
+    w.bare(&[
+        "sh",
+        "-c",
+        &format!(
+            "git clone -q --bare . {o} && git remote add origin {o}",
+            o = origin.display()
+        ),
+    ])
+    .run()
+    .assert_success();
+    let run = j.run();
+    assert_passed(&run);
+    assert_eq!(
+        run.step("Comment on the pull request").outcome,
+        Outcome::Success,
+        "{}",
+        run.dump()
+    );
+    let seen = seen.lock().unwrap().clone();
+    let post: Vec<_> = seen
+        .iter()
+        .filter(|(l, _, _)| l.starts_with("POST"))
+        .collect();
+    assert_eq!(post.len(), 1, "{seen:?}");
+    assert!(
+        post[0].0.contains("/repos/octo/app/issues/12/comments"),
+        "{seen:?}"
+    );
+    assert_eq!(post[0].1, format!("Bearer {}", gha::HARNESS_TOKEN));
+    assert!(post[0].2.contains("vetto:report"), "{}", post[0].2);
+    let env_seen = std::fs::read_to_string(w.project.join("env-seen.txt")).unwrap();
+    assert!(
+        !env_seen.contains(gha::HARNESS_TOKEN),
+        "the sandboxed command saw the token"
+    );
+    assert!(
+        !run.dump().contains(gha::HARNESS_TOKEN),
+        "the token was printed"
+    );
+}
+
+/// Without `comment: true`, or outside a pull request, no comment step runs.
+#[test]
+fn no_comment_is_written_unless_asked_on_a_pull_request() {
+    require!(Feature::FsOnly);
+    let w = World::new();
+    let run = job(&w, "true").input("comment", "true").run();
+    assert_passed(&run);
+    assert_eq!(
+        run.step("Comment on the pull request").outcome,
+        Outcome::Skipped
+    );
+    let bad = job(&w, "true").input("comment", "yes").run();
+    assert!(bad.failed, "{}", bad.dump());
+}

@@ -299,6 +299,9 @@ fn has_status_call(e: &Expr) -> bool {
     }
 }
 
+/// `github.token` in the harness (what `vetto github` should send).
+pub const HARNESS_TOKEN: &str = "ghs_harness_token_CANARY";
+
 /// What an expression is evaluated against.
 pub struct Scope<'a> {
     /// `github`, `inputs`, `runner`, `steps`, `env`, `strategy`.
@@ -746,6 +749,7 @@ impl<'a> Job<'a> {
             "repository": self.repository,
             "job": job_id,
             "server_url": "https://github.com",
+            "token": HARNESS_TOKEN,
         });
         let mut contexts = Map::new();
         contexts.insert("github".into(), github);
@@ -756,6 +760,28 @@ impl<'a> Job<'a> {
         );
         contexts.insert("strategy".into(), json!({"job-index": 0, "job-total": 1}));
         contexts.insert("steps".into(), json!({}));
+        // Defaults may be expressions (`${{ github.token }}`): the runner
+        // evaluates them against the job's contexts.
+        let defaults: Vec<(String, String)> = contexts["inputs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, v)| !self.inputs.contains_key(*k) && to_text(v).contains("${{"))
+            .map(|(k, v)| (k.clone(), to_text(v)))
+            .collect();
+        for (name, default) in defaults {
+            let value = interpolate(
+                &default,
+                &Scope {
+                    contexts: &contexts,
+                    failed: false,
+                    workspace: &workspace,
+                },
+            );
+            if let Some(Value::Object(inputs)) = contexts.get_mut("inputs") {
+                inputs.insert(name, Value::String(value));
+            }
+        }
         let mut added_env: BTreeMap<String, String> = BTreeMap::new();
         let mut added_path: Vec<String> = Vec::new();
 
