@@ -630,7 +630,10 @@ fn an_empty_run_input_is_refused_before_anything_is_installed() {
 
 /// A GitHub API stand-in for the comment step: lists no comments, accepts
 /// one; records each request's line, authorization and body.
-fn comment_api() -> (String, Arc<std::sync::Mutex<Vec<(String, String, String)>>>) {
+/// Each request the stand-in saw: its request line, authorization, body.
+type Requests = Arc<std::sync::Mutex<Vec<(String, String, String)>>>;
+
+fn comment_api() -> (String, Requests) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
