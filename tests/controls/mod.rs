@@ -189,5 +189,6 @@ fn git_and_compiler_work_without_root_dotenv(tier: Tier) {
         .assert_stdout_contains("commit from sandbox");
 }
 at_every_tier!(git_and_compiler_work_without_root_dotenv);
+mod agent;
 mod round_trip;
 mod toolchains;
