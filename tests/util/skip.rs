@@ -28,6 +28,10 @@ pub fn say(test: &str, reason: &str) {
 /// | `registry` | the package registries the tools are configured for, reachable | controls::toolchains |
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
+#[allow(
+    dead_code,
+    reason = "other test binaries include this file for `say` alone"
+)]
 pub fn tool_missing(tool: &str) -> Option<String> {
     let found = std::process::Command::new("sh")
         .args(["-c", "command -v \"$1\" >/dev/null", "sh", tool])
