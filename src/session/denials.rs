@@ -374,6 +374,61 @@ pub(super) fn lines(
     out
 }
 
+/// One start line per writable path the user granted (`--allow-write`,
+/// or a policy file of theirs; the presets name many paths a host may not
+/// have) that does not exist yet and that the job could not create: the
+/// sandbox grants what exists when it starts (Landlock opens each path;
+/// FULL binds it), and the directory that would hold it is not writable.
+/// vetto creates nothing in the user's home by itself, so the line says
+/// what to do. `exists` is `lstat` succeeding (a parameter for the tests).
+pub(super) fn unmade_grants(
+    policy: &crate::policy::Policy,
+    home: &Path,
+    exists: impl Fn(&Path) -> bool,
+) -> Vec<String> {
+    let chosen = |source: &str| {
+        source == "--allow-write"
+            || policy
+                .sources
+                .iter()
+                .any(|s| s.name == source && !s.name.starts_with("preset:"))
+    };
+    let mut out = Vec::new();
+    for r in &policy.fs {
+        if r.access != Access::Write || !chosen(&r.origin.source) || exists(&r.path) {
+            continue;
+        }
+        // The nearest directory that is there: the job could create the
+        // path beneath it only where the policy lets it write there.
+        let Some(holder) = r.path.ancestors().skip(1).find(|a| exists(a)) else {
+            continue;
+        };
+        let writable = crate::policy::paths::decide_rule(&policy.fs, holder)
+            .is_some_and(|d| d.access == Access::Write);
+        if writable {
+            continue;
+        }
+        let path = escaped(&home_relative(&r.path, home));
+        let given = if r.origin.line == 0 {
+            format!("{} {path}", r.origin.source)
+        } else {
+            format!(
+                "{}:{}:{} write {}",
+                escaped(&r.origin.source),
+                r.origin.line,
+                r.origin.col,
+                quoted(&path)
+            )
+        };
+        out.push(format!(
+            "{given} does not exist yet, and the job cannot create it ({} is not writable): \
+             it stays unwritable this session; create it first (mkdir -p {path}), or grant an existing directory",
+            escaped(&home_relative(holder, home))
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::SystemTime;
@@ -677,5 +732,70 @@ mod tests {
         assert_eq!(out[2], "vetto: did you mean `--preset node`?");
         // Nothing denied: nothing said, not even the preset.
         assert!(lines(&[], 0, &[], false, false, &ctx).is_empty());
+    }
+
+    /// `--allow-write ~/.cargo/registry` when it does not exist (and
+    /// `~/.cargo` is read-only) grants nothing the job can use: the start
+    /// line says so, with what to do; a path that exists, one whose
+    /// holder is writable, and the presets' own paths are not mentioned.
+    #[test]
+    fn a_granted_write_path_that_does_not_exist_yet_is_said_to_be_unusable() {
+        let dir = tempfile::tempdir().unwrap_or_else(|_| unreachable!());
+        let root = dir.path();
+        let (home, project) = (root.join("home"), root.join("project"));
+        let file = root.join("mine.toml");
+        let written = std::fs::create_dir_all(&project).and_then(|()| {
+            std::fs::write(&file, "[filesystem]\nwrite = [\"~/.local/state/tool\"]\n")
+        });
+        assert!(written.is_ok());
+        let req = crate::policy::LoadRequest {
+            cwd: project.clone(),
+            project: Some(project.clone()),
+            policy_file: Some(file.clone()),
+            policy_ref: None,
+            home: home.clone(),
+            session_tmp: root.join("tmp"),
+            report_dir: None,
+            env: Vec::new(),
+            overrides: crate::policy::Overrides {
+                allow_write: vec![
+                    "~/.cargo/registry".into(),
+                    "~/.cargo/git".into(),
+                    "${PROJECT}/new/deep".into(),
+                ],
+                presets: vec!["claude-code".into()],
+                ..Default::default()
+            },
+        };
+        let policy = crate::policy::load(&req).unwrap_or_else(|e| panic!("{e}"));
+        let there: Vec<PathBuf> = [
+            "/",
+            "home",
+            "home/.cargo",
+            "home/.cargo/git",
+            "home/.local",
+            "project",
+        ]
+        .iter()
+        .map(|p| root.join(p))
+        .chain([PathBuf::from("/")])
+        .collect();
+        let said = unmade_grants(&policy, &home, |p| {
+            there.iter().any(|t| t == p) || !p.starts_with(root)
+        });
+        assert_eq!(
+            said,
+            [
+                format!(
+                    "{}:2:10 write \"~/.local/state/tool\" does not exist yet, and the job cannot create it (~/.local is not writable): \
+                     it stays unwritable this session; create it first (mkdir -p ~/.local/state/tool), or grant an existing directory",
+                    file.display()
+                ),
+                "--allow-write ~/.cargo/registry does not exist yet, and the job cannot create it (~/.cargo is not writable): \
+                 it stays unwritable this session; create it first (mkdir -p ~/.cargo/registry), or grant an existing directory"
+                    .to_string(),
+            ],
+            "{said:#?}"
+        );
     }
 }

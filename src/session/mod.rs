@@ -210,6 +210,9 @@ fn execute(
         eprintln!("vetto: {l}");
     }
     tool_lines.iter().for_each(|l| eprintln!("vetto: {l}"));
+    denials::unmade_grants(&policy, home, |p| p.symlink_metadata().is_ok())
+        .iter()
+        .for_each(|l| eprintln!("vetto: warning: {l}"));
     let build_options = BuildOptions {
         allow_degraded: request.allow_degraded,
         audit: request.audit,

@@ -76,16 +76,22 @@ at_every_tier!(new_top_level_entries_can_be_created);
 
 /// Runs as an unprivileged user: `git status`, `git add -A && git commit`,
 /// `git log` — git writes objects, the index and refs inside `.git` while
-/// hooks and config stay protected.
+/// hooks and config stay protected (the same job cannot write a hook or
+/// the config, and the commit still works).
 fn git_status_add_commit_work(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
     let out = w.sh_sandboxed(
         "set -e; git status --short; echo change >> README.md; echo new > added.txt; git add -A; \
-         git commit -q -m 'commit from sandbox'; git log --oneline | head -1; git status --short | wc -l",
+         git commit -q -m 'commit from sandbox'; git log --oneline | head -1; git status --short | wc -l; \
+         if echo planted > .git/hooks/pre-commit 2>/dev/null; then echo hook-written; fi; \
+         if echo '[core]' >> .git/config 2>/dev/null; then echo config-written; fi",
     );
     out.assert_success()
-        .assert_stdout_contains("commit from sandbox");
+        .assert_stdout_contains("commit from sandbox")
+        .assert_stdout_lacks("hook-written")
+        .assert_stdout_lacks("config-written");
+    assert!(!w.project.join(".git/hooks/pre-commit").exists());
     w.run_bare(&["git", "log", "-1", "--format=%s"])
         .assert_stdout_contains("commit from sandbox");
     w.run_bare(&["git", "fsck", "--no-progress"])
@@ -189,4 +195,6 @@ fn git_and_compiler_work_without_root_dotenv(tier: Tier) {
         .assert_stdout_contains("commit from sandbox");
 }
 at_every_tier!(git_and_compiler_work_without_root_dotenv);
+mod agent;
+mod round_trip;
 mod toolchains;

@@ -135,8 +135,9 @@ fn path_with(dir: &Path) -> String {
     format!("{}:{}", dir.join("bin").display(), util::PATH)
 }
 
-/// `cargo build` of a crate with one real dependency under `--preset
-/// cargo`, then again `--offline` from the warm vetto-owned cache.
+/// `cargo build` and `cargo test` (a unit test that calls the
+/// dependency) of a crate with one real dependency under `--preset
+/// cargo`, then both again `--offline` from the warm vetto-owned cache.
 fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
@@ -157,7 +158,8 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     put(
         &w,
         &w.project.join("src/main.rs"),
-        "fn main() { println!(\"{}\", itoa::Buffer::new().format(42)); }\n",
+        "fn main() { println!(\"{}\", itoa::Buffer::new().format(42)); }\n\n\
+         #[test]\nfn formats_with_the_dependency() { assert_eq!(itoa::Buffer::new().format(7), \"7\"); }\n",
     );
     let tc_s = tc.to_str().unwrap_or_default();
     let run = |args: &str| {
@@ -166,18 +168,25 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
             &[
                 "sh",
                 "-c",
-                &format!("cargo {args} -q && ./target/debug/demo"),
+                &format!(
+                    "cargo build {args} -q && ./target/debug/demo && cargo test {args} -q 2>&1"
+                ),
             ],
         )
         .env("PATH", path_with(tc))
         .timeout(std::time::Duration::from_secs(300))
         .run()
     };
-    let first = run("build");
-    first.assert_success().assert_stdout_contains("42");
+    let first = run("");
+    first
+        .assert_success()
+        .assert_stdout_contains("42")
+        .assert_stdout_contains("test result: ok. 1 passed");
     let _ = std::fs::remove_dir_all(w.project.join("target"));
-    let warm = run("build --offline");
-    warm.assert_success().assert_stdout_contains("42");
+    let warm = run("--offline");
+    warm.assert_success()
+        .assert_stdout_contains("42")
+        .assert_stdout_contains("test result: ok. 1 passed");
     let cached = w.home.join(".cache/vetto/caches/cargo/registry/cache");
     assert!(
         cached.is_dir(),
@@ -190,8 +199,9 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     );
 }
 
-/// `npm install` of a package with one dependency under `--preset npm`,
-/// then again `--offline` from the warm vetto-owned cache.
+/// `npm install` and `npm test` (a test script that requires the
+/// dependency) of a package with one dependency under `--preset npm`,
+/// then both again `--offline` from the warm vetto-owned cache.
 fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
@@ -200,22 +210,32 @@ fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     put(
         &w,
         &w.project.join("package.json"),
-        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"}}\n",
+        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"},\
+         \"scripts\":{\"test\":\"node test.js\"}}\n",
+    );
+    put(
+        &w,
+        &w.project.join("test.js"),
+        "const isOdd = require('is-odd');\nif (!isOdd(3) || isOdd(4)) { process.exit(1); }\nconsole.log('npm-test-pass');\n",
     );
     let run = |args: &str| {
         w.sandboxed_with(
             &[&["--preset", "npm"][..], &ips_s].concat(),
-            &["sh", "-c", &format!("npm install --no-audit --no-fund {args} && node -e 'console.log(require(\"is-odd\")(3))'")],
+            &["sh", "-c", &format!("npm install --no-audit --no-fund {args} && node -e 'console.log(require(\"is-odd\")(3))' && npm test")],
         )
         .timeout(std::time::Duration::from_secs(300))
         .run()
     };
-    run("").assert_success().assert_stdout_contains("true");
+    run("")
+        .assert_success()
+        .assert_stdout_contains("true")
+        .assert_stdout_contains("npm-test-pass");
     let _ = std::fs::remove_dir_all(w.project.join("node_modules"));
     let _ = std::fs::remove_file(w.project.join("package-lock.json"));
     run("--offline")
         .assert_success()
-        .assert_stdout_contains("true");
+        .assert_stdout_contains("true")
+        .assert_stdout_contains("npm-test-pass");
     assert!(w.home.join(".cache/vetto/caches/npm/_cacache").is_dir());
     assert!(
         !w.home.join(".npm/_cacache").exists(),
@@ -223,7 +243,9 @@ fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     );
 }
 
-/// `pip install` into a virtual environment under `--preset pip`, then
+/// `pip install` of a dependency and pytest into a virtual environment
+/// under `--preset pip`, and `python -m pytest` of a test that imports the
+/// dependency; then
 /// again with the index unreachable (`--no-index` is not used: pip must
 /// find the wheel in the warm vetto-owned cache… it re-asks the index, so
 /// the warm run checks the cache's files instead).
@@ -241,8 +263,14 @@ fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Ti
         .run()
     };
     let script = "set -e; rm -rf .venv; python3 -m venv .venv; .venv/bin/pip cache dir; \
-                  .venv/bin/pip install -q --disable-pip-version-check six==1.16.0; \
-                  .venv/bin/python -c 'import six; print(six.__version__)'";
+                  .venv/bin/pip install -q --disable-pip-version-check six==1.16.0 pytest==8.3.3; \
+                  .venv/bin/python -c 'import six; print(six.__version__)'; \
+                  .venv/bin/python -m pytest -q -p no:cacheprovider test_six.py";
+    put(
+        &w,
+        &w.project.join("test_six.py"),
+        "import six\n\ndef test_six_is_the_pinned_one():\n    assert six.__version__ == '1.16.0'\n",
+    );
     let cache = w.home.join(".cache/vetto/caches/pip");
     let cache_s = cache.to_str().unwrap_or("?");
     // Twice, a fresh venv each time, the same vetto-owned cache. (Whether
@@ -252,7 +280,8 @@ fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Ti
         run(script)
             .assert_success()
             .assert_stdout_contains(cache_s)
-            .assert_stdout_contains("1.16.0");
+            .assert_stdout_contains("1.16.0")
+            .assert_stdout_contains("1 passed");
     }
     assert!(cache.is_dir());
     assert!(

@@ -114,3 +114,42 @@ fn a_refused_lookup_names_the_host_not_the_resolver(tier: Tier) {
     }
 }
 at_every_tier!(a_refused_lookup_names_the_host_not_the_resolver);
+
+/// Runs as an unprivileged user: `--allow-write ~/.cargo/git` when it
+/// does not exist grants nothing the job can use (`~/.cargo` is
+/// read-only; vetto creates nothing in the home by itself): bare the
+/// job creates it, sandboxed it cannot, and the start says so — with
+/// what to do — instead of leaving the user to wonder why the grant did
+/// not work.
+fn a_granted_write_path_that_does_not_exist_is_said_to_be_unusable(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let job = ["sh", "-c", "mkdir -p \"$HOME/.cargo/git/db\" && echo made"];
+    w.bare(&job).run().assert_success();
+    std::fs::remove_dir_all(w.home.join(".cargo/git")).unwrap();
+
+    let ran = w
+        .sandboxed_with(&["--allow-write", "~/.cargo/git"], &job)
+        .run();
+    ran.assert_ran().assert_stdout_lacks("made");
+    assert!(!w.home.join(".cargo/git").exists(), "{}", ran.dump());
+    let err = ran.stderr();
+    assert!(
+        guidance(&err).iter().any(|l| l.starts_with(
+            "vetto: warning: --allow-write ~/.cargo/git does not exist yet, and the job cannot create it (~/.cargo is not writable)"
+        ) && l.contains("create it first (mkdir -p ~/.cargo/git)")),
+        "{err}"
+    );
+    // Created first, it is granted and nothing is said.
+    w.write(&w.home.join(".cargo/git/.keep"), "");
+    let again = w
+        .sandboxed_with(&["--allow-write", "~/.cargo/git"], &job)
+        .run();
+    again.assert_success().assert_stdout_contains("made");
+    assert!(
+        !again.stderr().contains("does not exist yet"),
+        "{}",
+        again.dump()
+    );
+}
+at_every_tier!(a_granted_write_path_that_does_not_exist_is_said_to_be_unusable);

@@ -15,3 +15,27 @@ pub fn say(test: &str, reason: &str) {
     let line = format!("SKIP {test}: {reason}\n");
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
+
+/// `Some(reason)` when `tool` is not on `PATH` (as `command -v` finds it).
+///
+/// The `VETTO_TEST_REQUIRE` names of host tools and facts the tests need
+/// beyond the kernel features (`util::Feature`): a test that lacks one
+/// SKIPs, unless the list (or `all`) names it, then it fails. CI (.ci/run)
+/// pins those it installs (`registry`, `tmux`).
+///
+/// | name | what | tests |
+/// |---|---|---|
+/// | `registry` | the package registries the tools are configured for, reachable | controls::toolchains |
+/// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
+/// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
+#[allow(
+    dead_code,
+    reason = "other test binaries include this file for `say` alone"
+)]
+pub fn tool_missing(tool: &str) -> Option<String> {
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v \"$1\" >/dev/null", "sh", tool])
+        .status()
+        .is_ok_and(|s| s.success());
+    (!found).then(|| format!("{tool} is not installed"))
+}
