@@ -1,4 +1,5 @@
-//! The tier ladder. `Ord` is strength: `Seccomp < FsOnly < Full`.
+//! The tier ladder. `Ord` is strength: `Seccomp < Seatbelt < FsOnly < Full`
+//! (Seatbelt, macOS's only tier, reads broadly: weaker than FS-ONLY).
 
 use std::fmt;
 use std::str::FromStr;
@@ -10,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub enum Tier {
     /// seccomp only: no filesystem isolation.
     Seccomp,
+    /// macOS: a Seatbelt profile (writes scoped, reads broad, network and
+    /// Mach lookups restricted). Never offered on Linux.
+    Seatbelt,
     /// Landlock + seccomp, no namespaces.
     FsOnly,
     /// Landlock + user/mount/net/pid namespaces + seccomp.
@@ -17,11 +21,13 @@ pub enum Tier {
 }
 
 impl Tier {
+    /// Linux's tiers, strongest first (`--tier auto`'s order there).
     pub const ALL: [Tier; 3] = [Tier::Full, Tier::FsOnly, Tier::Seccomp];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Seccomp => "seccomp",
+            Tier::Seatbelt => "seatbelt",
             Tier::FsOnly => "fs-only",
             Tier::Full => "full",
         }
@@ -41,6 +47,7 @@ impl FromStr for Tier {
             "full" => Ok(Tier::Full),
             "fs-only" => Ok(Tier::FsOnly),
             "seccomp" => Ok(Tier::Seccomp),
+            "seatbelt" => Ok(Tier::Seatbelt),
             other => Err(format!(
                 "unknown tier `{other}`; expected one of: full, fs-only, seccomp"
             )),

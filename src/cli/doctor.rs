@@ -366,6 +366,7 @@ fn tier_makeup(tier: Tier) -> &'static str {
         Tier::Full => "Landlock + user namespaces + seccomp",
         Tier::FsOnly => "Landlock + seccomp, no namespaces",
         Tier::Seccomp => "seccomp only",
+        Tier::Seatbelt => "macOS Seatbelt profile: writes scoped, reads broad",
     }
 }
 

@@ -208,6 +208,8 @@ pub enum Provenance {
     Supervisor,
     /// The plan (decided before the job started, e.g. withheld variables).
     Plan,
+    /// The macOS Sandbox's denials in the unified log (`log stream`).
+    SandboxLog,
 }
 
 /// Map a process to the dependency whose code it runs, from its executable,

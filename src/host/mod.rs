@@ -34,6 +34,10 @@ impl Availability {
         matches!(self, Availability::Available)
     }
 
+    pub fn is_missing(&self) -> bool {
+        !self.is_available()
+    }
+
     /// The reason when missing.
     pub fn reason(&self) -> Option<&str> {
         match self {
@@ -77,6 +81,13 @@ pub struct HostCaps {
     /// Whether vetto can give a job a cgroup v2 with a memory limit.
     #[serde(default = "CgroupMemory::not_probed")]
     pub cgroup_memory: CgroupMemory,
+    /// macOS's Seatbelt sandbox, the SEATBELT tier's one mechanism
+    /// (recorded only where it is available: never on Linux).
+    #[serde(
+        default = "Availability::not_probed",
+        skip_serializing_if = "Availability::is_missing"
+    )]
+    pub seatbelt: Availability,
 }
 
 /// A delegated cgroup v2 subtree with the memory controller, writable by
@@ -130,6 +141,7 @@ impl HostCaps {
             confinement: Confinement::default(),
             tested: false,
             cgroup_memory: CgroupMemory::not_probed(),
+            seatbelt: Availability::not_probed(),
         }
     }
 
@@ -284,6 +296,8 @@ impl HostFeature {
             ],
             Tier::FsOnly => &[HostFeature::Landlock, HostFeature::Seccomp],
             Tier::Seccomp => &[HostFeature::Seccomp],
+            // Seatbelt is no Linux kernel feature (see `HostCaps::seatbelt`).
+            Tier::Seatbelt => &[],
         }
     }
 

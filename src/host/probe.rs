@@ -83,6 +83,7 @@ pub fn probe() -> HostCaps {
         confinement,
         tested: false,
         cgroup_memory: cgroup_memory(),
+        seatbelt: crate::sandbox::seatbelt_availability(),
     }
 }
 

@@ -98,6 +98,11 @@ pub fn build_with_view(
     let floor = policy.min_tier.unwrap_or(Tier::Seccomp);
     let candidates: Vec<Tier> = match request {
         TierRequest::Exactly(t) => vec![t],
+        // macOS has one tier of its own.
+        TierRequest::Auto if host.seatbelt.is_available() => [Tier::Seatbelt]
+            .into_iter()
+            .filter(|t| *t >= floor)
+            .collect(),
         TierRequest::Auto => Tier::ALL.into_iter().filter(|t| *t >= floor).collect(),
     };
     if let TierRequest::Exactly(t) = request
@@ -140,6 +145,9 @@ pub fn build_with_view(
                 )
             })
             .collect();
+        if tier == Tier::Seatbelt {
+            return seatbelt_plan(policy, options, view);
+        }
         return Ok(plan_for(policy, host, tier, options, view, degraded));
     }
     Err(first_refusal.unwrap_or_else(|| Refusal {
@@ -177,17 +185,59 @@ fn refusal_for(tier: Tier, gap: &Gap, request: TierRequest) -> Refusal {
     }
 }
 
-/// What `tier` cannot enforce of `policy` on `host`.
-fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
-    let mut gaps = Vec::new();
-    let hard = |rule: &str, missing, detail: &str| Gap {
+fn hard(rule: &str, missing: KernelFeature, detail: &str) -> Gap {
+    Gap {
         rule: rule.into(),
         missing,
         detail: detail.into(),
         degradable: false,
         accepted_by_naming: false,
         hint: None,
-    };
+    }
+}
+
+/// What the SEATBELT tier cannot enforce of `policy` on `host`.
+fn seatbelt_gaps(policy: &Policy, host: &HostCaps) -> Vec<Gap> {
+    let mut gaps = Vec::new();
+    if let crate::host::Availability::Missing(why) = &host.seatbelt {
+        gaps.push(Gap {
+            hint: Some("the SEATBELT tier is macOS's; use --tier auto".into()),
+            ..hard("the SEATBELT tier", KernelFeature::Seatbelt, why)
+        });
+    }
+    if let NetPolicy::Allow { .. } = &policy.net {
+        gaps.push(Gap {
+            hint: Some(
+                "use --net off, or say --net host for unrestricted network (docs/macos.md)".into(),
+            ),
+            ..hard(
+                &egress_rule(policy),
+                KernelFeature::NotImplemented,
+                "filtered egress is not wired to the egress proxy on macOS yet",
+            )
+        });
+    }
+    gaps
+}
+
+/// What `tier` cannot enforce of `policy` on `host`.
+fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
+    if tier == Tier::Seatbelt {
+        return seatbelt_gaps(policy, host);
+    }
+    let mut gaps = Vec::new();
+    // On macOS Linux's tiers are named, not offered.
+    if host.seatbelt.is_available() {
+        gaps.push(Gap {
+            hint: Some("use --tier seatbelt, or --tier auto".into()),
+            ..hard(
+                &format!("the {tier} tier"),
+                KernelFeature::Seccomp,
+                "Landlock, namespaces and seccomp are Linux's; this host is macOS, whose tier is seatbelt",
+            )
+        });
+        return gaps;
+    }
     if let crate::host::Availability::Missing(why) = &host.seccomp {
         gaps.push(hard("the syscall filter", KernelFeature::Seccomp, why));
     }
@@ -255,6 +305,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
                 }
             }
         }
+        Tier::Seatbelt => {}
         Tier::Seccomp => {
             if has_fs_rules {
                 gaps.push(Gap {
@@ -274,7 +325,7 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     if let NetPolicy::Allow { .. } = &policy.net {
         let rule = egress_rule(policy);
         match tier {
-            Tier::Full => {}
+            Tier::Full | Tier::Seatbelt => {}
             Tier::FsOnly => {
                 if let crate::host::Availability::Missing(why) = &host.seccomp_notify {
                     gaps.push(Gap {
@@ -723,6 +774,7 @@ fn plan_for(
         memory,
         cwd: job_cwd(policy, options),
         degraded,
+        seatbelt: None,
     }
 }
 
@@ -895,6 +947,60 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             "--audit: nothing is enforced; what the policy would refuse is recorded as observed"
                 .into(),
         ],
+        seatbelt: None,
+    })
+}
+
+/// The SEATBELT tier (macOS): the policy as a Seatbelt profile over real
+/// paths; the supervisor kills the job's process group and samples its
+/// memory (`RLIMIT_DATA` per process besides).
+fn seatbelt_plan(
+    policy: &Policy,
+    options: &BuildOptions,
+    view: &dyn FsView,
+) -> Result<Plan, Refusal> {
+    let real = super::seatbelt::with_real_paths(policy, view);
+    let home = options
+        .env
+        .iter()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| super::seatbelt::real_path(view, Path::new(v)));
+    let ctx = super::seatbelt::SeatbeltContext {
+        home,
+        // The report directory is protected by the policy's own rule
+        // where the job could otherwise write it (inside the project).
+        report_dir: None,
+        proxy_port: None,
+    };
+    let profile = super::seatbelt::profile(&real, &ctx).map_err(|e| Refusal {
+        tier: Some(Tier::Seatbelt),
+        rule: "the Seatbelt profile".into(),
+        missing: KernelFeature::Seatbelt,
+        detail: e.to_string(),
+        hint: "rename the path, or remove the rule that names it".into(),
+    })?;
+    let tmp = real.session_tmp.to_string_lossy().into_owned();
+    Ok(Plan {
+        tier: Tier::Seatbelt,
+        session_tmp: Some(policy.session_tmp.clone()),
+        namespaces: None,
+        landlock: None,
+        seccomp: syscalls::SeccompPlan::default(),
+        notify: NotifyPlan::default(),
+        prepare_dirs: Vec::new(),
+        scrub_dirs: Vec::new(),
+        env: env::plan(&policy.env, &options.env, &session_env(&tmp, "seatbelt")),
+        net: policy.net.clone(),
+        egress: None,
+        limits: policy.limits.clone(),
+        // No cgroup and no seccomp on macOS: sampled.
+        memory: policy.limits.max_memory.map(|limit| memory::MemoryPlan {
+            limit,
+            tree: memory::TreeBound::Sampled,
+        }),
+        cwd: super::seatbelt::real_path(view, &job_cwd(policy, options)),
+        degraded: Vec::new(),
+        seatbelt: Some(profile),
     })
 }
 

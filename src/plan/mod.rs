@@ -64,6 +64,10 @@ pub struct Plan {
     pub cwd: PathBuf,
     /// Rules this tier does not enforce; non-empty only with `--allow-degraded`.
     pub degraded: Vec<String>,
+    /// The SEATBELT tier (macOS): the profile the stage applies, its paths
+    /// already the real ones Seatbelt matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seatbelt: Option<seatbelt::SeatbeltProfile>,
 }
 
 #[cfg(test)]

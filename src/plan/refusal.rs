@@ -20,6 +20,8 @@ pub enum KernelFeature {
     /// A listening unix socket at the path a rule names (not a kernel
     /// feature: the host's state when the session starts).
     UnixSocket,
+    /// macOS's Seatbelt sandbox (`sandbox_init`).
+    Seatbelt,
 }
 
 impl fmt::Display for KernelFeature {
@@ -33,6 +35,7 @@ impl fmt::Display for KernelFeature {
             }
             KernelFeature::NotImplemented => f.write_str("support in this vetto version"),
             KernelFeature::UnixSocket => f.write_str("a unix socket at that path"),
+            KernelFeature::Seatbelt => f.write_str("macOS Seatbelt (sandbox_init)"),
         }
     }
 }

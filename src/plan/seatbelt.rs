@@ -26,8 +26,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::plan::fs::{EntryKind, FsView};
 use crate::policy::{Access, NetPolicy, Policy};
 
 /// What the profile needs beyond the policy.
@@ -42,7 +43,7 @@ pub struct SeatbeltContext {
 }
 
 /// The profile text and the parameters it names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SeatbeltProfile {
     pub text: String,
     /// `(name, value)`: each value is a path's bytes, passed as a C string.
@@ -52,7 +53,7 @@ pub struct SeatbeltProfile {
 }
 
 /// One rule of the policy (or of vetto's own) and the SBPL it became.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompiledRule {
     /// The rule as the policy says it (`deny ~/.ssh (policies/default.toml:36:5)`).
     pub rule: String,
@@ -338,6 +339,71 @@ pub fn profile(policy: &Policy, ctx: &SeatbeltContext) -> Result<SeatbeltProfile
     })
 }
 
+/// Symbolic links followed while resolving one path (as the kernel's
+/// `MAXSYMLINKS`): a loop ends resolution where it stands.
+const MAX_LINKS: usize = 32;
+
+/// The real path Seatbelt matches `path` as: every symbolic link on the
+/// way resolved (`/tmp` is `/private/tmp`, `/var` is `/private/var` on
+/// macOS), `.` and `..` folded; components that do not exist yet are kept
+/// as written. Through [`FsView`], so it is tested with a fake.
+pub fn real_path(view: &dyn FsView, path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut pending: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut out = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            out.pop();
+            continue;
+        }
+        let next = out.join(&name);
+        if view.kind(&next) == Some(EntryKind::Symlink)
+            && links < MAX_LINKS
+            && let Some(target) = view.read_link(&next)
+        {
+            links += 1;
+            if target.is_absolute() {
+                out = PathBuf::from("/");
+            }
+            pending.extend(target.components().rev().filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            }));
+            continue;
+        }
+        out = next;
+    }
+    out
+}
+
+/// `policy` with every path it names as [`real_path`] gives it: Seatbelt
+/// compares resolved paths, so a rule for `/tmp/x` written as such would
+/// match nothing.
+pub fn with_real_paths(policy: &Policy, view: &dyn FsView) -> Policy {
+    let real = |p: &Path| real_path(view, p);
+    let mut out = policy.clone();
+    for r in &mut out.fs {
+        r.path = real(&r.path);
+    }
+    for u in &mut out.unix {
+        u.path = real(&u.path);
+    }
+    out.session_tmp = real(&policy.session_tmp);
+    out.project = real(&policy.project);
+    out.policy_file = policy.policy_file.as_deref().map(real);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![expect(clippy::unwrap_used, reason = "tests")]
@@ -601,5 +667,92 @@ mod tests {
                 "{secret}"
             );
         }
+    }
+
+    /// A macOS-like tree: `/tmp` and `/var` are links into `/private`.
+    struct MacFs;
+
+    impl FsView for MacFs {
+        fn kind(&self, path: &Path) -> Option<EntryKind> {
+            match path.to_str() {
+                Some("/tmp" | "/var" | "/Users/dev/proj/link") => Some(EntryKind::Symlink),
+                _ => Some(EntryKind::Dir),
+            }
+        }
+        fn children(&self, _dir: &Path) -> Vec<OsString> {
+            Vec::new()
+        }
+        fn read_link(&self, path: &Path) -> Option<PathBuf> {
+            match path.to_str() {
+                Some("/tmp") => Some("private/tmp".into()),
+                Some("/var") => Some("private/var".into()),
+                Some("/Users/dev/proj/link") => Some("../elsewhere".into()),
+                _ => None,
+            }
+        }
+        fn socket_at(&self, _path: &Path) -> Option<PathBuf> {
+            None
+        }
+    }
+
+    #[test]
+    fn tmp_and_var_rules_become_the_private_paths_seatbelt_matches() {
+        let real = |p: &str| real_path(&MacFs, Path::new(p));
+        assert_eq!(
+            real("/tmp/vetto-s1"),
+            PathBuf::from("/private/tmp/vetto-s1")
+        );
+        assert_eq!(
+            real("/var/folders/x"),
+            PathBuf::from("/private/var/folders/x")
+        );
+        assert_eq!(
+            real("/Users/dev/proj/link/a"),
+            PathBuf::from("/Users/dev/elsewhere/a")
+        );
+        assert_eq!(
+            real("/Users/dev/./proj/../proj"),
+            PathBuf::from("/Users/dev/proj")
+        );
+        let mut p = policy("/tmp/proj".into(), NetPolicy::Off);
+        p.session_tmp = "/var/folders/T/vetto-s1".into();
+        let real = with_real_paths(&p, &MacFs);
+        assert_eq!(real.project, PathBuf::from("/private/tmp/proj"));
+        assert_eq!(
+            real.session_tmp,
+            PathBuf::from("/private/var/folders/T/vetto-s1")
+        );
+        assert!(
+            real.fs
+                .iter()
+                .any(|r| r.path == Path::new("/private/tmp/proj/.git/hooks"))
+        );
+        let prof = profile(&real, &ctx(&real.project)).unwrap();
+        assert!(
+            prof.params
+                .iter()
+                .all(|(_, v)| !v.starts_with(b"/tmp/") && !v.starts_with(b"/var/"))
+        );
+    }
+
+    /// A link that points at itself ends resolution instead of looping.
+    #[test]
+    fn a_symlink_loop_cannot_hang_planning() {
+        struct Loop;
+        impl FsView for Loop {
+            fn kind(&self, _path: &Path) -> Option<EntryKind> {
+                Some(EntryKind::Symlink)
+            }
+            fn children(&self, _dir: &Path) -> Vec<OsString> {
+                Vec::new()
+            }
+            fn read_link(&self, path: &Path) -> Option<PathBuf> {
+                Some(path.to_path_buf())
+            }
+            fn socket_at(&self, _path: &Path) -> Option<PathBuf> {
+                None
+            }
+        }
+        let _ = real_path(&Loop, Path::new("/a/b"));
     }
 }

@@ -901,3 +901,49 @@ fn a_unix_rule_without_a_socket_or_in_a_denied_path_is_refused_with_its_origin()
         assert!(text.contains(why), "{text}");
     }
 }
+
+/// A macOS host: Seatbelt, and none of Linux's kernel features.
+fn macos_host() -> HostCaps {
+    let missing = || crate::host::Availability::Missing("not Linux".into());
+    HostCaps {
+        landlock_abi: 0,
+        landlock_missing: Some("not Linux".into()),
+        userns: missing(),
+        seccomp: missing(),
+        seccomp_notify: missing(),
+        fuse: missing(),
+        seatbelt: crate::host::Availability::Available,
+        ..HostCaps::everything()
+    }
+}
+
+#[test]
+fn auto_takes_seatbelt_on_macos_with_a_profile_over_real_paths() -> Result<(), Refusal> {
+    let plan = build_on(&macos_host(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::Seatbelt);
+    assert!(plan.landlock.is_none() && plan.namespaces.is_none());
+    assert!(plan.seatbelt.as_ref().is_some_and(|p| !p.params.is_empty()));
+    Ok(())
+}
+
+#[test]
+fn linux_tiers_are_refused_on_macos_and_seatbelt_on_linux() {
+    for tier in Tier::ALL {
+        let r = build_on(&macos_host(), TierRequest::Exactly(tier));
+        assert!(
+            r.as_ref()
+                .is_err_and(|e| e.hint.contains("--tier seatbelt")),
+            "{tier}: {r:?}"
+        );
+    }
+    let r = build_on(
+        &HostCaps::everything(),
+        TierRequest::Exactly(Tier::Seatbelt),
+    );
+    assert!(r.is_err_and(|e| e.missing == KernelFeature::Seatbelt));
+    // Linux's auto never considers it.
+    assert!(
+        build_on(&HostCaps::everything(), TierRequest::Auto)
+            .is_ok_and(|p| p.tier == Tier::Full && p.seatbelt.is_none())
+    );
+}

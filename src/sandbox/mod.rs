@@ -7,7 +7,11 @@ use std::process::ExitCode;
 #[path = "linux/mod.rs"]
 mod imp;
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(target_os = "macos")]
+#[path = "macos/mod.rs"]
+mod imp;
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 #[path = "unsupported.rs"]
 mod imp;
 
@@ -29,10 +33,6 @@ pub use imp::{
     SetupError, Spawned, Stage, caps, dead_net, fs_kind, memory, notify, notify_server, process,
     splice, terminal,
 };
-// macOS: applying a Seatbelt profile (the stage's step before exec).
-#[cfg(target_os = "macos")]
-#[path = "macos/seatbelt.rs"]
-pub mod seatbelt;
 // The sandbox's denials as the macOS unified log reports them (pure: the
 // parser is tested on every OS).
 #[path = "macos/sandbox_log.rs"]
@@ -157,6 +157,27 @@ pub fn start_stage(
     early: Option<EarlyNamespaces>,
 ) -> Result<Stage, SetupError> {
     imp::start_stage(output, early)
+}
+
+/// Whether this host has macOS's Seatbelt sandbox (the SEATBELT tier).
+pub fn seatbelt_availability() -> crate::host::Availability {
+    #[cfg(target_os = "macos")]
+    return imp::seatbelt_availability();
+    #[cfg(not(target_os = "macos"))]
+    crate::host::Availability::Missing("Seatbelt is macOS's sandbox; this host is not macOS".into())
+}
+
+/// Violations the platform observed outside the supervisor's own channels
+/// since the last call (macOS: the Sandbox's denials in the unified log),
+/// for the session log. Never blocks; `end` drains what is still coming.
+pub fn observed_violations(spawned: &mut Spawned, end: bool) -> Vec<crate::events::Violation> {
+    #[cfg(target_os = "macos")]
+    return spawned.observed_violations(end);
+    #[cfg(not(target_os = "macos"))]
+    {
+        let _ = (spawned, end);
+        Vec::new()
+    }
 }
 
 /// Now, by the clock file change times (`ctime`) are stamped from.

@@ -299,6 +299,7 @@ pub fn run(
         if let Some(feed) = &secrets {
             keep_secret_reads(&mut session, feed, sink);
         }
+        keep_observed(&mut child, false, sink);
         if let Some(end) = child.ended() {
             ended = Some(end);
             if let Some(m) = memory
@@ -412,6 +413,7 @@ pub fn run(
     if let Some(feed) = &secrets {
         keep_secret_reads(&mut session, feed, sink);
     }
+    keep_observed(&mut child, true, sink);
     session.escaped = child.escaped();
     if let Some(sink) = sink {
         report_end_of_session(&session, sink);
@@ -457,6 +459,16 @@ fn keep_decisions(
 
 /// Count the masked secrets touched since the last tick, and log each
 /// access as a violation (the log's aggregator folds repeats into a count).
+/// What the platform observed on its own (macOS: the Sandbox's denials),
+/// into the session log.
+fn keep_observed(child: &mut Spawned, end: bool, sink: Option<&dyn EventSink>) {
+    for v in crate::sandbox::observed_violations(child, end) {
+        if let Some(sink) = sink {
+            sink.emit(Event::Violation(Box::new(v)));
+        }
+    }
+}
+
 fn keep_secret_reads(session: &mut Session, feed: &SecretFeed, sink: Option<&dyn EventSink>) {
     for access in feed.accesses.try_iter() {
         let listed = session.secret_reads.len();

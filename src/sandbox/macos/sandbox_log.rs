@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use crate::events::RuleId;
+use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Timestamp, Violation};
 
 /// The longest line read (the log's own lines are far shorter).
 pub const MAX_LINE: usize = 16 * 1024;
@@ -82,6 +82,64 @@ pub fn parse_message(msg: &str) -> Option<Denial> {
     })
 }
 
+/// The denial as the violation the session log records, with the process
+/// as the supervisor could read it (`None`: it was gone; then the log's
+/// pid and name are all there is). `None` for operations no vetto rule
+/// covers (Mach lookups, sysctl writes…).
+pub fn violation(d: &Denial, time: Timestamp, process: Option<ProcessInfo>) -> Option<Violation> {
+    let rule = d.rule()?;
+    let target = match rule {
+        RuleId::NetEgressBlocked => network_target(&d.target),
+        _ => Target::Path {
+            path: d.target.clone().into(),
+        },
+    };
+    let process = process.unwrap_or_else(|| ProcessInfo {
+        pid: d.pid,
+        exe: d.process.clone().into(),
+        argv: Vec::new(),
+        cwd: Default::default(),
+        parent_chain: Vec::new(),
+    });
+    Some(Violation {
+        rule,
+        time,
+        action: Action::Blocked,
+        process,
+        target,
+        attribution: None,
+        policy_rule: None,
+        detail: format!("Seatbelt denied {}", d.operation),
+        provenance: Provenance::SandboxLog,
+    })
+}
+
+/// `93.184.216.34:443`, `[::1]:80`, `localhost:443`, or a unix socket's path.
+fn network_target(t: &str) -> Target {
+    if t.starts_with('/') {
+        return Target::Socket { path: t.into() };
+    }
+    let (addr, port) = match t.rsplit_once(':') {
+        Some((a, p)) => match p.parse::<u16>() {
+            Ok(port) => (a, Some(port)),
+            Err(_) => (t, None),
+        },
+        None => (t, None),
+    };
+    let addr = addr.trim_start_matches('[').trim_end_matches(']');
+    if addr.parse::<std::net::IpAddr>().is_ok() {
+        Target::Address {
+            addr: addr.to_string(),
+            port,
+        }
+    } else {
+        Target::Host {
+            host: addr.to_string(),
+            port,
+        }
+    }
+}
+
 /// Only the session's processes.
 pub fn of_session<'a, I>(
     lines: I,
@@ -97,6 +155,7 @@ where
 
 #[cfg(test)]
 mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
     use super::*;
 
     // Written from the documented ndjson shape of `log stream` and the
@@ -139,5 +198,70 @@ mod tests {
         assert!(
             parse_line(r#"{"eventMessage":"Sandbox: a(1) deny(1) file-read-data /"}"#).is_some()
         );
+    }
+
+    #[test]
+    fn denials_become_the_violations_reports_read() {
+        let pids = [4242, 4243, 4244].into_iter().collect();
+        let got: Vec<Violation> = of_session(SAMPLE.lines(), &pids)
+            .filter_map(|d| violation(&d, Timestamp::now(), None))
+            .collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].rule, RuleId::FsReadDenied);
+        assert_eq!(
+            got[0].target,
+            Target::Path {
+                path: "/Users/dev/.ssh/id_ed25519".into()
+            }
+        );
+        assert_eq!(got[0].process.pid, 4242);
+        assert_eq!(got[0].process.exe, std::path::PathBuf::from("cat"));
+        assert_eq!(got[0].provenance, Provenance::SandboxLog);
+        assert_eq!(got[0].action, Action::Blocked);
+        assert_eq!(got[1].rule, RuleId::FsWriteDenied);
+        assert_eq!(
+            got[2].target,
+            Target::Address {
+                addr: "93.184.216.34".into(),
+                port: Some(443)
+            }
+        );
+        // The process as the supervisor read it wins over the log's name.
+        let known = ProcessInfo {
+            pid: 4242,
+            exe: "/bin/cat".into(),
+            argv: vec!["cat".into()],
+            cwd: "/Users/dev/proj".into(),
+            parent_chain: Vec::new(),
+        };
+        let d = parse_message("Sandbox: cat(4242) deny(1) file-read-data /x").unwrap();
+        let v = violation(&d, Timestamp::now(), Some(known.clone())).unwrap();
+        assert_eq!(v.process, known);
+    }
+
+    #[test]
+    fn network_and_unhandled_denials_are_mapped_or_left_out() {
+        assert_eq!(
+            network_target("[::1]:8080"),
+            Target::Address {
+                addr: "::1".into(),
+                port: Some(8080)
+            }
+        );
+        assert_eq!(
+            network_target("localhost:443"),
+            Target::Host {
+                host: "localhost".into(),
+                port: Some(443)
+            }
+        );
+        assert_eq!(
+            network_target("/private/var/run/docker.sock"),
+            Target::Socket {
+                path: "/private/var/run/docker.sock".into()
+            }
+        );
+        let d = parse_message("Sandbox: x(1) deny(1) mach-lookup com.apple.pasteboard.1").unwrap();
+        assert_eq!(violation(&d, Timestamp::now(), None), None);
     }
 }
