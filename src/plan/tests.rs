@@ -901,3 +901,35 @@ fn a_unix_rule_without_a_socket_or_in_a_denied_path_is_refused_with_its_origin()
         assert!(text.contains(why), "{text}");
     }
 }
+
+#[test]
+fn appcontainer_parses_and_is_refused_off_windows_in_true_words() {
+    assert_eq!(
+        "appcontainer".parse::<TierRequest>(),
+        Ok(TierRequest::AppContainer)
+    );
+    let r = build::appcontainer_refusal(&policy(project_rules()), "linux");
+    assert_eq!(r.missing, KernelFeature::AppContainer);
+    assert_eq!(r.tier, None);
+    let text = r.to_string();
+    assert!(
+        text.contains("AppContainer exists only on Windows; this is linux"),
+        "{text}"
+    );
+    assert!(text.contains("hint: pass --tier auto"), "{text}");
+    // Through the planner on this host, too: nothing runs.
+    let on_host = build_on(&HostCaps::everything(), TierRequest::AppContainer);
+    assert!(on_host.is_err());
+}
+
+#[test]
+fn appcontainer_on_windows_refuses_until_the_launcher_is_built() {
+    let r = build::appcontainer_refusal(&policy(project_rules()), "windows");
+    assert_eq!(r.missing, KernelFeature::NotImplemented);
+    let text = r.to_string();
+    assert!(
+        text.contains("AppContainer launcher") || text.contains("does not"),
+        "{text}"
+    );
+    assert!(text.contains("never runs it unsandboxed"), "{text}");
+}
