@@ -109,17 +109,7 @@ fn open(server: SocketAddr, proxy: Option<(SocketAddr, &str)>) -> TcpStream {
 /// CPU time (user + system) of the whole process so far: the client, the
 /// server and the proxy's threads all run in it.
 fn cpu() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    match getrusage(UsageWho::RUSAGE_SELF) {
-        Ok(u) => {
-            let t = |tv: nix::sys::time::TimeVal| {
-                Duration::from_secs(tv.tv_sec().max(0) as u64)
-                    + Duration::from_micros(tv.tv_usec().max(0) as u64)
-            };
-            t(u.user_time()) + t(u.system_time())
-        }
-        Err(_) => Duration::ZERO,
-    }
+    vetto::sandbox::os::process_cpu_time().unwrap_or(Duration::ZERO)
 }
 
 /// Send `total` bytes and wait for the server's acknowledgement: wall time

@@ -64,17 +64,23 @@ pub enum TierRequest {
     Auto,
     /// Exactly this tier, or a refusal.
     Exactly(Tier),
+    /// The experimental Windows AppContainer backend (off the Linux
+    /// ladder: it is not stronger or weaker than a Linux tier, it is
+    /// another platform's). Refused until it is built.
+    AppContainer,
 }
 
 impl FromStr for TierRequest {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s == "auto" {
-            Ok(TierRequest::Auto)
-        } else {
-            s.parse().map(TierRequest::Exactly).map_err(|_| {
-                format!("unknown tier `{s}`; expected one of: auto, full, fs-only, seccomp")
-            })
+        match s {
+            "auto" => Ok(TierRequest::Auto),
+            "appcontainer" => Ok(TierRequest::AppContainer),
+            _ => s.parse().map(TierRequest::Exactly).map_err(|_| {
+                format!(
+                    "unknown tier `{s}`; expected one of: auto, full, fs-only, seccomp, appcontainer"
+                )
+            }),
         }
     }
 }

@@ -8,6 +8,8 @@
 //! Every job runs as the unprivileged user of `util` (the steps and vetto
 //! alike), in a fresh world whose project is the workspace.
 
+// Unix modes and tests/util (Unix users and signals).
+#![cfg(unix)]
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,

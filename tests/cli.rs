@@ -5,6 +5,9 @@
 //! succeeds bare and fails inside `vetto run`, at `--tier fs-only` and
 //! `--tier full`.
 
+// tests/util drops to an unprivileged Unix user and reads Unix exit
+// statuses: these tests run on Unix (Windows: the unit tests).
+#![cfg(unix)]
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,

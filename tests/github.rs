@@ -601,7 +601,7 @@ fn a_summary_planted_as_a_link_is_never_posted() {
     std::fs::write(&secret, "PRIVATE KEY MATERIAL").unwrap();
     let dir = tmp.path().join("vetto-report");
     std::fs::create_dir(&dir).unwrap();
-    std::os::unix::fs::symlink(&secret, dir.join("summary.md")).unwrap();
+    vetto::sandbox::os::symlink(&secret, &dir.join("summary.md")).unwrap();
     // Followed, the read returns the secret.
     assert_eq!(
         std::fs::read_to_string(dir.join("summary.md")).unwrap(),

@@ -11,6 +11,7 @@
 //! A test whose kernel feature is missing prints `SKIP` and passes, unless
 //! `VETTO_TEST_REQUIRE` promises the feature (then it fails).
 
+#![cfg(unix)]
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -11,6 +11,8 @@
 //! the SECCOMP tier (no filesystem isolation, `--allow-degraded`) the
 //! filesystem probes do — so a pass is not vacuous.
 
+// `vetto verify` probes Unix kernels; tests/util is Unix-only.
+#![cfg(unix)]
 #![expect(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -227,8 +227,12 @@ pub struct PolicyArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// auto (default): the strongest tier the host offers; a named tier runs exactly that tier or refuses
-    #[arg(long, value_name = "auto|full|fs-only|seccomp", default_value = "auto")]
+    /// auto (default): the strongest tier the host offers; a named tier runs exactly that tier or refuses (appcontainer: experimental, Windows; refused in this version)
+    #[arg(
+        long,
+        value_name = "auto|full|fs-only|seccomp|appcontainer",
+        default_value = "auto"
+    )]
     pub tier: crate::plan::TierRequest,
     /// Accept a tier that cannot enforce every rule of the policy
     #[arg(long = "allow-degraded")]

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use nix::errno::Errno;
+use crate::sandbox::os::Errno;
 
 use super::{Availability, CgroupMemory, Confinement, HostCaps, KernelVersion};
 use crate::sandbox::caps::{self, SeccompAction};
@@ -163,7 +163,7 @@ fn cgroup_memory() -> CgroupMemory {
         return cgroup_verdict(&CgroupFacts::default());
     };
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-    let can_write = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+    let can_write = |p: &Path| crate::sandbox::os::can_write(p);
     let me = std::process::id().to_string();
     let facts = CgroupFacts {
         controllers: read("cgroup.controllers"),

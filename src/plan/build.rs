@@ -49,6 +49,41 @@ pub fn build(
     )
 }
 
+/// `--tier appcontainer`: nothing runs. Off Windows the platform has no
+/// AppContainer; on Windows the grant plan's own refusals come first, and
+/// a policy it could grant still waits for the launcher (the container
+/// profile, the ACL grants to its SID, the Job Object), which this vetto
+/// version does not build: the job never runs unsandboxed.
+pub(super) fn appcontainer_refusal(policy: &Policy, os: &str) -> Refusal {
+    let rule = "--tier appcontainer".to_owned();
+    if os != "windows" {
+        return Refusal {
+            tier: None,
+            rule,
+            missing: KernelFeature::AppContainer,
+            detail: format!("AppContainer exists only on Windows; this is {os}"),
+            hint: "pass --tier auto (or full, fs-only, seccomp) for this platform's sandbox".into(),
+        };
+    }
+    let detail = match super::appcontainer::plan(policy, None) {
+        Err(refusals) => refusals
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+        Ok(_) => "the grant plan holds, but the AppContainer launcher (container profile, \
+                  ACL grants to its SID, Job Object) is not built in this vetto version"
+            .into(),
+    };
+    Refusal {
+        tier: None,
+        rule,
+        missing: KernelFeature::NotImplemented,
+        detail,
+        hint: "run the job under vetto on Linux or macOS; vetto never runs it unsandboxed".into(),
+    }
+}
+
 /// A shortfall of one tier for this policy: what it cannot enforce and why.
 #[derive(Debug, Clone)]
 struct Gap {
@@ -91,6 +126,9 @@ pub fn build_with_view(
     options: &BuildOptions,
     view: &dyn FsView,
 ) -> Result<Plan, Refusal> {
+    if request == TierRequest::AppContainer {
+        return Err(appcontainer_refusal(policy, std::env::consts::OS));
+    }
     check_unix_sockets(policy, view)?;
     if options.audit {
         return audit_plan(policy, host, options);
@@ -104,6 +142,7 @@ pub fn build_with_view(
             .filter(|t| *t >= floor)
             .collect(),
         TierRequest::Auto => Tier::ALL.into_iter().filter(|t| *t >= floor).collect(),
+        TierRequest::AppContainer => Vec::new(),
     };
     if let TierRequest::Exactly(t) = request
         && t < floor

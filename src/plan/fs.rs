@@ -232,14 +232,12 @@ pub struct RealFs;
 
 impl FsView for RealFs {
     fn socket_at(&self, path: &Path) -> Option<PathBuf> {
-        use std::os::unix::fs::FileTypeExt;
         let real = std::fs::canonicalize(path).ok()?;
         let md = std::fs::symlink_metadata(&real).ok()?;
-        md.file_type().is_socket().then_some(real)
+        crate::sandbox::os::is_socket(&md.file_type()).then_some(real)
     }
 
     fn kind(&self, path: &Path) -> Option<EntryKind> {
-        use std::os::unix::fs::MetadataExt;
         let md = std::fs::symlink_metadata(path).ok()?;
         let ft = md.file_type();
         Some(if ft.is_symlink() {
@@ -247,7 +245,9 @@ impl FsView for RealFs {
         } else if ft.is_dir() {
             EntryKind::Dir
         } else if ft.is_file() {
-            EntryKind::File { nlink: md.nlink() }
+            EntryKind::File {
+                nlink: crate::sandbox::os::nlink(&md),
+            }
         } else {
             EntryKind::Other
         })

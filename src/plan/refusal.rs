@@ -17,6 +17,8 @@ pub enum KernelFeature {
     SeccompUserNotify,
     /// A capability vetto has not built for this tier yet.
     NotImplemented,
+    /// Windows' AppContainer (`--tier appcontainer`).
+    AppContainer,
     /// A listening unix socket at the path a rule names (not a kernel
     /// feature: the host's state when the session starts).
     UnixSocket,
@@ -34,6 +36,7 @@ impl fmt::Display for KernelFeature {
                 f.write_str("seccomp user notification (Linux 5.19+)")
             }
             KernelFeature::NotImplemented => f.write_str("support in this vetto version"),
+            KernelFeature::AppContainer => f.write_str("Windows AppContainer"),
             KernelFeature::UnixSocket => f.write_str("a unix socket at that path"),
             KernelFeature::Seatbelt => f.write_str("macOS Seatbelt (sandbox_init)"),
         }

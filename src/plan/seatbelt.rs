@@ -408,10 +408,9 @@ pub fn with_real_paths(policy: &Policy, view: &dyn FsView) -> Policy {
 mod tests {
     #![expect(clippy::unwrap_used, reason = "tests")]
 
-    use std::ffi::OsString;
-
     use super::*;
     use crate::policy::{EnvPolicy, FsRule, Limits, Origin, UnixSocket};
+    use std::ffi::OsString;
 
     fn rule(path: impl Into<PathBuf>, access: Access) -> FsRule {
         FsRule {
@@ -471,14 +470,11 @@ mod tests {
             PathBuf::from("/Users/dev/#\"regex\"#|"),
         ];
         // Non-UTF-8 bytes: a Unix path may hold them (APFS refuses them, but
-        // the profile must not care).
-        #[cfg(unix)]
-        {
-            use std::os::unix::ffi::OsStringExt;
-            names.push(PathBuf::from(OsString::from_vec(
-                b"/Users/dev/bad-\xff\xfe-utf8".to_vec(),
-            )));
-        }
+        // the profile must not care); Windows names cannot.
+        names.extend(
+            crate::sandbox::os::os_string_from_bytes(b"/Users/dev/bad-\xff\xfe-utf8".to_vec())
+                .map(PathBuf::from),
+        );
         names
     }
 

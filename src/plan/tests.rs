@@ -947,3 +947,35 @@ fn linux_tiers_are_refused_on_macos_and_seatbelt_on_linux() {
             .is_ok_and(|p| p.tier == Tier::Full && p.seatbelt.is_none())
     );
 }
+
+#[test]
+fn appcontainer_parses_and_is_refused_off_windows_in_true_words() {
+    assert_eq!(
+        "appcontainer".parse::<TierRequest>(),
+        Ok(TierRequest::AppContainer)
+    );
+    let r = build::appcontainer_refusal(&policy(project_rules()), "linux");
+    assert_eq!(r.missing, KernelFeature::AppContainer);
+    assert_eq!(r.tier, None);
+    let text = r.to_string();
+    assert!(
+        text.contains("AppContainer exists only on Windows; this is linux"),
+        "{text}"
+    );
+    assert!(text.contains("hint: pass --tier auto"), "{text}");
+    // Through the planner on this host, too: nothing runs.
+    let on_host = build_on(&HostCaps::everything(), TierRequest::AppContainer);
+    assert!(on_host.is_err());
+}
+
+#[test]
+fn appcontainer_on_windows_refuses_until_the_launcher_is_built() {
+    let r = build::appcontainer_refusal(&policy(project_rules()), "windows");
+    assert_eq!(r.missing, KernelFeature::NotImplemented);
+    let text = r.to_string();
+    assert!(
+        text.contains("AppContainer launcher") || text.contains("does not"),
+        "{text}"
+    );
+    assert!(text.contains("never runs it unsandboxed"), "{text}");
+}

@@ -12,9 +12,9 @@
 
 use super::walk_cache::{CachedDir, DirStamp, Entry, WalkCache};
 use super::{Access, FsRule};
+use crate::sandbox::os;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 
@@ -71,7 +71,7 @@ pub fn normalise_abs(path: &Path) -> PathBuf {
 /// Absolute with no empty, `.` or `..` component and no trailing `/`:
 /// what [`normalise_abs`] would return unchanged.
 fn is_normal(path: &Path) -> bool {
-    let bytes = path.as_os_str().as_bytes();
+    let bytes = os::os_bytes(path.as_os_str());
     match bytes.split_first() {
         Some((b'/', [])) => true,
         Some((b'/', rest)) => rest
@@ -298,7 +298,7 @@ impl GlobWalker {
                     let entries = self.entries(dir, Some(name), root)?;
                     let found = entries
                         .iter()
-                        .find(|e| e.name.as_bytes() == name.as_bytes())
+                        .find(|e| os::os_bytes(&e.name) == name.as_bytes())
                         .map(|e| e.is_dir);
                     return match found {
                         Some(is_dir) if rest.is_empty() || is_dir => self.walk(&p, rest, out, root),
@@ -324,7 +324,12 @@ impl GlobWalker {
             Seg::Any => {
                 self.walk(dir, rest, out, root)?;
                 for e in self.entries(dir, None, root)?.iter() {
-                    if e.is_dir && !self.skip.iter().any(|s| s.as_bytes() == e.name.as_bytes()) {
+                    if e.is_dir
+                        && !self
+                            .skip
+                            .iter()
+                            .any(|s| s.as_bytes() == os::os_bytes(&e.name))
+                    {
                         self.walk(&dir.join(&e.name), segs, out, root)?;
                     }
                 }
@@ -360,13 +365,19 @@ impl GlobWalker {
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
                 match std::fs::symlink_metadata(dir) {
-                    Ok(m) if m.is_dir() => {
-                        use std::os::unix::fs::MetadataExt;
+                    Ok(m) if m.is_dir() => 'stamped: {
+                        // Without a file identity and a change time
+                        // (Windows) nothing is remembered.
+                        let (Some((dev, ino)), Some(ctime)) =
+                            (os::file_id(&m), os::change_time(&m))
+                        else {
+                            break 'stamped None;
+                        };
                         let stamp = DirStamp {
-                            dev: m.dev(),
-                            ino: m.ino(),
-                            mtime: (m.mtime(), m.mtime_nsec()),
-                            ctime: (m.ctime(), m.ctime_nsec()),
+                            dev,
+                            ino,
+                            mtime: os::modify_time(&m),
+                            ctime,
                         };
                         let trust = memory.trust;
                         let trusted = *memory
@@ -485,8 +496,10 @@ pub fn glob_component(pattern: &str, name: &str) -> bool {
 /// component boundary is exact — and far cheaper than `Path::starts_with`,
 /// which matters on the startup path where every rule meets every rule.
 pub fn beneath(path: &Path, ancestor: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let (p, a) = (path.as_os_str().as_bytes(), ancestor.as_os_str().as_bytes());
+    let (p, a) = (
+        os::os_bytes(path.as_os_str()),
+        os::os_bytes(ancestor.as_os_str()),
+    );
     if a == b"/" {
         return p.first() == Some(&b'/');
     }

@@ -475,7 +475,7 @@ fn globs_match_without_following_symlinks_and_keep_the_pattern() {
     s.write("a/b/y.pem", "");
     s.write("a/b/y.txt", "");
     s.write("build/z.pem", "");
-    std::os::unix::fs::symlink(s.project.join("a"), s.project.join("link")).unwrap();
+    crate::sandbox::os::symlink(&s.project.join("a"), &s.project.join("link")).unwrap();
     s.write(
         "p.toml",
         "extends = []\n[filesystem]\noutputs = [\"build\"]\ndeny = [\"${PROJECT}/**/*.pem\", \"${PROJECT}/a/?/y.*\", \"${PROJECT}/missing/literal\"]\n",

@@ -27,9 +27,9 @@
 //! that match one of the components the walk asked about (its `set`): a
 //! question about another component is answered by reading the directory.
 
+use crate::sandbox::os::{os_bytes, os_string_from_bytes};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -103,7 +103,7 @@ impl WalkCache {
                     sets.len() - 1
                 }
             };
-            put_bytes(&mut body, path.as_os_str().as_bytes());
+            put_bytes(&mut body, os_bytes(path.as_os_str()));
             for v in [d.stamp.dev, d.stamp.ino] {
                 body.extend_from_slice(&v.to_le_bytes());
             }
@@ -119,7 +119,7 @@ impl WalkCache {
             put_u32(&mut body, d.entries.len());
             for e in d.entries.iter() {
                 body.push(u8::from(e.is_dir));
-                put_bytes(&mut body, e.name.as_bytes());
+                put_bytes(&mut body, os_bytes(&e.name));
             }
         }
         put_u32(&mut out, sets.len());
@@ -159,7 +159,7 @@ impl WalkCache {
         let ndirs = r.u32()?;
         let mut dirs = HashMap::new();
         for _ in 0..ndirs {
-            let path = PathBuf::from(OsString::from_vec(r.bytes()?.to_vec()));
+            let path = PathBuf::from(os_string_from_bytes(r.bytes()?.to_vec())?);
             if !path.is_absolute() {
                 return None;
             }
@@ -186,7 +186,7 @@ impl WalkCache {
                     return None;
                 }
                 entries.push(Entry {
-                    name: OsString::from_vec(name.to_vec()),
+                    name: os_string_from_bytes(name.to_vec())?,
                     is_dir,
                 });
             }
@@ -248,10 +248,13 @@ impl<'a> Reader<'a> {
     }
 }
 
-#[cfg(test)]
+// Unix names and paths: non-UTF-8 bytes, `/`-rooted (the cache is only
+// written where directories have an identity and a change time).
+#[cfg(all(test, unix))]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
     fn sample() -> WalkCache {
         let set = Rc::new(BTreeSet::from(["*.pem".to_string(), ".env".to_string()]));

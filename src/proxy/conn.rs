@@ -3,9 +3,9 @@
 //! check the TLS server name, copy both ways, and log one
 //! [`Event::Connection`] (plus a violation when it was refused).
 
+use crate::sandbox::os::AsFd;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -15,18 +15,27 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
+// The Unix vocabulary (file identity, modes, descriptors, errno, signals)
+// the rest of vetto speaks, and Windows' answers to it.
+#[cfg(unix)]
+#[path = "os_unix.rs"]
+pub mod os;
+#[cfg(windows)]
+#[path = "windows/os.rs"]
+pub mod os;
+
 /// FULL with filtered egress: the sockets the stage made inside the job's
 /// network namespace and handed to vetto.
 #[derive(Debug, Default)]
 pub struct EgressSockets {
     /// The proxy's explicit listeners (127.0.0.1 and ::1, port 3128).
-    pub explicit: Vec<std::os::fd::OwnedFd>,
+    pub explicit: Vec<os::OwnedFd>,
     /// The proxy's redirected listeners (127.0.0.1 and ::1, port 3129).
-    pub redirected: Vec<std::os::fd::OwnedFd>,
+    pub redirected: Vec<os::OwnedFd>,
     /// The DNS stub's UDP socket (127.0.0.53:53).
-    pub dns: Option<std::os::fd::OwnedFd>,
+    pub dns: Option<os::OwnedFd>,
     /// Transparent listeners (0.0.0.0, the stub's ports).
-    pub transparent: Vec<std::os::fd::OwnedFd>,
+    pub transparent: Vec<os::OwnedFd>,
 }
 
 pub use imp::{
@@ -38,6 +47,10 @@ pub use imp::{
 #[path = "macos/sandbox_log.rs"]
 pub mod sandbox_log;
 // Writing outside the sandbox without following what a job planted.
+#[cfg(unix)]
+pub mod safe_fs;
+#[cfg(windows)]
+#[path = "windows/safe_fs.rs"]
 pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;

@@ -3,8 +3,9 @@
 //! and `vetto policy`, `vetto report` and `vetto doctor` work there.
 
 use std::ffi::OsString;
-use std::os::fd::OwnedFd;
 use std::process::ExitCode;
+
+use crate::sandbox::os::OwnedFd;
 
 use crate::plan::Plan;
 
@@ -81,7 +82,7 @@ pub fn start_stage(
 pub mod notify {
     /// The sockets it would name are never handed out here.
     pub fn local_inet_addr(
-        _sock: std::os::fd::BorrowedFd<'_>,
+        _sock: crate::sandbox::os::BorrowedFd<'_>,
     ) -> std::io::Result<std::net::SocketAddr> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
@@ -92,17 +93,17 @@ pub mod dead_net {
     #[derive(Debug)]
     pub struct DeadNet {
         // Never made here; the Linux one owns its helper's channel.
-        _channel: std::os::fd::OwnedFd,
+        _channel: crate::sandbox::os::OwnedFd,
     }
     pub type Started = (DeadNet, Vec<std::net::UdpSocket>);
     impl DeadNet {
         pub fn start() -> std::io::Result<Started> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
-        pub fn socket(&self, _v6: bool) -> std::io::Result<std::os::fd::OwnedFd> {
+        pub fn socket(&self, _v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
-        pub fn holds(&self, _sock: std::os::fd::BorrowedFd<'_>) -> bool {
+        pub fn holds(&self, _sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
             false
         }
     }
@@ -144,8 +145,8 @@ pub mod terminal {
 
 /// No notification server: nothing to answer.
 pub mod notify_server {
+    use crate::sandbox::os::OwnedFd;
     use std::io;
-    use std::os::fd::OwnedFd;
     use std::sync::mpsc::Sender;
 
     use crate::plan::fs::NotifyPlan;
@@ -193,8 +194,8 @@ pub mod notify_server {
 /// `--max-memory` shares: there is never a sandbox here to share among.
 /// No `splice(2)`: the proxy copies through user space.
 pub mod splice {
+    use crate::sandbox::os::BorrowedFd;
     use std::io;
-    use std::os::fd::BorrowedFd;
 
     #[derive(Debug)]
     pub struct Pipe {
@@ -263,7 +264,7 @@ pub mod process {
     pub struct SignalWaiter;
 
     impl SignalWaiter {
-        pub fn block(_signals: &[nix::sys::signal::Signal]) -> nix::Result<Self> {
+        pub fn block(_signals: &[crate::sandbox::os::Signal]) -> crate::sandbox::os::Result<Self> {
             Ok(SignalWaiter)
         }
 
@@ -273,17 +274,17 @@ pub mod process {
         }
     }
 
-    pub fn harden_supervisor() -> nix::Result<()> {
+    pub fn harden_supervisor() -> crate::sandbox::os::Result<()> {
         Ok(())
     }
 
-    pub fn try_wait(_pid: i32) -> Option<nix::sys::wait::WaitStatus> {
+    pub fn try_wait(_pid: i32) -> Option<crate::sandbox::os::WaitStatus> {
         None
     }
 
     pub fn reap_orphans(_keep: i32) {}
 
-    pub fn send(_pid: i32, _sig: nix::sys::signal::Signal) {}
+    pub fn send(_pid: i32, _sig: crate::sandbox::os::Signal) {}
 
     pub fn kill_all_descendants() {}
 
@@ -338,8 +339,8 @@ pub fn ctime_clock_now() -> (i64, i64) {
 
 /// `vetto verify`'s host-side helpers: nothing to build without a backend.
 pub mod verify_host {
+    use crate::sandbox::os::UnixListener;
     use std::io;
-    use std::os::unix::net::UnixListener;
 
     pub fn bind_abstract(_name: &[u8]) -> io::Result<UnixListener> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
@@ -438,7 +439,7 @@ pub mod try_syscall {
 
 /// Kernel capability questions: on this platform every answer is "not supported".
 pub mod caps {
-    use nix::errno::Errno;
+    use crate::sandbox::os::Errno;
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct Uname {
@@ -497,7 +498,7 @@ pub mod caps {
         Err(Errno::ENOSYS)
     }
     pub fn effective_uid() -> u32 {
-        nix::unistd::geteuid().as_raw()
+        crate::sandbox::os::effective_uid()
     }
     pub fn try_user_namespace_in_child() -> Result<(), ChildTestError> {
         Err(ChildTestError::Abnormal(

@@ -3,7 +3,6 @@
 //! directory or above it, and the policy leaves the job a project, a
 //! working directory and a command it can reach.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::plan::Plan;
@@ -59,5 +58,5 @@ pub fn reachable(
 
 /// A regular file with an execute bit (what `execvp` would try).
 fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m))
 }

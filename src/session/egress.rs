@@ -73,13 +73,13 @@ type Who = (crate::events::ProcessInfo, Option<crate::events::Package>);
 /// the oldest copy is closed first (its queries are then recorded without
 /// the process).
 #[derive(Debug, Default)]
-struct UdpOwners(Mutex<std::collections::VecDeque<(std::os::fd::OwnedFd, Who)>>);
+struct UdpOwners(Mutex<std::collections::VecDeque<(crate::sandbox::os::OwnedFd, Who)>>);
 
 /// Copies kept at once.
 const MAX_UDP_OWNERS: usize = 256;
 
 impl UdpOwners {
-    fn add(&self, fd: std::os::fd::OwnedFd, who: Who) {
+    fn add(&self, fd: crate::sandbox::os::OwnedFd, who: Who) {
         if let Ok(mut owners) = self.0.lock() {
             if owners.len() >= MAX_UDP_OWNERS {
                 owners.pop_front();
@@ -90,7 +90,7 @@ impl UdpOwners {
 
     /// Who holds the socket a datagram from `peer` came from.
     fn of(&self, peer: SocketAddr) -> Option<Who> {
-        use std::os::fd::AsFd;
+        use crate::sandbox::os::AsFd;
         let owners = self.0.lock().ok()?;
         owners
             .iter()
@@ -196,7 +196,7 @@ impl EgressBroker for Broker {
         &self,
         v6: bool,
         process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
         let net = self.dead_net.lock().ok()?;
         let made = net.as_ref()?.socket(v6);
         Some(made.and_then(|fd| {
@@ -207,7 +207,7 @@ impl EgressBroker for Broker {
         }))
     }
 
-    fn is_dead_net(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool {
+    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
         self.dead_net
             .lock()
             .ok()

@@ -182,9 +182,9 @@ fn step_outputs(model: &Model) -> String {
 
 /// The same directory entry (not following a link at either name).
 fn same_entry(a: &Path, b: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
+    use crate::sandbox::os::file_id;
     match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
-        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        (Ok(x), Ok(y)) => file_id(&x).is_some_and(|id| file_id(&y) == Some(id)),
         _ => false,
     }
 }

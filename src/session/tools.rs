@@ -12,7 +12,6 @@
 //! (`policy::tools::url_host`).
 
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -53,12 +52,7 @@ impl RealHost<'_> {
             .split(':')
             .filter(|d| d.starts_with('/'))
             .map(|d| Path::new(d).join(program))
-            .find(|p| {
-                std::fs::metadata(p).is_ok_and(|m| {
-                    use std::os::unix::fs::PermissionsExt;
-                    m.is_file() && m.permissions().mode() & 0o111 != 0
-                })
-            })
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m)))
     }
 }
 
@@ -92,14 +86,13 @@ impl HostView for RealHost<'_> {
             })
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .process_group(0);
+            .stderr(Stdio::null());
         for name in ["USER", "LOGNAME"].iter().chain(pass) {
             if let Some(v) = self.get(name) {
                 cmd.env(name, v);
             }
         }
-        let mut child = cmd.spawn().ok()?;
+        let mut child = crate::sandbox::os::spawn_own_group(&mut cmd).ok()?;
         let stdout = child.stdout.take()?;
         let reader = std::thread::Builder::new()
             .name("vetto-discover".into())
@@ -121,14 +114,12 @@ impl HostView for RealHost<'_> {
             }
         };
         if status.is_none() {
-            let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            crate::sandbox::os::kill_group(&mut child);
             let _ = child.wait();
         }
         // The group is gone on a timeout; otherwise a grandchild holding
         // the pipe could keep the reader: it reads at most OUTPUT_CAP.
-        let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+        crate::sandbox::os::kill_group(&mut child);
         let out = reader.and_then(|r| r.join().ok())?;
         match status {
             Some(s) if s.success() => String::from_utf8(out).ok(),

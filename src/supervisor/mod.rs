@@ -4,8 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::Signal;
-use nix::sys::wait::WaitStatus;
+use crate::sandbox::os::{Signal, WaitStatus};
 
 pub mod notify;
 pub mod output;
@@ -45,7 +44,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// Prepare this process to supervise: subreaper, non-dumpable, and the
 /// forwarded signals blocked so they queue for the wait loop (threads
 /// started afterwards inherit the mask, so no thread dies of SIGTERM).
-pub fn prepare() -> nix::Result<SignalWaiter> {
+pub fn prepare() -> crate::sandbox::os::Result<SignalWaiter> {
     process::harden_supervisor()?;
     SignalWaiter::block(&FORWARDED)
 }
@@ -180,8 +179,7 @@ fn scrub_shared(
     before: &[(PathBuf, HashSet<OsString>)],
     created: Option<&notify::SharedCreations>,
 ) -> (Vec<PathBuf>, u64) {
-    use std::os::unix::fs::MetadataExt;
-    let uid = nix::unistd::getuid().as_raw();
+    let uid = crate::sandbox::os::current_uid();
     let mut removed = Vec::new();
     let mut unattributed = 0;
     for (dir, old) in before {
@@ -192,7 +190,7 @@ fn scrub_shared(
             let Ok(md) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if md.uid() != uid {
+            if crate::sandbox::os::owner_uid(&md) != Some(uid) {
                 continue;
             }
             if !seen.is_some_and(|(_, names)| names.contains(name)) {
@@ -372,7 +370,7 @@ pub fn run(
                 && !procs_limit_seen
                 && match limit.counts {
                     crate::sandbox::NprocCount::UserTasks => {
-                        process::tasks_of_uid(nix::unistd::getuid().as_raw())
+                        process::tasks_of_uid(crate::sandbox::os::current_uid())
                     }
                     crate::sandbox::NprocCount::SandboxTasks => process::tasks_of_descendants(),
                 } >= limit.max
@@ -705,18 +703,13 @@ const MAX_MANIFESTS: usize = 256;
 fn read_manifest(path: &Path) -> Option<String> {
     use std::collections::HashMap;
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     use std::sync::{Mutex, OnceLock};
     static READ: OnceLock<Mutex<HashMap<PathBuf, Option<String>>>> = OnceLock::new();
     let cache = READ.get_or_init(Mutex::default);
     if let Some(text) = cache.lock().ok()?.get(path) {
         return text.clone();
     }
-    let flags = nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK;
-    let text = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits())
-        .open(path)
+    let text = crate::sandbox::os::open_nofollow_nonblock(path)
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
         .and_then(|f| {

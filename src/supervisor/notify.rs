@@ -46,10 +46,10 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
         &self,
         v6: bool,
         process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<std::os::fd::OwnedFd>>;
+    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>>;
     /// `sock` is one made by [`Self::udp_socket`]'s namespace: whatever it
     /// connects to is in that namespace, and is performed as asked.
-    fn is_dead_net(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool;
+    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool;
 }
 
 /// What the supervisor did with one notification.

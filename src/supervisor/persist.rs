@@ -44,6 +44,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Timestamp, Violation};
+use crate::sandbox::os;
 
 /// A time on the clock the kernel stamps `ctime` with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -516,34 +517,35 @@ pub struct RealTree;
 
 impl Tree for RealTree {
     fn lstat(&self, path: &Path) -> Option<Meta> {
-        use std::os::unix::fs::MetadataExt;
         let md = std::fs::symlink_metadata(path).ok()?;
+        // Windows keeps no change time: the modification time, which a
+        // job can set back, stands in (docs/windows.md).
+        let (sec, nsec) = os::change_time(&md).unwrap_or_else(|| os::modify_time(&md));
         Some(Meta {
             kind: kind_of(md.file_type()),
-            ctime: Stamp {
-                sec: md.ctime(),
-                nsec: md.ctime_nsec(),
-            },
+            ctime: Stamp { sec, nsec },
         })
     }
 
     fn identity(&self, path: &Path) -> Option<Identity> {
         use std::io::Read;
-        use std::os::unix::fs::MetadataExt;
         /// Content read to tell a change the stamps may hide (a write in
         /// the same tick): config files and hooks are small.
         const MAX_CONTENT: u64 = 1 << 20;
         let md = std::fs::symlink_metadata(path).ok()?;
         let mut id = Vec::new();
+        let (dev, ino) = os::file_id(&md).unwrap_or((0, 0));
+        let mtime = os::modify_time(&md);
+        let ctime = os::change_time(&md).unwrap_or((0, 0));
         for n in [
-            md.dev(),
-            md.ino(),
-            u64::from(md.mode()),
-            md.size(),
-            md.mtime() as u64,
-            md.mtime_nsec() as u64,
-            md.ctime() as u64,
-            md.ctime_nsec() as u64,
+            dev,
+            ino,
+            u64::from(os::mode(&md)),
+            md.len(),
+            mtime.0 as u64,
+            mtime.1 as u64,
+            ctime.0 as u64,
+            ctime.1 as u64,
         ] {
             id.extend_from_slice(&n.to_le_bytes());
         }
@@ -943,7 +945,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("vetto-persist-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("real")).unwrap_or_default();
-        std::os::unix::fs::symlink(dir.join("real"), dir.join("link")).unwrap_or_default();
+        os::symlink(&dir.join("real"), &dir.join("link")).unwrap_or_default();
         let kinds = RealTree.list(&dir, 10).unwrap_or_default();
         assert!(kinds.contains(&(OsString::from("link"), Kind::Symlink)));
         assert!(kinds.contains(&(OsString::from("real"), Kind::Dir)));

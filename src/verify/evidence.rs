@@ -1,7 +1,6 @@
 //! Deciding each probe's result from what is observed outside the sandbox.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -54,9 +53,9 @@ struct GitPrint {
 impl GitPrint {
     fn of(p: &Path) -> GitPrint {
         let ino = |path: &Path| {
-            fs::symlink_metadata(path)
-                .ok()
-                .map(|m| (m.dev(), m.ino(), m.is_dir()))
+            fs::symlink_metadata(path).ok().and_then(|m| {
+                crate::sandbox::os::file_id(&m).map(|(dev, ino)| (dev, ino, m.is_dir()))
+            })
         };
         let names = |path: &Path| {
             let mut v: Vec<String> = fs::read_dir(path)
@@ -510,7 +509,8 @@ fn target_name(t: Target) -> &'static str {
     }
 }
 
-#[cfg(test)]
+// Unix exit statuses and `/tmp`.
+#[cfg(all(test, unix))]
 mod tests {
     use std::os::unix::process::ExitStatusExt;
     use std::process::ExitStatus;

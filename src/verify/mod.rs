@@ -300,7 +300,7 @@ fn not_applicable(spec: &Spec, ctx: &Context) -> Option<String> {
             .then(|| "only x86_64 has the x32 and i386 syscall ABIs".to_owned()),
         Applies::Git => (!ctx.git).then(|| "git is not installed".to_owned()),
         Applies::Setuid => ctx.setuid.is_none().then(|| {
-            if nix::unistd::geteuid().is_root() {
+            if crate::sandbox::os::is_root() {
                 "vetto runs as root: a setuid-root binary has nothing to gain".to_owned()
             } else {
                 "no setuid-root binary (passwd, su, chsh, …) is installed".to_owned()
@@ -448,6 +448,7 @@ fn summarise(
         requested: match options.tier {
             TierRequest::Auto => "auto".to_owned(),
             TierRequest::Exactly(t) => t.to_string(),
+            TierRequest::AppContainer => "appcontainer".to_owned(),
         },
         net: if options.net_host { "host" } else { "off" },
         allow_degraded: options.allow_degraded,

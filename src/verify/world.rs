@@ -4,12 +4,11 @@
 //! the user's own is read or touched; everything lives in one temporary
 //! directory removed when the world is dropped.
 
+use crate::sandbox::os::{UnixListener, symlink};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, TcpListener, UdpSocket};
-use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
-use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -207,8 +206,7 @@ impl World {
         // The vetto binary, so the probe can be executed inside every tier.
         let exe = std::env::current_exe().map_err(WorldError::OwnExe)?;
         fs::copy(&exe, &self.bin).map_err(create(&self.bin))?;
-        fs::set_permissions(&self.bin, fs::Permissions::from_mode(0o755))
-            .map_err(create(&self.bin))?;
+        crate::sandbox::os::set_mode(&self.bin, 0o755).map_err(create(&self.bin))?;
 
         self.git = make_project(&self.template, home, &self.canary(Canary::DotEnv))?;
         Ok(())
@@ -585,7 +583,7 @@ fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         if ty.is_dir() {
             copy_tree(&src, &dst)?;
         } else if ty.is_symlink() {
-            symlink(fs::read_link(&src)?, &dst)?;
+            symlink(&fs::read_link(&src)?, &dst)?;
         } else {
             fs::copy(&src, &dst)?;
         }
@@ -608,12 +606,13 @@ fn spawn_sleep(arg: &str, secret: Option<String>) -> io::Result<Child> {
 }
 
 fn find_setuid() -> Option<PathBuf> {
-    if nix::unistd::geteuid().is_root() {
+    if crate::sandbox::os::is_root() {
         return None;
     }
-    SETUID_CANDIDATES.iter().map(PathBuf::from).find(|p| {
-        fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o4000 != 0 && m.uid() == 0)
-    })
+    SETUID_CANDIDATES
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_setuid_root(&m)))
 }
 
 /// The one-letter state of a process (`R`, `S`, `T`, `Z`, …).
