@@ -170,7 +170,7 @@ impl Denials {
         let (tx, rx) = mpsc::channel();
         let (ready_tx, ready_rx) = mpsc::channel();
         std::thread::Builder::new()
-            .name("vetto-sandbox-log".into())
+            .name("vetto-seatbelt-log".into())
             .spawn(move || {
                 let mut reader = BufReader::new(out);
                 let mut line = Vec::new();
