@@ -63,7 +63,32 @@ pub struct PolicyPlans {
     pub tiers: Vec<TierPlan>,
     /// What `vetto run` (tier auto) would take here; `None`: it refuses.
     pub auto: Option<Tier>,
+    /// macOS: what the policy compiles to under Seatbelt, and what that
+    /// tier does less well than Linux.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seatbelt: Option<SeatbeltDoctor>,
 }
+
+/// The SEATBELT tier's part of `vetto doctor` (macOS).
+#[derive(Debug, Clone, Serialize)]
+pub struct SeatbeltDoctor {
+    /// `sw_vers -productVersion`, when it answered.
+    pub os_version: Option<String>,
+    /// Each rule and the SBPL it became.
+    pub compiled: Vec<crate::plan::seatbelt::CompiledRule>,
+    /// Where this tier is weaker than Linux's (docs/macos.md).
+    pub weaker: &'static [&'static str],
+}
+
+/// docs/macos.md, "What is weaker", one line each.
+pub const SEATBELT_WEAKER: &[&str] = &[
+    "reads are broad: everything not masked is readable (path-fragmented read rules make dyld abort)",
+    "the set-id exec rule is unverified on current macOS",
+    "a process that leaves the job's process group and is orphaned to launchd escapes the final kill",
+    "--max-memory: RLIMIT_DATA is loosely enforced; vetto's RSS sampler holds the tree's limit",
+    "violations come from the unified log, which can drop lines under load; a process that ended before vetto saw it is not named",
+    "filtered egress (--allow-domain) is refused: only --net off or --net host",
+];
 
 /// One tier's plan, summarised; or why it refuses the policy.
 #[derive(Debug, Clone, Serialize)]
@@ -118,13 +143,20 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
             },
         )
         .collect();
-    let auto = plan::build(&policy, host, TierRequest::Auto, &options)
-        .ok()
-        .map(|p| p.tier);
+    let auto_plan = plan::build(&policy, host, TierRequest::Auto, &options).ok();
+    let auto = auto_plan.as_ref().map(|p| p.tier);
+    let seatbelt = auto_plan
+        .and_then(|p| p.seatbelt)
+        .map(|profile| SeatbeltDoctor {
+            os_version: crate::sandbox::os_version(),
+            compiled: profile.compiled,
+            weaker: SEATBELT_WEAKER,
+        });
     Some(PolicyPlans {
         sources: policy.sources.iter().map(|s| s.name.clone()).collect(),
         tiers,
         auto,
+        seatbelt,
     })
 }
 
@@ -357,8 +389,33 @@ pub fn render(report: &DoctorReport) -> String {
     );
     if let Some(plans) = &report.policy {
         render_policy(&mut out, plans);
+        if let Some(sb) = &plans.seatbelt {
+            render_seatbelt(&mut out, sb);
+        }
     }
     out
+}
+
+/// The policy under Seatbelt: each rule, the SBPL it became (paths are
+/// parameters, shown by name), and what is weaker than Linux.
+fn render_seatbelt(out: &mut String, sb: &SeatbeltDoctor) {
+    let _ = writeln!(out);
+    let version = sb.os_version.as_deref().unwrap_or("version unknown");
+    let _ = writeln!(
+        out,
+        "Seatbelt (macOS {}): what each rule compiles to",
+        crate::text::escape(version)
+    );
+    for rule in &sb.compiled {
+        let _ = writeln!(out, "  {}", crate::text::escape(&rule.rule));
+        for line in &rule.sbpl {
+            let _ = writeln!(out, "      {}", crate::text::escape(line));
+        }
+    }
+    let _ = writeln!(out, "weaker than Linux here:");
+    for w in sb.weaker {
+        let _ = writeln!(out, "  - {w}");
+    }
 }
 
 fn tier_makeup(tier: Tier) -> &'static str {
@@ -416,6 +473,34 @@ fn row(out: &mut String, head: &str, text: &str) {
 mod tests {
     use super::*;
     use crate::host::{Availability, Confinement};
+
+    /// macOS: each rule and its SBPL, then what is weaker; a rule's text
+    /// (a path the policy names) is printed escaped.
+    #[test]
+    fn doctor_names_what_each_rule_compiles_to_under_seatbelt() {
+        use crate::plan::seatbelt::CompiledRule;
+        let sb = SeatbeltDoctor {
+            os_version: Some("15.1".into()),
+            compiled: vec![
+                CompiledRule {
+                    rule: "write ${PROJECT} (built-in)".into(),
+                    sbpl: vec!["(allow file-write* (subpath (param \"P3\")))".into()],
+                },
+                CompiledRule {
+                    rule: "deny ~/secret\u{1b}[2Jx (vetto.toml:3:9)".into(),
+                    sbpl: vec![
+                        "(deny file-read* (subpath (param \"P7\")))".into(),
+                        "(deny file-write* (subpath (param \"P7\")))".into(),
+                    ],
+                },
+            ],
+            weaker: SEATBELT_WEAKER,
+        };
+        let mut out = String::new();
+        render_seatbelt(&mut out, &sb);
+        assert!(!out.contains('\u{1b}'), "{out}");
+        insta::assert_snapshot!("doctor_seatbelt_section", out);
+    }
 
     fn complete_host() -> HostCaps {
         HostCaps {

@@ -173,6 +173,15 @@ pub fn start_stage(
 }
 
 /// Whether this host has macOS's Seatbelt sandbox (the SEATBELT tier).
+/// The macOS product version (`sw_vers -productVersion`); `None`
+/// elsewhere or when it does not answer.
+pub fn os_version() -> Option<String> {
+    #[cfg(target_os = "macos")]
+    return imp::os_version();
+    #[cfg(not(target_os = "macos"))]
+    None
+}
+
 pub fn seatbelt_availability() -> crate::host::Availability {
     #[cfg(target_os = "macos")]
     return imp::seatbelt_availability();

@@ -54,6 +54,19 @@ const MAX_REQUEST_BYTES: u64 = 64 << 20;
 /// The unified log's command-line reader.
 const LOG: &str = "/usr/bin/log";
 
+/// `sw_vers -productVersion`, bounded: one short line or nothing.
+pub fn os_version() -> Option<String> {
+    let out = std::process::Command::new("/usr/bin/sw_vers")
+        .arg("-productVersion")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let version = text.trim();
+    (out.status.success() && !version.is_empty() && version.len() <= 32).then(|| version.to_owned())
+}
+
 pub fn seatbelt_availability() -> crate::host::Availability {
     // libsandbox is part of every macOS since 10.5; the one thing to check
     // is that this is a Mac whose `sandbox_init` vetto links against.
