@@ -139,6 +139,9 @@ struct Memory {
     prior: WalkCache,
     trust: TrustFs,
     trusted: HashMap<u64, bool>,
+    /// Components every remembered listing keeps the names of, whatever
+    /// the policy asks (another reader of the listings needs them).
+    keep: &'static [&'static str],
     /// A listing was read that the next load can use.
     changed: bool,
 }
@@ -178,12 +181,16 @@ impl GlobWalker {
     }
 
     /// Use (and then keep) a remembered walk; `trust` says which
-    /// filesystems' change times are honest.
-    pub fn remember(&mut self, prior: WalkCache, trust: TrustFs) {
+    /// filesystems' change times are honest; `keep`: components whose
+    /// names every remembered listing keeps (a listing remembered without
+    /// them is read again).
+    pub fn remember(&mut self, prior: WalkCache, trust: TrustFs, keep: &'static [&'static str]) {
+        self.asked.extend(keep.iter().map(|k| (*k).to_string()));
         self.memory = Some(Memory {
             prior,
             trust,
             trusted: HashMap::new(),
+            keep,
             changed: false,
         });
     }
@@ -191,10 +198,14 @@ impl GlobWalker {
     /// The walk to remember for the next load: `None` when nothing was
     /// learnt (every listing came from the cache) or nothing is remembered.
     pub fn into_cache(self) -> Option<WalkCache> {
+        self.into_listings()
+            .and_then(|(cache, changed)| changed.then_some(cache))
+    }
+
+    /// Every remembered listing this load holds (read or recalled), and
+    /// whether any was read anew; `None` when nothing is remembered.
+    pub fn into_listings(self) -> Option<(WalkCache, bool)> {
         let memory = self.memory?;
-        if !memory.changed {
-            return None;
-        }
         let asked = Rc::new(self.asked);
         let mut out = WalkCache::default();
         for (path, l) in self.listings {
@@ -225,7 +236,7 @@ impl GlobWalker {
                 },
             );
         }
-        Some(out)
+        Some((out, memory.changed))
     }
 
     #[cfg(test)]
@@ -379,6 +390,7 @@ impl GlobWalker {
                                 if c.stamp == stamp
                                     && settled
                                     && need.is_none_or(|m| c.set.contains(m))
+                                    && memory.keep.iter().all(|k| c.set.contains(*k))
                                 {
                                     let l = Listing {
                                         entries: Rc::clone(&c.entries),

@@ -1349,7 +1349,7 @@ fn trust_all(_: &Path) -> bool {
 
 fn walk_pem(project: &Path, prior: super::walk_cache::WalkCache) -> (Vec<PathBuf>, GlobWalker) {
     let mut w = GlobWalker::new(vec![]);
-    w.remember(prior, trust_all);
+    w.remember(prior, trust_all, &[]);
     let found = w.expand(&project.join("**/*.pem")).unwrap();
     (found, w)
 }
@@ -1413,7 +1413,7 @@ fn an_untrusted_filesystem_is_never_remembered() {
     let s = scratch();
     s.write("a/x.pem", "k");
     let mut w = GlobWalker::new(vec![]);
-    w.remember(Default::default(), trust_none);
+    w.remember(Default::default(), trust_none, &[]);
     w.expand(&s.project.join("**/*.pem")).unwrap();
     assert!(w.into_cache().is_none());
 }
