@@ -25,6 +25,7 @@ pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;
 pub mod walk_cache;
+mod walk_parallel;
 
 use std::path::{Path, PathBuf};
 

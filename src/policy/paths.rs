@@ -273,9 +273,70 @@ impl GlobWalker {
             out.insert(root);
         } else {
             let root_s = root.display().to_string();
+            if matches!(segs.first(), Some(Seg::Any)) {
+                self.read_ahead(&root, &root_s)?;
+            }
             self.walk(&root, &segs, &mut out, &root_s)?;
         }
         Ok(out.into_iter().collect())
+    }
+
+    /// A first walk (nothing remembered, nothing read yet) of `root`'s
+    /// tree is read by several threads ([`super::walk_parallel`]) before
+    /// the patterns are answered from the listings, serially as always.
+    fn read_ahead(&mut self, root: &Path, root_s: &str) -> Result<(), GlobError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
+        let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
+        if threads < 2 || !cold || !is_dir || self.listings.contains_key(root) {
+            return Ok(());
+        }
+        use std::os::unix::fs::MetadataExt;
+        let trust = self.memory.as_ref().map(|m| m.trust);
+        // Asked once for the root's device, as the serial walk does.
+        let root_dev = std::fs::symlink_metadata(root).map_or(0, |m| m.dev());
+        let root_trusted = trust.is_some_and(|t| t(root));
+        let stamp = move |dir: &Path| -> Option<DirStamp> {
+            let trust = trust?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+            let m = std::fs::symlink_metadata(dir).ok()?;
+            let stamp = DirStamp {
+                dev: m.dev(),
+                ino: m.ino(),
+                mtime: (m.mtime(), m.mtime_nsec()),
+                ctime: (m.ctime(), m.ctime_nsec()),
+            };
+            let trusted = if stamp.dev == root_dev {
+                root_trusted
+            } else {
+                trust(dir)
+            };
+            (m.is_dir() && stamp.settled(now) && trusted).then_some(stamp)
+        };
+        let remaining = self.cap.saturating_sub(self.visited);
+        let Some(reads) =
+            super::walk_parallel::read_tree(root, &self.skip, remaining, threads, &stamp)
+        else {
+            return Err(GlobError::TooLarge {
+                cap: self.cap,
+                root: root_s.to_string(),
+            });
+        };
+        for r in reads {
+            self.count(r.entries.len(), root_s)?;
+            if let (Some(memory), Some(_)) = (&mut self.memory, r.stamp) {
+                memory.changed = true;
+            }
+            let listing = Listing {
+                entries: Rc::new(r.entries),
+                only: None,
+                stamp: r.stamp,
+            };
+            self.listings.insert(r.dir, listing);
+        }
+        Ok(())
     }
 
     fn count(&mut self, n: usize, root: &str) -> Result<(), GlobError> {
