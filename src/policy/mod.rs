@@ -25,6 +25,7 @@ pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;
 pub mod walk_cache;
+mod walk_parallel;
 
 use std::path::{Path, PathBuf};
 
@@ -157,25 +158,38 @@ pub struct WalkMemory {
     pub dir: PathBuf,
     pub prior: walk_cache::WalkCache,
     pub trust: paths::TrustFs,
+    /// Components whose names every remembered listing keeps besides the
+    /// policy's own (the end-of-session persistence check reads them).
+    pub keep: &'static [&'static str],
 }
 
-/// [`load`] with a remembered walk; also returns the walk to remember
-/// next (`None`: nothing new).
+/// What a remembering load walked.
+#[derive(Debug)]
+pub struct Walked {
+    /// Every listing held, read or recalled (see [`GlobWalker::into_listings`]).
+    pub listings: walk_cache::WalkCache,
+    /// Some listing was read anew: worth remembering for the next load.
+    pub learnt: bool,
+}
+
+/// [`load`] with a remembered walk; also returns what was walked.
 pub fn load_remembering(
     req: &LoadRequest,
     memory: WalkMemory,
-) -> (Result<Policy, PolicyError>, Option<walk_cache::WalkCache>) {
+) -> (Result<Policy, PolicyError>, Option<Walked>) {
     load_inner(req, Some(memory))
 }
 
 fn load_inner(
     req: &LoadRequest,
     memory: Option<WalkMemory>,
-) -> (Result<Policy, PolicyError>, Option<walk_cache::WalkCache>) {
+) -> (Result<Policy, PolicyError>, Option<Walked>) {
     let mut walk_dir = None;
     let mut walker = None;
     let policy = load_walking(req, memory, &mut walk_dir, &mut walker);
-    let learnt = walker.and_then(GlobWalker::into_cache);
+    let learnt = walker
+        .and_then(GlobWalker::into_listings)
+        .map(|(listings, learnt)| Walked { listings, learnt });
     let policy = policy.map(|mut p| {
         if let Some(dir) = walk_dir {
             merge::mask_own_dir(
@@ -282,7 +296,7 @@ fn load_walking(
 
     let mut walker = GlobWalker::new(skip);
     if let Some(m) = memory {
-        walker.remember(m.prior, m.trust);
+        walker.remember(m.prior, m.trust, m.keep);
         *walk_dir = Some(m.dir);
     }
     let mut ctx = PathCtx {

@@ -139,6 +139,9 @@ struct Memory {
     prior: WalkCache,
     trust: TrustFs,
     trusted: HashMap<u64, bool>,
+    /// Components every remembered listing keeps the names of, whatever
+    /// the policy asks (another reader of the listings needs them).
+    keep: &'static [&'static str],
     /// A listing was read that the next load can use.
     changed: bool,
 }
@@ -178,12 +181,16 @@ impl GlobWalker {
     }
 
     /// Use (and then keep) a remembered walk; `trust` says which
-    /// filesystems' change times are honest.
-    pub fn remember(&mut self, prior: WalkCache, trust: TrustFs) {
+    /// filesystems' change times are honest; `keep`: components whose
+    /// names every remembered listing keeps (a listing remembered without
+    /// them is read again).
+    pub fn remember(&mut self, prior: WalkCache, trust: TrustFs, keep: &'static [&'static str]) {
+        self.asked.extend(keep.iter().map(|k| (*k).to_string()));
         self.memory = Some(Memory {
             prior,
             trust,
             trusted: HashMap::new(),
+            keep,
             changed: false,
         });
     }
@@ -191,10 +198,14 @@ impl GlobWalker {
     /// The walk to remember for the next load: `None` when nothing was
     /// learnt (every listing came from the cache) or nothing is remembered.
     pub fn into_cache(self) -> Option<WalkCache> {
+        self.into_listings()
+            .and_then(|(cache, changed)| changed.then_some(cache))
+    }
+
+    /// Every remembered listing this load holds (read or recalled), and
+    /// whether any was read anew; `None` when nothing is remembered.
+    pub fn into_listings(self) -> Option<(WalkCache, bool)> {
         let memory = self.memory?;
-        if !memory.changed {
-            return None;
-        }
         let asked = Rc::new(self.asked);
         let mut out = WalkCache::default();
         for (path, l) in self.listings {
@@ -225,7 +236,7 @@ impl GlobWalker {
                 },
             );
         }
-        Some(out)
+        Some((out, memory.changed))
     }
 
     #[cfg(test)]
@@ -262,9 +273,73 @@ impl GlobWalker {
             out.insert(root);
         } else {
             let root_s = root.display().to_string();
+            if matches!(segs.first(), Some(Seg::Any)) {
+                self.read_ahead(&root, &root_s)?;
+            }
             self.walk(&root, &segs, &mut out, &root_s)?;
         }
         Ok(out.into_iter().collect())
+    }
+
+    /// A first walk (nothing remembered, nothing read yet) of `root`'s
+    /// tree is read by several threads ([`super::walk_parallel`]) before
+    /// the patterns are answered from the listings, serially as always.
+    fn read_ahead(&mut self, root: &Path, root_s: &str) -> Result<(), GlobError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
+        let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
+        if threads < 2 || !cold || !is_dir || self.listings.contains_key(root) {
+            return Ok(());
+        }
+        let trust = self.memory.as_ref().map(|m| m.trust);
+        // Asked once for the root's device, as the serial walk does.
+        let root_dev = std::fs::symlink_metadata(root)
+            .ok()
+            .and_then(|m| os::file_id(&m))
+            .map_or(0, |(dev, _)| dev);
+        let root_trusted = trust.is_some_and(|t| t(root));
+        let stamp = move |dir: &Path| -> Option<DirStamp> {
+            let trust = trust?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+            let m = std::fs::symlink_metadata(dir).ok()?;
+            let (dev, ino) = os::file_id(&m)?;
+            let stamp = DirStamp {
+                dev,
+                ino,
+                mtime: os::modify_time(&m),
+                ctime: os::change_time(&m)?,
+            };
+            let trusted = if stamp.dev == root_dev {
+                root_trusted
+            } else {
+                trust(dir)
+            };
+            (m.is_dir() && stamp.settled(now) && trusted).then_some(stamp)
+        };
+        let remaining = self.cap.saturating_sub(self.visited);
+        let Some(reads) =
+            super::walk_parallel::read_tree(root, &self.skip, remaining, threads, &stamp)
+        else {
+            return Err(GlobError::TooLarge {
+                cap: self.cap,
+                root: root_s.to_string(),
+            });
+        };
+        for r in reads {
+            self.count(r.entries.len(), root_s)?;
+            if let (Some(memory), Some(_)) = (&mut self.memory, r.stamp) {
+                memory.changed = true;
+            }
+            let listing = Listing {
+                entries: Rc::new(r.entries),
+                only: None,
+                stamp: r.stamp,
+            };
+            self.listings.insert(r.dir, listing);
+        }
+        Ok(())
     }
 
     fn count(&mut self, n: usize, root: &str) -> Result<(), GlobError> {
@@ -390,6 +465,7 @@ impl GlobWalker {
                                 if c.stamp == stamp
                                     && settled
                                     && need.is_none_or(|m| c.set.contains(m))
+                                    && memory.keep.iter().all(|k| c.set.contains(*k))
                                 {
                                     let l = Listing {
                                         entries: Rc::clone(&c.entries),

@@ -523,6 +523,49 @@ fn a_glob_walk_beyond_the_cap_fails_closed() {
     assert!(w.expand(&s.project.join("**/*.pem")).unwrap().is_empty());
 }
 
+/// The threads of a first walk read what the serial walk reads: every
+/// directory, links not followed, skipped names not entered; answers in
+/// order, whatever thread read what.
+#[test]
+fn a_first_walk_read_by_threads_finds_what_the_serial_walk_finds() {
+    let s = scratch();
+    for a in 0..6 {
+        for b in 0..5 {
+            s.write(&format!("t{a}/u{b}/f.txt"), "");
+            s.write(&format!("t{a}/u{b}/k{a}{b}.pem"), "");
+        }
+    }
+    s.write("out/deep/skipped.pem", "");
+    s.write("top.pem", "");
+    crate::sandbox::os::symlink(&s.project.join("t0"), &s.project.join("link")).unwrap_or_default();
+    let pattern = s.project.join("**/*.pem");
+    let mut threaded = GlobWalker::new(vec!["out".into()]);
+    let found = threaded.expand(&pattern).unwrap();
+    assert_eq!(found.len(), 31, "{found:?}");
+    assert!(found.windows(2).all(|w| w[0] < w[1]));
+    assert!(!found.iter().any(|p| p.starts_with(s.project.join("out"))));
+    assert!(!found.iter().any(|p| p.starts_with(s.project.join("link"))));
+    // The serial walk (something remembered: no read-ahead) agrees.
+    let mut prior = super::walk_cache::WalkCache::default();
+    prior.dirs.insert(
+        "/nowhere".into(),
+        super::walk_cache::CachedDir {
+            stamp: super::walk_cache::DirStamp {
+                dev: 0,
+                ino: 0,
+                mtime: (0, 0),
+                ctime: (0, 0),
+            },
+            set: Default::default(),
+            entries: Default::default(),
+        },
+    );
+    let mut serial = GlobWalker::new(vec!["out".into()]);
+    serial.remember(prior, |_| false, &[]);
+    assert_eq!(serial.expand(&pattern).unwrap(), found);
+    assert_eq!(serial.visited(), threaded.visited());
+}
+
 #[test]
 fn many_patterns_over_one_tree_cost_one_walk() {
     let s = scratch();
@@ -1349,7 +1392,7 @@ fn trust_all(_: &Path) -> bool {
 
 fn walk_pem(project: &Path, prior: super::walk_cache::WalkCache) -> (Vec<PathBuf>, GlobWalker) {
     let mut w = GlobWalker::new(vec![]);
-    w.remember(prior, trust_all);
+    w.remember(prior, trust_all, &[]);
     let found = w.expand(&project.join("**/*.pem")).unwrap();
     (found, w)
 }
@@ -1413,7 +1456,7 @@ fn an_untrusted_filesystem_is_never_remembered() {
     let s = scratch();
     s.write("a/x.pem", "k");
     let mut w = GlobWalker::new(vec![]);
-    w.remember(Default::default(), trust_none);
+    w.remember(Default::default(), trust_none, &[]);
     w.expand(&s.project.join("**/*.pem")).unwrap();
     assert!(w.into_cache().is_none());
 }

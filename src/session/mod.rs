@@ -184,7 +184,7 @@ fn execute(
     //    The glob walk is remembered between sessions (`walk`).
     let (remembered, memory) = walk::recall(&request.policy);
     let walk_dir = memory.dir.clone();
-    let (policy, learnt) = policy::load_remembering(&request.policy, memory);
+    let (policy, walked) = policy::load_remembering(&request.policy, memory);
     let mut policy = match policy {
         Ok(p) => p,
         Err(e) => {
@@ -313,8 +313,10 @@ fn execute(
     };
 
     // The walk is written while the job starts (it cannot reach the file).
-    if let (Some(r), Some(learnt), true) = (&remembered, &learnt, sealed) {
-        r.keep(learnt);
+    if let (Some(r), Some(w), true) = (&remembered, &walked, sealed) {
+        if w.learnt {
+            r.keep(&w.listings);
+        }
     }
 
     // FULL: the proxy serves the listeners made inside the namespace. If it
@@ -348,7 +350,9 @@ fn execute(
     );
     // What the job left for other tools to run later is recorded before
     // the session's end, so that `--fail-on violation` counts it.
-    supervisor::persist::finish(&persistence, sink);
+    //    Directories unchanged since a remembered listing are not read again.
+    let listings = walked.as_ref().map(|w| &w.listings);
+    supervisor::persist::finish(&persistence, listings, sink);
 
     // 8. The session end closes the log.
     let log = log.map(|(path, sink, writer)| {

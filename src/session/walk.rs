@@ -56,6 +56,7 @@ pub fn recall(req: &LoadRequest) -> (Option<Remembered>, WalkMemory) {
         dir: path,
         prior,
         trust: fs_kind::honest_change_times,
+        keep: &crate::supervisor::persist::REMEMBERED_NAMES,
     };
     (dir.map(|dir| Remembered { dir, name }), memory)
 }
@@ -80,7 +81,7 @@ pub fn sealed_from_job(policy: &Policy, plan: &Plan, audit: bool, dir: &Path) ->
 }
 
 impl Remembered {
-    /// Keep what this load learnt for the next one. A failure only costs
+    /// Keep what this load walked for the next one. A failure only costs
     /// the next session a full walk.
     pub fn keep(&self, learnt: &WalkCache) {
         let _ = self.dir.write_with(&self.name, 0o600, |f| {

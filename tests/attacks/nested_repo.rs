@@ -190,3 +190,53 @@ fn ordinary_job_records_no_persistence_violation(tier: Tier) {
     );
 }
 at_every_tier!(ordinary_job_records_no_persistence_violation);
+
+/// Runs as an unprivileged user. The project's directories are old and
+/// remembered by the start's glob walk, so the check after the session
+/// takes their listings instead of reading them; the job writes a
+/// `pre-commit` hook into an existing nested repository (no directory on
+/// the way gains an entry but `hooks/`). Bare, the next `git commit` there
+/// runs it; sandboxed, the check still reports the repository.
+fn persistence_planted_in_an_old_directory_is_still_found(tier: Tier) {
+    require!(tier.feature());
+    let setup =
+        "git init -q vendor/lib/deep && mkdir -p vendor/lib/src && echo x > vendor/lib/src/a.c";
+    let attack = |m: &Path| {
+        format!(
+            "printf '#!/bin/sh\\necho pwned > {}\\n' > vendor/lib/deep/.git/hooks/pre-commit; \
+             chmod +x vendor/lib/deep/.git/hooks/pre-commit",
+            m.display()
+        )
+    };
+    let commit = "git -C vendor/lib/deep -c user.name=t -c user.email=t@vetto.invalid \
+                  commit -q --allow-empty -m x";
+    let bare = World::at(tier);
+    bare.sh_bare(setup).assert_success();
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&marker)).assert_success();
+    let c = bare.sh_bare(commit);
+    assert!(
+        marker.exists(),
+        "control: the bare pre-commit hook did not run\n{}",
+        c.dump()
+    );
+
+    let w = World::at(tier);
+    w.sh_bare(setup).assert_success();
+    // Settled directories are remembered by the first session's walk.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    w.run_sandboxed(&["true"]).assert_success();
+    let cache = w.home.join(".cache/vetto/walk");
+    assert_eq!(
+        std::fs::read_dir(&cache).map_or(0, |d| d.count()),
+        1,
+        "control: the walk was not remembered in {}",
+        cache.display()
+    );
+    let marker = marker_of(&w);
+    let run = w.sh_sandboxed(&format!("{}; echo script-finished", attack(&marker)));
+    run.assert_stdout_contains("script-finished")
+        .assert_stderr_contains("vetto: persistence planted: ")
+        .assert_stderr_contains("vendor/lib/deep/.git");
+}
+at_every_tier!(persistence_planted_in_an_old_directory_is_still_found);

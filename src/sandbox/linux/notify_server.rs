@@ -862,6 +862,15 @@ impl Shared {
         let dir = if parent.is_empty() {
             // A bare name: one stat of the magic link.
             start_dir(bytes, dirfd).and_then(|what| sys::proc_dir_facts(n.tid, &what).ok())
+        } else if let Some(hint) = start_dir(bytes, dirfd)
+            .filter(|_| bytes.first() != Some(&b'/'))
+            .and_then(|what| sys::proc_dir_facts_at(n.tid, &what, parent).ok())
+            .filter(|f| !self.shared_dirs.contains(&(f.dev, f.ino)))
+        {
+            // The common case: one stat (links followed) shows a parent
+            // that is no shared directory. (A magic link on the way is
+            // not followed below either: nothing is noted there.)
+            Some(hint)
         } else {
             self.job_dir(n.tid, dirfd, bytes, parent)
                 .and_then(|d| sys::facts(d.as_fd()).ok())
@@ -1273,6 +1282,12 @@ impl Shared {
         let facts: FileFacts = if parent.is_empty() {
             // The common case, a bare name: one stat of the magic link.
             sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
+        } else if !absolute && self.not_carved_hint(n.tid, &what, parent) {
+            // The next most common (`.git/objects/ab/tmp_obj_…`): one
+            // stat shows the parent is none of the carved directories, so
+            // Landlock decides — the answer the exact resolution gives
+            // whatever it finds (another directory, or a link on the way).
+            return Err(Answer::Continue(Reason::NotCarved));
         } else {
             let base = sys::open_proc_dir(n.tid, &what)
                 .map_err(|_| Answer::Continue(Reason::Unreadable))?;
@@ -1438,6 +1453,13 @@ impl Shared {
     /// The directory `parent` of `path` names for thread `tid` (from
     /// `dirfd`, its cwd, or its root), following its symlinks but no
     /// magic links.
+    /// One `stat` of a relative `parent` from the job's `what` (links
+    /// followed) shows a directory that is not carved.
+    fn not_carved_hint(&self, tid: i32, what: &str, parent: &[u8]) -> bool {
+        sys::proc_dir_facts_at(tid, what, parent)
+            .is_ok_and(|f| !self.carved.iter().any(|d| d.dev == f.dev && d.ino == f.ino))
+    }
+
     fn job_dir(&self, tid: i32, dirfd: i32, path: &[u8], parent: &[u8]) -> Option<OwnedFd> {
         let absolute = path.first() == Some(&b'/');
         let what = start_dir(path, dirfd)?;
