@@ -53,7 +53,8 @@ struct Broker {
     /// The DNS stub's names: a synthetic address stands for one (FS-ONLY:
     /// a connect to it is redirected to the proxy with the name).
     names: Arc<Mutex<super::dns::Names>>,
-    /// FS-ONLY: the DNS-over-TCP stub's listeners, and who connected.
+    /// FS-ONLY: the DNS-over-TCP stub's listeners, and who connected
+    /// (FULL: who connected a UDP socket to the stub in the namespace).
     dns_v4: Option<SocketAddr>,
     dns_v6: Option<SocketAddr>,
     askers: super::dns::Askers,
@@ -128,6 +129,7 @@ impl EgressBroker for Broker {
         let to = SocketAddr::new(to.ip().to_canonical(), to.port());
         self.explicit.contains(&to)
             || (to.ip().is_loopback() && self.netns_ports.contains(&to.port()))
+            || (!self.netns_ports.is_empty() && DnsAskers::is_stub(to))
     }
 
     fn redirect_to(&self, v6: bool) -> Option<SocketAddr> {
@@ -162,6 +164,18 @@ impl EgressBroker for Broker {
         process: Option<crate::sandbox::ProcessFacts>,
     ) {
         let who = process.map(crate::supervisor::process_and_package);
+        if !self.netns_ports.is_empty() && DnsAskers::is_stub(original) {
+            // FULL: a UDP connect to the stub in the namespace; the stub
+            // names who sends from that port.
+            if let Some(who) = who {
+                super::dns::expect_asker(
+                    &self.askers,
+                    SocketAddr::new(local.ip().to_canonical(), local.port()),
+                    who,
+                );
+            }
+            return;
+        }
         if original.port() == 53 && self.dns_v4.is_some() {
             // The notification server sent it to the DNS stub (`dns_via`).
             if let Some(who) = who {
@@ -526,7 +540,7 @@ impl Egress {
                 self.names.clone(),
                 self.answerable.clone(),
                 self.sink.clone(),
-                None,
+                Some(asked_by(self.broker.askers.clone())),
             )?);
         }
         Ok(())
@@ -645,6 +659,17 @@ impl EgressBroker for DnsAskers {
     }
 }
 
+/// FULL: who sent a query from `peer`, as registered at its socket's
+/// connect to the stub (kept: glibc asks A and AAAA from one socket).
+fn asked_by(askers: super::dns::Askers) -> super::dns::UdpAskers {
+    Arc::new(move |peer: SocketAddr| {
+        askers.lock().ok().and_then(|m| {
+            m.get(&SocketAddr::new(peer.ip().to_canonical(), peer.port()))
+                .cloned()
+        })
+    })
+}
+
 impl RefusingDns {
     /// Serve the stub's socket the stage made (`None`: filtered egress
     /// serves it instead, or there is none — the plan has no stub, or it
@@ -672,12 +697,7 @@ impl RefusingDns {
             Arc::default(),
             super::dns::Answerable::for_policy(&NetPolicy::Off),
             sink,
-            Some(Arc::new(move |peer: SocketAddr| {
-                askers.lock().ok().and_then(|m| {
-                    m.get(&SocketAddr::new(peer.ip().to_canonical(), peer.port()))
-                        .cloned()
-                })
-            })),
+            Some(asked_by(askers)),
         )?;
         Ok(Some(RefusingDns { broker, said, stub }))
     }

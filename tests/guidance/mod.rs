@@ -202,4 +202,28 @@ fn a_refused_lookup_with_the_network_off_names_the_host() {
             && l.contains(&format!("to allow: --allow-domain {canary}"))),
         "{err}"
     );
+    // The same stub under filtered egress names the process too.
+    let filtered = w.root.join("filtered");
+    let ran = w
+        .sandboxed_with(
+            &[
+                "--allow-domain",
+                "other.example.test",
+                "--report-dir",
+                filtered.to_str().unwrap(),
+            ],
+            &job,
+        )
+        .run();
+    ran.assert_success().assert_stdout_contains("gaierror -2");
+    let log = std::fs::read_to_string(filtered.join("session.jsonl")).unwrap_or_default();
+    assert!(
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|v| v["type"] == "violation"
+                && v["target"].to_string().contains(&canary)
+                && v["process"].to_string().contains("python3")),
+        "{log}\n{}",
+        ran.dump()
+    );
 }
