@@ -212,8 +212,11 @@ impl RuleId {
                 "The job tried to reach a destination the policy does not allow. With the network \
                  off, at the FULL tier the sandbox has its own network namespace with nothing but \
                  loopback: vetto sees the connect(), names the process and refuses it as the \
-                 missing route would (ENETUNREACH); a name lookup shows up as a connection to \
-                 the resolver (port 53). With filtered egress (`[network] allow`, \
+                 missing route would (ENETUNREACH); a name lookup is answered NXDOMAIN by \
+                 vetto's DNS stub inside the namespace (127.0.0.53, where the sandbox's \
+                 /etc/resolv.conf points) and recorded with the queried name and the process \
+                 (at FS-ONLY, with no namespace, the resolver's socket itself is refused: \
+                 net-socket-denied). With filtered egress (`[network] allow`, \
                  `--allow-domain`) vetto decides every connection by name and port, at both \
                  tiers. The proxy refuses a name no `allow` entry names (a name without a port \
                  allows 80 and 443 only), one a `deny` entry names, an address the job chose that \

@@ -741,8 +741,16 @@ fn plan_for(
             net: own_netns,
             hostname: "vetto".into(),
             mounts,
-            dns_stub: (egress == Some(super::net::EgressPlan::Netns))
-                .then(|| super::net::DnsStub::for_policy(&policy.net)),
+            // Filtered egress: the stub answers allowed names. Network
+            // off: the same stub refuses every name, so a lookup is
+            // recorded by the name asked, not the host's resolver address.
+            dns_stub: match egress {
+                Some(super::net::EgressPlan::Netns) => {
+                    Some(super::net::DnsStub::for_policy(&policy.net))
+                }
+                _ if net_off => Some(super::net::DnsStub { ports: Vec::new() }),
+                _ => None,
+            },
         }
     });
     // At FULL /dev/shm is the sandbox's own tmpfs; below it the host's.

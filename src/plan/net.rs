@@ -38,6 +38,8 @@ pub const MAX_TRANSPARENT_PORTS: usize = 14;
 /// transparent listeners on these ports (80, 443 and the ports the allow
 /// rules name) take connections to such addresses to the proxy — so a
 /// program that ignores the proxy variables reaches allowed names too.
+/// FULL with the network off: the same stub with no ports, answering
+/// every name NXDOMAIN, so a lookup is recorded by the name asked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DnsStub {
     pub ports: Vec<u16>,

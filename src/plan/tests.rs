@@ -763,6 +763,29 @@ fn filtered_egress_at_full_is_the_own_namespace_with_the_proxy_inside() -> Resul
 }
 
 #[test]
+fn full_with_the_network_off_has_a_dns_stub_that_answers_no_name() -> Result<(), Refusal> {
+    let plan = build::build_with_view(
+        &policy(project_rules()),
+        &HostCaps::everything(),
+        TierRequest::Exactly(Tier::Full),
+        &options(),
+        &project_fs(),
+    )?;
+    assert_eq!(plan.egress, None);
+    let stub = plan.namespaces.as_ref().and_then(|n| n.dns_stub.clone());
+    assert_eq!(stub, Some(net::DnsStub { ports: Vec::new() }));
+    let below = build::build_with_view(
+        &policy(project_rules()),
+        &HostCaps::everything(),
+        TierRequest::Exactly(Tier::FsOnly),
+        &options(),
+        &project_fs(),
+    )?;
+    assert!(below.namespaces.is_none());
+    Ok(())
+}
+
+#[test]
 fn filtered_egress_at_fs_only_redirects_notified_connects_and_allows_only_tcp()
 -> Result<(), Refusal> {
     let plan = build_egress(&without_userns(), TierRequest::Auto)?;

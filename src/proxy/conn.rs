@@ -764,10 +764,12 @@ pub(crate) async fn pump(
     }
 }
 
-/// One direction with `splice(2)` through `pipe`: wait until `from` is
-/// readable, move what is there into the pipe, and from the pipe into `to`
-/// (waiting until it is writable), with the same idle and byte bounds as
-/// [`one_way`]. The pipe is drained before the next read, so it never holds
+/// One direction with `splice(2)` through `pipe`: move what `from` holds
+/// into the pipe and from the pipe into `to`, until `from` has nothing
+/// more (`WouldBlock`); only then wait for it to become readable (and for
+/// `to` only when it is full), with the same idle and byte bounds as
+/// [`one_way`]. No readiness future or timer per chunk while bytes keep
+/// coming. The pipe is drained before the next read, so it never holds
 /// more than one read's worth.
 #[expect(
     clippy::too_many_arguments,
@@ -788,11 +790,6 @@ async fn splice_way(
     let now_ms = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "idle");
     loop {
-        match timeout(idle, from.readable()).await {
-            Ok(r) => r?,
-            Err(_) if now_ms().saturating_sub(last.load(Ordering::Relaxed)) < idle_ms => continue,
-            Err(_) => return Err(timed_out()),
-        }
         let left = shared.bytes_left();
         if left == 0 {
             return Err(io::Error::new(
@@ -801,23 +798,33 @@ async fn splice_way(
             ));
         }
         let max = usize::try_from(left).unwrap_or(usize::MAX).min(SPLICE_MAX);
+        // Without readiness recorded, `try_io` answers `WouldBlock`
+        // without a call; a `WouldBlock` from the call clears it.
         let n = match from.try_io(Interest::READABLE, || pipe.fill_from(from.as_fd(), max)) {
             Ok(0) => {
                 let _ = splice::shutdown_write(to.as_fd());
                 return Ok(());
             }
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                match timeout(idle, from.readable()).await {
+                    Ok(r) => r?,
+                    Err(_) if now_ms().saturating_sub(last.load(Ordering::Relaxed)) < idle_ms => {}
+                    Err(_) => return Err(timed_out()),
+                }
+                continue;
+            }
             Err(e) => return Err(e),
         };
         let mut in_pipe = n;
         while in_pipe > 0 {
-            timeout(idle, to.writable())
-                .await
-                .map_err(|_| timed_out())??;
             match to.try_io(Interest::WRITABLE, || pipe.drain_to(to.as_fd(), in_pipe)) {
                 Ok(m) => in_pipe -= m.min(in_pipe),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    timeout(idle, to.writable())
+                        .await
+                        .map_err(|_| timed_out())??;
+                }
                 Err(e) => return Err(e),
             }
         }

@@ -113,6 +113,7 @@ pub mod dead_net {
     pub fn want_destinations(_: &std::net::UdpSocket) -> std::io::Result<()> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
+    pub fn wake_receivers(_: &std::net::UdpSocket) {}
     pub fn recv_query(
         _: &std::net::UdpSocket,
         _: &mut [u8],

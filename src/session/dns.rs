@@ -236,6 +236,8 @@ fn respond(
 pub struct Stub {
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The sockets again, to wake the threads at [`Stub::stop`].
+    sockets: Vec<UdpSocket>,
 }
 
 impl std::fmt::Debug for Stub {
@@ -249,14 +251,16 @@ pub type UdpAskers =
     Arc<dyn Fn(SocketAddr) -> Option<(ProcessInfo, Option<Package>)> + Send + Sync>;
 
 impl Stub {
-    /// FULL: serve `socket` (in the job's namespace) until [`Stub::stop`].
+    /// FULL: serve `socket` (in the job's namespace) until [`Stub::stop`];
+    /// `askers`, where given, names the process that sent a query.
     pub fn start(
         socket: UdpSocket,
         names: Arc<Mutex<Names>>,
         rules: Answerable,
         sink: Arc<dyn EventSink + Sync>,
+        askers: Option<UdpAskers>,
     ) -> std::io::Result<Stub> {
-        Stub::serve(vec![socket], false, names, rules, sink, None)
+        Stub::serve(vec![socket], false, names, rules, sink, askers)
     }
 
     /// FS-ONLY: serve the sockets bound on port 53 in the namespace the
@@ -287,8 +291,10 @@ impl Stub {
     ) -> std::io::Result<Stub> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
+        let mut wakers = Vec::new();
         for socket in sockets {
             socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+            wakers.push(socket.try_clone()?);
             let stopping = stop.clone();
             let (names, rules, sink, askers) =
                 (names.clone(), rules.clone(), sink.clone(), askers.clone());
@@ -323,11 +329,20 @@ impl Stub {
                 },
             )?);
         }
-        Ok(Stub { stop, threads })
+        Ok(Stub {
+            stop,
+            threads,
+            sockets: wakers,
+        })
     }
 
+    /// Stop serving: at once, not at the threads' next read timeout (the
+    /// end of every session waits for it).
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
+        for s in &self.sockets {
+            crate::sandbox::dead_net::wake_receivers(s);
+        }
         for t in self.threads {
             let _ = t.join();
         }

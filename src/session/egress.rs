@@ -53,7 +53,8 @@ struct Broker {
     /// The DNS stub's names: a synthetic address stands for one (FS-ONLY:
     /// a connect to it is redirected to the proxy with the name).
     names: Arc<Mutex<super::dns::Names>>,
-    /// FS-ONLY: the DNS-over-TCP stub's listeners, and who connected.
+    /// FS-ONLY: the DNS-over-TCP stub's listeners, and who connected
+    /// (FULL: who connected a UDP socket to the stub in the namespace).
     dns_v4: Option<SocketAddr>,
     dns_v6: Option<SocketAddr>,
     askers: super::dns::Askers,
@@ -128,6 +129,7 @@ impl EgressBroker for Broker {
         let to = SocketAddr::new(to.ip().to_canonical(), to.port());
         self.explicit.contains(&to)
             || (to.ip().is_loopback() && self.netns_ports.contains(&to.port()))
+            || (!self.netns_ports.is_empty() && DnsAskers::is_stub(to))
     }
 
     fn redirect_to(&self, v6: bool) -> Option<SocketAddr> {
@@ -162,6 +164,18 @@ impl EgressBroker for Broker {
         process: Option<crate::sandbox::ProcessFacts>,
     ) {
         let who = process.map(crate::supervisor::process_and_package);
+        if !self.netns_ports.is_empty() && DnsAskers::is_stub(original) {
+            // FULL: a UDP connect to the stub in the namespace; the stub
+            // names who sends from that port.
+            if let Some(who) = who {
+                super::dns::expect_asker(
+                    &self.askers,
+                    SocketAddr::new(local.ip().to_canonical(), local.port()),
+                    who,
+                );
+            }
+            return;
+        }
         if original.port() == 53 && self.dns_v4.is_some() {
             // The notification server sent it to the DNS stub (`dns_via`).
             if let Some(who) = who {
@@ -526,6 +540,7 @@ impl Egress {
                 self.names.clone(),
                 self.answerable.clone(),
                 self.sink.clone(),
+                Some(asked_by(self.broker.askers.clone())),
             )?);
         }
         Ok(())
@@ -567,6 +582,144 @@ impl Egress {
                 unlisted,
             },
         )
+    }
+}
+
+/// FULL with the network off: the DNS stub in the job's namespace
+/// (127.0.0.53:53, where the sandbox's `/etc/resolv.conf` points) refuses
+/// every name, so a lookup is recorded by the name asked and the process
+/// that asked, rather than as a refused connect to the host's resolver.
+#[derive(Debug)]
+pub struct RefusingDns {
+    broker: Arc<DnsAskers>,
+    said: Arc<Said>,
+    stub: super::dns::Stub,
+}
+
+/// The notification server's view at FULL with the network off: a
+/// connect to the stub is performed as asked and registered with its
+/// process (the stub then names who sent from that socket); nothing is
+/// allowed, redirected or made.
+#[derive(Debug, Default)]
+struct DnsAskers(super::dns::Askers);
+
+impl DnsAskers {
+    fn is_stub(to: SocketAddr) -> bool {
+        SocketAddr::new(to.ip().to_canonical(), to.port())
+            == SocketAddr::V4(crate::plan::net::DNS_STUB_ADDR)
+    }
+}
+
+impl EgressBroker for DnsAskers {
+    fn explicit(&self) -> Vec<SocketAddr> {
+        Vec::new()
+    }
+
+    fn redirect_to(&self, _: bool) -> Option<SocketAddr> {
+        None
+    }
+
+    fn dns_via(&self, _: bool) -> Option<SocketAddr> {
+        None
+    }
+
+    fn allows(&self, _: SocketAddr) -> bool {
+        false
+    }
+
+    fn names_process(&self, to: SocketAddr) -> bool {
+        DnsAskers::is_stub(to)
+    }
+
+    fn expect(
+        &self,
+        local: SocketAddr,
+        original: SocketAddr,
+        process: Option<crate::sandbox::ProcessFacts>,
+    ) {
+        if let (true, Some(p)) = (DnsAskers::is_stub(original), process) {
+            super::dns::expect_asker(
+                &self.0,
+                SocketAddr::new(local.ip().to_canonical(), local.port()),
+                crate::supervisor::process_and_package(p),
+            );
+        }
+    }
+
+    fn udp_socket(
+        &self,
+        _: bool,
+        _: crate::sandbox::ProcessFacts,
+    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+        None
+    }
+
+    fn is_dead_net(&self, _: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+        false
+    }
+}
+
+/// FULL: who sent a query from `peer`, as registered at its socket's
+/// connect to the stub (kept: glibc asks A and AAAA from one socket).
+fn asked_by(askers: super::dns::Askers) -> super::dns::UdpAskers {
+    Arc::new(move |peer: SocketAddr| {
+        askers.lock().ok().and_then(|m| {
+            m.get(&SocketAddr::new(peer.ip().to_canonical(), peer.port()))
+                .cloned()
+        })
+    })
+}
+
+impl RefusingDns {
+    /// Serve the stub's socket the stage made (`None`: filtered egress
+    /// serves it instead, or there is none — the plan has no stub, or it
+    /// could not be bound, and lookups then fail without an answer).
+    pub fn serve(
+        plan: &Plan,
+        sockets: &mut crate::sandbox::EgressSockets,
+        log: Option<crate::events::log::ChannelSink>,
+    ) -> std::io::Result<Option<RefusingDns>> {
+        if plan.egress.is_some() {
+            return Ok(None);
+        }
+        let Some(socket) = sockets.dns.take() else {
+            return Ok(None);
+        };
+        let said = Arc::new(Said::default());
+        let sink = Arc::new(Tee {
+            log,
+            said: Arc::clone(&said),
+        });
+        let broker = Arc::new(DnsAskers::default());
+        let askers = broker.0.clone();
+        let stub = super::dns::Stub::start(
+            socket.into(),
+            Arc::default(),
+            super::dns::Answerable::for_policy(&NetPolicy::Off),
+            sink,
+            Some(asked_by(askers)),
+        )?;
+        Ok(Some(RefusingDns { broker, said, stub }))
+    }
+
+    /// What the notification server asks.
+    pub fn broker(&self) -> Arc<dyn EgressBroker> {
+        self.broker.clone()
+    }
+
+    /// Stop the stub: the names it refused, for the end-of-run guidance.
+    pub fn finish(self) -> Refused {
+        self.stub.stop();
+        let (connections, unlisted) = self
+            .said
+            .denied
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        Refused {
+            connections,
+            unlisted,
+        }
     }
 }
 

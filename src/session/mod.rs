@@ -327,16 +327,33 @@ fn execute(
             eprintln!("vetto: warning: the egress proxy cannot serve the sandbox: {err}");
         }
     }
+    // FULL, network off: the DNS stub refuses every name, naming it.
+    let refusing = egress::RefusingDns::serve(
+        &plan,
+        &mut child.egress,
+        log.as_ref().map(|(_, sink, _)| sink.clone()),
+    )
+    .unwrap_or_else(|err| {
+        eprintln!("vetto: warning: the DNS stub cannot serve the sandbox: {err}");
+        None
+    });
 
     // 7. Supervise to the end.
     let sink = log.as_ref().map(|(_, sink, _)| sink as &dyn EventSink);
-    let broker = egress.as_ref().map(egress::Egress::broker);
+    let broker = egress
+        .as_ref()
+        .map(egress::Egress::broker)
+        .or_else(|| refusing.as_ref().map(egress::RefusingDns::broker));
     let session = supervisor::run(child, &plan, &signals, &shared_before, sink, broker);
     if let (Some(r), false) = (&remembered, sealed) {
         r.forget_all();
     }
     // Every process of the sandbox is dead: no connection is left to carry.
-    let (proxy_bytes, refused) = egress.map(egress::Egress::finish).unwrap_or_default();
+    let (proxy_bytes, refused) = match (egress, refusing) {
+        (Some(e), _) => e.finish(),
+        (None, Some(dns)) => (0, dns.finish()),
+        (None, None) => Default::default(),
+    };
     let outcome = session.outcome;
     // Every process of the sandbox is dead: the job's output ends here,
     // before vetto's own last words.

@@ -153,3 +153,116 @@ fn a_granted_write_path_that_does_not_exist_is_said_to_be_unusable(tier: Tier) {
     );
 }
 at_every_tier!(a_granted_write_path_that_does_not_exist_is_said_to_be_unusable);
+
+/// The lookup job of [`a_refused_lookup_with_the_network_off_names_the_host`]:
+/// the nameserver the job's resolver asks, and how the lookup ended.
+const PY_LOOKUP: &str = r#"
+import socket
+ns = [l.split()[1] for l in open('/etc/resolv.conf') if l.split()[:1] == ['nameserver']]
+print('nameserver', ' '.join(ns))
+try:
+    socket.getaddrinfo('NAME', 443)
+    print('resolved')
+except socket.gaierror as e:
+    print('gaierror', e.errno)
+"#;
+
+/// Runs as an unprivileged user at FULL: with the network off (the
+/// default), a lookup of `<canary>.example.test` — a name that carries data
+/// out to whoever answers for the domain — is answered by vetto's DNS stub
+/// inside the job's namespace (NXDOMAIN), recorded with the name and python
+/// as the process, and the guidance names the host with the flag that
+/// allows it, never the resolver. Bare, the same lookup is asked of the
+/// host's resolver (its `/etc/resolv.conf` nameserver), which carries the
+/// name out.
+#[test]
+fn a_refused_lookup_with_the_network_off_names_the_host() {
+    require!(Tier::Full.feature());
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let host_ns: Vec<&str> = resolv
+        .lines()
+        .filter_map(|l| l.strip_prefix("nameserver"))
+        .map(str::trim)
+        .collect();
+    let linked = std::fs::symlink_metadata("/etc/resolv.conf").is_ok_and(|m| m.is_symlink());
+    if linked && host_ns != ["127.0.0.53"] {
+        // vetto does not cover a symlinked resolv.conf (docs/network.md).
+        crate::util::skip::say(
+            &crate::util::test_name(),
+            "/etc/resolv.conf is a symlink naming another resolver than 127.0.0.53",
+        );
+        return;
+    }
+    let w = World::at(Tier::Full);
+    let canary = format!("vt{}x{}.example.test", std::process::id(), line!());
+    let script = PY_LOOKUP.replace("NAME", &canary);
+    let job = ["python3", "-c", script.as_str()];
+
+    let bare = w.bare(&job).run();
+    bare.assert_success()
+        .assert_stdout_contains(&format!("nameserver {}", host_ns.join(" ")))
+        .assert_stdout_contains("gaierror");
+
+    let dir = w.root.join("reports");
+    let ran = w
+        .sandboxed_with(&["--report-dir", dir.to_str().unwrap()], &job)
+        .run();
+    ran.assert_success()
+        .assert_stdout_contains("nameserver 127.0.0.53")
+        // EAI_NONAME: an answer (NXDOMAIN), not a resolver out of reach.
+        .assert_stdout_contains("gaierror -2");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let named = events.iter().any(|v| {
+        v["type"] == "violation"
+            && v["rule"] == "net-egress-blocked"
+            && v["target"].to_string().contains(&canary)
+            && v["process"].to_string().contains("python3")
+    });
+    assert!(
+        named,
+        "the lookup is not recorded by name with python3\n{events:#?}\n{}",
+        ran.dump()
+    );
+    for ns in &host_ns {
+        assert!(
+            !events.iter().any(|v| v["type"] == "violation"
+                && v["target"].to_string().contains(&format!("\"{ns}\""))),
+            "the host's resolver {ns} is recorded\n{events:#?}"
+        );
+    }
+    let err = ran.stderr();
+    assert!(
+        guidance(&err).iter().any(|l| l
+            .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
+            && l.contains(&format!("to allow: --allow-domain {canary}"))),
+        "{err}"
+    );
+    // The same stub under filtered egress names the process too.
+    let filtered = w.root.join("filtered");
+    let ran = w
+        .sandboxed_with(
+            &[
+                "--allow-domain",
+                "other.example.test",
+                "--report-dir",
+                filtered.to_str().unwrap(),
+            ],
+            &job,
+        )
+        .run();
+    ran.assert_success().assert_stdout_contains("gaierror -2");
+    let log = std::fs::read_to_string(filtered.join("session.jsonl")).unwrap_or_default();
+    assert!(
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|v| v["type"] == "violation"
+                && v["target"].to_string().contains(&canary)
+                && v["process"].to_string().contains("python3")),
+        "{log}\n{}",
+        ran.dump()
+    );
+}

@@ -180,6 +180,14 @@ pub fn want_destinations(sock: &std::net::UdpSocket) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Wake every thread blocked receiving on `sock` (the stub's, at the end
+/// of the session): `shutdown(SHUT_RD)` on a UDP socket answers
+/// `ENOTCONN` yet marks it shut and wakes its waiters, whose receive then
+/// returns at once — rather than at their next read timeout.
+pub fn wake_receivers(sock: &std::net::UdpSocket) {
+    let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
+}
+
 /// One datagram: its length, sender, and the address it was sent to.
 pub fn recv_query(
     sock: &std::net::UdpSocket,

@@ -408,27 +408,30 @@ impl Stage {
         };
         // Then PID 1 sends the egress proxy's listeners (FULL, filtered
         // egress), before the notification listener.
+        // With the network off, PID 1 sends the DNS stub's socket alone.
         let mut egress = crate::sandbox::EgressSockets::default();
-        if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
+        let filtered = plan.egress == Some(crate::plan::net::EgressPlan::Netns);
+        if filtered {
             if let Some((b'N', fds)) = receive_fds::<2>(&self.notify) {
                 egress.explicit = fds;
             }
             if let Some((b'R', fds)) = receive_fds::<2>(&self.notify) {
                 egress.redirected = fds;
             }
-            if plan
-                .namespaces
-                .as_ref()
-                .is_some_and(|n| n.dns_stub.is_some())
-            {
-                if let Some((b'D', fds)) = receive_fds::<1>(&self.notify) {
-                    egress.dns = fds.into_iter().next();
-                }
-                if let Some((b'T', fds)) =
+        }
+        if plan
+            .namespaces
+            .as_ref()
+            .is_some_and(|n| n.dns_stub.is_some())
+        {
+            if let Some((b'D', fds)) = receive_fds::<1>(&self.notify) {
+                egress.dns = fds.into_iter().next();
+            }
+            if filtered
+                && let Some((b'T', fds)) =
                     receive_fds::<{ crate::plan::net::MAX_TRANSPARENT_PORTS }>(&self.notify)
-                {
-                    egress.transparent = fds;
-                }
+            {
+                egress.transparent = fds;
             }
         }
         let listener = if plan.seccomp.record_denials

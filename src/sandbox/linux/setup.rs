@@ -233,6 +233,10 @@ fn apply(
                 // served by vetto outside it; nothing else leaves.
                 if plan.egress == Some(crate::plan::net::EgressPlan::Netns) {
                     send_egress_listeners(notify_fd.as_fd(), ns.dns_stub.as_ref())?;
+                } else if ns.dns_stub.is_some() {
+                    // Network off: only the DNS stub, which refuses every
+                    // name (and so records the name asked).
+                    send_dns_stub(notify_fd.as_fd())?;
                 }
                 // Everything that needed the namespace's capabilities is
                 // done; the job starts with none, whatever uid it maps to.
@@ -611,9 +615,7 @@ fn send_egress_listeners(
     fds.extend(r6.as_ref().map(AsRawFd::as_raw_fd));
     send_tagged(to, b'R', &fds)?;
     let Some(stub) = stub else { return Ok(()) };
-    let dns = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
-    let fds: Vec<RawFd> = dns.iter().map(AsRawFd::as_raw_fd).collect();
-    send_tagged(to, b'D', &fds)?;
+    send_dns_stub(to)?;
     // Every address of 127/8 is the namespace's loopback: 0.0.0.0 takes
     // connections to the stub's synthetic addresses.
     let listeners: Vec<std::net::TcpListener> = stub
@@ -624,6 +626,14 @@ fn send_egress_listeners(
     let fds: Vec<RawFd> = listeners.iter().map(AsRawFd::as_raw_fd).collect();
     send_tagged(to, b'T', &fds)?;
     Ok(())
+}
+
+/// The DNS stub's UDP socket (`D`, none if it cannot be bound), made in
+/// the job's namespace on 127.0.0.53:53.
+fn send_dns_stub(to: std::os::fd::BorrowedFd<'_>) -> Result<(), Failure> {
+    let dns = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
+    let fds: Vec<RawFd> = dns.iter().map(AsRawFd::as_raw_fd).collect();
+    send_tagged(to, b'D', &fds)
 }
 
 fn send_tagged(to: std::os::fd::BorrowedFd<'_>, tag: u8, fds: &[RawFd]) -> Result<(), Failure> {
