@@ -101,13 +101,38 @@ impl Tmux<'_> {
         run.run()
     }
 
-    /// A detached 100x30 session running `argv`, kept after it exits
-    /// (`remain-on-exit`) so its status can be read.
+    /// A detached 100x30 session running `argv` under a shell that writes
+    /// its exit status to [`Self::status_file`] (128+N when a signal N
+    /// ended it). The pane's own status is not used: under load tmux 3.3
+    /// was seen marking the pane dead without ever reporting a status.
+    /// The shell's `INT` trap is a handler, not an ignore, so the command
+    /// gets Ctrl-C as it would at a prompt.
     fn start(&self, argv: &[&str]) {
-        let mut args = vec!["new-session", "-d", "-s", "a", "-x", "100", "-y", "30"];
+        let status = self.status_file();
+        let _ = std::fs::remove_file(&status);
+        let mut args = vec![
+            "new-session",
+            "-d",
+            "-s",
+            "a",
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "sh",
+            "-c",
+            "f=$1; shift; trap : INT; \"$@\"; echo $? > \"$f.tmp\"; mv \"$f.tmp\" \"$f\"",
+            "sh",
+            status.to_str().unwrap(),
+        ];
         args.extend_from_slice(argv);
+        // Kept after it exits, so the screen can still be read.
         args.extend_from_slice(&[";", "set-option", "-t", "a", "remain-on-exit", "on"]);
         self.tmux(&args).assert_success();
+    }
+
+    fn status_file(&self) -> PathBuf {
+        self.socket.with_extension("status")
     }
 
     fn keys(&self, keys: &[&str]) {
@@ -143,24 +168,10 @@ impl Tmux<'_> {
     fn wait_dead(&self) -> i32 {
         let until = Instant::now() + HANG_GUARD;
         loop {
-            let out = self
-                .tmux(&[
-                    "display-message",
-                    "-p",
-                    "-t",
-                    "a",
-                    "#{pane_dead}:#{pane_dead_status}:#{pane_dead_signal}",
-                ])
-                .stdout();
-            let f: Vec<&str> = out.trim().split(':').collect();
-            let n = |i: usize| f.get(i).and_then(|s| s.parse::<i32>().ok());
-            // tmux marks the pane dead a moment before it has the status.
-            if f.first() == Some(&"1") {
-                match (n(1), n(2)) {
-                    (_, Some(sig)) if sig > 0 => return 128 + sig,
-                    (Some(code), _) => return code,
-                    _ => {}
-                }
+            if let Some(code) =
+                util::read(&self.status_file()).and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                return code;
             }
             assert!(
                 Instant::now() < until,
