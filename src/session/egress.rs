@@ -246,6 +246,21 @@ struct Said {
     denied: Mutex<(Vec<(Connection, u64)>, u64)>,
 }
 
+impl Said {
+    /// What was refused, for the end-of-run guidance (once, at the end).
+    fn take(&self) -> Refused {
+        let (connections, unlisted) = self
+            .denied
+            .lock()
+            .map(|mut d| std::mem::take(&mut *d))
+            .unwrap_or_default();
+        Refused {
+            connections,
+            unlisted,
+        }
+    }
+}
+
 /// The proxy's events: to the session log, and the refusals remembered.
 #[derive(Debug)]
 struct Tee {
@@ -569,19 +584,7 @@ impl Egress {
         }
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
-        let (connections, unlisted) = self
-            .said
-            .denied
-            .lock()
-            .map(|mut d| std::mem::take(&mut *d))
-            .unwrap_or_default();
-        (
-            bytes,
-            Refused {
-                connections,
-                unlisted,
-            },
-        )
+        (bytes, self.said.take())
     }
 }
 
@@ -710,16 +713,7 @@ impl RefusingDns {
     /// Stop the stub: the names it refused, for the end-of-run guidance.
     pub fn finish(self) -> Refused {
         self.stub.stop();
-        let (connections, unlisted) = self
-            .said
-            .denied
-            .lock()
-            .map(|mut d| std::mem::take(&mut *d))
-            .unwrap_or_default();
-        Refused {
-            connections,
-            unlisted,
-        }
+        self.said.take()
     }
 }
 

@@ -673,25 +673,17 @@ pub fn proc_dir_facts_at(tid: i32, what: &str, rel: &[u8]) -> io::Result<FileFac
     let mut bytes = format!("/proc/{tid}/{what}/").into_bytes();
     bytes.extend_from_slice(rel);
     let path = CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: an all-zero stat is a valid out-buffer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: valid C string and out-pointer.
-    cvt(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        return Err(io::Error::from_raw_os_error(libc::ENOTDIR));
-    }
-    Ok(FileFacts {
-        dev: st.st_dev,
-        ino: st.st_ino,
-        mode: st.st_mode,
-        nlink: st.st_nlink,
-    })
+    dir_facts(&path)
 }
 
 /// The facts of the directory behind the job thread's `cwd` or `fd/N`
 /// magic link, without opening it (one `stat`).
 pub fn proc_dir_facts(tid: i32, what: &str) -> io::Result<FileFacts> {
-    let path = proc_path(tid, what);
+    dir_facts(&proc_path(tid, what))
+}
+
+/// One `stat` of `path`, which must be a directory.
+fn dir_facts(path: &CStr) -> io::Result<FileFacts> {
     // SAFETY: an all-zero stat is a valid out-buffer.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: valid C string and out-pointer.
