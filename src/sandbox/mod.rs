@@ -49,6 +49,9 @@ pub mod sandbox_log;
 // Writing outside the sandbox without following what a job planted.
 #[cfg(unix)]
 pub mod safe_fs;
+// The stages' program search (Linux and macOS).
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod exec_unix;
 #[cfg(windows)]
 #[path = "windows/safe_fs.rs"]
 pub mod safe_fs;

@@ -9,12 +9,10 @@
 //! signals, and killing every leftover process when the job ends or vetto
 //! dies.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -261,7 +259,12 @@ fn apply(
 
     // 10. Resolve the program with the job's PATH, now that the domain
     //    decides what is executable.
-    let program = resolve_program(&request.argv, &plan.env.vars).map_err(Failure::Exec)?;
+    let program = crate::sandbox::exec_unix::resolve_program(
+        &request.argv,
+        &plan.env.vars,
+        "/usr/local/bin:/usr/bin:/bin",
+    )
+    .map_err(Failure::Exec)?;
     let argv = cstrings(request.argv.iter().map(|a| a.as_slice()))?;
     let envp = cstrings(
         plan.env
@@ -392,35 +395,6 @@ fn cstrings<'a>(items: impl Iterator<Item = &'a [u8]>) -> Result<Vec<CString>, S
     items
         .map(|b| CString::new(b).map_err(|_| "an argument contains a NUL byte".to_string()))
         .collect()
-}
-
-/// `execvp`'s search, done here so the job's environment decides it.
-fn resolve_program(argv: &[Vec<u8>], env: &[(String, String)]) -> Result<CString, Errno> {
-    let name = argv.first().ok_or(Errno::ENOENT)?;
-    if name.is_empty() {
-        return Err(Errno::ENOENT);
-    }
-    if name.contains(&b'/') {
-        return CString::new(name.clone()).map_err(|_| Errno::EINVAL);
-    }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("/usr/local/bin:/usr/bin:/bin");
-    let mut last = Errno::ENOENT;
-    for dir in path.split(':').filter(|d| !d.is_empty()) {
-        let candidate: PathBuf = Path::new(dir).join(OsStr::from_bytes(name));
-        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
-            Ok(()) if !candidate.is_dir() => {
-                return CString::new(candidate.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL);
-            }
-            Ok(()) => last = Errno::EACCES,
-            Err(Errno::EACCES) => last = Errno::EACCES,
-            Err(_) => {}
-        }
-    }
-    Err(last)
 }
 
 /// The sandbox's init: wait for the job, pass signals on, and when the job

@@ -10,13 +10,12 @@
 //! end-of-session kill), no seccomp, no namespaces.
 
 use std::collections::HashSet;
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::mpsc;
 
@@ -542,7 +541,12 @@ fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible,
     std::env::set_current_dir(&plan.cwd)
         .map_err(|e| StageFailure::Setup(format!("cannot enter {}: {e}", plan.cwd.display())))?;
     seatbelt::apply(profile).map_err(|e| StageFailure::Setup(e.to_string()))?;
-    let program = resolve_program(&request.argv, &plan.env.vars).map_err(StageFailure::Exec)?;
+    let program = crate::sandbox::exec_unix::resolve_program(
+        &request.argv,
+        &plan.env.vars,
+        "/usr/bin:/bin:/usr/sbin:/sbin",
+    )
+    .map_err(StageFailure::Exec)?;
     let argv = cstrings(request.argv.iter().map(Vec::as_slice))?;
     let envp = cstrings(
         plan.env
@@ -590,33 +594,4 @@ fn cstrings<'a>(items: impl Iterator<Item = &'a [u8]>) -> Result<Vec<CString>, S
                 .map_err(|_| StageFailure::Setup("an argument contains a NUL byte".into()))
         })
         .collect()
-}
-
-/// `execvp`'s search, done with the job's PATH.
-fn resolve_program(argv: &[Vec<u8>], env: &[(String, String)]) -> Result<CString, Errno> {
-    let name = argv.first().ok_or(Errno::ENOENT)?;
-    if name.is_empty() {
-        return Err(Errno::ENOENT);
-    }
-    if name.contains(&b'/') {
-        return CString::new(name.clone()).map_err(|_| Errno::EINVAL);
-    }
-    let path = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("/usr/bin:/bin:/usr/sbin:/sbin");
-    let mut last = Errno::ENOENT;
-    for dir in path.split(':').filter(|d| !d.is_empty()) {
-        let candidate: PathBuf = Path::new(dir).join(OsStr::from_bytes(name));
-        match nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK) {
-            Ok(()) if !candidate.is_dir() => {
-                return CString::new(candidate.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL);
-            }
-            Ok(()) => last = Errno::EACCES,
-            Err(Errno::EACCES) => last = Errno::EACCES,
-            Err(_) => {}
-        }
-    }
-    Err(last)
 }
