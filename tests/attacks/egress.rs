@@ -902,6 +902,11 @@ fn host_address() -> Option<std::net::IpAddr> {
 fn a_direct_connection_to_a_host_address_is_refused_and_recorded_at_full() {
     require!(Tier::Full.feature());
     let Some(ip) = host_address() else {
+        assert!(
+            !crate::util::required_by_name("host-address"),
+            "{}: VETTO_TEST_REQUIRE lists host-address, but the host has none",
+            crate::util::test_name()
+        );
         crate::util::skip::say(
             &crate::util::test_name(),
             "the host has no non-loopback address",
@@ -1086,6 +1091,11 @@ at_every_tier!(git_clone_reaches_only_the_allowed_git_host);
 fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_full() {
     require!(Tier::Full.feature());
     let Some(ip) = host_address() else {
+        assert!(
+            !crate::util::required_by_name("host-address"),
+            "{}: VETTO_TEST_REQUIRE lists host-address, but the host has none",
+            crate::util::test_name()
+        );
         crate::util::skip::say(
             &crate::util::test_name(),
             "the host has no non-loopback address",

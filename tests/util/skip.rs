@@ -28,6 +28,8 @@ pub fn say(test: &str, reason: &str) {
 /// | `registry` | the package registries the tools are configured for, reachable | controls::toolchains |
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
+/// | `ipv6` | an IPv6 loopback (`[::1]` binds) | attacks::egress |
+/// | `host-address` | a non-loopback address of the host (a destination outside FULL's namespace) | attacks::egress |
 /// | `resolv-conf` | `/etc/resolv.conf` is a file (or a link naming 127.0.0.53), which FULL replaces with its DNS stub's | guidance::a_refused_lookup_with_the_network_off_names_the_host |
 #[allow(
     dead_code,
