@@ -289,42 +289,23 @@ pub fn memory_shares() -> Vec<SyscallRule> {
     ]
 }
 
-/// Filtered egress without a namespace (FS-ONLY): the job may create TCP
-/// internet sockets (each `connect()` is notified and decided by the
-/// supervisor) and nothing else that reaches a network: no raw, packet or
-/// other families, no TCP variant whose protocol the proxy does not speak
-/// (SCTP), and no `MSG_FASTOPEN`, which connects from `sendto`/`sendmsg`
-/// without a `connect()`. UDP sockets (protocol 0 or UDP; not ICMP ping
-/// sockets nor UDP-Lite) are refused too, unless `udp_dead_net`: then
-/// their `socket()` is notified and the supervisor answers with a socket
-/// made in a network namespace that leads nowhere
-/// (`NotifyPlan::udp_dead_net`).
-pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
+/// `socket()` refused for every family but unix, route netlink (for
+/// interface listing) and `inet`: the families a plan lets through.
+fn socket_families(inet: &[u64], why: &str, netlink_why: &str) -> Vec<SyscallRule> {
     use uapi::*;
-    let mut rules = vec![
-        rule(
-            "socket",
-            Action::Deny,
-            vec![
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_UNIX,
-                },
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_NETLINK,
-                },
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_INET,
-                },
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_INET6,
-                },
-            ],
-            "filtered egress: only TCP reaches the proxy",
-        ),
+    let mut others = vec![
+        ArgCheck::Ne {
+            index: 0,
+            value: AF_UNIX,
+        },
+        ArgCheck::Ne {
+            index: 0,
+            value: AF_NETLINK,
+        },
+    ];
+    others.extend(inet.iter().map(|&value| ArgCheck::Ne { index: 0, value }));
+    vec![
+        rule("socket", Action::Deny, others, why),
         rule(
             "socket",
             Action::Deny,
@@ -338,9 +319,28 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
                     value: NETLINK_ROUTE,
                 },
             ],
-            "filtered egress (only route netlink, for interface listing)",
+            netlink_why,
         ),
-    ];
+    ]
+}
+
+/// Filtered egress without a namespace (FS-ONLY): the job may create TCP
+/// internet sockets (each `connect()` is notified and decided by the
+/// supervisor) and nothing else that reaches a network: no raw, packet or
+/// other families, no TCP variant whose protocol the proxy does not speak
+/// (SCTP), and no `MSG_FASTOPEN`, which connects from `sendto`/`sendmsg`
+/// without a `connect()`. UDP sockets (protocol 0 or UDP; not ICMP ping
+/// sockets nor UDP-Lite) are refused too, unless `udp_dead_net`: then
+/// their `socket()` is notified and the supervisor answers with a socket
+/// made in a network namespace that leads nowhere
+/// (`NotifyPlan::udp_dead_net`).
+pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
+    use uapi::*;
+    let mut rules = socket_families(
+        &[AF_INET, AF_INET6],
+        "filtered egress: only TCP reaches the proxy",
+        "filtered egress (only route netlink, for interface listing)",
+    );
     let family_is = |family| ArgCheck::Eq {
         index: 0,
         value: family,
@@ -465,34 +465,9 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
         ));
     }
     if net_off {
-        rules.push(rule(
-            "socket",
-            Action::Deny,
-            vec![
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_UNIX,
-                },
-                ArgCheck::Ne {
-                    index: 0,
-                    value: AF_NETLINK,
-                },
-            ],
+        rules.extend(socket_families(
+            &[],
             "the network is off",
-        ));
-        rules.push(rule(
-            "socket",
-            Action::Deny,
-            vec![
-                ArgCheck::Eq {
-                    index: 0,
-                    value: AF_NETLINK,
-                },
-                ArgCheck::Ne {
-                    index: 2,
-                    value: NETLINK_ROUTE,
-                },
-            ],
             "the network is off (only route netlink, for interface listing)",
         ));
     }
