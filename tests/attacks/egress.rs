@@ -1029,25 +1029,7 @@ fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
     git(&srv.join("work"), &["commit", "-qm", "one"]);
     git(&srv, &["clone", "-q", "--bare", "work", "origin.git"]);
     git(&srv.join("origin.git"), &["update-server-info"]);
-    let mut server = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import http.server, functools, sys\n\
-             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
-             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
-             print(s.server_port, flush=True)\n\
-             s.serve_forever()",
-        ])
-        .arg(&srv)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
+    let (mut server, port) = python_server(STATIC_SERVER, &srv);
     // Into $TMPDIR: a repository inside the project is refused (nested-repo).
     let script = |name: &str, into: &str| {
         format!(
@@ -1167,10 +1149,8 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
         "{}",
         String::from_utf8_lossy(&packed.stderr)
     );
-    let mut server = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import http.server, functools, sys, json, hashlib, os\n\
+    let (mut server, port) = python_server(
+        "import http.server, functools, sys, json, hashlib, os\n\
              root = sys.argv[1]\n\
              class H(http.server.SimpleHTTPRequestHandler):\n\
              \x20   def do_GET(self):\n\
@@ -1189,17 +1169,8 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
              s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(H, directory=root))\n\
              print(s.server_port, flush=True)\n\
              s.serve_forever()",
-        ])
-        .arg(&srv)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
+        &srv,
+    );
     let script = |name: &str, into: &str| {
         format!(
             "mkdir -p \"$TMPDIR/{into}\" && cd \"$TMPDIR/{into}\" && \
@@ -1263,25 +1234,7 @@ fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
         format!("<html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>\n"),
     )
     .unwrap();
-    let mut server = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import http.server, functools, sys\n\
-             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
-             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
-             print(s.server_port, flush=True)\n\
-             s.serve_forever()",
-        ])
-        .arg(&srv)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(server.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let port: u16 = line.trim().parse().unwrap();
+    let (mut server, port) = python_server(STATIC_SERVER, &srv);
     let script = |name: &str, into: &str| {
         format!(
             "python3 -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps \
@@ -1310,3 +1263,28 @@ fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
         .assert_stdout_lacks("d-rc=0");
 }
 at_every_tier!(pip_download_reaches_only_the_allowed_index);
+
+/// A static file server of `dir` on the host's loopback, for registry
+/// stand-ins: `python_server(STATIC_SERVER, dir)`.
+const STATIC_SERVER: &str = "import http.server, functools, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_port, flush=True)\n\
+             s.serve_forever()";
+
+/// Start `script` (which prints its port, then serves `dir`) and read the
+/// port; the caller kills the child.
+fn python_server(script: &str, dir: &std::path::Path) -> (std::process::Child, u16) {
+    let mut server = std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (server, line.trim().parse().unwrap())
+}
