@@ -508,7 +508,11 @@ fn plan_for(
     let tcp_only = egress == Some(super::net::EgressPlan::Redirect);
     // Its UDP sockets come from a network namespace of vetto's own that
     // leads nowhere (`NotifyPlan::udp_dead_net`), where one can be made.
-    let udp_dead_net = tcp_only && notify_available && host.userns.is_available();
+    // So do they at FS-ONLY with the network off, where that namespace's
+    // DNS stub refuses every name (and so records the name asked).
+    let off_dead_net = filter_net && tier == Tier::FsOnly;
+    let udp_dead_net =
+        (tcp_only || off_dead_net) && notify_available && host.userns.is_available();
     // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
     // any other root around what the policy binds beneath it (a project
     // under /tmp keeps its protected .git).
@@ -770,14 +774,16 @@ fn plan_for(
         notify.shared_dirs = scrub_dirs.clone();
     }
     let mut seccomp = syscalls::plan(
-        filter_net,
+        filter_net && !udp_dead_net,
         !notify.carved_dirs.is_empty() || !notify.shared_dirs.is_empty(),
         notify.broker_unix_connect,
     );
     if tcp_only {
         seccomp.rules.extend(syscalls::tcp_only(udp_dead_net));
-        notify.udp_dead_net = udp_dead_net;
+    } else if udp_dead_net {
+        seccomp.rules.extend(syscalls::off_but_dead_net_udp());
     }
+    notify.udp_dead_net = udp_dead_net;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }

@@ -424,6 +424,63 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
     rules
 }
 
+/// The network off without a namespace of the job's own (FS-ONLY), where
+/// vetto can make a network namespace that leads nowhere
+/// (`NotifyPlan::udp_dead_net`): as the network-off families, except that
+/// an internet UDP socket (protocol 0 or UDP) is notified and answered
+/// with a socket made there, whose DNS stub refuses every name. Every
+/// other internet socket (TCP, raw, ICMP ping, UDP-Lite …) is refused.
+pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
+    use uapi::*;
+    const WHY: &str = "the network is off: only UDP sockets, made by vetto in a network namespace that leads nowhere";
+    let mut rules = socket_families(
+        &[AF_INET, AF_INET6],
+        "the network is off",
+        "the network is off (only route netlink, for interface listing)",
+    );
+    for family in [AF_INET, AF_INET6] {
+        let family_is = ArgCheck::Eq {
+            index: 0,
+            value: family,
+        };
+        let type_is = |kind| ArgCheck::MaskedEq {
+            index: 1,
+            mask: SOCK_TYPE_MASK,
+            value: kind,
+        };
+        for kind in std::iter::once(SOCK_STREAM).chain(NOT_STREAM) {
+            if kind != SOCK_DGRAM {
+                rules.push(rule(
+                    "socket",
+                    Action::Deny,
+                    vec![family_is, type_is(kind)],
+                    WHY,
+                ));
+            }
+        }
+        rules.push(rule(
+            "socket",
+            Action::Deny,
+            vec![
+                family_is,
+                ArgCheck::Ne { index: 2, value: 0 },
+                ArgCheck::Ne {
+                    index: 2,
+                    value: IPPROTO_UDP,
+                },
+            ],
+            WHY,
+        ));
+        rules.push(rule(
+            "socket",
+            Action::Notify,
+            vec![family_is, type_is(SOCK_DGRAM)],
+            "the network is off: a UDP socket is made by vetto in a network namespace that leads nowhere",
+        ));
+    }
+    rules
+}
+
 /// The filter for a plan: dangerous calls always; socket families when the
 /// network is off; notifications for what the supervisor decides.
 pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> SeccompPlan {

@@ -24,8 +24,8 @@ pub mod os;
 #[path = "windows/os.rs"]
 pub mod os;
 
-/// FULL with filtered egress: the sockets the stage made inside the job's
-/// network namespace and handed to vetto.
+/// FULL: the sockets the stage made inside the job's network namespace
+/// and handed to vetto (with the network off, the DNS stub's alone).
 #[derive(Debug, Default)]
 pub struct EgressSockets {
     /// The proxy's explicit listeners (127.0.0.1 and ::1, port 3128).
@@ -34,6 +34,8 @@ pub struct EgressSockets {
     pub redirected: Vec<os::OwnedFd>,
     /// The DNS stub's UDP socket (127.0.0.53:53).
     pub dns: Option<os::OwnedFd>,
+    /// The DNS stub's TCP listener (127.0.0.53:53).
+    pub dns_tcp: Option<os::OwnedFd>,
     /// Transparent listeners (0.0.0.0, the stub's ports).
     pub transparent: Vec<os::OwnedFd>,
 }

@@ -114,6 +114,13 @@ pub mod dead_net {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
     pub fn wake_receivers(_: &std::net::UdpSocket) {}
+    /// A connect wakes the blocking accept (the listener is on a local
+    /// address here).
+    pub fn wake_acceptor(listener: &std::net::TcpListener) {
+        if let Ok(at) = listener.local_addr() {
+            let _ = std::net::TcpStream::connect_timeout(&at, std::time::Duration::from_secs(1));
+        }
+    }
     pub fn recv_query(
         _: &std::net::UdpSocket,
         _: &mut [u8],

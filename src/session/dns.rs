@@ -8,6 +8,10 @@
 //! queried name. Nothing is forwarded to a real resolver: a query carries
 //! no data out.
 //!
+//! The stage makes a TCP listener on the stub's address too: DNS over
+//! TCP (`dig +tcp`, `RES_OPTIONS=use-vc`) gets the same answers from
+//! [`TcpStub`] ([`TcpStubAt::JobNamespace`]).
+//!
 //! FS-ONLY has no namespace of the job's own. Its UDP sockets come from
 //! a namespace of vetto's that leads nowhere (`sandbox::dead_net`), where
 //! every address is local and the same stub serves port 53
@@ -372,15 +376,29 @@ pub fn expect_asker(askers: &Askers, local: SocketAddr, who: (ProcessInfo, Optio
     }
 }
 
-/// FS-ONLY: the stub for DNS over TCP (RFC 1035 4.2.2: each message has a
-/// two-byte length), on listeners on the host's loopback that only the
-/// supervisor's redirected connects reach. The job's bytes are read from
+/// The stub for DNS over TCP (RFC 1035 4.2.2: each message has a
+/// two-byte length), bounded: a message longer than a query may be ends
+/// its connection, at most [`MAX_TCP_CLIENTS`] are served at once, and an
+/// idle one is dropped after [`TCP_IDLE`]. The job's bytes are read from
 /// the stub's own socket: nothing is decided on memory the job can change.
 pub struct TcpStub {
     stop: Arc<AtomicBool>,
-    /// Each listener's address (a connect wakes its blocking accept) and
-    /// its thread.
-    threads: Vec<(SocketAddr, std::thread::JoinHandle<()>)>,
+    /// Each listener again (shut down to wake its blocking accept) and its
+    /// thread.
+    threads: Vec<(TcpListener, std::thread::JoinHandle<()>)>,
+}
+
+/// Where a [`TcpStub`] listens, which says how it learns who connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpStubAt {
+    /// FS-ONLY: on the host's loopback, reached by the supervisor's
+    /// redirected connects. A registration stands for one connection and
+    /// is taken when it arrives (any host process could connect after).
+    HostLoopback,
+    /// FULL: 127.0.0.53:53 in the job's namespace, reached by the job's
+    /// own notified connects, registered in the table the UDP stub reads:
+    /// kept there (a UDP socket of the job may have the same port).
+    JobNamespace,
 }
 
 impl std::fmt::Debug for TcpStub {
@@ -395,13 +413,15 @@ struct TcpShared {
     rules: Answerable,
     sink: Arc<dyn EventSink + Sync>,
     askers: Askers,
+    at: TcpStubAt,
     clients: AtomicUsize,
 }
 
 impl TcpStub {
-    /// Serve `listeners` until [`TcpStub::stop`].
+    /// Serve `listeners` (all at `at`) until [`TcpStub::stop`].
     pub fn start(
         listeners: Vec<TcpListener>,
+        at: TcpStubAt,
         names: Arc<Mutex<Names>>,
         rules: Answerable,
         sink: Arc<dyn EventSink + Sync>,
@@ -413,16 +433,17 @@ impl TcpStub {
             rules,
             sink,
             askers,
+            at,
             clients: AtomicUsize::new(0),
         });
         let mut threads = Vec::new();
         for listener in listeners {
             listener.set_nonblocking(false)?;
-            let at = listener.local_addr()?;
+            let waker = listener.try_clone()?;
             let stopping = stop.clone();
             let shared = shared.clone();
             threads.push((
-                at,
+                waker,
                 std::thread::Builder::new()
                     .name("vetto-dns-tcp".into())
                     .spawn(move || accept_loop(&listener, &stopping, &shared))?,
@@ -433,9 +454,9 @@ impl TcpStub {
 
     pub fn stop(self) {
         self.stop.store(true, Ordering::SeqCst);
-        for (at, t) in self.threads {
+        for (listener, t) in self.threads {
             // Wake the blocking accept; it then sees `stop`.
-            let _ = TcpStream::connect_timeout(&at, Duration::from_secs(1));
+            crate::sandbox::dead_net::wake_acceptor(&listener);
             let _ = t.join();
         }
     }
@@ -458,7 +479,11 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        let who = shared.askers.lock().ok().and_then(|mut m| m.remove(&peer));
+        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
+        let who = shared.askers.lock().ok().and_then(|mut m| match shared.at {
+            TcpStubAt::HostLoopback => m.remove(&peer),
+            TcpStubAt::JobNamespace => m.get(&peer).cloned(),
+        });
         shared.clients.fetch_add(1, Ordering::SeqCst);
         let client = shared.clone();
         let spawned = std::thread::Builder::new()
@@ -499,12 +524,12 @@ fn serve_tcp(
         }
         let (reply, refused) = respond(msg, &shared.names, &shared.rules);
         if let Some(name) = refused {
-            record_refused(
-                shared.sink.as_ref(),
-                name,
-                who.clone(),
-                Provenance::SeccompNotify,
-            );
+            // As the UDP stub beside it records.
+            let provenance = match shared.at {
+                TcpStubAt::HostLoopback => Provenance::SeccompNotify,
+                TcpStubAt::JobNamespace => Provenance::Proxy,
+            };
+            record_refused(shared.sink.as_ref(), name, who.clone(), provenance);
         }
         let Some(reply) = reply else {
             return;
@@ -631,8 +656,15 @@ mod tests {
         let sink = Arc::new(VecSink::default());
         let askers = Askers::default();
         let names = Arc::new(Mutex::new(Names::default()));
-        let stub =
-            TcpStub::start(vec![listener], names, rules(), sink.clone(), askers.clone()).unwrap();
+        let stub = TcpStub::start(
+            vec![listener],
+            TcpStubAt::HostLoopback,
+            names,
+            rules(),
+            sink.clone(),
+            askers.clone(),
+        )
+        .unwrap();
         // As the supervisor does: bind, register, then connect.
         use nix::sys::socket::{self as ns, AddressFamily, SockFlag, SockType, SockaddrIn};
         use std::os::fd::AsRawFd;

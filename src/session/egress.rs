@@ -34,7 +34,8 @@ pub struct Egress {
     names: Arc<Mutex<super::dns::Names>>,
     answerable: super::dns::Answerable,
     stub: Option<super::dns::Stub>,
-    /// FS-ONLY: the DNS-over-TCP stub.
+    /// The DNS-over-TCP stub (FS-ONLY: on the host's loopback; FULL: in
+    /// the job's namespace).
     tcp_stub: Option<super::dns::TcpStub>,
     /// FS-ONLY: what the start line says of UDP.
     udp_said: String,
@@ -58,10 +59,77 @@ struct Broker {
     dns_v4: Option<SocketAddr>,
     dns_v6: Option<SocketAddr>,
     askers: super::dns::Askers,
-    /// FS-ONLY: where the job's UDP sockets are made (`None`: refused),
-    /// and who got each.
-    dead_net: Mutex<Option<crate::sandbox::dead_net::DeadNet>>,
-    udp_owners: Arc<UdpOwners>,
+    /// FS-ONLY: where the job's UDP sockets are made, and who got each.
+    udp: DeadNetUdp,
+}
+
+/// FS-ONLY: the namespace that leads nowhere, where the job's UDP sockets
+/// are made (`None`: there is none, and they are refused), and who got
+/// each.
+#[derive(Debug, Default)]
+struct DeadNetUdp {
+    net: Mutex<Option<crate::sandbox::dead_net::DeadNet>>,
+    owners: Arc<UdpOwners>,
+}
+
+impl DeadNetUdp {
+    /// A UDP socket made there for `process`, which the supervisor keeps a
+    /// copy of (`None`: there is no such namespace).
+    fn socket(
+        &self,
+        v6: bool,
+        process: crate::sandbox::ProcessFacts,
+    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+        let net = self.net.lock().ok()?;
+        let made = net.as_ref()?.socket(v6);
+        Some(made.and_then(|fd| {
+            let copy = fd.try_clone()?;
+            self.owners
+                .add(copy, crate::supervisor::process_and_package(process));
+            Ok(fd)
+        }))
+    }
+
+    fn holds(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+        self.net
+            .lock()
+            .ok()
+            .is_some_and(|n| n.as_ref().is_some_and(|n| n.holds(sock)))
+    }
+
+    /// Start the helper, and the DNS stub on its port-53 sockets with
+    /// `rules`: the namespace and the stub, or why not.
+    fn start(
+        names: Arc<Mutex<super::dns::Names>>,
+        rules: super::dns::Answerable,
+        sink: Arc<Tee>,
+    ) -> Result<(DeadNetUdp, super::dns::Stub), String> {
+        let (net, sockets) = crate::sandbox::dead_net::DeadNet::start().map_err(|e| e.to_string())?;
+        let owners = Arc::new(UdpOwners::default());
+        let of = owners.clone();
+        let stub = super::dns::Stub::start_dead_net(
+            sockets,
+            names,
+            rules,
+            sink,
+            Arc::new(move |peer| of.of(peer)),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok((
+            DeadNetUdp {
+                net: Mutex::new(Some(net)),
+                owners,
+            },
+            stub,
+        ))
+    }
+
+    /// End the helper (the job is gone).
+    fn stop(&self) {
+        if let Ok(mut net) = self.net.lock() {
+            drop(net.take());
+        }
+    }
 }
 
 /// Who made something: the process and its package.
@@ -179,7 +247,11 @@ impl EgressBroker for Broker {
         if original.port() == 53 && self.dns_v4.is_some() {
             // The notification server sent it to the DNS stub (`dns_via`).
             if let Some(who) = who {
-                super::dns::expect_asker(&self.askers, local, who);
+                super::dns::expect_asker(
+                    &self.askers,
+                    SocketAddr::new(local.ip().to_canonical(), local.port()),
+                    who,
+                );
             }
             return;
         }
@@ -211,21 +283,11 @@ impl EgressBroker for Broker {
         v6: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        let net = self.dead_net.lock().ok()?;
-        let made = net.as_ref()?.socket(v6);
-        Some(made.and_then(|fd| {
-            let copy = fd.try_clone()?;
-            self.udp_owners
-                .add(copy, crate::supervisor::process_and_package(process));
-            Ok(fd)
-        }))
+        self.udp.socket(v6, process)
     }
 
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
-        self.dead_net
-            .lock()
-            .ok()
-            .is_some_and(|n| n.as_ref().is_some_and(|n| n.holds(sock)))
+        self.udp.holds(sock)
     }
 }
 
@@ -398,6 +460,7 @@ pub fn start(
             let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
             let stub = super::dns::TcpStub::start(
                 listeners,
+                super::dns::TcpStubAt::HostLoopback,
                 names.clone(),
                 answerable.clone(),
                 sink.clone(),
@@ -411,42 +474,31 @@ pub fn start(
     // FS-ONLY: the job's UDP sockets come from a namespace that leads
     // nowhere, where the DNS stub serves port 53. If it cannot be made,
     // they are refused, as the filter refuses them without user namespaces.
-    let udp_owners = Arc::new(UdpOwners::default());
     let mut stub = None;
     let mut udp = Udp::Refused;
     if plan.notify.udp_dead_net && tcp_stub.is_some() {
-        match crate::sandbox::dead_net::DeadNet::start() {
-            Ok((net, sockets)) => {
-                let owners = udp_owners.clone();
-                stub = Some(
-                    super::dns::Stub::start_dead_net(
-                        sockets,
-                        names.clone(),
-                        answerable.clone(),
-                        sink.clone(),
-                        Arc::new(move |peer| owners.of(peer)),
-                    )
-                    .map_err(EgressError::Listen)?,
-                );
-                udp = Udp::DeadNet(net);
+        udp = match DeadNetUdp::start(names.clone(), answerable.clone(), sink.clone()) {
+            Ok((net, serving)) => {
+                stub = Some(serving);
+                Udp::DeadNet(net)
             }
-            Err(e) => udp = Udp::Failed(e.to_string()),
-        }
+            Err(why) => Udp::Failed(why),
+        };
     }
     let (dead_net, udp_said) = match udp {
         Udp::DeadNet(net) => (
-            Some(net),
+            net,
             "; UDP only to vetto's DNS stub (a network namespace that leads nowhere)".to_string(),
         ),
         Udp::Failed(why) => (
-            None,
+            DeadNetUdp::default(),
             format!("; UDP sockets refused (no namespace for them: {why})"),
         ),
         Udp::Refused if how == EgressPlan::Redirect && !audit => (
-            None,
+            DeadNetUdp::default(),
             "; UDP sockets refused (no unprivileged user namespaces)".to_string(),
         ),
-        Udp::Refused => (None, String::new()),
+        Udp::Refused => (DeadNetUdp::default(), String::new()),
     };
     Ok(Some(Egress {
         broker: Arc::new(Broker {
@@ -459,8 +511,7 @@ pub fn start(
             dns_v4,
             dns_v6,
             askers,
-            dead_net: Mutex::new(dead_net),
-            udp_owners,
+            udp: dead_net,
         }),
         address,
         said,
@@ -475,7 +526,7 @@ pub fn start(
 
 /// What became of the job's UDP sockets at FS-ONLY.
 enum Udp {
-    DeadNet(crate::sandbox::dead_net::DeadNet),
+    DeadNet(DeadNetUdp),
     Failed(String),
     Refused,
 }
@@ -558,6 +609,16 @@ impl Egress {
                 Some(asked_by(self.broker.askers.clone())),
             )?);
         }
+        if let Some(dns) = sockets.dns_tcp {
+            self.tcp_stub = Some(super::dns::TcpStub::start(
+                vec![dns.into()],
+                super::dns::TcpStubAt::JobNamespace,
+                self.names.clone(),
+                self.answerable.clone(),
+                self.sink.clone(),
+                self.broker.askers.clone(),
+            )?);
+        }
         Ok(())
     }
 
@@ -579,32 +640,39 @@ impl Egress {
         if let Some(stub) = self.tcp_stub {
             stub.stop();
         }
-        if let Ok(mut net) = self.broker.dead_net.lock() {
-            drop(net.take());
-        }
+        self.broker.udp.stop();
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
         (bytes, self.said.take())
     }
 }
 
-/// FULL with the network off: the DNS stub in the job's namespace
-/// (127.0.0.53:53, where the sandbox's `/etc/resolv.conf` points) refuses
-/// every name, so a lookup is recorded by the name asked and the process
-/// that asked, rather than as a refused connect to the host's resolver.
+/// With the network off, vetto's DNS stub refuses every name, so a lookup
+/// is recorded by the name asked and the process that asked, rather than
+/// as a refused connect to (or socket for) the host's resolver.
+/// - FULL: in the job's namespace on 127.0.0.53:53, UDP and TCP, where
+///   the sandbox's `/etc/resolv.conf` points.
+/// - FS-ONLY, where user namespaces exist: on port 53 of the namespace
+///   that leads nowhere, where the job's UDP sockets are made, so a query
+///   to any resolver address reaches it.
 #[derive(Debug)]
 pub struct RefusingDns {
     broker: Arc<DnsAskers>,
     said: Arc<Said>,
-    stub: super::dns::Stub,
+    stub: Option<super::dns::Stub>,
+    tcp_stub: Option<super::dns::TcpStub>,
 }
 
-/// The notification server's view at FULL with the network off: a
-/// connect to the stub is performed as asked and registered with its
-/// process (the stub then names who sent from that socket); nothing is
-/// allowed, redirected or made.
+/// The notification server's view with the network off. FULL: a connect
+/// to the stub is performed as asked and registered with its process (the
+/// stub then names who sent from that socket). FS-ONLY: UDP sockets come
+/// from the namespace that leads nowhere. Nothing is allowed or
+/// redirected.
 #[derive(Debug, Default)]
-struct DnsAskers(super::dns::Askers);
+struct DnsAskers {
+    askers: super::dns::Askers,
+    udp: DeadNetUdp,
+}
 
 impl DnsAskers {
     fn is_stub(to: SocketAddr) -> bool {
@@ -642,7 +710,7 @@ impl EgressBroker for DnsAskers {
     ) {
         if let (true, Some(p)) = (DnsAskers::is_stub(original), process) {
             super::dns::expect_asker(
-                &self.0,
+                &self.askers,
                 SocketAddr::new(local.ip().to_canonical(), local.port()),
                 crate::supervisor::process_and_package(p),
             );
@@ -651,14 +719,14 @@ impl EgressBroker for DnsAskers {
 
     fn udp_socket(
         &self,
-        _: bool,
-        _: crate::sandbox::ProcessFacts,
+        v6: bool,
+        process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        None
+        self.udp.socket(v6, process)
     }
 
-    fn is_dead_net(&self, _: crate::sandbox::os::BorrowedFd<'_>) -> bool {
-        false
+    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+        self.udp.holds(sock)
     }
 }
 
@@ -674,9 +742,12 @@ fn asked_by(askers: super::dns::Askers) -> super::dns::UdpAskers {
 }
 
 impl RefusingDns {
-    /// Serve the stub's socket the stage made (`None`: filtered egress
-    /// serves it instead, or there is none — the plan has no stub, or it
-    /// could not be bound, and lookups then fail without an answer).
+    /// Serve the stub: FULL, on the sockets the stage made; FS-ONLY, in
+    /// the namespace that leads nowhere, made now (`plan.notify.udp_dead_net`).
+    /// `None`: filtered egress serves names instead, or there is no stub
+    /// (the plan has none, or the stage could not bind it: lookups then
+    /// fail without an answer). An error: FS-ONLY's namespace could not be
+    /// made, and the job's UDP sockets are refused.
     pub fn serve(
         plan: &Plan,
         sockets: &mut crate::sandbox::EgressSockets,
@@ -685,24 +756,64 @@ impl RefusingDns {
         if plan.egress.is_some() {
             return Ok(None);
         }
-        let Some(socket) = sockets.dns.take() else {
-            return Ok(None);
-        };
         let said = Arc::new(Said::default());
         let sink = Arc::new(Tee {
             log,
             said: Arc::clone(&said),
         });
+        let refuse_all = || super::dns::Answerable::for_policy(&NetPolicy::Off);
+        if plan.notify.udp_dead_net {
+            let (udp, stub) = DeadNetUdp::start(Arc::default(), refuse_all(), sink)
+                .map_err(|why| std::io::Error::other(format!("no namespace for UDP sockets, which are refused: {why}")))?;
+            return Ok(Some(RefusingDns {
+                broker: Arc::new(DnsAskers {
+                    askers: Default::default(),
+                    udp,
+                }),
+                said,
+                stub: Some(stub),
+                tcp_stub: None,
+            }));
+        }
+        if sockets.dns.is_none() && sockets.dns_tcp.is_none() {
+            return Ok(None);
+        }
         let broker = Arc::new(DnsAskers::default());
-        let askers = broker.0.clone();
-        let stub = super::dns::Stub::start(
-            socket.into(),
-            Arc::default(),
-            super::dns::Answerable::for_policy(&NetPolicy::Off),
-            sink,
-            Some(asked_by(askers)),
-        )?;
-        Ok(Some(RefusingDns { broker, said, stub }))
+        let stub = match sockets.dns.take() {
+            Some(socket) => Some(super::dns::Stub::start(
+                socket.into(),
+                Arc::default(),
+                refuse_all(),
+                sink.clone(),
+                Some(asked_by(broker.askers.clone())),
+            )?),
+            None => None,
+        };
+        let tcp_stub = match sockets.dns_tcp.take().map(|listener| {
+            super::dns::TcpStub::start(
+                vec![listener.into()],
+                super::dns::TcpStubAt::JobNamespace,
+                Arc::default(),
+                refuse_all(),
+                sink,
+                broker.askers.clone(),
+            )
+        }) {
+            Some(Ok(tcp)) => Some(tcp),
+            Some(Err(e)) => {
+                if let Some(udp) = stub {
+                    udp.stop();
+                }
+                return Err(e);
+            }
+            None => None,
+        };
+        Ok(Some(RefusingDns {
+            broker,
+            said,
+            stub,
+            tcp_stub,
+        }))
     }
 
     /// What the notification server asks.
@@ -710,9 +821,16 @@ impl RefusingDns {
         self.broker.clone()
     }
 
-    /// Stop the stub: the names it refused, for the end-of-run guidance.
+    /// Stop the stubs: the names they refused, for the end-of-run
+    /// guidance.
     pub fn finish(self) -> Refused {
-        self.stub.stop();
+        if let Some(stub) = self.stub {
+            stub.stop();
+        }
+        if let Some(stub) = self.tcp_stub {
+            stub.stop();
+        }
+        self.broker.udp.stop();
         self.said.take()
     }
 }

@@ -188,6 +188,14 @@ pub fn wake_receivers(sock: &std::net::UdpSocket) {
     let _ = nix::sys::socket::shutdown(sock.as_raw_fd(), nix::sys::socket::Shutdown::Read);
 }
 
+/// Wake the thread blocked accepting on `listener` (a DNS stub's, at the
+/// end of the session): `shutdown(SHUT_RD)` on a listening TCP socket
+/// stops it listening and its `accept` fails at once (`EINVAL`). Works
+/// where vetto cannot connect to it (a listener in the job's namespace).
+pub fn wake_acceptor(listener: &std::net::TcpListener) {
+    let _ = nix::sys::socket::shutdown(listener.as_raw_fd(), nix::sys::socket::Shutdown::Read);
+}
+
 /// One datagram: its length, sender, and the address it was sent to.
 pub fn recv_query(
     sock: &std::net::UdpSocket,

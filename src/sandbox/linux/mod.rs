@@ -408,7 +408,7 @@ impl Stage {
         };
         // Then PID 1 sends the egress proxy's listeners (FULL, filtered
         // egress), before the notification listener.
-        // With the network off, PID 1 sends the DNS stub's socket alone.
+        // With the network off, PID 1 sends the DNS stub's sockets alone.
         let mut egress = crate::sandbox::EgressSockets::default();
         let filtered = plan.egress == Some(crate::plan::net::EgressPlan::Netns);
         if filtered {
@@ -424,8 +424,14 @@ impl Stage {
             .as_ref()
             .is_some_and(|n| n.dns_stub.is_some())
         {
-            if let Some((b'D', fds)) = receive_fds::<1>(&self.notify) {
-                egress.dns = fds.into_iter().next();
+            if let Some((b'D', fds)) = receive_fds::<2>(&self.notify) {
+                for fd in fds {
+                    match notify::socket_type(fd.as_fd()) {
+                        Ok(libc::SOCK_DGRAM) => egress.dns = Some(fd),
+                        Ok(libc::SOCK_STREAM) => egress.dns_tcp = Some(fd),
+                        _ => {}
+                    }
+                }
             }
             if filtered
                 && let Some((b'T', fds)) =

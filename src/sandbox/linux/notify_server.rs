@@ -1561,7 +1561,7 @@ impl Shared {
                     Route::AsAsked => {}
                     Route::Redirect => redirect = Some((to, false)),
                     Route::Dns => redirect = Some((to, true)),
-                    Route::Refuse if self.udp_dead_net => refused = Some(to),
+                    Route::Refuse if self.udp_dead_net => refused = Some(Answer::Refused(to)),
                     Route::Refuse => return (Err(Answer::Refused(to)), None),
                 }
             } else if self.refuses(to) {
@@ -1569,10 +1569,13 @@ impl Shared {
                 // goes to the proxy's redirected listener in the namespace.
                 let allowed = self.net_connect == NetConnect::LoopbackOnly
                     && self.egress.as_ref().is_some_and(|e| e.allows(to));
-                if !allowed {
+                if allowed {
+                    redirect = Some((to, false));
+                } else if self.udp_dead_net {
+                    refused = Some(Answer::Unreachable(to));
+                } else {
                     return (Err(Answer::Unreachable(to)), None);
                 }
-                redirect = Some((to, false));
             }
             if redirect.is_none() && self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
                 named = Some(to);
@@ -1670,8 +1673,8 @@ impl Shared {
             // number the job can re-point: it can only reach the
             // namespace it was made in. Performed as asked.
             Connect::Raw(addr, len, Reason::DeadNetUdp)
-        } else if let Some(to) = refused {
-            return (Err(Answer::Refused(to)), shown);
+        } else if let Some(answer) = refused {
+            return (Err(answer), shown);
         } else if domain != c::AF_UNIX
             && domain != c::AF_INET
             && domain != c::AF_INET6
@@ -1743,7 +1746,9 @@ impl Shared {
 
     /// Whether a connect to `to` is refused: with the network off, anything
     /// at FS-ONLY (the job cannot create such a socket: one it holds was
-    /// smuggled in), and at FULL anything but the job's own loopback.
+    /// smuggled in, or made in vetto's namespace that leads nowhere, which
+    /// `connect` tells apart by the socket itself), and at FULL anything
+    /// but the job's own loopback.
     fn refuses(&self, to: std::net::SocketAddr) -> bool {
         let ip = to.ip().to_canonical();
         match self.net_connect {

@@ -566,8 +566,8 @@ fn relay(init: Pid, supervisor: i32) -> ! {
 /// Bind the egress proxy's listeners on the namespace's loopback
 /// (127.0.0.1 and, where IPv6 is up, ::1) and hand them to vetto, tagged
 /// `N`, before the notification listener; then the redirected listeners
-/// (`R`, port 3129: connects an IP rule allows), the DNS stub's socket
-/// (`D`, none if it cannot be bound) and the transparent listeners (`T`).
+/// (`R`, port 3129: connects an IP rule allows), the DNS stub's sockets
+/// (`D`, [`send_dns_stub`]) and the transparent listeners (`T`).
 /// Ports below 1024 need `CAP_NET_BIND_SERVICE` in the namespace: this
 /// process still has it.
 fn send_egress_listeners(
@@ -602,11 +602,15 @@ fn send_egress_listeners(
     Ok(())
 }
 
-/// The DNS stub's UDP socket (`D`, none if it cannot be bound), made in
-/// the job's namespace on 127.0.0.53:53.
+/// The DNS stub's sockets (`D`), made in the job's namespace on
+/// 127.0.0.53:53: a UDP socket and a TCP listener (DNS over TCP: `dig
+/// +tcp`, `RES_OPTIONS=use-vc`), each left out if it cannot be bound;
+/// vetto tells them apart by their type.
 fn send_dns_stub(to: std::os::fd::BorrowedFd<'_>) -> Result<(), Failure> {
-    let dns = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
-    let fds: Vec<RawFd> = dns.iter().map(AsRawFd::as_raw_fd).collect();
+    let udp = std::net::UdpSocket::bind(crate::plan::net::DNS_STUB_ADDR).ok();
+    let tcp = std::net::TcpListener::bind(crate::plan::net::DNS_STUB_ADDR).ok();
+    let mut fds: Vec<RawFd> = udp.iter().map(AsRawFd::as_raw_fd).collect();
+    fds.extend(tcp.iter().map(AsRawFd::as_raw_fd));
     send_tagged(to, b'D', &fds)
 }
 
