@@ -470,6 +470,8 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
         }
         let (stream, peer) = match listener.accept() {
             Ok(c) => c,
+            // Woken to stop (the listener shut down).
+            Err(_) if stop.load(Ordering::SeqCst) => return,
             Err(_) => {
                 // EMFILE and the like: do not spin.
                 std::thread::sleep(Duration::from_millis(20));

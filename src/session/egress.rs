@@ -28,9 +28,8 @@ pub struct Egress {
     pub address: SocketAddr,
     said: Arc<Said>,
     sink: Arc<Tee>,
-    /// The DNS stub's table and rules, and the UDP stub once serving
-    /// (FULL: in the job's namespace; FS-ONLY: in the one its UDP sockets
-    /// come from).
+    /// The DNS stub's table and rules, and the UDP stub in the job's
+    /// namespace once serving (FULL; FS-ONLY's is the dead net's).
     names: Arc<Mutex<super::dns::Names>>,
     answerable: super::dns::Answerable,
     stub: Option<super::dns::Stub>,
@@ -64,15 +63,60 @@ struct Broker {
 }
 
 /// FS-ONLY: the namespace that leads nowhere, where the job's UDP sockets
-/// are made (`None`: there is none, and they are refused), and who got
-/// each.
+/// are made, its DNS stub, and who got each socket.
 #[derive(Debug, Default)]
 struct DeadNetUdp {
-    net: Mutex<Option<crate::sandbox::dead_net::DeadNet>>,
+    state: Mutex<UdpNet>,
     owners: Arc<UdpOwners>,
 }
 
+#[derive(Debug, Default)]
+enum UdpNet {
+    /// None (not planned, could not be made, or stopped): UDP sockets are
+    /// refused.
+    #[default]
+    Absent,
+    /// Made at the job's first UDP socket: most jobs with the network off
+    /// make none, and pay nothing for it.
+    Pending {
+        names: Arc<Mutex<super::dns::Names>>,
+        rules: super::dns::Answerable,
+        sink: Arc<Tee>,
+    },
+    Running {
+        net: crate::sandbox::dead_net::DeadNet,
+        stub: super::dns::Stub,
+    },
+}
+
 impl DeadNetUdp {
+    /// Start the helper now, and the DNS stub on its port-53 sockets with
+    /// `rules`; or why not.
+    fn start(
+        names: Arc<Mutex<super::dns::Names>>,
+        rules: super::dns::Answerable,
+        sink: Arc<Tee>,
+    ) -> Result<DeadNetUdp, String> {
+        let owners = Arc::new(UdpOwners::default());
+        let (net, stub) = launch(names, rules, sink, &owners)?;
+        Ok(DeadNetUdp {
+            state: Mutex::new(UdpNet::Running { net, stub }),
+            owners,
+        })
+    }
+
+    /// The same, at the job's first UDP socket.
+    fn at_first_socket(
+        names: Arc<Mutex<super::dns::Names>>,
+        rules: super::dns::Answerable,
+        sink: Arc<Tee>,
+    ) -> DeadNetUdp {
+        DeadNetUdp {
+            state: Mutex::new(UdpNet::Pending { names, rules, sink }),
+            owners: Arc::default(),
+        }
+    }
+
     /// A UDP socket made there for `process`, which the supervisor keeps a
     /// copy of (`None`: there is no such namespace).
     fn socket(
@@ -80,8 +124,21 @@ impl DeadNetUdp {
         v6: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        let net = self.net.lock().ok()?;
-        let made = net.as_ref()?.socket(v6);
+        let mut state = self.state.lock().ok()?;
+        if let UdpNet::Pending { .. } = &*state
+            && let UdpNet::Pending { names, rules, sink } = std::mem::take(&mut *state)
+        {
+            match launch(names, rules, sink, &self.owners) {
+                Ok((net, stub)) => *state = UdpNet::Running { net, stub },
+                Err(why) => eprintln!(
+                    "vetto: warning: the job's UDP sockets are refused (no namespace for them: {why})"
+                ),
+            }
+        }
+        let UdpNet::Running { net, .. } = &*state else {
+            return None;
+        };
+        let made = net.socket(v6);
         Some(made.and_then(|fd| {
             let copy = fd.try_clone()?;
             self.owners
@@ -91,45 +148,44 @@ impl DeadNetUdp {
     }
 
     fn holds(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
-        self.net
+        self.state
             .lock()
-            .ok()
-            .is_some_and(|n| n.as_ref().is_some_and(|n| n.holds(sock)))
+            .is_ok_and(|s| matches!(&*s, UdpNet::Running { net, .. } if net.holds(sock)))
     }
 
-    /// Start the helper, and the DNS stub on its port-53 sockets with
-    /// `rules`: the namespace and the stub, or why not.
-    fn start(
-        names: Arc<Mutex<super::dns::Names>>,
-        rules: super::dns::Answerable,
-        sink: Arc<Tee>,
-    ) -> Result<(DeadNetUdp, super::dns::Stub), String> {
-        let (net, sockets) = crate::sandbox::dead_net::DeadNet::start().map_err(|e| e.to_string())?;
-        let owners = Arc::new(UdpOwners::default());
-        let of = owners.clone();
-        let stub = super::dns::Stub::start_dead_net(
-            sockets,
-            names,
-            rules,
-            sink,
-            Arc::new(move |peer| of.of(peer)),
-        )
-        .map_err(|e| e.to_string())?;
-        Ok((
-            DeadNetUdp {
-                net: Mutex::new(Some(net)),
-                owners,
-            },
-            stub,
-        ))
-    }
-
-    /// End the helper (the job is gone).
+    /// Stop the stub and end the helper (the job is gone).
     fn stop(&self) {
-        if let Ok(mut net) = self.net.lock() {
-            drop(net.take());
+        let state = self
+            .state
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        if let UdpNet::Running { net, stub } = state {
+            stub.stop();
+            drop(net);
         }
     }
+}
+
+/// Start the dead-net helper and the DNS stub on its port-53 sockets; the
+/// stub names a sender by `owners`.
+fn launch(
+    names: Arc<Mutex<super::dns::Names>>,
+    rules: super::dns::Answerable,
+    sink: Arc<Tee>,
+    owners: &Arc<UdpOwners>,
+) -> Result<(crate::sandbox::dead_net::DeadNet, super::dns::Stub), String> {
+    let (net, sockets) = crate::sandbox::dead_net::DeadNet::start().map_err(|e| e.to_string())?;
+    let of = owners.clone();
+    let stub = super::dns::Stub::start_dead_net(
+        sockets,
+        names,
+        rules,
+        sink,
+        Arc::new(move |peer| of.of(peer)),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((net, stub))
 }
 
 /// Who made something: the process and its package.
@@ -474,14 +530,10 @@ pub fn start(
     // FS-ONLY: the job's UDP sockets come from a namespace that leads
     // nowhere, where the DNS stub serves port 53. If it cannot be made,
     // they are refused, as the filter refuses them without user namespaces.
-    let mut stub = None;
     let mut udp = Udp::Refused;
     if plan.notify.udp_dead_net && tcp_stub.is_some() {
         udp = match DeadNetUdp::start(names.clone(), answerable.clone(), sink.clone()) {
-            Ok((net, serving)) => {
-                stub = Some(serving);
-                Udp::DeadNet(net)
-            }
+            Ok(net) => Udp::DeadNet(net),
             Err(why) => Udp::Failed(why),
         };
     }
@@ -518,7 +570,7 @@ pub fn start(
         sink,
         names,
         answerable,
-        stub,
+        stub: None,
         tcp_stub,
         udp_said,
     }))
@@ -743,11 +795,11 @@ fn asked_by(askers: super::dns::Askers) -> super::dns::UdpAskers {
 
 impl RefusingDns {
     /// Serve the stub: FULL, on the sockets the stage made; FS-ONLY, in
-    /// the namespace that leads nowhere, made now (`plan.notify.udp_dead_net`).
-    /// `None`: filtered egress serves names instead, or there is no stub
-    /// (the plan has none, or the stage could not bind it: lookups then
-    /// fail without an answer). An error: FS-ONLY's namespace could not be
-    /// made, and the job's UDP sockets are refused.
+    /// the namespace that leads nowhere (`plan.notify.udp_dead_net`), made
+    /// at the job's first UDP socket (if it cannot be, UDP sockets are
+    /// refused, and vetto says so). `None`: filtered egress serves names
+    /// instead, or there is no stub (the plan has none, or the stage could
+    /// not bind it: lookups then fail without an answer).
     pub fn serve(
         plan: &Plan,
         sockets: &mut crate::sandbox::EgressSockets,
@@ -763,15 +815,13 @@ impl RefusingDns {
         });
         let refuse_all = || super::dns::Answerable::for_policy(&NetPolicy::Off);
         if plan.notify.udp_dead_net {
-            let (udp, stub) = DeadNetUdp::start(Arc::default(), refuse_all(), sink)
-                .map_err(|why| std::io::Error::other(format!("no namespace for UDP sockets, which are refused: {why}")))?;
             return Ok(Some(RefusingDns {
                 broker: Arc::new(DnsAskers {
                     askers: Default::default(),
-                    udp,
+                    udp: DeadNetUdp::at_first_socket(Arc::default(), refuse_all(), sink),
                 }),
                 said,
-                stub: Some(stub),
+                stub: None,
                 tcp_stub: None,
             }));
         }
