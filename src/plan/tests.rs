@@ -786,6 +786,53 @@ fn full_with_the_network_off_has_a_dns_stub_that_answers_no_name() -> Result<(),
 }
 
 #[test]
+fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> Result<(), Refusal>
+{
+    let build = |host: &HostCaps| {
+        build::build_with_view(
+            &policy(project_rules()),
+            host,
+            TierRequest::Exactly(Tier::FsOnly),
+            &options(),
+            &project_fs(),
+        )
+    };
+    let socket_rule = |plan: &Plan, action: Action, family: u64, kind: u64| {
+        plan.seccomp.rules.iter().any(|r| {
+            r.name == "socket"
+                && r.action == action
+                && r.when.contains(&syscalls::ArgCheck::Eq {
+                    index: 0,
+                    value: family,
+                })
+                && r.when.contains(&syscalls::ArgCheck::MaskedEq {
+                    index: 1,
+                    mask: 0xf,
+                    value: kind,
+                })
+        })
+    };
+    let plan = build(&HostCaps::everything())?;
+    assert!(plan.notify.udp_dead_net);
+    assert_eq!(plan.notify.net_connect, fs::NetConnect::Closed);
+    for family in [2, 10] {
+        // UDP notified (made by vetto in its namespace); TCP and raw refused.
+        assert!(socket_rule(&plan, Action::Notify, family, 2));
+        assert!(socket_rule(&plan, Action::Deny, family, 1));
+        assert!(socket_rule(&plan, Action::Deny, family, 3));
+        assert!(!socket_rule(&plan, Action::Deny, family, 2));
+    }
+    // Without user namespaces: every internet socket refused, as before.
+    let plan = build(&without_userns())?;
+    assert!(!plan.notify.udp_dead_net);
+    assert!(plan.seccomp.rules.iter().any(|r| r.name == "socket"
+        && r.action == Action::Deny
+        && r.when.contains(&syscalls::ArgCheck::Ne { index: 0, value: 1 })
+        && !r.when.contains(&syscalls::ArgCheck::Ne { index: 0, value: 2 })));
+    Ok(())
+}
+
+#[test]
 fn filtered_egress_at_fs_only_redirects_notified_connects_and_allows_only_tcp()
 -> Result<(), Refusal> {
     let plan = build_egress(&without_userns(), TierRequest::Auto)?;

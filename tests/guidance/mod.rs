@@ -167,6 +167,78 @@ except socket.gaierror as e:
     print('gaierror', e.errno)
 "#;
 
+/// Runs as an unprivileged user at FS-ONLY, where user namespaces exist:
+/// with the network off (the default), a lookup of `<canary>.example.test`
+/// — a name that carries data out to whoever answers for the domain — is
+/// sent to the host's resolver (FS-ONLY has no namespace of the job's own,
+/// and reads the host's `/etc/resolv.conf`) on a UDP socket vetto made in
+/// its network namespace that leads nowhere, where vetto's DNS stub
+/// answers every address on port 53: NXDOMAIN, recorded with the name and
+/// python as the process, and the guidance names the host with the flag
+/// that allows it, never the resolver. Bare, the same lookup is asked of
+/// the host's resolver, which carries the name out.
+#[test]
+fn a_refused_lookup_at_fs_only_with_the_network_off_names_the_host() {
+    require!(Tier::FsOnly.feature());
+    require!(crate::util::Feature::Userns);
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let host_ns: Vec<&str> = resolv
+        .lines()
+        .filter_map(|l| l.strip_prefix("nameserver"))
+        .map(str::trim)
+        .collect();
+    let w = World::at(Tier::FsOnly);
+    let canary = format!("vt{}x{}.example.test", std::process::id(), line!());
+    let script = PY_LOOKUP.replace("NAME", &canary);
+    let job = ["python3", "-c", script.as_str()];
+
+    w.bare(&job)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("gaierror");
+
+    let dir = w.root.join("reports");
+    let ran = w
+        .sandboxed_with(&["--report-dir", dir.to_str().unwrap()], &job)
+        .run();
+    ran.assert_success()
+        // EAI_NONAME: an answer (NXDOMAIN), not a resolver out of reach.
+        .assert_stdout_contains("gaierror -2");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        events.iter().any(|v| v["type"] == "violation"
+            && v["rule"] == "net-egress-blocked"
+            && v["target"].to_string().contains(&canary)
+            && v["process"].to_string().contains("python3")),
+        "the lookup is not recorded by name with python3\n{events:#?}\n{}",
+        ran.dump()
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|v| v["type"] == "violation" && v["rule"] == "net-socket-denied"),
+        "the resolver's socket was refused\n{events:#?}"
+    );
+    for ns in &host_ns {
+        assert!(
+            !events.iter().any(|v| v["type"] == "violation"
+                && v["target"].to_string().contains(&format!("\"{ns}\""))),
+            "the host's resolver {ns} is recorded\n{events:#?}"
+        );
+    }
+    let err = ran.stderr();
+    assert!(
+        guidance(&err).iter().any(|l| l
+            .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
+            && l.contains(&format!("to allow: --allow-domain {canary}"))),
+        "{err}"
+    );
+}
+
 /// Runs as an unprivileged user at FULL: with the network off (the
 /// default), a lookup of `<canary>.example.test` — a name that carries data
 /// out to whoever answers for the domain — is answered by vetto's DNS stub
