@@ -213,10 +213,12 @@ impl RuleId {
                  off, at the FULL tier the sandbox has its own network namespace with nothing but \
                  loopback: vetto sees the connect(), names the process and refuses it as the \
                  missing route would (ENETUNREACH); a name lookup is answered NXDOMAIN by \
-                 vetto's DNS stub inside the namespace (127.0.0.53, where the sandbox's \
-                 /etc/resolv.conf points) and recorded with the queried name and the process \
-                 (at FS-ONLY, with no namespace, the resolver's socket itself is refused: \
-                 net-socket-denied). With filtered egress (`[network] allow`, \
+                 vetto's DNS stub inside the namespace (127.0.0.53, over UDP and TCP, where \
+                 the sandbox's /etc/resolv.conf points) and recorded with the queried name and \
+                 the process; at FS-ONLY, where user namespaces exist, the resolver's UDP socket \
+                 comes from a network namespace of vetto's that leads nowhere, whose stub does \
+                 the same for any resolver address (without them, or over TCP, the resolver's \
+                 socket itself is refused: net-socket-denied). With filtered egress (`[network] allow`, \
                  `--allow-domain`) vetto decides every connection by name and port, at both \
                  tiers. The proxy refuses a name no `allow` entry names (a name without a port \
                  allows 80 and 443 only), one a `deny` entry names, an address the job chose that \

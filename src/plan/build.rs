@@ -511,8 +511,7 @@ fn plan_for(
     // So do they at FS-ONLY with the network off, where that namespace's
     // DNS stub refuses every name (and so records the name asked).
     let off_dead_net = filter_net && tier == Tier::FsOnly;
-    let udp_dead_net =
-        (tcp_only || off_dead_net) && notify_available && host.userns.is_available();
+    let udp_dead_net = (tcp_only || off_dead_net) && notify_available && host.userns.is_available();
     // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
     // any other root around what the policy binds beneath it (a project
     // under /tmp keeps its protected .git).

@@ -786,8 +786,7 @@ fn full_with_the_network_off_has_a_dns_stub_that_answers_no_name() -> Result<(),
 }
 
 #[test]
-fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> Result<(), Refusal>
-{
+fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> Result<(), Refusal> {
     let build = |host: &HostCaps| {
         build::build_with_view(
             &policy(project_rules()),
@@ -825,10 +824,15 @@ fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> R
     // Without user namespaces: every internet socket refused, as before.
     let plan = build(&without_userns())?;
     assert!(!plan.notify.udp_dead_net);
-    assert!(plan.seccomp.rules.iter().any(|r| r.name == "socket"
-        && r.action == Action::Deny
-        && r.when.contains(&syscalls::ArgCheck::Ne { index: 0, value: 1 })
-        && !r.when.contains(&syscalls::ArgCheck::Ne { index: 0, value: 2 })));
+    assert!(plan.seccomp.rules.iter().any(|r| {
+        r.name == "socket"
+            && r.action == Action::Deny
+            && r.when
+                .contains(&syscalls::ArgCheck::Ne { index: 0, value: 1 })
+            && !r
+                .when
+                .contains(&syscalls::ArgCheck::Ne { index: 0, value: 2 })
+    }));
     Ok(())
 }
 

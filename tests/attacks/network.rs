@@ -185,7 +185,8 @@ fn dns_tunnel_over_tcp_with_the_network_off_never_leaves(tier: Tier) {
         .assert_stdout_contains(&format!("{stand_in} sent"));
     let got = accepted(&resolver);
     assert!(
-        got.iter().any(|q| q.contains(canary.split('.').next().unwrap())),
+        got.iter()
+            .any(|q| q.contains(canary.split('.').next().unwrap())),
         "control: the bare query did not arrive: {got:?}"
     );
 
@@ -215,9 +216,11 @@ fn dns_tunnel_over_tcp_with_the_network_off_never_leaves(tier: Tier) {
             out.assert_stdout_contains(&format!("{stand_in} refused 111"))
                 .assert_stdout_contains("127.0.0.53:53 rcode 3");
             assert!(
-                violations.iter().filter(by_python).any(|v| v["rule"]
-                    == "net-egress-blocked"
-                    && v["target"].to_string().contains(&canary)),
+                violations
+                    .iter()
+                    .filter(by_python)
+                    .any(|v| v["rule"] == "net-egress-blocked"
+                        && v["target"].to_string().contains(&canary)),
                 "the TCP query is not recorded by name with python3\n{violations:#?}\n{}",
                 out.dump()
             );
