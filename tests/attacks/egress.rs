@@ -711,6 +711,43 @@ fn names_resolve_only_to_allowed_destinations_for_programs_without_proxy(tier: T
 }
 at_every_tier!(names_resolve_only_to_allowed_destinations_for_programs_without_proxy);
 
+/// Runs as an unprivileged user, at FULL: a resolver that speaks TCP
+/// (`dig +tcp`, glibc's `use-vc`; here python sending length-prefixed
+/// queries to `127.0.0.53:53`, where the sandbox's `/etc/resolv.conf`
+/// points) gets the DNS stub's answers over TCP too: the synthetic address
+/// for an allowed name, NXDOMAIN for the tunnelling canary, which is
+/// recorded with the name and python as the process. Evidence: the
+/// answers and the record (the same query shown leaving bare is
+/// `dns_tunnel_over_tcp_with_the_network_off_never_leaves`).
+#[test]
+fn a_dns_query_over_tcp_gets_the_stubs_answers_at_full() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::Full);
+    w.write(&w.project.join("tunnel.py"), super::network::PY_TCP_TUNNEL);
+    let allowed = Server::start(ALLOWED_BODY);
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let canary = format!("vt{}x{}.denied.test", std::process::id(), line!());
+    let script = format!(
+        "python3 tunnel.py allowed.test 127.0.0.53:53; python3 tunnel.py {canary} 127.0.0.53:53"
+    );
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran()
+        .assert_stdout_contains("127.0.0.53:53 rcode 0 addr 127.77.")
+        .assert_stdout_contains("127.0.0.53:53 rcode 3");
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == canary.as_str()
+            && c["decision"] == "denied"
+            && c["process"]["exe"]
+                .as_str()
+                .is_some_and(|e| e.contains("python"))),
+        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(!blocked(&dir, &canary).is_empty());
+}
+
 /// Runs as an unprivileged user, at FS-ONLY: DNS tunnelling over TCP to
 /// a resolver of the job's choosing (not on port 53, which always goes to
 /// vetto's stub) does not arrive: the connect is refused (`ECONNREFUSED`).

@@ -134,11 +134,12 @@ at_every_tier!(udp_send_to_loopback_is_blocked);
 /// `HOST:PORT` argument after the first (a name), a query for that name
 /// over TCP, each
 /// message after its two-byte length (RFC 1035 4.2.2, as `dig +tcp` and
-/// glibc's `use-vc` send it). Prints `HOST:PORT rcode N` for the answer
-/// of a resolver on port 53, `HOST:PORT sent` when the query went out to
+/// glibc's `use-vc` send it). Prints `HOST:PORT rcode N addr A.B.C.D`
+/// for the answer of a resolver on port 53 (the last four bytes: the
+/// address, where there is one), `HOST:PORT sent` when the query went out to
 /// another port (not waiting for an answer), `HOST:PORT refused ERRNO`
 /// when it could not be sent.
-const PY_TCP_TUNNEL: &str = r#"
+pub(super) const PY_TCP_TUNNEL: &str = r#"
 import socket, struct, sys
 name = sys.argv[1]
 q = struct.pack('>HHHHHH', 0x1234, 0x0100, 1, 0, 0, 0) + b''.join(
@@ -154,7 +155,7 @@ for target in sys.argv[2:]:
             continue
         n = s.recv(2)
         r = s.recv(struct.unpack('>H', n)[0])
-        print(target, 'rcode', r[3] & 15)
+        print(target, 'rcode', r[3] & 15, 'addr', '.'.join(map(str, r[-4:])))
     except OSError as e:
         print(target, 'refused', e.errno)
 "#;
