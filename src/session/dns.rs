@@ -12,8 +12,10 @@
 //! TCP (`dig +tcp`, `RES_OPTIONS=use-vc`) gets the same answers from
 //! [`TcpStub`] ([`TcpStubAt::JobNamespace`]).
 //!
-//! FS-ONLY has no namespace of the job's own. Its UDP sockets come from
-//! a namespace of vetto's that leads nowhere (`sandbox::dead_net`), where
+//! FS-ONLY has no namespace of the job's own. Its UDP sockets (with
+//! filtered egress, and with the network off where the stub refuses
+//! every name) come from a namespace of vetto's that leads nowhere
+//! (`sandbox::dead_net`), where
 //! every address is local and the same stub serves port 53
 //! ([`Stub::start_dead_net`]): a query to any resolver address is answered
 //! here. Every TCP connect to port 53 is redirected by the supervisor to

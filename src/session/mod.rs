@@ -327,7 +327,8 @@ fn execute(
             eprintln!("vetto: warning: the egress proxy cannot serve the sandbox: {err}");
         }
     }
-    // FULL, network off: the DNS stub refuses every name, naming it.
+    // Network off: the DNS stub refuses every name, naming it (FULL: in
+    // the job's namespace; FS-ONLY: in vetto's that leads nowhere).
     let refusing = egress::RefusingDns::serve(
         &plan,
         &mut child.egress,
