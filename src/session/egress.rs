@@ -300,6 +300,8 @@ pub enum EgressError {
     Listen(#[source] std::io::Error),
     #[error("the upstream proxy in vetto's environment is not usable: {0}")]
     Upstream(#[from] proxy::UpstreamParseError),
+    #[error("cannot allow the egress proxy in the Seatbelt profile: {0}")]
+    Profile(#[from] crate::plan::seatbelt::SeatbeltError),
 }
 
 /// The proxy's rules from the policy; `env` is vetto's own environment
@@ -369,6 +371,26 @@ pub fn start(
             let v6 = redirected(&proxy, Ipv6Addr::LOCALHOST.into()).ok();
             (explicit, vec![explicit], Some(v4), v6)
         }
+        // SEATBELT: one port on both loopback addresses (Seatbelt's
+        // `localhost` is either), and the profile allows only that port.
+        EgressPlan::Loopback => {
+            let listeners = loopback_listeners().map_err(EgressError::Listen)?;
+            let mut explicit = Vec::new();
+            for l in listeners {
+                explicit.push(l.local_addr().map_err(EgressError::Listen)?);
+                proxy
+                    .serve(l, ListenerKind::Explicit)
+                    .map_err(EgressError::Listen)?;
+            }
+            let address = explicit.first().copied().ok_or_else(|| {
+                EgressError::Listen(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
+            })?;
+            match plan.seatbelt.as_mut() {
+                Some(profile) => profile.allow_proxy_port(address.port())?,
+                None => return Err(crate::plan::seatbelt::SeatbeltError::NoProxyWanted.into()),
+            }
+            (address, explicit, None, None)
+        }
     };
     let netns_ports = match (
         how,
@@ -380,7 +402,7 @@ pub fn start(
             ports
         }
         (EgressPlan::Netns, None) => vec![NETNS_PROXY_PORT],
-        (EgressPlan::Redirect, _) => Vec::new(),
+        (EgressPlan::Redirect | EgressPlan::Loopback, _) => Vec::new(),
     };
     let socks = proxy.socks_url(address);
     plan.env
@@ -392,7 +414,8 @@ pub fn start(
         // `--audit` enforces nothing: its queries go where the job sends
         // them (through the proxy, as every connect), not to a stub that
         // would answer NXDOMAIN.
-        EgressPlan::Netns => (None, None, None),
+        // SEATBELT: no resolver at all; names go through the proxy.
+        EgressPlan::Netns | EgressPlan::Loopback => (None, None, None),
         EgressPlan::Redirect if audit => (None, None, None),
         EgressPlan::Redirect => {
             let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
@@ -446,6 +469,11 @@ pub fn start(
             None,
             "; UDP sockets refused (no unprivileged user namespaces)".to_string(),
         ),
+        Udp::Refused if how == EgressPlan::Loopback => (
+            None,
+            "; nothing else: no UDP and no system resolver (programs that ignore the proxy variables have no network)"
+                .to_string(),
+        ),
         Udp::Refused => (None, String::new()),
     };
     Ok(Some(Egress {
@@ -478,6 +506,32 @@ enum Udp {
     DeadNet(crate::sandbox::dead_net::DeadNet),
     Failed(String),
     Refused,
+}
+
+/// Tries at finding a port free on both loopback addresses.
+const LOOPBACK_TRIES: usize = 16;
+
+/// SEATBELT: the proxy's listeners, one port on 127.0.0.1 and on ::1.
+/// Seatbelt's `localhost:PORT` allows both addresses, so a port vetto
+/// held on one only would let the job reach whatever another program
+/// listens on at the other: a port taken on ::1 is given up and another
+/// tried. A host without IPv6 loopback gets the IPv4 listener alone
+/// (nothing can listen on ::1 there).
+fn loopback_listeners() -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut last = None;
+    for _ in 0..LOOPBACK_TRIES {
+        let v4 = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = v4.local_addr()?.port();
+        match std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, port)) {
+            Ok(v6) => return Ok(vec![v4, v6]),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+            Err(_) if std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_err() => {
+                return Ok(vec![v4]);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)))
 }
 
 /// FS-ONLY: the DNS-over-TCP stub's listeners on the host's loopback
@@ -720,6 +774,27 @@ impl RefusingDns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The SEATBELT proxy holds its port on both loopback addresses where
+    /// the host has both, so `localhost:PORT` reaches vetto alone.
+    #[test]
+    fn the_seatbelt_proxy_holds_one_port_on_both_loopback_addresses() {
+        let Ok(listeners) = loopback_listeners() else {
+            panic!("no loopback port");
+        };
+        let addrs: Vec<SocketAddr> = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
+        assert_eq!(addrs[0].ip(), IpAddr::from(Ipv4Addr::LOCALHOST));
+        let v6 = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok();
+        assert_eq!(addrs.len(), if v6 { 2 } else { 1 });
+        assert!(
+            addrs
+                .iter()
+                .all(|a| a.port() == addrs[0].port() && a.ip().is_loopback())
+        );
+    }
 
     #[test]
     fn the_jobs_resolver_options_keep_its_own_and_add_tcp() {

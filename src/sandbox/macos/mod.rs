@@ -530,6 +530,13 @@ fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible,
         .seatbelt
         .as_ref()
         .ok_or_else(|| StageFailure::Setup("the plan has no Seatbelt profile".into()))?;
+    if profile.needs_proxy_port {
+        // Filtered egress whose proxy never listened: refused, not run
+        // without the network the policy allows.
+        return Err(StageFailure::Setup(
+            "filtered egress: the Seatbelt profile lacks the egress proxy's port".into(),
+        ));
+    }
     if let Some(n) = request.nproc_limit {
         rlimit_nproc(n)
             .map_err(|e| StageFailure::Setup(format!("setrlimit(RLIMIT_NPROC): {e}")))?;
