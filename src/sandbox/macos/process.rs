@@ -1,8 +1,9 @@
 //! Process control the supervisor needs, from libproc (`proc_listallpids`,
-//! `proc_pidinfo`, `proc_pidpath`): macOS has no /proc and no subreaper.
-//! The job is its own process group (the stage's pid); the end of a
-//! session kills that group and every descendant of vetto, until none is
-//! left.
+//! `proc_listchildpids`, `proc_pidinfo`, `proc_pidpath`): macOS has no
+//! /proc and no subreaper. The job is its own process group (the stage's
+//! pid); the end of a session kills that group, every descendant of vetto
+//! and every process kqueue saw the tree fork ([`super::tree`]), until
+//! none is left.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -140,6 +141,10 @@ pub fn kill_all_descendants() {
     for _ in 0..KILL_ROUNDS {
         let table = table();
         let mut alive: Vec<i32> = descendants_in(&table, me);
+        // What left the group and lost its parent: kqueue saw it forked.
+        alive.extend(super::tree::live());
+        alive.sort_unstable();
+        alive.dedup();
         if group > 0 {
             alive.extend(
                 table
@@ -175,6 +180,7 @@ pub fn kill_all_descendants() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    super::tree::stop();
 }
 
 /// One row of the process table.
@@ -201,6 +207,34 @@ fn bsdinfo(pid: i32) -> Option<libc::proc_bsdinfo> {
         )
     };
     (n == size).then_some(info)
+}
+
+/// When `pid` started: with the pid, which process it is (pids are reused).
+pub(super) fn started(pid: i32) -> Option<(u64, u64)> {
+    bsdinfo(pid).map(|i| (i.pbi_start_tvsec, i.pbi_start_tvusec))
+}
+
+/// The children of `pid` now (each checked: its parent is `pid`).
+pub(super) fn child_pids(pid: i32) -> Vec<i32> {
+    let mut buf = vec![0 as libc::pid_t; 1024];
+    loop {
+        let bytes = libc::c_int::try_from(buf.len() * std::mem::size_of::<libc::pid_t>())
+            .unwrap_or(libc::c_int::MAX);
+        // SAFETY: `buf` is writable for `bytes` bytes; the call fills at
+        // most that many and returns how many pids it wrote.
+        let n = unsafe { libc::proc_listchildpids(pid, buf.as_mut_ptr().cast(), bytes) };
+        let Ok(n) = usize::try_from(n) else {
+            return Vec::new();
+        };
+        if n < buf.len() || buf.len() >= MAX_PIDS {
+            buf.truncate(n.min(buf.len()));
+            break;
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+    let parent = u32::try_from(pid).unwrap_or(0);
+    buf.retain(|c| *c > 1 && bsdinfo(*c).is_some_and(|i| i.pbi_ppid == parent));
+    buf
 }
 
 fn unsafe_zeroed_bsdinfo() -> libc::proc_bsdinfo {
@@ -316,8 +350,27 @@ pub fn describe(pid: i32) -> ProcessFacts {
     }
 }
 
+/// The descendants of `pid`; for vetto itself, also the processes of the
+/// job's tree that kqueue saw forked and that were re-parented away (and
+/// their descendants).
 pub fn descendants(pid: u32) -> Vec<i32> {
-    descendants_in(&table(), pid)
+    let table = table();
+    let mut out = descendants_in(&table, pid);
+    if pid == std::process::id() {
+        for p in super::tree::live() {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+            if let Ok(p) = u32::try_from(p) {
+                for d in descendants_in(&table, p) {
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 pub fn rss_bytes(pid: i32) -> u64 {
