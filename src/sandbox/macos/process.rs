@@ -209,9 +209,59 @@ fn bsdinfo(pid: i32) -> Option<libc::proc_bsdinfo> {
     (n == size).then_some(info)
 }
 
-/// When `pid` started: with the pid, which process it is (pids are reused).
-pub(super) fn started(pid: i32) -> Option<(u64, u64)> {
-    bsdinfo(pid).map(|i| (i.pbi_start_tvsec, i.pbi_start_tvusec))
+/// `PROC_PIDUNIQIDENTIFIERINFO`: the process's unique ids (XNU's
+/// `sys/proc_info.h`, not in the SDK's public headers nor in libc).
+const PROC_PIDUNIQIDENTIFIERINFO: libc::c_int = 17;
+
+/// `struct proc_uniqidentifierinfo`, 56 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UniqIdentifierInfo {
+    _uuid: [u8; 16],
+    unique_id: u64,
+    /// The original parent's unique id: re-parenting leaves it.
+    parent_unique_id: u64,
+    _id_version: i32,
+    _orig_ppid_version: i32,
+    _reserved: [u64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<UniqIdentifierInfo>() == 56);
+
+/// `pid`'s unique id (never reused while the machine runs) and its
+/// original parent's.
+pub(super) fn unique_ids(pid: i32) -> Option<(u64, u64)> {
+    let mut info = UniqIdentifierInfo {
+        _uuid: [0; 16],
+        unique_id: 0,
+        parent_unique_id: 0,
+        _id_version: 0,
+        _orig_ppid_version: 0,
+        _reserved: [0; 2],
+    };
+    let size = std::mem::size_of::<UniqIdentifierInfo>() as libc::c_int;
+    // SAFETY: `info` is a writable, properly aligned 56-byte
+    // proc_uniqidentifierinfo; proc_pidinfo writes at most `size` bytes
+    // and returns how many.
+    let n = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            PROC_PIDUNIQIDENTIFIERINFO,
+            0,
+            (&mut info as *mut UniqIdentifierInfo).cast(),
+            size,
+        )
+    };
+    (n == size && info.unique_id != 0).then_some((info.unique_id, info.parent_unique_id))
+}
+
+/// Every process with its unique id and its original parent's.
+pub(super) fn all_unique_ids() -> Vec<(i32, u64, u64)> {
+    all_pids()
+        .into_iter()
+        .filter(|p| *p > 1)
+        .filter_map(|p| unique_ids(p).map(|(id, parent)| (p, id, parent)))
+        .collect()
 }
 
 /// The children of `pid` now (each checked: its parent is `pid`).
@@ -357,7 +407,7 @@ pub fn descendants(pid: u32) -> Vec<i32> {
     let table = table();
     let mut out = descendants_in(&table, pid);
     if pid == std::process::id() {
-        for p in super::tree::live() {
+        for p in super::tree::watched() {
             if !out.contains(&p) {
                 out.push(p);
             }
@@ -371,6 +421,13 @@ pub fn descendants(pid: u32) -> Vec<i32> {
         }
     }
     out
+}
+
+/// The descendants of `pid` by parent links alone (no kqueue): what the
+/// tree tracking adds to, for its test.
+#[cfg(test)]
+pub(super) fn descendants_of_in_table(pid: u32) -> Vec<i32> {
+    descendants_in(&table(), pid)
 }
 
 pub fn rss_bytes(pid: i32) -> u64 {
