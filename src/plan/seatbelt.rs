@@ -8,10 +8,11 @@
 //! beside the text, so a path with quotes, parentheses, backslashes or
 //! newlines cannot change what the profile means: the text depends only on
 //! the *shape* of the policy (how many rules of which kind, in which
-//! order), never on the bytes of a path. The only literals are vetto's own
-//! (operation names, Mach service names, the egress proxy's port rendered
-//! from a `u16`), and those still pass [`sbpl_string`]. No host name of
-//! the policy reaches the profile: names are the proxy's to decide.
+//! order), never on the bytes of a path. The only literals are vetto's own:
+//! operation names and Mach service names, which still pass
+//! [`sbpl_string`], and the egress proxy's port, a `u16` written in decimal
+//! by [`proxy_rule`]. No host name of the policy reaches the profile: names
+//! are the proxy's to decide.
 //!
 //! **Filtered egress** (`[network] mode = "allow"`): the job may connect
 //! to the egress proxy's port on loopback and nowhere else (no resolver

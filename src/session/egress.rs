@@ -775,6 +775,113 @@ impl RefusingDns {
 mod tests {
     use super::*;
 
+    /// SEATBELT: the profile the plan made without a network is completed
+    /// with the port of vetto's own proxy, the job's variables point there
+    /// with the session's credential, and on both loopback addresses that
+    /// port is the proxy (a request without the credential gets its 407).
+    #[test]
+    fn seatbelt_filtered_egress_allows_exactly_the_proxys_own_port() {
+        use std::io::{Read, Write};
+
+        use crate::policy::{EnvPolicy, HostPattern, Limits, Origin};
+        let origin = Origin {
+            source: "vetto.toml".into(),
+            line: 1,
+            col: 1,
+            written: "x".into(),
+        };
+        let policy = Policy {
+            fs: vec![],
+            policy_file: None,
+            project: "/nonexistent/vetto-proj".into(),
+            session_tmp: "/nonexistent/vetto-s1".into(),
+            sources: vec![],
+            outputs: vec![],
+            net: NetPolicy::Allow {
+                hosts: vec![HostPattern {
+                    host: "allowed.test".into(),
+                    port: Some(443),
+                    origin,
+                }],
+                deny: vec![],
+                ips: vec![],
+                resolve: vec![],
+            },
+            limits: Limits::default(),
+            env: EnvPolicy::default(),
+            unix: Vec::new(),
+            min_tier: None,
+            provenance: Default::default(),
+            globs: vec![],
+            discover: vec![],
+            caches: vec![],
+        };
+        let host = crate::host::HostCaps {
+            seatbelt: crate::host::Availability::Available,
+            ..crate::host::HostCaps::everything()
+        };
+        let options = crate::plan::BuildOptions {
+            allow_degraded: false,
+            audit: false,
+            env: vec![],
+            cwd: "/nonexistent/vetto-proj".into(),
+            terminals: vec![],
+        };
+        let Ok(mut plan) = crate::plan::build(
+            &policy,
+            &host,
+            crate::plan::TierRequest::Exactly(crate::plan::Tier::Seatbelt),
+            &options,
+        ) else {
+            panic!("no seatbelt plan");
+        };
+        assert_eq!(plan.egress, Some(EgressPlan::Loopback));
+        assert!(plan.seatbelt.as_ref().is_some_and(|p| p.needs_proxy_port));
+        let Ok(Some(egress)) = start(&mut plan, &policy, false, &[], None) else {
+            panic!("no egress");
+        };
+        let port = egress.address.port();
+        assert_eq!(egress.address.ip(), IpAddr::from(Ipv4Addr::LOCALHOST));
+        let Some(profile) = plan.seatbelt.as_ref() else {
+            panic!("no profile");
+        };
+        assert!(!profile.needs_proxy_port);
+        let rule = crate::plan::seatbelt::proxy_rule(port);
+        assert!(
+            profile.text.ends_with(&format!("{rule}\n")),
+            "{}",
+            profile.text
+        );
+        assert_eq!(profile.text.matches("(remote ip").count(), 1);
+        let var = |name: &str| {
+            plan.env
+                .vars
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        assert!(var("HTTPS_PROXY").starts_with("http://vetto:"));
+        assert!(var("HTTPS_PROXY").ends_with(&format!("@{}", egress.address)));
+        assert!(var("ALL_PROXY").starts_with("socks5h://vetto:"));
+        let mut ips = vec![IpAddr::from(Ipv4Addr::LOCALHOST)];
+        if std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok() {
+            ips.push(IpAddr::from(Ipv6Addr::LOCALHOST));
+        }
+        for ip in ips {
+            let Ok(mut s) = std::net::TcpStream::connect((ip, port)) else {
+                panic!("nothing listens on {ip} port {port}");
+            };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+            let _ =
+                s.write_all(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n");
+            let mut head = [0u8; 12];
+            let _ = s.read_exact(&mut head);
+            assert_eq!(&head, b"HTTP/1.1 407", "{ip}");
+        }
+        let _ = egress.finish();
+    }
+
     /// The SEATBELT proxy holds its port on both loopback addresses where
     /// the host has both, so `localhost:PORT` reaches vetto alone.
     #[test]
