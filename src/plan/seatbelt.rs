@@ -65,12 +65,14 @@ pub struct SeatbeltProfile {
     pub needs_proxy_port: bool,
 }
 
-/// The one rule filtered egress adds: outbound connections to the egress
-/// proxy's port on loopback (`localhost` is 127.0.0.1 and ::1 to
-/// Seatbelt; the proxy listens on both). The port is a `u16` rendered in
-/// decimal: no text of the policy or of a path can reach it.
+/// The one rule filtered egress adds: outbound TCP connections to the
+/// egress proxy's port on loopback (`localhost` is 127.0.0.1 and ::1 to
+/// Seatbelt; the proxy listens on both). TCP, not `ip`: a datagram to that
+/// port would reach whatever else on the host holds it for UDP. The port
+/// is a `u16` rendered in decimal: no text of the policy or of a path can
+/// reach it.
 pub fn proxy_rule(port: u16) -> String {
-    format!("(allow network-outbound (remote ip \"localhost:{port}\"))")
+    format!("(allow network-outbound (remote tcp \"localhost:{port}\"))")
 }
 
 impl SeatbeltProfile {
@@ -564,7 +566,7 @@ mod tests {
         insta::assert_snapshot!("seatbelt_net_allow", network_section(&prof.text));
         assert!(
             prof.text
-                .ends_with("(allow network-outbound (remote ip \"localhost:49152\"))\n")
+                .ends_with("(allow network-outbound (remote tcp \"localhost:49152\"))\n")
         );
         assert!(!prof.text.contains("(allow network*)"));
         // No resolver: names go to the proxy.
@@ -581,7 +583,7 @@ mod tests {
     fn the_proxy_port_is_added_once_and_only_to_filtered_egress() {
         let p = policy("/Users/dev/proj".into(), allow(&[]));
         let mut prof = profile(&p, &ctx(&p.project)).unwrap();
-        assert!(!prof.text.contains("network-outbound (remote ip"));
+        assert!(!prof.text.contains("network-outbound (remote "));
         assert!(prof.text.contains("(deny network*)"));
         assert_eq!(prof.allow_proxy_port(0), Err(SeatbeltError::BadProxyPort));
         prof.allow_proxy_port(1).unwrap();
@@ -604,7 +606,7 @@ mod tests {
     #[test]
     fn hostile_names_cannot_spoof_the_proxy_port() {
         let spoof =
-            "x\")) (allow network-outbound (remote ip \"localhost:22\")) (allow network*) ;(";
+            "x\")) (allow network-outbound (remote tcp \"localhost:22\")) (allow network*) ;(";
         let hostile_hosts = allow(&[spoof, "localhost:22", "*.evil\n(allow network*)"]);
         let benign_hosts = allow(&["a", "b", "c"]);
         let project = PathBuf::from(format!("/Users/dev/{spoof}"));
@@ -619,10 +621,12 @@ mod tests {
         let remote: Vec<&str> = hostile
             .text
             .lines()
-            .filter(|l| l.contains("(remote ip"))
+            .filter(|l| l.contains("(remote tcp"))
             .collect();
         assert_eq!(remote, vec![proxy_rule(49152).as_str()]);
         assert!(!hostile.text.contains("localhost:22"));
+        // TCP only: no datagram reaches the port.
+        assert!(!hostile.text.contains("(remote ip") && !hostile.text.contains("(remote udp"));
         assert!(!hostile.text.contains("(allow network*)"));
     }
 

@@ -964,7 +964,7 @@ fn filtered_egress_on_macos_is_the_proxy_on_loopback_and_no_other_network() -> R
         panic!("a profile waiting for the proxy's port: {profile:?}");
     };
     assert!(text.contains("(deny network*)"));
-    assert!(!text.contains("(remote ip") && !text.contains("com.apple.dnssd.service"));
+    assert!(!text.contains("(remote tcp") && !text.contains("com.apple.dnssd.service"));
     Ok(())
 }
 

@@ -852,7 +852,7 @@ mod tests {
             "{}",
             profile.text
         );
-        assert_eq!(profile.text.matches("(remote ip").count(), 1);
+        assert_eq!(profile.text.matches("(remote tcp").count(), 1);
         let var = |name: &str| {
             plan.env
                 .vars
