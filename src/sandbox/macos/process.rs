@@ -209,6 +209,12 @@ fn bsdinfo(pid: i32) -> Option<libc::proc_bsdinfo> {
     (n == size).then_some(info)
 }
 
+/// When `pid` started (it stays across `exec`): with the pid, which
+/// process it is.
+pub(super) fn started(pid: i32) -> Option<(u64, u64)> {
+    bsdinfo(pid).map(|i| (i.pbi_start_tvsec, i.pbi_start_tvusec))
+}
+
 /// `PROC_PIDUNIQIDENTIFIERINFO`: the process's unique ids (XNU's
 /// `sys/proc_info.h`, not in the SDK's public headers nor in libc).
 const PROC_PIDUNIQIDENTIFIERINFO: libc::c_int = 17;

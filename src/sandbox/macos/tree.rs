@@ -10,9 +10,12 @@
 //!
 //! - each `NOTE_FORK` makes vetto list that process's children
 //!   (`proc_listchildpids`) and watch the new ones, and their children;
-//! - a process is known by its **unique id** (`p_uniqueid`, never reused
-//!   while the machine runs), not its pid: a pid is never killed after it
+//! - a watched process is checked by its start time before it is killed
+//!   (the start time stays across `exec`): a pid is never killed after it
 //!   could be another program's;
+//! - each process has a **unique id** (`p_uniqueid`, never reused while the
+//!   machine runs; read again at every `NOTE_EXEC`, in case an `exec`
+//!   gives a new one);
 //! - every process records its original parent's unique id
 //!   (`p_puniqueid`), which re-parenting to launchd does not change
 //!   (`proc_reparentlocked` leaves it): when a watched process that forked
@@ -32,11 +35,17 @@ use std::sync::{Mutex, OnceLock};
 use nix::errno::Errno;
 use nix::sys::event::{EvFlags, EventFilter, FilterFlag, KEvent, Kqueue};
 
-/// The tree: the watched processes (pid → unique id) and every unique id
-/// ever of the tree (their children are the tree's too).
-#[derive(Default)]
+/// A watched process: its unique id now, and when it started.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Watched {
+    id: u64,
+    started: (u64, u64),
+}
+
+/// The tree: the watched processes and every unique id ever of the tree
+/// (their children are the tree's too).
 struct Tree {
-    live: BTreeMap<i32, u64>,
+    live: BTreeMap<i32, Watched>,
     known: BTreeSet<u64>,
     /// Watched processes that forked: their exit looks for orphans.
     forked: BTreeSet<i32>,
@@ -93,7 +102,7 @@ pub(super) fn watched() -> Vec<i32> {
         return Vec::new();
     };
     tree.live
-        .retain(|pid, id| super::process::unique_ids(*pid).map(|(u, _)| u) == Some(*id));
+        .retain(|pid, w| super::process::started(*pid) == Some(w.started));
     tree.live.keys().copied().collect()
 }
 
@@ -141,6 +150,9 @@ fn follow(kq: &'static Kqueue) {
                     watch(kq, child);
                 }
             }
+            if e.fflags().contains(FilterFlag::NOTE_EXEC) {
+                renamed(pid);
+            }
             if e.fflags().contains(FilterFlag::NOTE_EXIT) {
                 // What it forked may be re-parented already.
                 orphans |= forget(pid);
@@ -157,12 +169,16 @@ fn follow(kq: &'static Kqueue) {
 fn watch(kq: &Kqueue, pid: i32) {
     let mut todo = vec![pid];
     while let Some(pid) = todo.pop() {
-        let Some((id, _)) = super::process::unique_ids(pid) else {
+        let (Some((id, _)), Some(started)) = (
+            super::process::unique_ids(pid),
+            super::process::started(pid),
+        ) else {
             continue;
         };
+        let me = Watched { id, started };
         let known = TREE
             .lock()
-            .map(|t| t.live.get(&pid) == Some(&id) || t.live.len() >= MAX_WATCHED)
+            .map(|t| t.live.get(&pid) == Some(&me) || t.live.len() >= MAX_WATCHED)
             .unwrap_or(true);
         if known {
             continue;
@@ -174,7 +190,7 @@ fn watch(kq: &Kqueue, pid: i32) {
             ident,
             EventFilter::EVFILT_PROC,
             EvFlags::EV_ADD,
-            FilterFlag::NOTE_FORK | FilterFlag::NOTE_EXIT,
+            FilterFlag::NOTE_FORK | FilterFlag::NOTE_EXEC | FilterFlag::NOTE_EXIT,
             0,
             0,
         );
@@ -184,12 +200,12 @@ fn watch(kq: &Kqueue, pid: i32) {
         let watched = kq.kevent(&[change], &mut [], None).is_ok();
         if let Ok(mut t) = TREE.lock() {
             if t.known.len() >= MAX_KNOWN {
-                let alive: BTreeSet<u64> = t.live.values().copied().collect();
+                let alive: BTreeSet<u64> = t.live.values().map(|w| w.id).collect();
                 t.known.retain(|k| alive.contains(k));
             }
             t.known.insert(id);
             if watched {
-                t.live.insert(pid, id);
+                t.live.insert(pid, me);
             }
         }
         todo.extend(super::process::child_pids(pid));
@@ -216,6 +232,20 @@ fn adopt(kq: &Kqueue) {
         for pid in found {
             watch(kq, pid);
         }
+    }
+}
+
+/// A watched process exec'ed: its unique id as it is now is the tree's
+/// too (what it forks from now on names that one as its parent).
+fn renamed(pid: i32) {
+    let Some((id, _)) = super::process::unique_ids(pid) else {
+        return;
+    };
+    if let Ok(mut t) = TREE.lock()
+        && let Some(w) = t.live.get_mut(&pid)
+    {
+        w.id = id;
+        t.known.insert(id);
     }
 }
 
