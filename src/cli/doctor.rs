@@ -84,10 +84,10 @@ pub struct SeatbeltDoctor {
 pub const SEATBELT_WEAKER: &[&str] = &[
     "reads are broad: everything not masked is readable (path-fragmented read rules make dyld abort)",
     "the set-id exec rule is unverified on current macOS",
-    "a process that leaves the job's process group and is orphaned to launchd escapes the final kill",
+    "no NOTE_TRACK: a process and its child that both fork and exit before vetto looks can leave an unseen grandchild outside the job's process group",
     "--max-memory: RLIMIT_DATA is loosely enforced; vetto's RSS sampler holds the tree's limit",
     "violations come from the unified log, which can drop lines under load; a process that ended before vetto saw it is not named",
-    "filtered egress (--allow-domain) is refused: only --net off or --net host",
+    "filtered egress (--allow-domain) reaches the network only for programs that use the proxy variables: no DNS stub, no resolver, no process named in the records",
 ];
 
 /// One tier's plan, summarised; or why it refuses the policy.

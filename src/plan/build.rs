@@ -236,24 +236,12 @@ fn hard(rule: &str, missing: KernelFeature, detail: &str) -> Gap {
 }
 
 /// What the SEATBELT tier cannot enforce of `policy` on `host`.
-fn seatbelt_gaps(policy: &Policy, host: &HostCaps) -> Vec<Gap> {
+fn seatbelt_gaps(host: &HostCaps) -> Vec<Gap> {
     let mut gaps = Vec::new();
     if let crate::host::Availability::Missing(why) = &host.seatbelt {
         gaps.push(Gap {
             hint: Some("the SEATBELT tier is macOS's; use --tier auto".into()),
             ..hard("the SEATBELT tier", KernelFeature::Seatbelt, why)
-        });
-    }
-    if let NetPolicy::Allow { .. } = &policy.net {
-        gaps.push(Gap {
-            hint: Some(
-                "use --net off, or say --net host for unrestricted network (docs/macos.md)".into(),
-            ),
-            ..hard(
-                &egress_rule(policy),
-                KernelFeature::NotImplemented,
-                "filtered egress is not wired to the egress proxy on macOS yet",
-            )
         });
     }
     gaps
@@ -262,7 +250,7 @@ fn seatbelt_gaps(policy: &Policy, host: &HostCaps) -> Vec<Gap> {
 /// What `tier` cannot enforce of `policy` on `host`.
 fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     if tier == Tier::Seatbelt {
-        return seatbelt_gaps(policy, host);
+        return seatbelt_gaps(host);
     }
     let mut gaps = Vec::new();
     // On macOS Linux's tiers are named, not offered.
@@ -1022,7 +1010,6 @@ fn seatbelt_plan(
         // The report directory is protected by the policy's own rule
         // where the job could otherwise write it (inside the project).
         report_dir: None,
-        proxy_port: None,
     };
     let profile = super::seatbelt::profile(&real, &ctx).map_err(|e| Refusal {
         tier: Some(Tier::Seatbelt),
@@ -1043,7 +1030,10 @@ fn seatbelt_plan(
         scrub_dirs: Vec::new(),
         env: env::plan(&policy.env, &options.env, &session_env(&tmp, "seatbelt")),
         net: policy.net.clone(),
-        egress: None,
+        // Filtered egress: the proxy on the host's loopback, its port
+        // added to the profile once it listens (`session::egress`).
+        egress: matches!(policy.net, NetPolicy::Allow { .. })
+            .then_some(super::net::EgressPlan::Loopback),
         limits: policy.limits.clone(),
         // No cgroup and no seccomp on macOS: sampled.
         memory: policy.limits.max_memory.map(|limit| memory::MemoryPlan {

@@ -13,6 +13,10 @@
 //!   TCP internet sockets can be created; UDP, raw, packet and the rest
 //!   stay refused at `socket()`.
 //! - **SECCOMP**: not offered (see `build::gaps`).
+//! - **SEATBELT** (macOS): the proxy listens on the host's loopback and the
+//!   Seatbelt profile allows outbound connections to its port and nowhere
+//!   else, not even the system resolver: only programs that use the proxy
+//!   variables reach the network (no DNS stub, no transparent capture).
 
 use serde::{Deserialize, Serialize};
 
@@ -73,6 +77,10 @@ pub enum EgressPlan {
     /// FS-ONLY: notified connects are redirected to the proxy on the
     /// host's loopback, or refused.
     Redirect,
+    /// SEATBELT: the proxy listens on the host's loopback (127.0.0.1 and
+    /// ::1, one port); the profile allows outbound connections to that
+    /// port only.
+    Loopback,
 }
 
 impl EgressPlan {
@@ -84,6 +92,9 @@ impl EgressPlan {
             }
             EgressPlan::Redirect => {
                 "through vetto's proxy only: every connect() is decided by the supervisor and redirected to the proxy or refused"
+            }
+            EgressPlan::Loopback => {
+                "through vetto's proxy only: the Seatbelt profile allows connections to the proxy's loopback port and nothing else (programs that ignore the proxy variables have no network)"
             }
         }
     }

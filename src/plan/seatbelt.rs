@@ -8,9 +8,19 @@
 //! beside the text, so a path with quotes, parentheses, backslashes or
 //! newlines cannot change what the profile means: the text depends only on
 //! the *shape* of the policy (how many rules of which kind, in which
-//! order), never on the bytes of a path. The only literals are vetto's own
-//! (operation names, Mach service names, a port number), and those still
-//! pass [`sbpl_string`].
+//! order), never on the bytes of a path. The only literals are vetto's own:
+//! operation names and Mach service names, which still pass
+//! [`sbpl_string`], and the egress proxy's port, a `u16` written in decimal
+//! by [`proxy_rule`]. No host name of the policy reaches the profile: names
+//! are the proxy's to decide.
+//!
+//! **Filtered egress** (`[network] mode = "allow"`): the job may connect
+//! to the egress proxy's port on loopback and nowhere else (no resolver
+//! either: names go to the proxy through the proxy variables). The port is
+//! known only once the supervisor's proxy listens, after the plan is made,
+//! so the profile is planned without it ([`SeatbeltProfile::needs_proxy_port`])
+//! and [`SeatbeltProfile::allow_proxy_port`] appends the one rule; the
+//! stage refuses a profile still waiting for it.
 //!
 //! **Last match wins** in SBPL. vetto's own rule ("the rule with the
 //! longest path that covers it decides; ties go to the stronger
@@ -38,8 +48,6 @@ pub struct SeatbeltContext {
     pub home: Option<PathBuf>,
     /// Where vetto writes the session's reports: read-only to the job.
     pub report_dir: Option<PathBuf>,
-    /// Filtered egress: the egress proxy's port on the host's loopback.
-    pub proxy_port: Option<u16>,
 }
 
 /// The profile text and the parameters it names.
@@ -50,6 +58,46 @@ pub struct SeatbeltProfile {
     pub params: Vec<(String, Vec<u8>)>,
     /// What each rule compiled to, for `vetto doctor` and `policy explain`.
     pub compiled: Vec<CompiledRule>,
+    /// Filtered egress whose proxy port is not in the text yet: until
+    /// [`SeatbeltProfile::allow_proxy_port`] the job has no network at
+    /// all, and the stage refuses to apply the profile.
+    #[serde(default)]
+    pub needs_proxy_port: bool,
+}
+
+/// The one rule filtered egress adds: outbound TCP connections to the
+/// egress proxy's port on loopback (`localhost` is 127.0.0.1 and ::1 to
+/// Seatbelt; the proxy listens on both). TCP, not `ip`: a datagram to that
+/// port would reach whatever else on the host holds it for UDP. The port
+/// is a `u16` rendered in decimal: no text of the policy or of a path can
+/// reach it.
+pub fn proxy_rule(port: u16) -> String {
+    format!("(allow network-outbound (remote tcp \"localhost:{port}\"))")
+}
+
+impl SeatbeltProfile {
+    /// Complete a filtered-egress profile with the proxy's loopback port.
+    /// Appended last, so it is the last match for a connection to that
+    /// port and changes nothing else (last match wins, and only it allows).
+    pub fn allow_proxy_port(&mut self, port: u16) -> Result<(), SeatbeltError> {
+        if !self.needs_proxy_port {
+            return Err(SeatbeltError::NoProxyWanted);
+        }
+        if port == 0 {
+            return Err(SeatbeltError::BadProxyPort);
+        }
+        let rule = proxy_rule(port);
+        self.text
+            .push_str(";; The egress proxy's port on loopback; nothing else of the network.\n");
+        self.text.push_str(&rule);
+        self.text.push('\n');
+        self.compiled.push(CompiledRule {
+            rule: "network allow: only the egress proxy on loopback".into(),
+            sbpl: vec![rule],
+        });
+        self.needs_proxy_port = false;
+        Ok(())
+    }
 }
 
 /// One rule of the policy (or of vetto's own) and the SBPL it became.
@@ -66,8 +114,10 @@ pub enum SeatbeltError {
     /// A C string parameter cannot hold a NUL byte (no real path has one).
     #[error("the path {path:?} contains a NUL byte and cannot be passed to Seatbelt")]
     NulInPath { path: PathBuf },
-    #[error("filtered egress needs the egress proxy's port before the profile is made")]
-    NoProxyPort,
+    #[error("the profile does not ask for the egress proxy (its network is not filtered)")]
+    NoProxyWanted,
+    #[error("the egress proxy has no port to allow")]
+    BadProxyPort,
     #[error("{0:?} cannot be written as an SBPL string (control character)")]
     BadLiteral(String),
 }
@@ -310,19 +360,11 @@ pub fn profile(policy: &Policy, ctx: &SeatbeltContext) -> Result<SeatbeltProfile
     let (net_rule, mut net) = match &policy.net {
         NetPolicy::Off => ("network off", vec!["(deny network*)".to_string()]),
         NetPolicy::Host => ("network host", vec!["(allow network*)".to_string()]),
-        NetPolicy::Allow { .. } => {
-            let port = ctx.proxy_port.ok_or(SeatbeltError::NoProxyPort)?;
-            (
-                "network allow: only the egress proxy on loopback",
-                vec![
-                    "(deny network*)".to_string(),
-                    format!(
-                        "(allow network-outbound (remote tcp {}))",
-                        sbpl_string(&format!("localhost:{port}"))?
-                    ),
-                ],
-            )
-        }
+        // Completed with the proxy's port by `allow_proxy_port`.
+        NetPolicy::Allow { .. } => (
+            "network allow: nothing but the egress proxy's loopback port (its rule is added when the proxy listens)",
+            vec!["(deny network*)".to_string()],
+        ),
     };
     for u in &policy.unix {
         let target = params.path(&u.path)?;
@@ -336,6 +378,7 @@ pub fn profile(policy: &Policy, ctx: &SeatbeltContext) -> Result<SeatbeltProfile
         text,
         params: params.list,
         compiled,
+        needs_proxy_port: matches!(policy.net, NetPolicy::Allow { .. }),
     })
 }
 
@@ -457,7 +500,6 @@ mod tests {
         SeatbeltContext {
             home: Some("/Users/dev".into()),
             report_dir: Some(project.join(".vetto")),
-            proxy_port: Some(49152),
         }
     }
 
@@ -491,42 +533,101 @@ mod tests {
         insta::assert_yaml_snapshot!("seatbelt_net_off_params", params);
     }
 
-    #[test]
-    fn filtered_egress_allows_only_the_proxy_port_on_loopback() {
-        let p = policy(
-            "/Users/dev/proj".into(),
-            NetPolicy::Allow {
-                hosts: vec![],
-                deny: vec![],
-                ips: vec![],
-                resolve: vec![],
-            },
-        );
-        let prof = profile(&p, &ctx(&p.project)).unwrap();
-        let net: Vec<&str> = prof
-            .text
-            .lines()
+    fn allow(hosts: &[&str]) -> NetPolicy {
+        NetPolicy::Allow {
+            hosts: hosts
+                .iter()
+                .map(|h| crate::policy::HostPattern {
+                    host: h.to_string(),
+                    port: Some(443),
+                    origin: rule("/", Access::Read).origin,
+                })
+                .collect(),
+            deny: vec![],
+            ips: vec![],
+            resolve: vec![],
+        }
+    }
+
+    fn network_section(text: &str) -> String {
+        text.lines()
             .skip_while(|l| *l != ";; Network.")
-            .collect();
-        insta::assert_snapshot!("seatbelt_net_allow", net.join("\n"));
-        assert!(prof.text.contains("(remote tcp \"localhost:49152\")"));
-        assert!(!prof.text.contains("(allow network*)"));
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     #[test]
-    fn filtered_egress_without_a_proxy_port_is_refused() {
-        let p = policy(
-            "/Users/dev/proj".into(),
-            NetPolicy::Allow {
-                hosts: vec![],
-                deny: vec![],
-                ips: vec![],
-                resolve: vec![],
-            },
+    fn filtered_egress_allows_only_the_proxy_port_on_loopback() {
+        let p = policy("/Users/dev/proj".into(), allow(&["crates.io"]));
+        let mut prof = profile(&p, &ctx(&p.project)).unwrap();
+        assert!(prof.needs_proxy_port);
+        prof.allow_proxy_port(49152).unwrap();
+        assert!(!prof.needs_proxy_port);
+        insta::assert_snapshot!("seatbelt_net_allow", network_section(&prof.text));
+        assert!(
+            prof.text
+                .ends_with("(allow network-outbound (remote tcp \"localhost:49152\"))\n")
         );
-        let mut c = ctx(&p.project);
-        c.proxy_port = None;
-        assert_eq!(profile(&p, &c), Err(SeatbeltError::NoProxyPort));
+        assert!(!prof.text.contains("(allow network*)"));
+        // No resolver: names go to the proxy.
+        for service in MACH_SERVICES_NET_HOST {
+            assert!(!prof.text.contains(service), "{service}");
+        }
+        assert_eq!(prof.compiled.last().unwrap().sbpl, vec![proxy_rule(49152)]);
+    }
+
+    /// Until the proxy's port is in, the profile allows no network, and
+    /// it takes the port once only; a profile without filtered egress
+    /// takes none.
+    #[test]
+    fn the_proxy_port_is_added_once_and_only_to_filtered_egress() {
+        let p = policy("/Users/dev/proj".into(), allow(&[]));
+        let mut prof = profile(&p, &ctx(&p.project)).unwrap();
+        assert!(!prof.text.contains("network-outbound (remote "));
+        assert!(prof.text.contains("(deny network*)"));
+        assert_eq!(prof.allow_proxy_port(0), Err(SeatbeltError::BadProxyPort));
+        prof.allow_proxy_port(1).unwrap();
+        assert_eq!(prof.allow_proxy_port(2), Err(SeatbeltError::NoProxyWanted));
+        for net in [NetPolicy::Off, NetPolicy::Host] {
+            let p = policy("/Users/dev/proj".into(), net);
+            let mut prof = profile(&p, &ctx(&p.project)).unwrap();
+            assert!(!prof.needs_proxy_port);
+            assert_eq!(
+                prof.allow_proxy_port(49152),
+                Err(SeatbeltError::NoProxyWanted)
+            );
+        }
+    }
+
+    /// The port cannot be spoofed: a host name or a path that looks like
+    /// an SBPL network rule (`localhost:1")) (allow network*)`) gives the
+    /// text a benign one of the same length gives, and the only outbound
+    /// rule for an address is the one for the proxy's port.
+    #[test]
+    fn hostile_names_cannot_spoof_the_proxy_port() {
+        let spoof =
+            "x\")) (allow network-outbound (remote tcp \"localhost:22\")) (allow network*) ;(";
+        let hostile_hosts = allow(&[spoof, "localhost:22", "*.evil\n(allow network*)"]);
+        let benign_hosts = allow(&["a", "b", "c"]);
+        let project = PathBuf::from(format!("/Users/dev/{spoof}"));
+        let finish = |p: &Policy| {
+            let mut prof = profile(p, &ctx(&p.project)).unwrap();
+            prof.allow_proxy_port(49152).unwrap();
+            prof
+        };
+        let hostile = finish(&policy(project.clone(), hostile_hosts));
+        let benign = finish(&policy(benign_twin(&project), benign_hosts));
+        assert_eq!(hostile.text, benign.text);
+        let remote: Vec<&str> = hostile
+            .text
+            .lines()
+            .filter(|l| l.contains("(remote tcp"))
+            .collect();
+        assert_eq!(remote, vec![proxy_rule(49152).as_str()]);
+        assert!(!hostile.text.contains("localhost:22"));
+        // TCP only: no datagram reaches the port.
+        assert!(!hostile.text.contains("(remote ip") && !hostile.text.contains("(remote udp"));
+        assert!(!hostile.text.contains("(allow network*)"));
     }
 
     #[test]

@@ -1000,6 +1000,25 @@ fn auto_takes_seatbelt_on_macos_with_a_profile_over_real_paths() -> Result<(), R
     Ok(())
 }
 
+/// Filtered egress on macOS is planned, not refused: the proxy on the
+/// host's loopback, and a profile with no network until its port is in.
+#[test]
+fn filtered_egress_on_macos_is_the_proxy_on_loopback_and_no_other_network() -> Result<(), Refusal> {
+    let plan = build_egress(&macos_host(), TierRequest::Auto)?;
+    assert_eq!(plan.tier, Tier::Seatbelt);
+    assert_eq!(plan.egress, Some(net::EgressPlan::Loopback));
+    let profile = plan
+        .seatbelt
+        .as_ref()
+        .map(|p| (p.needs_proxy_port, p.text.clone()));
+    let Some((true, text)) = profile else {
+        panic!("a profile waiting for the proxy's port: {profile:?}");
+    };
+    assert!(text.contains("(deny network*)"));
+    assert!(!text.contains("(remote tcp") && !text.contains("com.apple.dnssd.service"));
+    Ok(())
+}
+
 #[test]
 fn linux_tiers_are_refused_on_macos_and_seatbelt_on_linux() {
     for tier in Tier::ALL {

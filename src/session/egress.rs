@@ -418,6 +418,8 @@ pub enum EgressError {
     Listen(#[source] std::io::Error),
     #[error("the upstream proxy in vetto's environment is not usable: {0}")]
     Upstream(#[from] proxy::UpstreamParseError),
+    #[error("cannot allow the egress proxy in the Seatbelt profile: {0}")]
+    Profile(#[from] crate::plan::seatbelt::SeatbeltError),
 }
 
 /// The proxy's rules from the policy; `env` is vetto's own environment
@@ -487,6 +489,26 @@ pub fn start(
             let v6 = redirected(&proxy, Ipv6Addr::LOCALHOST.into()).ok();
             (explicit, vec![explicit], Some(v4), v6)
         }
+        // SEATBELT: one port on both loopback addresses (Seatbelt's
+        // `localhost` is either), and the profile allows only that port.
+        EgressPlan::Loopback => {
+            let listeners = loopback_listeners().map_err(EgressError::Listen)?;
+            let mut explicit = Vec::new();
+            for l in listeners {
+                explicit.push(l.local_addr().map_err(EgressError::Listen)?);
+                proxy
+                    .serve(l, ListenerKind::Explicit)
+                    .map_err(EgressError::Listen)?;
+            }
+            let address = explicit.first().copied().ok_or_else(|| {
+                EgressError::Listen(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable))
+            })?;
+            match plan.seatbelt.as_mut() {
+                Some(profile) => profile.allow_proxy_port(address.port())?,
+                None => return Err(crate::plan::seatbelt::SeatbeltError::NoProxyWanted.into()),
+            }
+            (address, explicit, None, None)
+        }
     };
     let netns_ports = match (
         how,
@@ -498,7 +520,7 @@ pub fn start(
             ports
         }
         (EgressPlan::Netns, None) => vec![NETNS_PROXY_PORT],
-        (EgressPlan::Redirect, _) => Vec::new(),
+        (EgressPlan::Redirect | EgressPlan::Loopback, _) => Vec::new(),
     };
     let socks = proxy.socks_url(address);
     plan.env
@@ -510,7 +532,8 @@ pub fn start(
         // `--audit` enforces nothing: its queries go where the job sends
         // them (through the proxy, as every connect), not to a stub that
         // would answer NXDOMAIN.
-        EgressPlan::Netns => (None, None, None),
+        // SEATBELT: no resolver at all; names go through the proxy.
+        EgressPlan::Netns | EgressPlan::Loopback => (None, None, None),
         EgressPlan::Redirect if audit => (None, None, None),
         EgressPlan::Redirect => {
             let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
@@ -550,6 +573,11 @@ pub fn start(
             DeadNetUdp::default(),
             "; UDP sockets refused (no unprivileged user namespaces)".to_string(),
         ),
+        Udp::Refused if how == EgressPlan::Loopback => (
+            DeadNetUdp::default(),
+            "; nothing else: no UDP and no system resolver (programs that ignore the proxy variables have no network)"
+                .to_string(),
+        ),
         Udp::Refused => (DeadNetUdp::default(), String::new()),
     };
     Ok(Some(Egress {
@@ -581,6 +609,32 @@ enum Udp {
     DeadNet(DeadNetUdp),
     Failed(String),
     Refused,
+}
+
+/// Tries at finding a port free on both loopback addresses.
+const LOOPBACK_TRIES: usize = 16;
+
+/// SEATBELT: the proxy's listeners, one port on 127.0.0.1 and on ::1.
+/// Seatbelt's `localhost:PORT` allows both addresses, so a port vetto
+/// held on one only would let the job reach whatever another program
+/// listens on at the other: a port taken on ::1 is given up and another
+/// tried. A host without IPv6 loopback gets the IPv4 listener alone
+/// (nothing can listen on ::1 there).
+fn loopback_listeners() -> std::io::Result<Vec<std::net::TcpListener>> {
+    let mut last = None;
+    for _ in 0..LOOPBACK_TRIES {
+        let v4 = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let port = v4.local_addr()?.port();
+        match std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, port)) {
+            Ok(v6) => return Ok(vec![v4, v6]),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last = Some(e),
+            Err(_) if std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_err() => {
+                return Ok(vec![v4]);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AddrInUse)))
 }
 
 /// FS-ONLY: the DNS-over-TCP stub's listeners on the host's loopback
@@ -888,6 +942,134 @@ impl RefusingDns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SEATBELT: the profile the plan made without a network is completed
+    /// with the port of vetto's own proxy, the job's variables point there
+    /// with the session's credential, and on both loopback addresses that
+    /// port is the proxy (a request without the credential gets its 407).
+    #[test]
+    fn seatbelt_filtered_egress_allows_exactly_the_proxys_own_port() {
+        use std::io::{Read, Write};
+
+        use crate::policy::{EnvPolicy, HostPattern, Limits, Origin};
+        let origin = Origin {
+            source: "vetto.toml".into(),
+            line: 1,
+            col: 1,
+            written: "x".into(),
+        };
+        let policy = Policy {
+            fs: vec![],
+            policy_file: None,
+            project: "/nonexistent/vetto-proj".into(),
+            session_tmp: "/nonexistent/vetto-s1".into(),
+            sources: vec![],
+            outputs: vec![],
+            net: NetPolicy::Allow {
+                hosts: vec![HostPattern {
+                    host: "allowed.test".into(),
+                    port: Some(443),
+                    origin,
+                }],
+                deny: vec![],
+                ips: vec![],
+                resolve: vec![],
+            },
+            limits: Limits::default(),
+            env: EnvPolicy::default(),
+            unix: Vec::new(),
+            min_tier: None,
+            provenance: Default::default(),
+            globs: vec![],
+            discover: vec![],
+            caches: vec![],
+        };
+        let host = crate::host::HostCaps {
+            seatbelt: crate::host::Availability::Available,
+            ..crate::host::HostCaps::everything()
+        };
+        let options = crate::plan::BuildOptions {
+            allow_degraded: false,
+            audit: false,
+            env: vec![],
+            cwd: "/nonexistent/vetto-proj".into(),
+            terminals: vec![],
+        };
+        let Ok(mut plan) = crate::plan::build(
+            &policy,
+            &host,
+            crate::plan::TierRequest::Exactly(crate::plan::Tier::Seatbelt),
+            &options,
+        ) else {
+            panic!("no seatbelt plan");
+        };
+        assert_eq!(plan.egress, Some(EgressPlan::Loopback));
+        assert!(plan.seatbelt.as_ref().is_some_and(|p| p.needs_proxy_port));
+        let Ok(Some(egress)) = start(&mut plan, &policy, false, &[], None) else {
+            panic!("no egress");
+        };
+        let port = egress.address.port();
+        assert_eq!(egress.address.ip(), IpAddr::from(Ipv4Addr::LOCALHOST));
+        let Some(profile) = plan.seatbelt.as_ref() else {
+            panic!("no profile");
+        };
+        assert!(!profile.needs_proxy_port);
+        let rule = crate::plan::seatbelt::proxy_rule(port);
+        assert!(
+            profile.text.ends_with(&format!("{rule}\n")),
+            "{}",
+            profile.text
+        );
+        assert_eq!(profile.text.matches("(remote tcp").count(), 1);
+        let var = |name: &str| {
+            plan.env
+                .vars
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        assert!(var("HTTPS_PROXY").starts_with("http://vetto:"));
+        assert!(var("HTTPS_PROXY").ends_with(&format!("@{}", egress.address)));
+        assert!(var("ALL_PROXY").starts_with("socks5h://vetto:"));
+        let mut ips = vec![IpAddr::from(Ipv4Addr::LOCALHOST)];
+        if std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok() {
+            ips.push(IpAddr::from(Ipv6Addr::LOCALHOST));
+        }
+        for ip in ips {
+            let Ok(mut s) = std::net::TcpStream::connect((ip, port)) else {
+                panic!("nothing listens on {ip} port {port}");
+            };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(60)));
+            let _ =
+                s.write_all(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n");
+            let mut head = [0u8; 12];
+            let _ = s.read_exact(&mut head);
+            assert_eq!(&head, b"HTTP/1.1 407", "{ip}");
+        }
+        let _ = egress.finish();
+    }
+
+    /// The SEATBELT proxy holds its port on both loopback addresses where
+    /// the host has both, so `localhost:PORT` reaches vetto alone.
+    #[test]
+    fn the_seatbelt_proxy_holds_one_port_on_both_loopback_addresses() {
+        let Ok(listeners) = loopback_listeners() else {
+            panic!("no loopback port");
+        };
+        let addrs: Vec<SocketAddr> = listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect();
+        assert_eq!(addrs[0].ip(), IpAddr::from(Ipv4Addr::LOCALHOST));
+        let v6 = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0)).is_ok();
+        assert_eq!(addrs.len(), if v6 { 2 } else { 1 });
+        assert!(
+            addrs
+                .iter()
+                .all(|a| a.port() == addrs[0].port() && a.ip().is_loopback())
+        );
+    }
 
     #[test]
     fn the_jobs_resolver_options_keep_its_own_and_add_tcp() {

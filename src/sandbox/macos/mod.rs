@@ -5,9 +5,10 @@
 //! every descendant of vetto at the end, and reads the Sandbox's denials
 //! from the unified log (`log stream`).
 //!
-//! What Linux has and this backend does not: no subreaper (a process that
-//! leaves the job's process group *and* is orphaned to launchd escapes the
-//! end-of-session kill), no seccomp, no namespaces.
+//! The job's tree is followed with kqueue (`tree.rs`): what leaves the
+//! process group and is orphaned to launchd is still killed at the end.
+//! What Linux has and this backend does not: no subreaper, no seccomp, no
+//! namespaces.
 
 use std::collections::HashSet;
 use std::ffi::{CString, OsString};
@@ -43,6 +44,7 @@ pub use none::{
 pub mod memory;
 pub mod process;
 mod seatbelt;
+mod tree;
 
 /// The hidden argument that selects the stage.
 const STAGE_ARG: &str = "__stage";
@@ -81,6 +83,8 @@ pub enum SetupError {
     Handover(#[source] std::io::Error),
     #[error("{0}")]
     Stage(String),
+    #[error("cannot follow the job's processes (kqueue): {0}")]
+    Track(#[source] std::io::Error),
     #[error("cannot execute the command: {}", Errno::from_raw(*.0))]
     Exec(i32),
 }
@@ -393,6 +397,14 @@ impl Stage {
                 None
             }
         };
+        // The tree is followed from the stage on, before it can fork: its
+        // forks are what the end-of-session kill finds outside the group.
+        let stage_pid = self
+            .child
+            .as_ref()
+            .and_then(|c| i32::try_from(c.id()).ok())
+            .ok_or_else(|| SetupError::Stage("the sandbox stage is gone".into()))?;
+        tree::start(stage_pid).map_err(SetupError::Track)?;
         let request = StageRequest {
             plan: plan.clone(),
             argv: command.iter().map(|a| a.as_bytes().to_vec()).collect(),
@@ -530,6 +542,13 @@ fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible,
         .seatbelt
         .as_ref()
         .ok_or_else(|| StageFailure::Setup("the plan has no Seatbelt profile".into()))?;
+    if profile.needs_proxy_port {
+        // Filtered egress whose proxy never listened: refused, not run
+        // without the network the policy allows.
+        return Err(StageFailure::Setup(
+            "filtered egress: the Seatbelt profile lacks the egress proxy's port".into(),
+        ));
+    }
     if let Some(n) = request.nproc_limit {
         rlimit_nproc(n)
             .map_err(|e| StageFailure::Setup(format!("setrlimit(RLIMIT_NPROC): {e}")))?;

@@ -1,8 +1,9 @@
 //! Process control the supervisor needs, from libproc (`proc_listallpids`,
-//! `proc_pidinfo`, `proc_pidpath`): macOS has no /proc and no subreaper.
-//! The job is its own process group (the stage's pid); the end of a
-//! session kills that group and every descendant of vetto, until none is
-//! left.
+//! `proc_listchildpids`, `proc_pidinfo`, `proc_pidpath`): macOS has no
+//! /proc and no subreaper. The job is its own process group (the stage's
+//! pid); the end of a session kills that group, every descendant of vetto
+//! and every process kqueue saw the tree fork ([`super::tree`]), until
+//! none is left.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -140,6 +141,10 @@ pub fn kill_all_descendants() {
     for _ in 0..KILL_ROUNDS {
         let table = table();
         let mut alive: Vec<i32> = descendants_in(&table, me);
+        // What left the group and lost its parent: kqueue saw it forked.
+        alive.extend(super::tree::live());
+        alive.sort_unstable();
+        alive.dedup();
         if group > 0 {
             alive.extend(
                 table
@@ -175,6 +180,7 @@ pub fn kill_all_descendants() {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    super::tree::stop();
 }
 
 /// One row of the process table.
@@ -201,6 +207,90 @@ fn bsdinfo(pid: i32) -> Option<libc::proc_bsdinfo> {
         )
     };
     (n == size).then_some(info)
+}
+
+/// When `pid` started (it stays across `exec`): with the pid, which
+/// process it is.
+pub(super) fn started(pid: i32) -> Option<(u64, u64)> {
+    bsdinfo(pid).map(|i| (i.pbi_start_tvsec, i.pbi_start_tvusec))
+}
+
+/// `PROC_PIDUNIQIDENTIFIERINFO`: the process's unique ids (XNU's
+/// `sys/proc_info.h`, not in the SDK's public headers nor in libc).
+const PROC_PIDUNIQIDENTIFIERINFO: libc::c_int = 17;
+
+/// `struct proc_uniqidentifierinfo`, 56 bytes.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UniqIdentifierInfo {
+    _uuid: [u8; 16],
+    unique_id: u64,
+    /// The original parent's unique id: re-parenting leaves it.
+    parent_unique_id: u64,
+    _id_version: i32,
+    _orig_ppid_version: i32,
+    _reserved: [u64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<UniqIdentifierInfo>() == 56);
+
+/// `pid`'s unique id (never reused while the machine runs) and its
+/// original parent's.
+pub(super) fn unique_ids(pid: i32) -> Option<(u64, u64)> {
+    let mut info = UniqIdentifierInfo {
+        _uuid: [0; 16],
+        unique_id: 0,
+        parent_unique_id: 0,
+        _id_version: 0,
+        _orig_ppid_version: 0,
+        _reserved: [0; 2],
+    };
+    let size = std::mem::size_of::<UniqIdentifierInfo>() as libc::c_int;
+    // SAFETY: `info` is a writable, properly aligned 56-byte
+    // proc_uniqidentifierinfo; proc_pidinfo writes at most `size` bytes
+    // and returns how many.
+    let n = unsafe {
+        libc::proc_pidinfo(
+            pid,
+            PROC_PIDUNIQIDENTIFIERINFO,
+            0,
+            (&mut info as *mut UniqIdentifierInfo).cast(),
+            size,
+        )
+    };
+    (n == size && info.unique_id != 0).then_some((info.unique_id, info.parent_unique_id))
+}
+
+/// Every process with its unique id and its original parent's.
+pub(super) fn all_unique_ids() -> Vec<(i32, u64, u64)> {
+    all_pids()
+        .into_iter()
+        .filter(|p| *p > 1)
+        .filter_map(|p| unique_ids(p).map(|(id, parent)| (p, id, parent)))
+        .collect()
+}
+
+/// The children of `pid` now (each checked: its parent is `pid`).
+pub(super) fn child_pids(pid: i32) -> Vec<i32> {
+    let mut buf = vec![0 as libc::pid_t; 1024];
+    loop {
+        let bytes = libc::c_int::try_from(buf.len() * std::mem::size_of::<libc::pid_t>())
+            .unwrap_or(libc::c_int::MAX);
+        // SAFETY: `buf` is writable for `bytes` bytes; the call fills at
+        // most that many and returns how many pids it wrote.
+        let n = unsafe { libc::proc_listchildpids(pid, buf.as_mut_ptr().cast(), bytes) };
+        let Ok(n) = usize::try_from(n) else {
+            return Vec::new();
+        };
+        if n < buf.len() || buf.len() >= MAX_PIDS {
+            buf.truncate(n.min(buf.len()));
+            break;
+        }
+        buf.resize(buf.len() * 2, 0);
+    }
+    let parent = u32::try_from(pid).unwrap_or(0);
+    buf.retain(|c| *c > 1 && bsdinfo(*c).is_some_and(|i| i.pbi_ppid == parent));
+    buf
 }
 
 fn unsafe_zeroed_bsdinfo() -> libc::proc_bsdinfo {
@@ -316,7 +406,33 @@ pub fn describe(pid: i32) -> ProcessFacts {
     }
 }
 
+/// The descendants of `pid`; for vetto itself, also the processes of the
+/// job's tree that kqueue saw forked and that were re-parented away (and
+/// their descendants).
 pub fn descendants(pid: u32) -> Vec<i32> {
+    let table = table();
+    let mut out = descendants_in(&table, pid);
+    if pid == std::process::id() {
+        for p in super::tree::watched() {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+            if let Ok(p) = u32::try_from(p) {
+                for d in descendants_in(&table, p) {
+                    if !out.contains(&d) {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The descendants of `pid` by parent links alone (no kqueue): what the
+/// tree tracking adds to, for its test.
+#[cfg(test)]
+pub(super) fn descendants_of_in_table(pid: u32) -> Vec<i32> {
     descendants_in(&table(), pid)
 }
 
