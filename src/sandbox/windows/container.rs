@@ -321,7 +321,7 @@ pub fn exec_failure_status(code: u32) -> Option<u8> {
 /// session's last words: the access checks that deny the job are not
 /// reported by Windows to vetto.
 pub const NOT_OBSERVED: &str = "violations are not observed under AppContainer: Windows denies the job's \
-     accesses without telling vetto, so the reports list none (not observed, not absent)";
+     accesses without telling vetto, so vetto names none (not observed, not absent)";
 
 #[cfg(test)]
 mod tests {

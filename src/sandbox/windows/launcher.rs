@@ -765,3 +765,126 @@ impl Drop for CtrlGuard {
         unsafe { SetConsoleCtrlHandler(Some(ignore_ctrl), 0) };
     }
 }
+
+/// Run on Windows only (`.github/workflows/platforms.yml`, windows-latest):
+/// each shows the job's attempt working without the container and
+/// failing in it.
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::plan::appcontainer::{AclGrant, GrantPlan};
+    use crate::plan::env::EnvPlan;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("vetto-ac-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn launch_plan(granted: &Path, timeout_ms: Option<u64>) -> LaunchPlan {
+        let keep = ["SystemRoot", "windir", "PATH", "PATHEXT", "ComSpec"];
+        LaunchPlan {
+            grants: GrantPlan {
+                grants: vec![AclGrant {
+                    path: granted.to_path_buf(),
+                    access: GrantAccess::Write,
+                }],
+                denies: vec![],
+                capabilities: vec![],
+                max_processes: None,
+                max_memory_bytes: None,
+                timeout_ms,
+            },
+            prepare_dirs: vec![],
+            env: EnvPlan {
+                vars: std::env::vars()
+                    .filter(|(k, _)| keep.iter().any(|x| x.eq_ignore_ascii_case(k)))
+                    .collect(),
+                withheld: vec![],
+            },
+            cwd: granted.to_path_buf(),
+        }
+    }
+
+    fn cmd(script: &str) -> Vec<OsString> {
+        let comspec = std::env::var_os("ComSpec")
+            .unwrap_or_else(|| OsString::from("C:\\Windows\\System32\\cmd.exe"));
+        vec![comspec, "/d".into(), "/c".into(), script.into()]
+    }
+
+    fn ace_count(path: &Path) -> u16 {
+        let wpath = wide(path.as_os_str(), 0).unwrap();
+        let mut dacl: *mut ACL = null_mut();
+        let mut descriptor: PSECURITY_DESCRIPTOR = null_mut();
+        // SAFETY: as in `change_dacl`; the descriptor is freed below and
+        // `dacl` read before that.
+        unsafe {
+            let err = GetNamedSecurityInfoW(
+                wpath.as_ptr(),
+                SE_FILE_OBJECT,
+                DACL_SECURITY_INFORMATION,
+                null_mut(),
+                null_mut(),
+                &mut dacl,
+                null_mut(),
+                &mut descriptor,
+            );
+            assert_eq!(err, ERROR_SUCCESS);
+            let count = (*dacl).AceCount;
+            LocalFree(descriptor);
+            count
+        }
+    }
+
+    #[test]
+    fn the_job_exits_with_its_own_status_and_its_aces_are_removed() {
+        let dir = scratch("status");
+        let before = ace_count(&dir);
+        let outcome = run(&launch_plan(&dir, None), &cmd("exit 3")).unwrap();
+        assert_eq!(outcome, Outcome::Exited(3));
+        assert_eq!(ace_count(&dir), before, "the session's ACEs stayed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn writing_outside_the_grants_fails_in_the_container() {
+        let granted = scratch("granted");
+        let outside = scratch("outside");
+        // Without the container, the write works.
+        let plain = outside.join("plain.txt");
+        let status = std::process::Command::new(&cmd("")[0])
+            .args(["/d", "/c"])
+            .arg(format!("echo x> {}", plain.display()))
+            .status()
+            .unwrap();
+        assert!(status.success() && plain.exists());
+        // In it, only the granted directory takes it.
+        let boxed = outside.join("boxed.txt");
+        let inside = granted.join("inside.txt");
+        // cmd.exe reads its command line raw (no `\"` escapes): the
+        // runner's temporary directory has no spaces, so no quotes.
+        let script = format!("echo x> {} & echo x> {}", inside.display(), boxed.display());
+        run(&launch_plan(&granted, None), &cmd(&script)).unwrap();
+        assert!(inside.exists(), "the grant did not reach the job");
+        assert!(!boxed.exists(), "the job wrote outside its grants");
+        std::fs::remove_dir_all(&granted).unwrap();
+        std::fs::remove_dir_all(&outside).unwrap();
+    }
+
+    #[test]
+    fn a_job_past_its_timeout_is_terminated() {
+        let dir = scratch("timeout");
+        let outcome = run(
+            &launch_plan(&dir, Some(2_000)),
+            &cmd("for /l %i in (0,0,1) do rem"),
+        )
+        .unwrap();
+        assert_eq!(outcome, Outcome::TimedOut);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
