@@ -28,6 +28,9 @@ pub(super) fn execute(mut request: Request, options: &Options) -> anyhow::Result
     if options.reports.is_some() {
         return refuse(LaunchError::Reports);
     }
+    if request.audit {
+        return refuse(LaunchError::Audit);
+    }
     let mut session_tmp = SessionTmp::reserve(true)?;
     request.policy.session_tmp = session_tmp.path().to_path_buf();
     request.policy.report_dir = None;

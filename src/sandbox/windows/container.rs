@@ -259,6 +259,10 @@ pub enum LaunchError {
         "`vetto ci` filters the job's output; the AppContainer launcher only lets it inherit vetto's (use `vetto run`)"
     )]
     OutputFilter,
+    #[error(
+        "--audit records what a policy would refuse; the AppContainer launcher observes nothing to record"
+    )]
+    Audit,
     #[error("--report-dir: the AppContainer launcher writes no session log to make reports from")]
     Reports,
     #[error("the command: {0}")]

@@ -145,15 +145,20 @@ pub fn run(plan: &LaunchPlan, command: &[OsString]) -> Result<Outcome, LaunchErr
         sid: profile.sid,
         placed: Vec::new(),
     };
+    let mut missing = Vec::new();
     for g in &plan.grants.grants {
         let Ok(meta) = std::fs::metadata(&g.path) else {
-            eprintln!(
-                "vetto: AppContainer: {} does not exist; nothing granted there",
-                crate::text::escape_path(&g.path)
-            );
+            missing.push(crate::text::escape_path(&g.path).into_owned());
             continue;
         };
         grants.add(&ace_for(g, meta.is_dir()), access_label(g.access))?;
+    }
+    if !missing.is_empty() {
+        eprintln!(
+            "vetto: AppContainer: {} granted path(s) do not exist, nothing granted there: {}",
+            missing.len(),
+            missing.join(", ")
+        );
     }
     for d in &plan.grants.denies {
         // The plan saw it; a path gone since cannot be left unguarded.
@@ -228,7 +233,9 @@ pub fn run(plan: &LaunchPlan, command: &[OsString]) -> Result<Outcome, LaunchErr
             line.as_mut_ptr(),
             null(),
             null(),
-            1,
+            // Only the handle list is inherited; with no standard handle
+            // at all, nothing is.
+            i32::from(!stdio.list.is_empty()),
             EXTENDED_STARTUPINFO_PRESENT | CREATE_SUSPENDED | CREATE_UNICODE_ENVIRONMENT,
             env.as_ptr().cast(),
             cwd.as_ptr(),
