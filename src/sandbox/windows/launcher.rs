@@ -842,6 +842,7 @@ mod tests {
                 &mut descriptor,
             );
             assert_eq!(err, ERROR_SUCCESS);
+            assert!(!dacl.is_null(), "{} has no DACL", path.display());
             let count = (*dacl).AceCount;
             LocalFree(descriptor);
             count
