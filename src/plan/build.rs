@@ -49,11 +49,10 @@ pub fn build(
     )
 }
 
-/// `--tier appcontainer`: nothing runs. Off Windows the platform has no
-/// AppContainer; on Windows the grant plan's own refusals come first, and
-/// a policy it could grant still waits for the launcher (the container
-/// profile, the ACL grants to its SID, the Job Object), which this vetto
-/// version does not build: the job never runs unsandboxed.
+/// `--tier appcontainer` through this plan: nothing runs. Off Windows the
+/// platform has no AppContainer; on Windows the grant plan's own refusals
+/// come first, and a policy it could grant runs only through `vetto run`
+/// (`session::appcontainer`, the launcher), never through this plan.
 pub(super) fn appcontainer_refusal(policy: &Policy, os: &str, view: &dyn FsView) -> Refusal {
     let rule = "--tier appcontainer".to_owned();
     if os != "windows" {

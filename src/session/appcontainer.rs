@@ -58,8 +58,9 @@ pub(super) fn execute(mut request: Request, options: &Options) -> anyhow::Result
         eprintln!("{line}");
     }
     eprintln!(
-        "vetto: tier appcontainer (experimental): LPAC, {} ACL grant(s), {} capability(ies); {NOT_OBSERVED}",
+        "vetto: tier appcontainer (experimental): LPAC, {} allow and {} deny ACE(s), {} capability(ies); {NOT_OBSERVED}",
         plan.grants.grants.len(),
+        plan.grants.denies.len(),
         plan.grants.capabilities.len()
     );
     session_tmp.create()?;
