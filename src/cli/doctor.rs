@@ -67,7 +67,31 @@ pub struct PolicyPlans {
     /// tier does less well than Linux.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seatbelt: Option<SeatbeltDoctor>,
+    /// Windows: what `--tier appcontainer` would apply, or its refusal.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub appcontainer: Option<AppContainerDoctor>,
 }
+
+/// `--tier appcontainer`'s part of `vetto doctor` (Windows).
+#[derive(Debug, Clone, Serialize)]
+pub struct AppContainerDoctor {
+    /// The grant plan, or why it refuses the policy (exit 125).
+    pub plan: Result<crate::plan::appcontainer::GrantPlan, String>,
+    /// Where it is weaker than Linux's (docs/windows.md).
+    pub weaker: &'static [&'static str],
+}
+
+/// docs/windows.md, "What is weaker", one line each.
+pub const APPCONTAINER_WEAKER: &[&str] = &[
+    "experimental: type-checked on Linux, run only by the windows-latest workflow",
+    "LPAC (no access through ALL APPLICATION PACKAGES) is requested; Windows before 10 1703 refuses it, and the session with it",
+    crate::sandbox::appcontainer::NOT_OBSERVED,
+    "--max-memory is the Job Object's committed-memory limit: allocations beyond it fail, nothing is killed",
+    "filtered egress (--allow-domain) is refused: the proxy's loopback needs an administrator's exemption",
+    "--net host is internetClient + privateNetworkClientServer: loopback stays out of reach",
+    "masks and protections beneath a grant are deny ACEs on what exists when the session starts; a masked path made later is the job's own file",
+    "`vetto ci` and --report-dir are refused: no output filter and no session log yet",
+];
 
 /// The SEATBELT tier's part of `vetto doctor` (macOS).
 #[derive(Debug, Clone, Serialize)]
@@ -152,11 +176,19 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
             compiled: profile.compiled,
             weaker: SEATBELT_WEAKER,
         });
+    let appcontainer = crate::sandbox::appcontainer_host()
+        .is_ok()
+        .then(|| AppContainerDoctor {
+            plan: crate::plan::appcontainer::plan(&policy, &crate::plan::fs::RealFs)
+                .map_err(|r| crate::plan::appcontainer::refusal(&r).to_string()),
+            weaker: APPCONTAINER_WEAKER,
+        });
     Some(PolicyPlans {
         sources: policy.sources.iter().map(|s| s.name.clone()).collect(),
         tiers,
         auto,
         seatbelt,
+        appcontainer,
     })
 }
 
@@ -392,6 +424,9 @@ pub fn render(report: &DoctorReport) -> String {
         if let Some(sb) = &plans.seatbelt {
             render_seatbelt(&mut out, sb);
         }
+        if let Some(ac) = &plans.appcontainer {
+            render_appcontainer(&mut out, ac);
+        }
     }
     out
 }
@@ -414,6 +449,54 @@ fn render_seatbelt(out: &mut String, sb: &SeatbeltDoctor) {
     }
     let _ = writeln!(out, "weaker than Linux here:");
     for w in sb.weaker {
+        let _ = writeln!(out, "  - {w}");
+    }
+}
+
+/// The policy under `--tier appcontainer`: the grants and denies it
+/// becomes (or the refusal), and what is weaker than Linux.
+fn render_appcontainer(out: &mut String, ac: &AppContainerDoctor) {
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "AppContainer (--tier appcontainer, experimental; LPAC, a Job Object that kills the tree):"
+    );
+    match &ac.plan {
+        Ok(plan) => {
+            for g in &plan.grants {
+                let _ = writeln!(
+                    out,
+                    "  allow {:<6} {}",
+                    format!("{:?}", g.access).to_lowercase(),
+                    crate::text::escape_path(&g.path)
+                );
+            }
+            for d in &plan.denies {
+                let _ = writeln!(
+                    out,
+                    "  deny  {:<6} {}",
+                    format!("{:?}", d.access).to_lowercase(),
+                    crate::text::escape_path(&d.path)
+                );
+            }
+            let caps: Vec<String> = plan.capabilities.iter().map(|c| format!("{c:?}")).collect();
+            let caps = if caps.is_empty() {
+                "none (no network)".to_owned()
+            } else {
+                caps.join(", ")
+            };
+            let _ = writeln!(out, "  capabilities: {caps}");
+        }
+        Err(refusal) => {
+            let _ = writeln!(
+                out,
+                "  refused (exit 125): {}",
+                crate::text::escape(refusal)
+            );
+        }
+    }
+    let _ = writeln!(out, "weaker than Linux here:");
+    for w in ac.weaker {
         let _ = writeln!(out, "  - {w}");
     }
 }
@@ -500,6 +583,35 @@ mod tests {
         render_seatbelt(&mut out, &sb);
         assert!(!out.contains('\u{1b}'), "{out}");
         insta::assert_snapshot!("doctor_seatbelt_section", out);
+    }
+
+    /// Windows: the grants and denies the policy becomes, escaped, and
+    /// that violations are not observed.
+    #[test]
+    fn doctor_names_the_appcontainer_grants_and_what_is_not_observed() {
+        use crate::plan::appcontainer::{AclDeny, AclGrant, DenyAccess, GrantAccess, GrantPlan};
+        let ac = AppContainerDoctor {
+            plan: Ok(GrantPlan {
+                grants: vec![AclGrant {
+                    path: "C:/src/pro\u{1b}[2Jj".into(),
+                    access: GrantAccess::Write,
+                }],
+                denies: vec![AclDeny {
+                    path: "C:/src/proj/.env".into(),
+                    access: DenyAccess::All,
+                }],
+                capabilities: vec![],
+                max_processes: None,
+                max_memory_bytes: None,
+                timeout_ms: None,
+            }),
+            weaker: APPCONTAINER_WEAKER,
+        };
+        let mut out = String::new();
+        render_appcontainer(&mut out, &ac);
+        assert!(!out.contains('\u{1b}'), "{out}");
+        assert!(out.contains("not observed"), "{out}");
+        insta::assert_snapshot!("doctor_appcontainer_section", out);
     }
 
     fn complete_host() -> HostCaps {

@@ -227,7 +227,7 @@ pub struct PolicyArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub policy: PolicyArgs,
-    /// auto (default): the strongest tier the host offers; a named tier runs exactly that tier or refuses (appcontainer: experimental, Windows; refused in this version)
+    /// auto (default): the strongest tier the host offers; a named tier runs exactly that tier or refuses (appcontainer: experimental, Windows, `vetto run` only)
     #[arg(
         long,
         value_name = "auto|full|fs-only|seccomp|appcontainer",

@@ -49,12 +49,11 @@ pub fn build(
     )
 }
 
-/// `--tier appcontainer`: nothing runs. Off Windows the platform has no
-/// AppContainer; on Windows the grant plan's own refusals come first, and
-/// a policy it could grant still waits for the launcher (the container
-/// profile, the ACL grants to its SID, the Job Object), which this vetto
-/// version does not build: the job never runs unsandboxed.
-pub(super) fn appcontainer_refusal(policy: &Policy, os: &str) -> Refusal {
+/// `--tier appcontainer` through this plan: nothing runs. Off Windows the
+/// platform has no AppContainer; on Windows the grant plan's own refusals
+/// come first, and a policy it could grant runs only through `vetto run`
+/// (`session::appcontainer`, the launcher), never through this plan.
+pub(super) fn appcontainer_refusal(policy: &Policy, os: &str, view: &dyn FsView) -> Refusal {
     let rule = "--tier appcontainer".to_owned();
     if os != "windows" {
         return Refusal {
@@ -65,22 +64,17 @@ pub(super) fn appcontainer_refusal(policy: &Policy, os: &str) -> Refusal {
             hint: "pass --tier auto (or full, fs-only, seccomp) for this platform's sandbox".into(),
         };
     }
-    let detail = match super::appcontainer::plan(policy, None) {
-        Err(refusals) => refusals
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-        Ok(_) => "the grant plan holds, but the AppContainer launcher (container profile, \
-                  ACL grants to its SID, Job Object) is not built in this vetto version"
-            .into(),
-    };
-    Refusal {
-        tier: None,
-        rule,
-        missing: KernelFeature::NotImplemented,
-        detail,
-        hint: "run the job under vetto on Linux or macOS; vetto never runs it unsandboxed".into(),
+    match super::appcontainer::plan(policy, view) {
+        Err(refusals) => super::appcontainer::refusal(&refusals),
+        Ok(_) => Refusal {
+            tier: None,
+            rule,
+            missing: KernelFeature::NotImplemented,
+            detail: "the AppContainer launcher runs `vetto run` only; this command's sandbox \
+                     is the Linux or macOS one"
+                .into(),
+            hint: "use `vetto run --tier appcontainer`".into(),
+        },
     }
 }
 
@@ -127,7 +121,7 @@ pub fn build_with_view(
     view: &dyn FsView,
 ) -> Result<Plan, Refusal> {
     if request == TierRequest::AppContainer {
-        return Err(appcontainer_refusal(policy, std::env::consts::OS));
+        return Err(appcontainer_refusal(policy, std::env::consts::OS, view));
     }
     check_unix_sockets(policy, view)?;
     if options.audit {
@@ -823,7 +817,7 @@ fn plan_for(
 /// vetto does not litter other projects with empty directories a script
 /// might take for an installed dependency tree. Names vetto does not know
 /// are the policy author's explicit choice and always prepared.
-fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
+pub(super) fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
     let markers: &[&str] = match name {
         "target" => &["Cargo.toml"],
         "node_modules" => &["package.json"],
@@ -1047,7 +1041,7 @@ fn seatbelt_plan(
 }
 
 /// The variables every session sets: its temporary directory and the tier.
-fn session_env(tmp: &str, tier: &str) -> [(String, String); 4] {
+pub(super) fn session_env(tmp: &str, tier: &str) -> [(String, String); 4] {
     [
         ("TMPDIR".to_string(), tmp.to_string()),
         ("TMP".to_string(), tmp.to_string()),
@@ -1059,8 +1053,13 @@ fn session_env(tmp: &str, tier: &str) -> [(String, String); 4] {
 /// The job starts where vetto was started when that is inside the project,
 /// else at the project root.
 fn job_cwd(policy: &Policy, options: &BuildOptions) -> PathBuf {
-    if options.cwd.starts_with(&policy.project) {
-        options.cwd.clone()
+    job_cwd_in(policy, &options.cwd)
+}
+
+/// [`job_cwd`] from vetto's own working directory.
+pub(super) fn job_cwd_in(policy: &Policy, cwd: &Path) -> PathBuf {
+    if cwd.starts_with(&policy.project) {
+        cwd.to_path_buf()
     } else {
         policy.project.clone()
     }

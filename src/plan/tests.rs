@@ -1047,7 +1047,7 @@ fn appcontainer_parses_and_is_refused_off_windows_in_true_words() {
         "appcontainer".parse::<TierRequest>(),
         Ok(TierRequest::AppContainer)
     );
-    let r = build::appcontainer_refusal(&policy(project_rules()), "linux");
+    let r = build::appcontainer_refusal(&policy(project_rules()), "linux", &fs::RealFs);
     assert_eq!(r.missing, KernelFeature::AppContainer);
     assert_eq!(r.tier, None);
     let text = r.to_string();
@@ -1062,13 +1062,12 @@ fn appcontainer_parses_and_is_refused_off_windows_in_true_words() {
 }
 
 #[test]
-fn appcontainer_on_windows_refuses_until_the_launcher_is_built() {
-    let r = build::appcontainer_refusal(&policy(project_rules()), "windows");
+fn appcontainer_on_windows_outside_run_refuses_in_true_words() {
+    let r = build::appcontainer_refusal(&policy(project_rules()), "windows", &fs::RealFs);
     assert_eq!(r.missing, KernelFeature::NotImplemented);
     let text = r.to_string();
     assert!(
-        text.contains("AppContainer launcher") || text.contains("does not"),
+        text.contains("runs `vetto run` only") || text.contains("never runs it unsandboxed"),
         "{text}"
     );
-    assert!(text.contains("never runs it unsandboxed"), "{text}");
 }

@@ -44,6 +44,41 @@ pub use imp::{
     SetupError, Spawned, Stage, caps, dead_net, fs_kind, memory, notify, notify_server, process,
     splice, terminal,
 };
+// The Windows AppContainer launcher: its pure parts (quoting, ACEs, job
+// limits, errors) on every OS, tested on Linux; the FFI on Windows.
+#[path = "windows/container.rs"]
+pub mod appcontainer;
+#[cfg(windows)]
+#[path = "windows/launcher.rs"]
+mod launcher;
+
+/// Whether this host has Windows AppContainer (`Err` off Windows).
+pub fn appcontainer_host() -> Result<(), appcontainer::LaunchError> {
+    #[cfg(windows)]
+    return Ok(());
+    #[cfg(not(windows))]
+    Err(appcontainer::LaunchError::NotWindows {
+        os: std::env::consts::OS,
+    })
+}
+
+/// Run the job in an AppContainer under the plan (`--tier appcontainer`),
+/// its output inherited; off Windows, the refusal.
+pub fn run_appcontainer(
+    plan: &crate::plan::appcontainer::LaunchPlan,
+    command: &[std::ffi::OsString],
+) -> Result<crate::exit::Outcome, appcontainer::LaunchError> {
+    #[cfg(windows)]
+    return launcher::run(plan, command);
+    #[cfg(not(windows))]
+    {
+        let _ = (plan, command);
+        Err(appcontainer::LaunchError::NotWindows {
+            os: std::env::consts::OS,
+        })
+    }
+}
+
 // The sandbox's denials as the macOS unified log reports them (pure: the
 // parser is tested on every OS).
 #[path = "macos/sandbox_log.rs"]

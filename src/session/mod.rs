@@ -30,6 +30,7 @@ use crate::supervisor::output::OutputCopier;
 use crate::{exit, host, sandbox, supervisor};
 
 mod admit;
+mod appcontainer;
 mod denials;
 mod dns;
 mod egress;
@@ -133,6 +134,11 @@ fn execute(
     log_dir: Option<&Path>,
     options: &Options,
 ) -> anyhow::Result<Executed> {
+    // Windows' AppContainer has a pipeline of its own (elsewhere the
+    // plan refuses the tier, below).
+    if request.tier == TierRequest::AppContainer && sandbox::appcontainer_host().is_ok() {
+        return appcontainer::execute(request, options);
+    }
     // 0. The project is never the home directory or above it.
     match admit::project(&request.policy) {
         Ok(note) => note.iter().for_each(|l| eprintln!("vetto: {l}")),
