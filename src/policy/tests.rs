@@ -1038,6 +1038,38 @@ fn policy_ref_reads_the_committed_file_not_the_working_tree() {
     }
 }
 
+/// What `discover = ["go"]` reads with `go env` (the proxy, the checksum
+/// database, the flags, the env file) and Go's routing exceptions reach the
+/// job, so the job's `go` asks the hosts that were allowed: a scrubbed
+/// `GOSUMDB=off` made the job's `go` ask the default checksum database,
+/// which no rule allowed (tests/controls/go.rs).
+#[test]
+fn go_routing_variables_reach_the_job() {
+    let s = scratch();
+    let p = load(&s.req(None)).unwrap();
+    let vars = [
+        ("GOPROXY", "https://goproxy.corp.example"),
+        ("GOSUMDB", "off"),
+        ("GOFLAGS", "-mod=mod"),
+        ("GOENV", "/home/u/.config/go/env"),
+        ("GOPRIVATE", "corp.example/*"),
+        ("GONOPROXY", "corp.example/*"),
+        ("GONOSUMDB", "corp.example/*"),
+        ("GOINSECURE", "legacy.corp.example"),
+    ];
+    let env: Vec<(String, String)> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let plan = crate::plan::env::plan(&p.env, &env, &[]);
+    for (name, value) in vars {
+        assert!(
+            plan.vars.iter().any(|(n, v)| n == name && v == value),
+            "{name} must reach the job"
+        );
+    }
+}
+
 /// The default policy's scrubbing is precise: ordinary variables — paths,
 /// regions, profiles, names that merely contain the letters of a credential
 /// word — reach the job; credentials are withheld and named.

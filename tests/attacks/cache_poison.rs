@@ -6,6 +6,7 @@
 //! is unchanged, and the next sandboxed run finds its cache warm.
 //! Run as the unprivileged test user, at both tiers.
 
+use crate::controls::go::{self, GREETING, GoProxy, MODULE_DIR};
 use crate::util::{Tier, World};
 use crate::{at_every_tier, require};
 
@@ -88,7 +89,86 @@ fn npm_cacache_injection_does_not_reach_host_cache(tier: Tier) {
     poison_attempt(tier, "npm", "npm_config_cache", rel, &format!(".npm/{rel}"));
 }
 
+/// What the forged dependency source says.
+const GO_FORGED: &str = "PWNED-forged-greet-9d3a";
+
+/// Go's module cache is trusted after the first go.sum check: a job that
+/// rewrites an extracted module under `~/go/pkg/mod` has the next
+/// unsandboxed `go build` compile its code (and one that plants a file in
+/// `~/.cache/go-build` has it served as a build output). Bare, both
+/// writes land and the next build prints the forged string; under
+/// `--preset go` both fail, the host's module source is unchanged, and
+/// sandboxed builds still work — from the vetto-owned cache, never the
+/// host's (so they stay clean even after the host cache is poisoned).
+fn go_module_source_injection_does_not_reach_host_cache(tier: Tier) {
+    require!(tier.feature());
+    if go::go_missing() {
+        return;
+    }
+    let w = World::at(tier);
+    let proxy = GoProxy::start(&w.root.join("goproxy"));
+    go::write_module(&w);
+    let build = "go build -o demo . && ./demo";
+    // The host's caches, filled by an ordinary unsandboxed build.
+    go::bare_go(&w, &proxy, build)
+        .assert_success()
+        .assert_stdout_contains(GREETING);
+    let src = w.home.join("go/pkg/mod").join(MODULE_DIR).join("greet.go");
+    let clean = std::fs::read_to_string(&src).unwrap();
+    let planted = w.home.join(".cache/go-build/ff/ff-forged-a");
+    let attack = format!(
+        "d=\"$HOME/go/pkg/mod/{MODULE_DIR}\"; chmod u+w \"$d\" \"$d/greet.go\"; \
+         printf 'package greet\\n\\nfunc Hello() string {{ return \"{GO_FORGED}\" }}\\n' > \"$d/greet.go\"; \
+         mkdir -p \"$HOME/.cache/go-build/ff\"; echo forged > \"$HOME/.cache/go-build/ff/ff-forged-a\"; \
+         echo script-finished"
+    );
+
+    let reports = w.root.join("reports");
+    let out = go::sandboxed_go(&w, &proxy, &reports, &attack);
+    out.assert_ran().assert_stdout_contains("script-finished");
+    assert_eq!(
+        std::fs::read_to_string(&src).unwrap(),
+        clean,
+        "the host's module source changed under --preset go\n{}",
+        out.dump()
+    );
+    assert!(
+        !planted.exists(),
+        "a file was planted in the host's GOCACHE\n{}",
+        out.dump()
+    );
+    // Sandboxed builds work, from the vetto-owned cache.
+    go::sandboxed_go(&w, &proxy, &reports, build)
+        .assert_success()
+        .assert_stdout_contains(GREETING);
+    assert!(
+        w.home
+            .join(".cache/vetto/caches/go/mod")
+            .join(MODULE_DIR)
+            .join("greet.go")
+            .is_file()
+    );
+    // An unsandboxed build still compiles the clean source.
+    go::bare_go(&w, &proxy, build)
+        .assert_success()
+        .assert_stdout_contains(GREETING)
+        .assert_stdout_lacks(GO_FORGED);
+
+    // Bare, the same step poisons the host cache: the next build runs it.
+    go::bare_go(&w, &proxy, &attack).assert_success();
+    assert!(planted.is_file(), "bare, the GOCACHE plant lands");
+    go::bare_go(&w, &proxy, build)
+        .assert_success()
+        .assert_stdout_contains(GO_FORGED);
+    // And a sandboxed build is not fooled by the poisoned host cache.
+    go::sandboxed_go(&w, &proxy, &reports, build)
+        .assert_success()
+        .assert_stdout_contains(GREETING)
+        .assert_stdout_lacks(GO_FORGED);
+}
+
 at_every_tier!(
     build_rs_injection_does_not_reach_host_cache,
-    npm_cacache_injection_does_not_reach_host_cache
+    npm_cacache_injection_does_not_reach_host_cache,
+    go_module_source_injection_does_not_reach_host_cache
 );

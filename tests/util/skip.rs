@@ -21,11 +21,12 @@ pub fn say(test: &str, reason: &str) {
 /// The `VETTO_TEST_REQUIRE` names of host tools and facts the tests need
 /// beyond the kernel features (`util::Feature`): a test that lacks one
 /// SKIPs, unless the list (or `all`) names it, then it fails. CI (.ci/run)
-/// pins those it installs (`registry`, `tmux`).
+/// pins those it installs (`registry`, `go`, `tmux`).
 ///
 /// | name | what | tests |
 /// |---|---|---|
 /// | `registry` | the package registries the tools are configured for, reachable | controls::toolchains |
+/// | `go` | the Go toolchain (`go` on `PATH`) | controls::go, attacks::cache_poison |
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
 /// | `ipv6` | an IPv6 loopback (`[::1]` binds) | attacks::egress |
