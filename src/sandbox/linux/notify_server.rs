@@ -250,7 +250,8 @@ struct Shared {
     /// by `(dev, ino, birth time)` (see `learn_writable`): a creation in
     /// one is no refused write, and needs no path to tell. Forgotten when
     /// the job renames a directory (it may then lie elsewhere). Bounded.
-    writable_dirs: Mutex<HashSet<(u64, u64, (i64, u32))>>,
+    /// `false`: seen, but not one whose verdict holds for every name.
+    writable_dirs: Mutex<std::collections::HashMap<(u64, u64, (i64, u32)), bool>>,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -500,7 +501,7 @@ impl Shared {
                 .map(|f| (f.dev, f.ino)),
             resolved: std::sync::OnceLock::new(),
             described: Mutex::new(std::collections::HashMap::new()),
-            writable_dirs: Mutex::new(HashSet::new()),
+            writable_dirs: Mutex::new(std::collections::HashMap::new()),
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
             shares: None,
@@ -941,11 +942,19 @@ impl Shared {
         if name.is_empty() || name == b"." || name == b".." {
             return;
         }
+        let Some(what) = start_dir(bytes, dirfd) else {
+            return;
+        };
         let dir = if parent.is_empty() {
             // A bare name: one stat of the magic link.
-            start_dir(bytes, dirfd).and_then(|what| sys::proc_dir_facts(n.tid, &what).ok())
-        } else if let Some(hint) = start_dir(bytes, dirfd)
-            .and_then(|what| n.hint(&what, parent).ok())
+            sys::proc_dir_facts(n.tid, &what).ok()
+        } else if n.hint(&what, parent) == Err(c::ENOENT) {
+            // No parent, so nothing is created (unless a racing thread
+            // makes one first: that name is left behind, see above).
+            return;
+        } else if let Some(hint) = n
+            .hint(&what, parent)
+            .ok()
             .map(|(f, _)| f)
             .filter(|f| !self.shared_dirs.contains(&(f.dev, f.ino)))
         {
@@ -1452,7 +1461,13 @@ impl Shared {
             Some(Ok((f, Some(birth)))) => Some((f.dev, f.ino, birth)),
             _ => None,
         };
-        if known.is_some_and(|k| self.writable_dirs.lock().is_ok_and(|w| w.contains(&k))) {
+        let remembered = known.and_then(|k| {
+            self.writable_dirs
+                .lock()
+                .ok()
+                .and_then(|w| w.get(&k).copied())
+        });
+        if remembered == Some(true) {
             return (answer, None);
         }
         let absolute = if bytes.first() == Some(&b'/') {
@@ -1473,7 +1488,7 @@ impl Shared {
         let target = crate::policy::paths::normalise_abs(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
         if matches!(decide(rules, &target), Some((Access::Write, _))) {
-            if let Some(k) = known {
+            if let (Some(k), None) = (known, remembered) {
                 self.learn_writable(k, &target);
             }
             return (answer, None);
@@ -1495,23 +1510,33 @@ impl Shared {
     /// lies below it, and the path the verdict was made on (the job's,
     /// made absolute lexically) really is that directory, with no link on
     /// the way (one `openat2` with `RESOLVE_NO_SYMLINKS`, once per
-    /// directory). Only names a refused write, and decides nothing:
-    /// Landlock decides on the call.
+    /// directory; a directory where it does not hold is remembered as
+    /// such and not looked at again). Only names a refused write, and
+    /// decides nothing: Landlock decides on the call.
     fn learn_writable(&self, known: (u64, u64, (i64, u32)), target: &Path) {
-        let Some(dir) = target.parent() else {
-            return;
-        };
+        let holds = target
+            .parent()
+            .is_some_and(|dir| self.writable_for_every_name(known, dir));
+        if let Ok(mut w) = self.writable_dirs.lock() {
+            if w.len() >= WRITABLE_DIRS_MAX {
+                w.clear();
+            }
+            w.insert(known, holds);
+        }
+    }
+
+    fn writable_for_every_name(&self, known: (u64, u64, (i64, u32)), dir: &Path) -> bool {
         let rules = self.resolved_rules();
         if rules
             .iter()
             .any(|(p, _)| p.as_path() != dir && crate::policy::paths::beneath(p, dir))
         {
-            return;
+            return false;
         }
         let Ok(dir_c) = CString::new(dir.as_os_str().as_bytes()) else {
-            return;
+            return false;
         };
-        let same = sys::open_dir_path(Path::new("/"))
+        sys::open_dir_path(Path::new("/"))
             .and_then(|root| {
                 sys::openat2(
                     root.as_fd(),
@@ -1522,16 +1547,7 @@ impl Shared {
                 )
             })
             .and_then(|fd| sys::facts(fd.as_fd()))
-            .is_ok_and(|f| (f.dev, f.ino) == (known.0, known.1));
-        if !same {
-            return;
-        }
-        if let Ok(mut w) = self.writable_dirs.lock() {
-            if w.len() >= WRITABLE_DIRS_MAX {
-                w.clear();
-            }
-            w.insert(known);
-        }
+            .is_ok_and(|f| (f.dev, f.ino) == (known.0, known.1))
     }
 
     /// `link*`, `mknod*`: only a nested `.git` is refused; Landlock
