@@ -251,13 +251,17 @@ struct Shared {
     /// one is no refused write, and needs no path to tell. Forgotten when
     /// the job renames a directory (it may then lie elsewhere). Bounded.
     /// `false`: seen, but not one whose verdict holds for every name.
-    writable_dirs: Mutex<std::collections::HashMap<(u64, u64, (i64, u32)), bool>>,
+    writable_dirs: Mutex<std::collections::HashMap<DirId, bool>>,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
 
 /// Threads whose process facts are remembered at once.
 const DESCRIBED_MAX: usize = 4096;
+
+/// A directory for as long as it exists, and never a later one:
+/// `(dev, ino, birth time)`.
+type DirId = (u64, u64, (i64, u32));
 
 /// Directories remembered as writable (`Shared::writable_dirs`), at most.
 const WRITABLE_DIRS_MAX: usize = 4096;
@@ -1513,7 +1517,7 @@ impl Shared {
     /// directory; a directory where it does not hold is remembered as
     /// such and not looked at again). Only names a refused write, and
     /// decides nothing: Landlock decides on the call.
-    fn learn_writable(&self, known: (u64, u64, (i64, u32)), target: &Path) {
+    fn learn_writable(&self, known: DirId, target: &Path) {
         let holds = target
             .parent()
             .is_some_and(|dir| self.writable_for_every_name(known, dir));
@@ -1525,7 +1529,7 @@ impl Shared {
         }
     }
 
-    fn writable_for_every_name(&self, known: (u64, u64, (i64, u32)), dir: &Path) -> bool {
+    fn writable_for_every_name(&self, known: DirId, dir: &Path) -> bool {
         let rules = self.resolved_rules();
         if rules
             .iter()
