@@ -209,6 +209,98 @@ fn carve_alone_denies_new_top_level_entries() {
     );
 }
 
+/// The carve plan with `p` writable and `p/src/ro` read-only: creations
+/// in `p/src/ro` are refusals vetto names.
+fn plan_with_read_only_below(p: &Path) -> NotifyPlan {
+    let mut plan = carve_plan(p);
+    plan.rules = vec![
+        (p.to_path_buf(), Access::Write),
+        (p.join("src/ro"), Access::Read),
+    ];
+    plan
+}
+
+fn outside_policy(job: &Job, suffix: &str) -> usize {
+    job.events_for(suffix)
+        .iter()
+        .filter(|e| e.reason == Reason::OutsidePolicy)
+        .count()
+}
+
+#[test]
+fn refused_writes_are_named_after_many_writes_around_them() {
+    let test = "refused_writes_are_named_after_many_writes_around_them";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    std::fs::create_dir_all(p.join("src/ro")).unwrap();
+    std::fs::create_dir_all(p.join("src/w")).unwrap();
+    // Writable directories are remembered after their first creation; a
+    // directory with a read-only rule below it never is, and the rule's
+    // own directory refuses every name in it.
+    let script = "for i in 1 2 3 4 5 6; do : > src/w/f$i; : > src/g$i; done; \
+                  : > src/ro/first; : > src/w/f7; : > src/ro/second; cd src && : > ro/third";
+    let Some(job) = run(
+        test,
+        carved_sh(&p, script),
+        CREATION,
+        &plan_with_read_only_below(&p),
+    ) else {
+        return;
+    };
+    for name in ["src/ro/first", "src/ro/second", "src/ro/third"] {
+        assert_eq!(
+            outside_policy(&job, name),
+            1,
+            "{name} is named as refused: {:?}",
+            job.events
+        );
+    }
+    assert_eq!(
+        job.events
+            .iter()
+            .filter(|e| e.reason == Reason::OutsidePolicy)
+            .count(),
+        3,
+        "no write the policy allows is named: {:?}",
+        job.events
+    );
+}
+
+#[test]
+fn creation_in_a_missing_directory_is_not_named_as_refused() {
+    let test = "creation_in_a_missing_directory_is_not_named_as_refused";
+    if !landlock_works(test) {
+        return;
+    }
+    let (_tmp, p) = project();
+    std::fs::create_dir_all(p.join("src/ro")).unwrap();
+    // The kernel answers ENOENT before any permission is checked: nothing
+    // was refused. The same name once the directory exists is.
+    let script = "touch src/ro/missing/x; mkdir src/ro/missing";
+    let Some(job) = run(
+        test,
+        carved_sh(&p, script),
+        CREATION,
+        &plan_with_read_only_below(&p),
+    ) else {
+        return;
+    };
+    assert_eq!(
+        outside_policy(&job, "src/ro/missing/x"),
+        0,
+        "{:?}",
+        job.events
+    );
+    assert_eq!(
+        outside_policy(&job, "src/ro/missing"),
+        1,
+        "the mkdir in the read-only directory is named: {:?}",
+        job.events
+    );
+}
+
 #[test]
 fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     let test = "mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor";

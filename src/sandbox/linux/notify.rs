@@ -665,15 +665,50 @@ pub fn open_proc_dir(tid: i32, what: &str) -> io::Result<OwnedFd> {
 }
 
 /// The facts of the directory `rel` (relative) names from the job
-/// thread's `cwd` or `fd/N`, in one `stat` that follows every link on
+/// thread's `cwd` or `fd/N`, in one `statx` that follows every link on
 /// the way. A hint, never the directory the supervisor acts on: it can
 /// only show that a name is in none of the directories the supervisor
-/// looks after (what is, is then resolved exactly).
-pub fn proc_dir_facts_at(tid: i32, what: &str, rel: &[u8]) -> io::Result<FileFacts> {
+/// looks after (what is, is then resolved exactly). It also returns the
+/// directory's birth time where the filesystem keeps one: `(dev, ino,
+/// birth)` names one directory for as long as it exists and is never
+/// reused by a later one, unlike an inode number. The `Err` is the errno.
+pub fn proc_dir_identity_at(
+    tid: i32,
+    what: &str,
+    rel: &[u8],
+) -> Result<(FileFacts, Option<(i64, u32)>), i32> {
     let mut bytes = format!("/proc/{tid}/{what}/").into_bytes();
     bytes.extend_from_slice(rel);
-    let path = CString::new(bytes).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    dir_facts(&path)
+    let path = CString::new(bytes).map_err(|_| libc::EINVAL)?;
+    // SAFETY: an all-zero statx is a valid out-buffer.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and out-pointer; AT_FDCWD is ignored for an
+    // absolute path.
+    let ret = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_STATX_SYNC_AS_STAT,
+            libc::STATX_TYPE | libc::STATX_INO | libc::STATX_NLINK | libc::STATX_BTIME,
+            &mut st,
+        )
+    };
+    if ret < 0 {
+        return Err(errno_of(&io::Error::last_os_error()));
+    }
+    let mode = u32::from(st.stx_mode);
+    if mode & libc::S_IFMT != libc::S_IFDIR {
+        return Err(libc::ENOTDIR);
+    }
+    let facts = FileFacts {
+        dev: libc::makedev(st.stx_dev_major, st.stx_dev_minor),
+        ino: st.stx_ino,
+        mode,
+        nlink: u64::from(st.stx_nlink),
+    };
+    let birth = (st.stx_mask & libc::STATX_BTIME != 0)
+        .then_some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec));
+    Ok((facts, birth))
 }
 
 /// The facts of the directory behind the job thread's `cwd` or `fd/N`

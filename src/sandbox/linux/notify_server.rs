@@ -28,6 +28,7 @@
 //! always safe for creations (Landlock denies them in carved directories)
 //! and never used for `connect()`, whose target Landlock does not check.
 
+use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::{CStr, CString};
 use std::io;
@@ -245,12 +246,25 @@ struct Shared {
     /// the order of `shared_creations.dirs`.
     shared_dirs: Vec<(u64, u64)>,
     shared_creations: Arc<Mutex<SharedCreations>>,
+    /// Directories found writable by the policy with no rule below them,
+    /// by `(dev, ino, birth time)` (see `learn_writable`): a creation in
+    /// one is no refused write, and needs no path to tell. Forgotten when
+    /// the job renames a directory (it may then lie elsewhere). Bounded.
+    /// `false`: seen, but not one whose verdict holds for every name.
+    writable_dirs: Mutex<std::collections::HashMap<DirId, bool>>,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
 
 /// Threads whose process facts are remembered at once.
 const DESCRIBED_MAX: usize = 4096;
+
+/// A directory for as long as it exists, and never a later one:
+/// `(dev, ino, birth time)`.
+type DirId = (u64, u64, (i64, u32));
+
+/// Directories remembered as writable (`Shared::writable_dirs`), at most.
+const WRITABLE_DIRS_MAX: usize = 4096;
 
 /// Files and directories made before the Landlock domain existed and
 /// granted by their own inode: renamed into a list-only carved directory
@@ -300,6 +314,70 @@ enum Answer {
     /// A connect filtered egress does not allow (FS-ONLY): refused with
     /// `ECONNREFUSED`, as a closed port would answer.
     Refused(std::net::SocketAddr),
+}
+
+/// One notification and what has been read for it. Each path argument
+/// is copied from the job once and each parent looked at once, however
+/// many checks (shared directories, nested `.git`, carving, the record of
+/// a refused write) then use them: every check decides on the same copy,
+/// and the common creation costs one `process_vm_readv` and one `statx`.
+struct Notified {
+    n: Notif,
+    /// Path arguments by address, as copied (or why they could not be).
+    copies: RefCell<Vec<(u64, Result<CString, Reason>)>>,
+    /// `(start, parent)` → what one `statx` (links followed) found.
+    hints: RefCell<Vec<Hint>>,
+}
+
+/// What one `statx` of a relative parent found (`proc_dir_identity_at`).
+struct Hint {
+    what: String,
+    parent: Vec<u8>,
+    found: Result<(FileFacts, Option<(i64, u32)>), i32>,
+}
+
+impl std::ops::Deref for Notified {
+    type Target = Notif;
+    fn deref(&self) -> &Notif {
+        &self.n
+    }
+}
+
+impl Notified {
+    fn new(n: Notif) -> Notified {
+        Notified {
+            n,
+            copies: RefCell::new(Vec::new()),
+            hints: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The path at `addr`, copied once (bounded to `PATH_MAX`).
+    fn path(&self, addr: u64) -> Result<CString, Answer> {
+        if let Some((_, copy)) = self.copies.borrow().iter().find(|(a, _)| *a == addr) {
+            return copy.clone().map_err(Answer::Continue);
+        }
+        let copy = copy_path(self.n.tid, addr);
+        self.copies.borrow_mut().push((addr, copy.clone()));
+        copy.map_err(Answer::Continue)
+    }
+
+    /// The directory a relative `parent` names from `what` (`cwd`,
+    /// `fd/N`), by one `statx` with links followed, looked at once.
+    fn hint(&self, what: &str, parent: &[u8]) -> Result<(FileFacts, Option<(i64, u32)>), i32> {
+        let seen = self.hints.borrow();
+        if let Some(h) = seen.iter().find(|h| h.what == what && h.parent == parent) {
+            return h.found;
+        }
+        drop(seen);
+        let found = sys::proc_dir_identity_at(self.n.tid, what, parent);
+        self.hints.borrow_mut().push(Hint {
+            what: what.to_string(),
+            parent: parent.to_vec(),
+            found,
+        });
+        found
+    }
 }
 
 /// A connect the supervisor performs.
@@ -427,6 +505,7 @@ impl Shared {
                 .map(|f| (f.dev, f.ino)),
             resolved: std::sync::OnceLock::new(),
             described: Mutex::new(std::collections::HashMap::new()),
+            writable_dirs: Mutex::new(std::collections::HashMap::new()),
             pool: ConnectPool::new(),
             created: Mutex::new(HashSet::new()),
             shares: None,
@@ -439,12 +518,20 @@ impl Shared {
     }
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
+        let n = Notified::new(n);
         if let Some(answer) = self.pty_slave_by_path(&n) {
             self.answer(&n, n.call.name(), answer, None, events);
             return;
         }
         if n.native && n.call.is_creation() && !self.shared_dirs.is_empty() {
             self.note_shared(&n);
+        }
+        // A directory the job moves may land below another rule.
+        if n.native
+            && matches!(n.call, Call::Rename | Call::Renameat | Call::Renameat2)
+            && let Ok(mut w) = self.writable_dirs.lock()
+        {
+            w.clear();
         }
         let (answer, path) = match n.call {
             // Numbers of another ABI could mean anything, `connect` among
@@ -468,7 +555,7 @@ impl Shared {
                 let (decision, path) = self.connect(&n);
                 match decision {
                     Ok((connect, sock)) => {
-                        self.perform_connect(n, connect, sock, path, events);
+                        self.perform_connect(*n, connect, sock, path, events);
                         return;
                     }
                     Err(answer) => (answer, path),
@@ -834,7 +921,7 @@ impl Shared {
     /// job resolves it) is a shared directory. Recorded before the call is
     /// answered; decides nothing (see `SharedCreations` for why a name
     /// read from the job's memory is good enough here).
-    fn note_shared(&self, n: &Notif) {
+    fn note_shared(&self, n: &Notified) {
         let a = n.args;
         let fd_arg = |i: usize| a[i] as u32 as i32;
         let cwd = c::AT_FDCWD;
@@ -849,7 +936,7 @@ impl Shared {
             Call::Linkat | Call::Renameat | Call::Renameat2 => (fd_arg(2), a[3]),
             _ => return,
         };
-        let Ok(path) = copy_path(n.tid, addr) else {
+        let Ok(path) = n.path(addr) else {
             return;
         };
         let bytes = path.to_bytes();
@@ -859,17 +946,27 @@ impl Shared {
         if name.is_empty() || name == b"." || name == b".." {
             return;
         }
+        let Some(what) = start_dir(bytes, dirfd) else {
+            return;
+        };
         let dir = if parent.is_empty() {
             // A bare name: one stat of the magic link.
-            start_dir(bytes, dirfd).and_then(|what| sys::proc_dir_facts(n.tid, &what).ok())
-        } else if let Some(hint) = start_dir(bytes, dirfd)
-            .filter(|_| bytes.first() != Some(&b'/'))
-            .and_then(|what| sys::proc_dir_facts_at(n.tid, &what, parent).ok())
+            sys::proc_dir_facts(n.tid, &what).ok()
+        } else if n.hint(&what, parent) == Err(c::ENOENT) {
+            // No parent, so nothing is created (unless a racing thread
+            // makes one first: that name is left behind, see above).
+            return;
+        } else if let Some(hint) = n
+            .hint(&what, parent)
+            .ok()
+            .map(|(f, _)| f)
             .filter(|f| !self.shared_dirs.contains(&(f.dev, f.ino)))
         {
-            // The common case: one stat (links followed) shows a parent
-            // that is no shared directory. (A magic link on the way is
-            // not followed below either: nothing is noted there.)
+            // The common case: one `statx` (links followed) shows a
+            // parent that is no shared directory. (A magic link on the
+            // way is not followed below either: nothing is noted there.
+            // A wrong hint for an absolute path, see `locate`, only
+            // leaves a name unrecorded, which the scrub then keeps.)
             Some(hint)
         } else {
             self.job_dir(n.tid, dirfd, bytes, parent)
@@ -890,7 +987,7 @@ impl Shared {
 
     // ----- creations in carved directories -------------------------------
 
-    fn creation(&self, n: &Notif) -> (Answer, Option<PathBuf>) {
+    fn creation(&self, n: &Notified) -> (Answer, Option<PathBuf>) {
         let a = n.args;
         let fd_arg = |i: usize| a[i] as u32 as i32;
         let cwd = c::AT_FDCWD;
@@ -925,13 +1022,13 @@ impl Shared {
     /// `open*`/`creat` with `O_CREAT`: create exclusively, hand the file over.
     fn create_file(
         &self,
-        n: &Notif,
+        n: &Notified,
         dirfd: i32,
         path_addr: u64,
         flags: i32,
         mode: u32,
     ) -> (Answer, Option<PathBuf>) {
-        let path = match copy_path(n.tid, path_addr) {
+        let path = match n.path(path_addr) {
             Ok(p) => p,
             Err(answer) => return (answer, None),
         };
@@ -1123,8 +1220,14 @@ impl Shared {
     }
 
     /// `mkdir*`, `unlink*`, `rmdir`, `symlink*`.
-    fn simple(&self, n: &Notif, op: Op, dirfd: i32, path_addr: u64) -> (Answer, Option<PathBuf>) {
-        let path = match copy_path(n.tid, path_addr) {
+    fn simple(
+        &self,
+        n: &Notified,
+        op: Op,
+        dirfd: i32,
+        path_addr: u64,
+    ) -> (Answer, Option<PathBuf>) {
+        let path = match n.path(path_addr) {
             Ok(p) => p,
             Err(answer) => return (answer, None),
         };
@@ -1144,7 +1247,7 @@ impl Shared {
             }
         }
         let target_bytes = match op {
-            Op::Symlink(addr) => match copy_path(n.tid, addr) {
+            Op::Symlink(addr) => match n.path(addr) {
                 Ok(t) if !t.as_bytes().is_empty() => Some(t),
                 Ok(_) => return (Answer::Continue(Reason::Unsupported), shown),
                 Err(answer) => return (answer, shown),
@@ -1189,17 +1292,17 @@ impl Shared {
 
     fn rename(
         &self,
-        n: &Notif,
+        n: &Notified,
         (old_dirfd, old_addr): (i32, u64),
         (new_dirfd, new_addr): (i32, u64),
         flags: u32,
     ) -> (Answer, Option<PathBuf>) {
-        let old = match copy_path(n.tid, old_addr) {
+        let old = match n.path(old_addr) {
             Ok(p) => p,
             Err(answer) => return (answer, None),
         };
         let shown = Some(show(&old));
-        let new = match copy_path(n.tid, new_addr) {
+        let new = match n.path(new_addr) {
             Ok(p) => p,
             Err(answer) => return (answer, shown),
         };
@@ -1266,7 +1369,13 @@ impl Shared {
     /// Resolve the parent of `path` as the job sees it (from `dirfd`, its
     /// cwd, or `/`) without following symlinks, and match it against the
     /// carved directories by inode. Anything unclear → CONTINUE.
-    fn locate(&self, n: &Notif, dirfd: i32, path: &CStr, dir_op: bool) -> Result<Target, Answer> {
+    fn locate(
+        &self,
+        n: &Notified,
+        dirfd: i32,
+        path: &CStr,
+        dir_op: bool,
+    ) -> Result<Target, Answer> {
         let bytes = path.to_bytes();
         let (parent, name, trailing) = split(bytes).ok_or(Answer::Continue(Reason::Unsupported))?;
         if trailing && !dir_op {
@@ -1282,11 +1391,16 @@ impl Shared {
         let facts: FileFacts = if parent.is_empty() {
             // The common case, a bare name: one stat of the magic link.
             sys::proc_dir_facts(n.tid, &what).map_err(|_| Answer::Continue(Reason::Unreadable))?
-        } else if !absolute && self.not_carved_hint(n.tid, &what, parent) {
-            // The next most common (`.git/objects/ab/tmp_obj_…`): one
-            // stat shows the parent is none of the carved directories, so
-            // Landlock decides — the answer the exact resolution gives
-            // whatever it finds (another directory, or a link on the way).
+        } else if self.not_carved_hint(n, &what, parent) {
+            // The next most common (`.git/objects/ab/tmp_obj_…`, and the
+            // absolute paths cargo hands rustc): one `statx` shows the
+            // parent is none of the carved directories, or does not exist,
+            // so Landlock decides — the answer the exact resolution gives
+            // whatever it finds (another directory, a link on the way,
+            // nothing). For an absolute path the `statx` starts at the
+            // job's root but takes an absolute link or a `..` above it
+            // from ours: a wrong hint only makes a creation in a carved
+            // directory CONTINUE, which Landlock refuses — never a grant.
             return Err(Answer::Continue(Reason::NotCarved));
         } else {
             let base = sys::open_proc_dir(n.tid, &what)
@@ -1324,7 +1438,7 @@ impl Shared {
     /// in reports and decides nothing.
     fn judge_outside(
         &self,
-        n: &Notif,
+        n: &Notified,
         dirfd: i32,
         path: &CStr,
         answer: Answer,
@@ -1334,6 +1448,32 @@ impl Shared {
             return (answer, None);
         }
         let bytes = path.to_bytes();
+        // The parent as `locate` saw it (one `statx`, already made for a
+        // path with a parent; nothing new is read here).
+        let seen = match (start_dir(bytes, dirfd), split(bytes)) {
+            (Some(what), Some((parent, _, _))) if !parent.is_empty() => Some(n.hint(&what, parent)),
+            _ => None,
+        };
+        // No parent: the kernel answers ENOENT before any permission is
+        // checked, so nothing is refused.
+        if matches!(seen, Some(Err(c::ENOENT))) {
+            return (answer, None);
+        }
+        // A directory already found writable, with no rule below it: every
+        // name in it is too (the longest rule decides), so nothing to read.
+        let known = match seen {
+            Some(Ok((f, Some(birth)))) => Some((f.dev, f.ino, birth)),
+            _ => None,
+        };
+        let remembered = known.and_then(|k| {
+            self.writable_dirs
+                .lock()
+                .ok()
+                .and_then(|w| w.get(&k).copied())
+        });
+        if remembered == Some(true) {
+            return (answer, None);
+        }
         let absolute = if bytes.first() == Some(&b'/') {
             PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
         } else {
@@ -1352,6 +1492,9 @@ impl Shared {
         let target = crate::policy::paths::normalise_abs(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
         if matches!(decide(rules, &target), Some((Access::Write, _))) {
+            if let (Some(k), None) = (known, remembered) {
+                self.learn_writable(k, &target);
+            }
             return (answer, None);
         }
         // `mkdir -p` of a directory that exists fails with EEXIST before any
@@ -1366,10 +1509,55 @@ impl Shared {
         (Answer::Continue(Reason::OutsidePolicy), Some(target))
     }
 
+    /// Remember that the directory `(dev, ino, birth)` holding `target` is
+    /// writable by the policy, if that holds for every name in it: no rule
+    /// lies below it, and the path the verdict was made on (the job's,
+    /// made absolute lexically) really is that directory, with no link on
+    /// the way (one `openat2` with `RESOLVE_NO_SYMLINKS`, once per
+    /// directory; a directory where it does not hold is remembered as
+    /// such and not looked at again). Only names a refused write, and
+    /// decides nothing: Landlock decides on the call.
+    fn learn_writable(&self, known: DirId, target: &Path) {
+        let holds = target
+            .parent()
+            .is_some_and(|dir| self.writable_for_every_name(known, dir));
+        if let Ok(mut w) = self.writable_dirs.lock() {
+            if w.len() >= WRITABLE_DIRS_MAX {
+                w.clear();
+            }
+            w.insert(known, holds);
+        }
+    }
+
+    fn writable_for_every_name(&self, known: DirId, dir: &Path) -> bool {
+        let rules = self.resolved_rules();
+        if rules
+            .iter()
+            .any(|(p, _)| p.as_path() != dir && crate::policy::paths::beneath(p, dir))
+        {
+            return false;
+        }
+        let Ok(dir_c) = CString::new(dir.as_os_str().as_bytes()) else {
+            return false;
+        };
+        sys::open_dir_path(Path::new("/"))
+            .and_then(|root| {
+                sys::openat2(
+                    root.as_fd(),
+                    &dir_c,
+                    c::O_PATH | c::O_DIRECTORY,
+                    0,
+                    resolve::NO_SYMLINKS | resolve::NO_MAGICLINKS,
+                )
+            })
+            .and_then(|fd| sys::facts(fd.as_fd()))
+            .is_ok_and(|f| (f.dev, f.ino) == (known.0, known.1))
+    }
+
     /// `link*`, `mknod*`: only a nested `.git` is refused; Landlock
     /// decides everything else (it denies both in carved directories).
-    fn new_name_only(&self, n: &Notif, dirfd: i32, path_addr: u64) -> (Answer, Option<PathBuf>) {
-        let path = match copy_path(n.tid, path_addr) {
+    fn new_name_only(&self, n: &Notified, dirfd: i32, path_addr: u64) -> (Answer, Option<PathBuf>) {
+        let path = match n.path(path_addr) {
             Ok(p) => p,
             Err(answer) => return (answer, None),
         };
@@ -1450,16 +1638,21 @@ impl Shared {
         None
     }
 
+    /// One `statx` of a relative `parent` from the job's `what` (links
+    /// followed) shows a directory that is not carved, or nothing.
+    fn not_carved_hint(&self, n: &Notified, what: &str, parent: &[u8]) -> bool {
+        match n.hint(what, parent) {
+            Ok((f, _)) => !self.carved.iter().any(|d| d.dev == f.dev && d.ino == f.ino),
+            // Nothing there: the job's call fails as it would without
+            // vetto, unless a racing thread makes the parent first — and
+            // then Landlock decides (a carved directory is read-only).
+            Err(e) => e == c::ENOENT,
+        }
+    }
+
     /// The directory `parent` of `path` names for thread `tid` (from
     /// `dirfd`, its cwd, or its root), following its symlinks but no
     /// magic links.
-    /// One `stat` of a relative `parent` from the job's `what` (links
-    /// followed) shows a directory that is not carved.
-    fn not_carved_hint(&self, tid: i32, what: &str, parent: &[u8]) -> bool {
-        sys::proc_dir_facts_at(tid, what, parent)
-            .is_ok_and(|f| !self.carved.iter().any(|d| d.dev == f.dev && d.ino == f.ino))
-    }
-
     fn job_dir(&self, tid: i32, dirfd: i32, path: &[u8], parent: &[u8]) -> Option<OwnedFd> {
         let absolute = path.first() == Some(&b'/');
         let what = start_dir(path, dirfd)?;
@@ -2229,14 +2422,15 @@ fn abstract_owner(tid: i32, name: &[u8]) -> Owner {
 }
 
 /// Copy a path argument once, bounded to `PATH_MAX`.
-fn copy_path(tid: i32, addr: u64) -> Result<CString, Answer> {
+/// The `Err` is the reason to answer CONTINUE with.
+fn copy_path(tid: i32, addr: u64) -> Result<CString, Reason> {
     match sys::read_remote_cstr(tid, addr, PATH_MAX) {
         Ok(Some(p)) if !p.as_bytes().is_empty() => Ok(p),
         // Too long or empty: the kernel will say so.
-        Ok(_) => Err(Answer::Continue(Reason::Unsupported)),
+        Ok(_) => Err(Reason::Unsupported),
         // Not dumpable, or gone: fail closed, which for creations is
         // letting Landlock deny.
-        Err(_) => Err(Answer::Continue(Reason::Unreadable)),
+        Err(_) => Err(Reason::Unreadable),
     }
 }
 
