@@ -448,7 +448,9 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
             mask: SOCK_TYPE_MASK,
             value: kind,
         };
-        for kind in std::iter::once(SOCK_STREAM).chain(NOT_STREAM) {
+        // Every type value the mask leaves but UDP's, not only the types
+        // Linux has now: what the filter does not name it lets through.
+        for kind in 0..=SOCK_TYPE_MASK {
             if kind != SOCK_DGRAM {
                 rules.push(rule(
                     "socket",

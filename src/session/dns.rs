@@ -295,51 +295,69 @@ impl Stub {
         sink: Arc<dyn EventSink + Sync>,
         askers: Option<UdpAskers>,
     ) -> std::io::Result<Stub> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let mut threads = Vec::new();
-        let mut wakers = Vec::new();
+        let mut stub = Stub {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+            sockets: Vec::new(),
+        };
         for socket in sockets {
-            socket.set_read_timeout(Some(Duration::from_millis(200)))?;
-            wakers.push(socket.try_clone()?);
-            let stopping = stop.clone();
-            let (names, rules, sink, askers) =
-                (names.clone(), rules.clone(), sink.clone(), askers.clone());
-            threads.push(std::thread::Builder::new().name("vetto-dns".into()).spawn(
-                move || {
-                    let mut buf = [0u8; MAX_QUERY];
-                    while !stopping.load(Ordering::SeqCst) {
-                        let received = if dead_net {
-                            crate::sandbox::dead_net::recv_query(&socket, &mut buf)
-                        } else {
-                            socket.recv_from(&mut buf).map(|(n, peer)| (n, peer, None))
-                        };
-                        let Ok((n, peer, to)) = received else {
-                            continue;
-                        };
-                        let Some(query) = buf.get(..n) else {
-                            continue;
-                        };
-                        let (reply, refused) = respond(query, &names, &rules);
-                        if let Some(name) = refused {
-                            let who = askers.as_ref().and_then(|a| a(peer));
-                            record_refused(sink.as_ref(), name, who, Provenance::Proxy);
-                        }
-                        if let Some(reply) = reply {
-                            let _ = if dead_net {
-                                crate::sandbox::dead_net::send_answer(&socket, &reply, peer, to)
-                            } else {
-                                socket.send_to(&reply, peer).map(drop)
-                            };
-                        }
-                    }
-                },
-            )?);
+            // A socket that cannot be served stops those already served:
+            // no thread is left looping for a stub no one stops.
+            if let Err(e) = stub.serve_one(socket, dead_net, &names, &rules, &sink, &askers) {
+                stub.stop();
+                return Err(e);
+            }
         }
-        Ok(Stub {
-            stop,
-            threads,
-            sockets: wakers,
-        })
+        Ok(stub)
+    }
+
+    fn serve_one(
+        &mut self,
+        socket: UdpSocket,
+        dead_net: bool,
+        names: &Arc<Mutex<Names>>,
+        rules: &Answerable,
+        sink: &Arc<dyn EventSink + Sync>,
+        askers: &Option<UdpAskers>,
+    ) -> std::io::Result<()> {
+        socket.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let waker = socket.try_clone()?;
+        let stopping = self.stop.clone();
+        let (names, rules, sink, askers) =
+            (names.clone(), rules.clone(), sink.clone(), askers.clone());
+        let thread = std::thread::Builder::new()
+            .name("vetto-dns".into())
+            .spawn(move || {
+                let mut buf = [0u8; MAX_QUERY];
+                while !stopping.load(Ordering::SeqCst) {
+                    let received = if dead_net {
+                        crate::sandbox::dead_net::recv_query(&socket, &mut buf)
+                    } else {
+                        socket.recv_from(&mut buf).map(|(n, peer)| (n, peer, None))
+                    };
+                    let Ok((n, peer, to)) = received else {
+                        continue;
+                    };
+                    let Some(query) = buf.get(..n) else {
+                        continue;
+                    };
+                    let (reply, refused) = respond(query, &names, &rules);
+                    if let Some(name) = refused {
+                        let who = askers.as_ref().and_then(|a| a(peer));
+                        record_refused(sink.as_ref(), name, who, Provenance::Proxy);
+                    }
+                    if let Some(reply) = reply {
+                        let _ = if dead_net {
+                            crate::sandbox::dead_net::send_answer(&socket, &reply, peer, to)
+                        } else {
+                            socket.send_to(&reply, peer).map(drop)
+                        };
+                    }
+                }
+            })?;
+        self.threads.push(thread);
+        self.sockets.push(waker);
+        Ok(())
     }
 
     /// Stop serving: at once, not at the threads' next read timeout (the
@@ -438,20 +456,31 @@ impl TcpStub {
             at,
             clients: AtomicUsize::new(0),
         });
-        let mut threads = Vec::new();
+        let mut stub = TcpStub {
+            stop,
+            threads: Vec::new(),
+        };
         for listener in listeners {
-            listener.set_nonblocking(false)?;
-            let waker = listener.try_clone()?;
-            let stopping = stop.clone();
-            let shared = shared.clone();
-            threads.push((
-                waker,
-                std::thread::Builder::new()
+            // As for the UDP stub: a listener that cannot be served stops
+            // the accept threads already started.
+            let started = listener.set_nonblocking(false).and_then(|()| {
+                let waker = listener.try_clone()?;
+                let stopping = stub.stop.clone();
+                let shared = shared.clone();
+                let thread = std::thread::Builder::new()
                     .name("vetto-dns-tcp".into())
-                    .spawn(move || accept_loop(&listener, &stopping, &shared))?,
-            ));
+                    .spawn(move || accept_loop(&listener, &stopping, &shared))?;
+                Ok((waker, thread))
+            });
+            match started {
+                Ok(t) => stub.threads.push(t),
+                Err(e) => {
+                    stub.stop();
+                    return Err(e);
+                }
+            }
         }
-        Ok(TcpStub { stop, threads })
+        Ok(stub)
     }
 
     pub fn stop(self) {

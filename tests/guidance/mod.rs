@@ -167,6 +167,97 @@ except socket.gaierror as e:
     print('gaierror', e.errno)
 "#;
 
+/// The hostile lookup of
+/// [`a_hostile_lookup_name_cannot_forge_vettos_last_words`]: one UDP
+/// query for a name whose labels hold terminal escapes (clear the screen,
+/// retitle the window) and shell words, sent to `HOST:PORT`; `wait`: the
+/// answer's rcode is printed.
+const PY_HOSTILE_QUERY: &str = r#"
+import socket, sys
+labels = [sys.argv[2].encode() + b'\x1b[2J\x1b]0;pwned\x07', b'a b;id', b'test']
+q = b'\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00' + b''.join(
+    bytes([len(l)]) + l for l in labels) + b'\x00\x00\x01\x00\x01'
+host, port = sys.argv[1].rsplit(':', 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(60)
+s.connect((host, int(port)))
+s.send(q)
+if sys.argv[3:] == ['wait']:
+    print('rcode', s.recv(512)[3] & 15)
+else:
+    print('sent')
+"#;
+
+/// Runs as an unprivileged user, with the network off (the default): the
+/// job looks up a name whose labels hold terminal escapes and shell words,
+/// so that vetto's end-of-run line would clear the user's screen, retitle
+/// the window and offer `--allow-domain` with a command to paste. Bare, the
+/// raw bytes go out to whoever answers (a stand-in resolver receives the
+/// escape). Sandboxed, vetto's stub answers NXDOMAIN (FULL: in the job's
+/// namespace; FS-ONLY: in the namespace that leads nowhere) and records the
+/// name as asked, escapes included; its last words show the name escaped
+/// (no escape byte reaches the terminal) and offer no flag for it.
+fn a_hostile_lookup_name_cannot_forge_vettos_last_words(tier: Tier) {
+    require!(tier.feature());
+    if tier == Tier::FsOnly {
+        require!(crate::util::Feature::Userns);
+    }
+    let w = World::at(tier);
+    w.write(&w.project.join("hostile.py"), PY_HOSTILE_QUERY);
+    let tag = format!("vt{}x{}", std::process::id(), line!());
+    let stand_in = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    stand_in
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let at = stand_in.local_addr().unwrap().to_string();
+    w.bare(&["python3", "hostile.py", &at, &tag])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("sent");
+    let mut buf = [0u8; 512];
+    let n = stand_in.recv(&mut buf).unwrap();
+    assert!(
+        buf[..n].windows(2).any(|b| b == b"\x1b]"),
+        "control: the raw escape did not go out bare"
+    );
+
+    let dir = w.root.join("reports");
+    let ran = w
+        .sandboxed_with(
+            &["--report-dir", dir.to_str().unwrap()],
+            &["python3", "hostile.py", "127.0.0.53:53", &tag, "wait"],
+        )
+        .run();
+    ran.assert_success().assert_stdout_contains("rcode 3");
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        events.iter().any(|v| v["type"] == "connection"
+            && v["host"]
+                .as_str()
+                .is_some_and(|h| h.starts_with(&tag) && h.contains('\u{1b}'))),
+        "the name is not recorded as asked\n{events:#?}\n{}",
+        ran.dump()
+    );
+    let err = ran.stderr();
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{7}'),
+        "a control byte of the job's name reached vetto's output\n{err:?}"
+    );
+    let line = guidance(&err)
+        .into_iter()
+        .find(|l| l.contains(&tag) && l.contains("(a name lookup)"))
+        .unwrap_or_else(|| panic!("the lookup is not named\n{err}"));
+    assert!(
+        !line.contains("--allow-domain") && line.contains("no flag"),
+        "{line}"
+    );
+}
+at_every_tier!(a_hostile_lookup_name_cannot_forge_vettos_last_words);
+
 /// Runs as an unprivileged user at FS-ONLY, where user namespaces exist:
 /// with the network off (the default), a lookup of `<canary>.example.test`
 /// — a name that carries data out to whoever answers for the domain — is

@@ -412,6 +412,12 @@ impl Grants {
             AceMode::Allow => GRANT_ACCESS,
             AceMode::Deny => DENY_ACCESS,
         };
+        // Recorded before the change: a write that fails part-way through
+        // propagating to what is beneath may have placed ACEs there, and
+        // revoking where none was placed changes nothing.
+        if !self.placed.contains(&wpath) {
+            self.placed.push(wpath.clone());
+        }
         change_dacl(&wpath, self.sid, ace.mask, mode, inherit).map_err(|(op, code)| {
             LaunchError::Grant {
                 path: path.to_path_buf(),
@@ -419,11 +425,7 @@ impl Grants {
                 op,
                 code,
             }
-        })?;
-        if !self.placed.contains(&wpath) {
-            self.placed.push(wpath);
-        }
-        Ok(())
+        })
     }
 }
 
@@ -486,6 +488,20 @@ fn change_dacl(
     if err != ERROR_SUCCESS {
         return Err(("GetNamedSecurityInfoW", err));
     }
+    if old.is_null() {
+        // A NULL DACL: everyone, the container too, has all access. A
+        // merged entry would become the whole DACL (everyone else shut
+        // out, and after the revoke, no one let in): an allow is not
+        // needed, a deny cannot be placed (refused), a revoke has nothing
+        // to remove.
+        // SAFETY: allocated by GetNamedSecurityInfoW, freed once.
+        unsafe { LocalFree(descriptor) };
+        return if mode == DENY_ACCESS {
+            Err(("a NULL DACL (everyone has all access) takes no deny", 0))
+        } else {
+            Ok(())
+        };
+    }
     let entry = EXPLICIT_ACCESS_W {
         grfAccessPermissions: access_mask,
         grfAccessMode: mode,
@@ -500,7 +516,7 @@ fn change_dacl(
     };
     let mut new: *mut ACL = null_mut();
     // SAFETY: one entry whose trustee is a valid SID; `old` is the DACL
-    // just read (or null); `new` is allocated by the call, freed below.
+    // just read (not null); `new` is allocated by the call, freed below.
     let err = unsafe { SetEntriesInAclW(1, &entry, old, &mut new) };
     let result = if err != ERROR_SUCCESS {
         Err(("SetEntriesInAclW", err))
