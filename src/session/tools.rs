@@ -276,7 +276,8 @@ pub fn caches(
 
 /// The user's own configuration for the tool, as it is now, replacing
 /// whatever the cache holds under that name (a job may have written
-/// there); an empty file when the user has none. Read from the user's
+/// there); none when the user has none (cargo warns when it finds both
+/// `config` and `config.toml`). Read from the user's
 /// tool home (`$CARGO_HOME` when set), written without following links.
 fn copy_config(
     dir: &safe_fs::Dir,
@@ -294,13 +295,42 @@ fn copy_config(
         {
             source = Path::new(v).join(name);
         }
-        let mut bytes = Vec::new();
-        if let Ok(f) = std::fs::File::open(&source)
-            && f.metadata().is_ok_and(|m| m.is_file())
-        {
-            let _ = f.take(FILE_CAP).read_to_end(&mut bytes);
+        let Ok(f) = std::fs::File::open(&source) else {
+            dir.remove_file(to)?;
+            continue;
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            dir.remove_file(to)?;
+            continue;
         }
+        let mut bytes = Vec::new();
+        let _ = f.take(FILE_CAP).read_to_end(&mut bytes);
         dir.write_file(to, &bytes, 0o600)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// A job planted `config` beside the user's `config.toml` in the
+    /// vetto-owned cargo home: the next start takes the user's file and
+    /// drops the planted one, and cargo sees one config, not two.
+    #[test]
+    fn a_config_the_user_does_not_have_is_dropped_from_the_cache() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        std::fs::create_dir(home.path().join(".cargo")).unwrap();
+        std::fs::write(home.path().join(".cargo/config.toml"), "[net]\n").unwrap();
+        std::fs::write(cache.path().join("config"), "[build]\nrustc = \"/tmp/x\"\n").unwrap();
+        let dir = safe_fs::Dir::open(cache.path(), safe_fs::Parents::Followed).unwrap();
+        copy_config(&dir, tools::Cache::Cargo, &[], home.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(cache.path().join("config.toml")).unwrap(),
+            "[net]\n"
+        );
+        assert!(!cache.path().join("config").exists());
+    }
 }
