@@ -630,10 +630,14 @@ pub fn glob_component(pattern: &str, name: &str) -> bool {
 }
 
 /// Component patterns compiled to test many names: the literal each
-/// pattern's matches start and end with is compared first, so a name
-/// that matches none (nearly every name in a project) costs a few byte
-/// comparisons per pattern. The same answers as [`glob_component`] on the
-/// name as text.
+/// pattern's matches start and end with is compared first, on the name's
+/// bytes, so a name that matches none (nearly every name in a project)
+/// costs a byte comparison or two per pattern. The same answers as
+/// [`glob_component`] on the name as text: a name that is not UTF-8 is
+/// shown lossily, each bad sequence as U+FFFD and every other character
+/// as its own bytes, so a literal without U+FFFD that the text starts or
+/// ends with is one the bytes start or end with (a pattern holding U+FFFD
+/// is not compared first).
 struct NameSet {
     pats: Vec<(String, usize, usize)>,
 }
@@ -645,8 +649,14 @@ impl NameSet {
             .map(|p| {
                 let b = p.as_bytes();
                 let wild = |c: &u8| *c == b'*' || *c == b'?';
-                let head = b.iter().position(wild).unwrap_or(b.len());
-                let tail = b.iter().rev().position(wild).unwrap_or(b.len());
+                let (head, tail) = if p.contains(char::REPLACEMENT_CHARACTER) {
+                    (0, 0)
+                } else {
+                    (
+                        b.iter().position(wild).unwrap_or(b.len()),
+                        b.iter().rev().position(wild).unwrap_or(b.len()),
+                    )
+                };
                 (p.clone(), head, tail)
             })
             .collect();
@@ -654,18 +664,25 @@ impl NameSet {
     }
 
     fn any(&self, name: &std::ffi::OsStr) -> bool {
-        let Some(text) = name.to_str() else {
-            // Not UTF-8: matched as the walk shows it, lossily.
-            let lossy = name.to_string_lossy();
-            return self.pats.iter().any(|(p, _, _)| glob_component(p, &lossy));
-        };
-        let n = text.as_bytes();
+        let n = os::os_bytes(name);
+        let mut text = None;
         self.pats.iter().any(|(p, head, tail)| {
             let b = p.as_bytes();
-            n.starts_with(&b[..*head])
-                && n.ends_with(&b[b.len() - *tail..])
-                && glob_component(p, text)
+            if !(ends_with(n, &b[b.len() - *tail..]) && n.starts_with(&b[..*head])) {
+                return false;
+            }
+            glob_component(p, text.get_or_insert_with(|| name.to_string_lossy()))
         })
+    }
+}
+
+/// `n` ends with `t`, its last byte compared first (most names differ
+/// there from a pattern's extension).
+fn ends_with(n: &[u8], t: &[u8]) -> bool {
+    match (n.last(), t.last()) {
+        (_, None) => true,
+        (Some(a), Some(b)) if a == b => n.ends_with(t),
+        _ => false,
     }
 }
 
@@ -804,5 +821,51 @@ mod tests {
         assert!(!glob_component("caf??", "café"));
         assert!(glob_component("*é*.pem", "clé.pem"));
         assert!(!glob_component("*é", "cle"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_compiled_name_set_answers_as_glob_component() {
+        use std::os::unix::ffi::OsStrExt;
+        let pats: Vec<String> = [
+            "*.pem",
+            ".env",
+            ".env.*",
+            "id_?sa",
+            "privkey*.pem",
+            "*",
+            "a*b*c",
+            "caf?",
+            "*\u{fffd}",
+            "\u{fffd}x",
+            "",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        let names: [&[u8]; 14] = [
+            b"server.pem",
+            b".env",
+            b".env.local",
+            b"id_rsa",
+            b"privkey1.pem",
+            b"abc",
+            b"aXbYc",
+            "café".as_bytes(),
+            b"k\xff",
+            b"\xffx",
+            b"k\xff.pem",
+            b"",
+            b"file0.rs",
+            b"pem",
+        ];
+        for p in &pats {
+            let set = NameSet::new([p]);
+            for n in names {
+                let name = std::ffi::OsStr::from_bytes(n);
+                let want = glob_component(p, &name.to_string_lossy());
+                assert_eq!(set.any(name), want, "{p} {name:?}");
+            }
+        }
     }
 }
