@@ -81,6 +81,11 @@ pub fn sealed_from_job(policy: &Policy, plan: &Plan, audit: bool, dir: &Path) ->
 }
 
 impl Remembered {
+    /// vetto's own directory, sealed from the job as the walk is.
+    pub fn dir(&self) -> &safe_fs::Dir {
+        &self.dir
+    }
+
     /// Keep what this load walked for the next one. A failure only costs
     /// the next session a full walk.
     pub fn keep(&self, learnt: &WalkCache) {
