@@ -144,6 +144,8 @@ struct Memory {
     keep: &'static [&'static str],
     /// A listing was read that the next load can use.
     changed: bool,
+    /// How the directories are stamped: through their parents.
+    lstat: os::LstatAt,
 }
 
 /// Expands globs for one policy load. Directory listings are cached, so
@@ -206,6 +208,7 @@ impl GlobWalker {
             trusted: HashMap::new(),
             keep,
             changed: false,
+            lstat: os::LstatAt::default(),
         });
     }
 
@@ -497,19 +500,17 @@ impl GlobWalker {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
-                match std::fs::symlink_metadata(dir) {
-                    Ok(m) if m.is_dir() => 'stamped: {
+                match memory.lstat.lstat(dir) {
+                    Ok(m) if m.is_dir => 'stamped: {
                         // Without a file identity and a change time
                         // (Windows) nothing is remembered.
-                        let (Some((dev, ino)), Some(ctime)) =
-                            (os::file_id(&m), os::change_time(&m))
-                        else {
+                        let (Some((dev, ino)), Some(ctime)) = (m.id, m.ctime) else {
                             break 'stamped None;
                         };
                         let stamp = DirStamp {
                             dev,
                             ino,
-                            mtime: os::modify_time(&m),
+                            mtime: m.mtime,
                             ctime,
                         };
                         let trust = memory.trust;
