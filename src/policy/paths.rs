@@ -301,7 +301,10 @@ impl GlobWalker {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
         let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
-        if threads < 2 || !cold || !is_dir || self.listings.contains_key(root) {
+        // Only the root itself may have been read (the default preset's
+        // `${PROJECT}/.env.*` comes before its first `**`).
+        let below = self.listings.keys().any(|d| d != root && beneath(d, root));
+        if threads < 2 || !cold || !is_dir || below {
             return Ok(());
         }
         let trust = self.memory.as_ref().map(|m| m.trust);
@@ -341,6 +344,9 @@ impl GlobWalker {
             });
         };
         for r in reads {
+            if self.listings.contains_key(&r.dir) {
+                continue;
+            }
             self.count(r.entries.len(), root_s)?;
             if let (Some(memory), Some(_)) = (&mut self.memory, r.stamp) {
                 memory.changed = true;
