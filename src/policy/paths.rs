@@ -208,7 +208,7 @@ impl GlobWalker {
             trusted: HashMap::new(),
             keep,
             changed: false,
-            lstat: os::LstatAt::default(),
+            lstat: os::LstatAt::new(),
         });
     }
 

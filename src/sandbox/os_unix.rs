@@ -164,6 +164,10 @@ pub struct LstatAt {
 }
 
 impl LstatAt {
+    pub fn new() -> Self {
+        LstatAt { parent: None }
+    }
+
     #[allow(
         clippy::unnecessary_cast,
         reason = "`stat`'s field types differ between Unix targets"

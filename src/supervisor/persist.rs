@@ -656,7 +656,7 @@ impl<'a> Remembering<'a> {
             listings,
             trust,
             trusted: RefCell::new(HashMap::new()),
-            lstat: RefCell::new(os::LstatAt::default()),
+            lstat: RefCell::new(os::LstatAt::new()),
         }
     }
 }

@@ -259,6 +259,10 @@ pub struct Lstat {
 pub struct LstatAt;
 
 impl LstatAt {
+    pub fn new() -> Self {
+        LstatAt
+    }
+
     pub fn lstat(&mut self, path: &Path) -> io::Result<Lstat> {
         std::fs::symlink_metadata(path).map(|m| lstat_of(&m))
     }
