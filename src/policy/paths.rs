@@ -144,6 +144,8 @@ struct Memory {
     keep: &'static [&'static str],
     /// A listing was read that the next load can use.
     changed: bool,
+    /// How the directories are stamped: through their parents.
+    lstat: os::LstatAt,
 }
 
 /// Expands globs for one policy load. Directory listings are cached, so
@@ -161,6 +163,19 @@ pub struct GlobWalker {
     /// Every component a listing was asked about.
     asked: BTreeSet<String>,
     memory: Option<Memory>,
+    /// Every directory a `**` from a directory reaches, found once: the
+    /// dozen `${PROJECT}/**/…` of the default preset then each cost a
+    /// loop over the directories, not a walk.
+    trees: HashMap<PathBuf, Rc<Vec<Node>>>,
+}
+
+/// A directory a `**` reaches, with the listing that was at hand when the
+/// tree was found.
+#[derive(Debug)]
+struct Node {
+    dir: PathBuf,
+    entries: Entries,
+    only: Option<Rc<BTreeSet<String>>>,
 }
 
 impl GlobWalker {
@@ -177,6 +192,7 @@ impl GlobWalker {
             listings: HashMap::new(),
             asked: BTreeSet::new(),
             memory: None,
+            trees: HashMap::new(),
         }
     }
 
@@ -192,6 +208,7 @@ impl GlobWalker {
             trusted: HashMap::new(),
             keep,
             changed: false,
+            lstat: os::LstatAt::new(),
         });
     }
 
@@ -208,6 +225,7 @@ impl GlobWalker {
         let memory = self.memory?;
         let asked = Rc::new(self.asked);
         let mut out = WalkCache::default();
+        let kept_names = NameSet::new(asked.iter());
         for (path, l) in self.listings {
             let Some(stamp) = l.stamp else { continue };
             let (set, entries) = match l.only {
@@ -216,12 +234,7 @@ impl GlobWalker {
                     let kept = l
                         .entries
                         .iter()
-                        .filter(|e| {
-                            e.is_dir || {
-                                let name = e.name.to_string_lossy();
-                                asked.iter().any(|m| glob_component(m, &name))
-                            }
-                        })
+                        .filter(|e| e.is_dir || kept_names.any(&e.name))
                         .cloned()
                         .collect();
                     (Rc::clone(&asked), Rc::new(kept))
@@ -288,7 +301,10 @@ impl GlobWalker {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
         let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
         let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
-        if threads < 2 || !cold || !is_dir || self.listings.contains_key(root) {
+        // Only the root itself may have been read (the default preset's
+        // `${PROJECT}/.env.*` comes before its first `**`).
+        let below = self.listings.keys().any(|d| d != root && beneath(d, root));
+        if threads < 2 || !cold || !is_dir || below {
             return Ok(());
         }
         let trust = self.memory.as_ref().map(|m| m.trust);
@@ -328,6 +344,9 @@ impl GlobWalker {
             });
         };
         for r in reads {
+            if self.listings.contains_key(&r.dir) {
+                continue;
+            }
             self.count(r.entries.len(), root_s)?;
             if let (Some(memory), Some(_)) = (&mut self.memory, r.stamp) {
                 memory.changed = true;
@@ -396,21 +415,69 @@ impl GlobWalker {
                 }
                 Ok(())
             }
+            // `dir` and every directory below it, then the rest from each.
             Seg::Any => {
-                self.walk(dir, rest, out, root)?;
-                for e in self.entries(dir, None, root)?.iter() {
-                    if e.is_dir
-                        && !self
-                            .skip
-                            .iter()
-                            .any(|s| s.as_bytes() == os::os_bytes(&e.name))
-                    {
-                        self.walk(&dir.join(&e.name), segs, out, root)?;
+                let tree = self.tree(dir, root)?;
+                let last = match rest {
+                    [Seg::Lit(l)] => Some((l, NameSet::new([l]))),
+                    [Seg::Pat(p)] => Some((p, NameSet::new([p]))),
+                    _ => None,
+                };
+                let Some((last, want)) = last else {
+                    for node in tree.iter() {
+                        self.walk(&node.dir, rest, out, root)?;
+                    }
+                    return Ok(());
+                };
+                // One last component (`**/*.pem`): answered from the
+                // listing the tree holds when it can, as `walk` would.
+                if !self.asked.contains(last) {
+                    self.asked.insert(last.clone());
+                }
+                for node in tree.iter() {
+                    let entries = match &node.only {
+                        Some(set) if !set.contains(last) => {
+                            self.entries(&node.dir, Some(last), root)?
+                        }
+                        _ => Rc::clone(&node.entries),
+                    };
+                    for e in entries.iter() {
+                        if want.any(&e.name) {
+                            out.insert(node.dir.join(&e.name));
+                        }
                     }
                 }
                 Ok(())
             }
         }
+    }
+
+    /// `top` and every directory below it that a `**` enters (links never
+    /// followed, the skipped names never entered), each listed once.
+    fn tree(&mut self, top: &Path, root: &str) -> Result<Rc<Vec<Node>>, GlobError> {
+        if let Some(t) = self.trees.get(top) {
+            return Ok(Rc::clone(t));
+        }
+        let mut nodes = Vec::new();
+        let mut stack = vec![top.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let entries = self.entries(&dir, None, root)?;
+            let only = self.listings.get(&dir).and_then(|l| l.only.clone());
+            for e in entries.iter() {
+                if e.is_dir
+                    && !self
+                        .skip
+                        .iter()
+                        .any(|s| s.as_bytes() == os::os_bytes(&e.name))
+                {
+                    stack.push(dir.join(&e.name));
+                }
+            }
+            nodes.push(Node { dir, entries, only });
+        }
+        let nodes = Rc::new(nodes);
+        self.trees.insert(top.to_path_buf(), Rc::clone(&nodes));
+        Ok(nodes)
     }
 
     /// Entries of `dir` that answer a question about the component `need`
@@ -439,19 +506,17 @@ impl GlobWalker {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
-                match std::fs::symlink_metadata(dir) {
-                    Ok(m) if m.is_dir() => 'stamped: {
+                match memory.lstat.lstat(dir) {
+                    Ok(m) if m.is_dir => 'stamped: {
                         // Without a file identity and a change time
                         // (Windows) nothing is remembered.
-                        let (Some((dev, ino)), Some(ctime)) =
-                            (os::file_id(&m), os::change_time(&m))
-                        else {
+                        let (Some((dev, ino)), Some(ctime)) = (m.id, m.ctime) else {
                             break 'stamped None;
                         };
                         let stamp = DirStamp {
                             dev,
                             ino,
-                            mtime: os::modify_time(&m),
+                            mtime: m.mtime,
                             ctime,
                         };
                         let trust = memory.trust;
@@ -540,6 +605,14 @@ fn skip_or_fail(path: &Path, e: io::Error) -> Result<(), GlobError> {
 /// `*` (any run, including none) and `?` (one character) within one
 /// component; a leading `.` is matched like any other character.
 pub fn glob_component(pattern: &str, name: &str) -> bool {
+    // On bytes, without allocating, where that is the same match: with no
+    // `?` (a literal run of valid UTF-8 found in valid UTF-8 starts and
+    // ends on character boundaries, so every `*` spans whole characters)
+    // or an ASCII name (one byte, one character). The walk asks this of
+    // every name in the project, for every pattern.
+    if !pattern.contains('?') || name.is_ascii() {
+        return glob_bytes(pattern.as_bytes(), name.as_bytes());
+    }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     let (mut pi, mut ni) = (0, 0);
@@ -561,6 +634,86 @@ pub fn glob_component(pattern: &str, name: &str) -> bool {
         }
     }
     p[pi..].iter().all(|&c| c == '*')
+}
+
+/// Component patterns compiled to test many names: the literal each
+/// pattern's matches start and end with is compared first, on the name's
+/// bytes, so a name that matches none (nearly every name in a project)
+/// costs a byte comparison or two per pattern. The same answers as
+/// [`glob_component`] on the name as text: a name that is not UTF-8 is
+/// shown lossily, each bad sequence as U+FFFD and every other character
+/// as its own bytes, so a literal without U+FFFD that the text starts or
+/// ends with is one the bytes start or end with (a pattern holding U+FFFD
+/// is not compared first).
+struct NameSet {
+    pats: Vec<(String, usize, usize)>,
+}
+
+impl NameSet {
+    fn new<'a>(pats: impl IntoIterator<Item = &'a String>) -> Self {
+        let pats = pats
+            .into_iter()
+            .map(|p| {
+                let b = p.as_bytes();
+                let wild = |c: &u8| *c == b'*' || *c == b'?';
+                let (head, tail) = if p.contains(char::REPLACEMENT_CHARACTER) {
+                    (0, 0)
+                } else {
+                    (
+                        b.iter().position(wild).unwrap_or(b.len()),
+                        b.iter().rev().position(wild).unwrap_or(b.len()),
+                    )
+                };
+                (p.clone(), head, tail)
+            })
+            .collect();
+        NameSet { pats }
+    }
+
+    fn any(&self, name: &std::ffi::OsStr) -> bool {
+        let n = os::os_bytes(name);
+        let mut text = None;
+        self.pats.iter().any(|(p, head, tail)| {
+            let b = p.as_bytes();
+            if !(ends_with(n, &b[b.len() - *tail..]) && n.starts_with(&b[..*head])) {
+                return false;
+            }
+            glob_component(p, text.get_or_insert_with(|| name.to_string_lossy()))
+        })
+    }
+}
+
+/// `n` ends with `t`, its last byte compared first (most names differ
+/// there from a pattern's extension).
+fn ends_with(n: &[u8], t: &[u8]) -> bool {
+    match (n.last(), t.last()) {
+        (_, None) => true,
+        (Some(a), Some(b)) if a == b => n.ends_with(t),
+        _ => false,
+    }
+}
+
+/// [`glob_component`]'s matcher over bytes: `?` is one byte.
+fn glob_bytes(p: &[u8], n: &[u8]) -> bool {
+    let (mut pi, mut ni) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == b'?' || (p[pi] != b'*' && p[pi] == n[ni])) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some(pi);
+            mark = ni;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ni = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
 }
 
 // The decision rule, shared by the plan (what the kernel is told) and
@@ -670,5 +823,56 @@ mod tests {
         assert!(!glob_component(".env.*", ".env"));
         assert!(glob_component("id_?sa", "id_rsa"));
         assert!(glob_component("*", ""));
+        // Off the byte path: `?` is one character, not one byte.
+        assert!(glob_component("caf?", "café"));
+        assert!(!glob_component("caf??", "café"));
+        assert!(glob_component("*é*.pem", "clé.pem"));
+        assert!(!glob_component("*é", "cle"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_compiled_name_set_answers_as_glob_component() {
+        use std::os::unix::ffi::OsStrExt;
+        let pats: Vec<String> = [
+            "*.pem",
+            ".env",
+            ".env.*",
+            "id_?sa",
+            "privkey*.pem",
+            "*",
+            "a*b*c",
+            "caf?",
+            "*\u{fffd}",
+            "\u{fffd}x",
+            "",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        let names: [&[u8]; 14] = [
+            b"server.pem",
+            b".env",
+            b".env.local",
+            b"id_rsa",
+            b"privkey1.pem",
+            b"abc",
+            b"aXbYc",
+            "café".as_bytes(),
+            b"k\xff",
+            b"\xffx",
+            b"k\xff.pem",
+            b"",
+            b"file0.rs",
+            b"pem",
+        ];
+        for p in &pats {
+            let set = NameSet::new([p]);
+            for n in names {
+                let name = std::ffi::OsStr::from_bytes(n);
+                let want = glob_component(p, &name.to_string_lossy());
+                assert_eq!(set.any(name), want, "{p} {name:?}");
+            }
+        }
     }
 }

@@ -561,7 +561,18 @@ fn a_first_walk_read_by_threads_finds_what_the_serial_walk_finds() {
         },
     );
     let mut serial = GlobWalker::new(vec!["out".into()]);
+    serial.remember(prior.clone(), |_| false, &[]);
+    assert_eq!(serial.expand(&pattern).unwrap(), found);
+    assert_eq!(serial.visited(), threaded.visited());
+    // The default preset lists the root first (`${PROJECT}/.env.*`): the
+    // threads still read the rest, and the root counts once.
+    let at_root = s.project.join(".env.*");
+    let mut threaded = GlobWalker::new(vec!["out".into()]);
+    threaded.expand(&at_root).unwrap();
+    assert_eq!(threaded.expand(&pattern).unwrap(), found);
+    let mut serial = GlobWalker::new(vec!["out".into()]);
     serial.remember(prior, |_| false, &[]);
+    serial.expand(&at_root).unwrap();
     assert_eq!(serial.expand(&pattern).unwrap(), found);
     assert_eq!(serial.visited(), threaded.visited());
 }

@@ -201,7 +201,9 @@ fn execute(
     // 4a. The presets' registries and vetto-owned caches, from the host's
     //     own tool configuration (docs/presets.md, docs/caches.md).
     let (env, home) = (&request.policy.env, &request.policy.home);
-    let mut tool_lines = tools::discover(&mut policy, env, home);
+    //     Answers are remembered beside the walk (`tools::Memo`).
+    let memo = remembered.as_ref().map(walk::Remembered::dir);
+    let (mut tool_lines, discovered) = tools::discover_remembering(&mut policy, env, home, memo);
     match tools::caches(&mut policy, env, home, true) {
         Ok(lines) => tool_lines.extend(lines),
         Err(e) => {
@@ -323,6 +325,9 @@ fn execute(
         if w.learnt {
             r.keep(&w.listings);
         }
+    }
+    if let (Some(r), true) = (&remembered, sealed) {
+        discovered.keep(r.dir());
     }
 
     // FULL: the proxy serves the listeners made inside the namespace. If it

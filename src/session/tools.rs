@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::policy::tools::{self, Found, HostView};
+use crate::policy::walk_cache::SETTLE_SECS;
 use crate::policy::{Access, FsRule, HostPattern, NetPolicy, Origin, Policy};
 use crate::sandbox::safe_fs;
 
@@ -31,10 +32,13 @@ const FILE_CAP: u64 = 1024 * 1024;
 /// The source name discovered hosts carry in their origin.
 pub const DISCOVERED: &str = "discovered";
 
-/// The host as discovery sees it: the caller's environment and home.
+/// The host as discovery sees it: the caller's environment and home,
+/// and where answers are remembered between sessions (see [`Memo`]).
 struct RealHost<'a> {
     env: &'a [(String, String)],
     home: &'a Path,
+    memo: Option<&'a safe_fs::Dir>,
+    learnt: Vec<(String, Vec<u8>)>,
 }
 
 impl RealHost<'_> {
@@ -73,25 +77,65 @@ impl HostView for RealHost<'_> {
             .split(':')
             .filter(|d| d.starts_with('/'))
             .collect();
-        let mut cmd = Command::new(&path);
+        let cwd = if self.home.is_dir() {
+            self.home
+        } else {
+            Path::new("/")
+        };
+        let mut vars = vec![
+            ("PATH", search.join(":")),
+            ("HOME", self.home.to_string_lossy().into_owned()),
+            ("LC_ALL", "C".to_string()),
+        ];
+        for name in ["USER", "LOGNAME"].iter().chain(pass) {
+            if let Some(v) = self.get(name) {
+                vars.push((name, v.to_string()));
+            }
+        }
+        let memo = self.memo_key(program, &path, args, &vars, cwd);
+        if let (Some(dir), Some((name, identity, _))) = (self.memo, &memo) {
+            if let Some(out) = Memo::recall(dir, name, identity) {
+                return Some(out);
+            }
+        }
+        let out = self.spawn(&path, args, &vars, cwd)?;
+        if let Some((name, identity, true)) = memo {
+            self.learnt.push((name, Memo::encode(&identity, &out)));
+        }
+        Some(out)
+    }
+
+    fn read(&mut self, path: &Path) -> Option<String> {
+        let file = std::fs::File::open(path).ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut text = String::new();
+        file.take(FILE_CAP).read_to_string(&mut text).ok()?;
+        Some(text)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.home.to_path_buf()
+    }
+}
+
+impl RealHost<'_> {
+    fn spawn(
+        &self,
+        path: &Path,
+        args: &[&str],
+        vars: &[(&str, String)],
+        cwd: &Path,
+    ) -> Option<String> {
+        let mut cmd = Command::new(path);
         cmd.args(args)
             .env_clear()
-            .env("PATH", search.join(":"))
-            .env("HOME", self.home)
-            .env("LC_ALL", "C")
-            .current_dir(if self.home.is_dir() {
-                self.home
-            } else {
-                Path::new("/")
-            })
+            .envs(vars.iter().map(|(k, v)| (k, v)))
+            .current_dir(cwd)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        for name in ["USER", "LOGNAME"].iter().chain(pass) {
-            if let Some(v) = self.get(name) {
-                cmd.env(name, v);
-            }
-        }
         let mut child = crate::sandbox::os::spawn_own_group(&mut cmd).ok()?;
         let stdout = child.stdout.take()?;
         let reader = std::thread::Builder::new()
@@ -127,18 +171,174 @@ impl HostView for RealHost<'_> {
         }
     }
 
-    fn read(&mut self, path: &Path) -> Option<String> {
-        let file = std::fs::File::open(path).ok()?;
-        if !file.metadata().ok()?.is_file() {
-            return None;
+    /// The memo's file name for this question (the program, its
+    /// arguments, its whole environment and working directory) and the
+    /// identity of every file its answer depends on; `None` for a tool
+    /// whose files [`Self::watched`] does not know. The answer may be
+    /// remembered (the flag) only when every file's last change is more
+    /// than [`SETTLE_SECS`] old: a change in the same clock tick as this
+    /// look could leave the stamps as they were, a later one cannot.
+    fn memo_key(
+        &self,
+        program: &str,
+        path: &Path,
+        args: &[&str],
+        vars: &[(&str, String)],
+        cwd: &Path,
+    ) -> Option<(String, String, bool)> {
+        self.memo?;
+        let watched = self.watched(program, path)?;
+        let mut question = vec![path.as_os_str().as_encoded_bytes().to_vec()];
+        question.extend(args.iter().map(|a| a.as_bytes().to_vec()));
+        question.extend(vars.iter().map(|(k, v)| format!("{k}={v}").into_bytes()));
+        question.push(cwd.as_os_str().as_encoded_bytes().to_vec());
+        let parts: Vec<&[u8]> = question
+            .iter()
+            .flat_map(|q| [q.as_slice(), b"\0"])
+            .collect();
+        let name = format!("{MEMO_PREFIX}{}", crate::hash::sha256_hex(&parts));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let mut identity = String::new();
+        let mut settled = true;
+        for p in &watched {
+            let (link, target) = (std::fs::symlink_metadata(p).ok(), std::fs::metadata(p).ok());
+            for m in [&link, &target].into_iter().flatten() {
+                settled &= crate::sandbox::os::change_time(m)
+                    .is_some_and(|(sec, _)| sec.saturating_add(SETTLE_SECS) < now);
+            }
+            identity.push_str(&format!(
+                "{}\0{}\0{}\0",
+                p.display(),
+                file_identity(link),
+                file_identity(target)
+            ));
         }
-        let mut text = String::new();
-        file.take(FILE_CAP).read_to_string(&mut text).ok()?;
-        Some(text)
+        Some((
+            name,
+            crate::hash::sha256_hex(&[identity.as_bytes()]),
+            settled,
+        ))
     }
 
-    fn home(&self) -> PathBuf {
-        self.home.to_path_buf()
+    /// Every file whose content can change what `program` answers, as
+    /// far as vetto knows the tool (`None`: it does not, and the tool is
+    /// asked every time): the program and what it links to, and the
+    /// npm-style configuration files — builtin (beside the real
+    /// program), global (`<prefix>/etc/npmrc` for node's and the
+    /// program's prefix, a `prefix` or `globalconfig` the user file
+    /// names, `$NPM_CONFIG_GLOBALCONFIG`), user (`$NPM_CONFIG_USERCONFIG`,
+    /// else `~/.npmrc`), project (`.npmrc` in the home directory, where
+    /// the question runs, and each of its parents), pnpm's and yarn's own.
+    fn watched(&self, program: &str, path: &Path) -> Option<Vec<PathBuf>> {
+        if !matches!(program, "npm" | "pnpm" | "yarn") {
+            return None;
+        }
+        let mut w = vec![path.to_path_buf()];
+        let mut prefixes = Vec::new();
+        for exe in [Some(path.to_path_buf()), self.which("node")]
+            .into_iter()
+            .flatten()
+        {
+            prefixes.extend(exe.parent().and_then(Path::parent).map(Path::to_path_buf));
+            if let Ok(real) = std::fs::canonicalize(&exe) {
+                if let Some(pkg) = real.parent().and_then(Path::parent) {
+                    w.push(pkg.join("npmrc"));
+                    prefixes.extend(pkg.parent().and_then(Path::parent).map(Path::to_path_buf));
+                }
+                prefixes.extend(real.parent().and_then(Path::parent).map(Path::to_path_buf));
+                w.push(exe);
+                w.push(real);
+            }
+        }
+        let var = |names: [&str; 2]| names.iter().find_map(|n| self.get(n)).map(PathBuf::from);
+        let user = var(["NPM_CONFIG_USERCONFIG", "npm_config_userconfig"])
+            .unwrap_or_else(|| self.home.join(".npmrc"));
+        w.extend(var(["NPM_CONFIG_GLOBALCONFIG", "npm_config_globalconfig"]));
+        let mut text = String::new();
+        if let Ok(f) = std::fs::File::open(&user) {
+            let _ = f.take(FILE_CAP).read_to_string(&mut text);
+        }
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once('=') else {
+                continue;
+            };
+            match k.trim() {
+                "prefix" => prefixes.push(PathBuf::from(v.trim())),
+                "globalconfig" => w.push(PathBuf::from(v.trim())),
+                _ => {}
+            }
+        }
+        w.push(user);
+        w.extend(prefixes.iter().map(|p| p.join("etc/npmrc")));
+        w.extend(self.home.ancestors().map(|d| d.join(".npmrc")));
+        let config = self
+            .get("XDG_CONFIG_HOME")
+            .filter(|v| v.starts_with('/'))
+            .map_or_else(|| self.home.join(".config"), PathBuf::from);
+        w.push(config.join("pnpm/rc"));
+        w.push(self.home.join(".yarnrc"));
+        w.push(self.home.join(".yarnrc.yml"));
+        Some(w)
+    }
+}
+
+/// How a file is now: its identity and change times, its size and mode;
+/// `-` when it does not exist.
+fn file_identity(m: Option<std::fs::Metadata>) -> String {
+    let Some(m) = m else { return "-".into() };
+    let os = crate::sandbox::os::file_id(&m);
+    format!(
+        "{os:?} {:?} {:?} {} {}",
+        crate::sandbox::os::modify_time(&m),
+        crate::sandbox::os::change_time(&m),
+        m.len(),
+        crate::sandbox::os::mode(&m)
+    )
+}
+
+/// The names of remembered discovery answers in vetto's own directory.
+const MEMO_PREFIX: &str = "discover-";
+const MEMO_MAGIC: &str = "vetto-discover1\n";
+
+/// Discovery answers remembered between sessions, so that an unchanged
+/// configuration costs no process (`npm config get registry` takes a
+/// fifth of a second). One file per question in vetto's directory of
+/// remembered walks (`session::walk`), which is masked from every job
+/// and forgotten whole after a session whose job could have written it:
+/// it holds the identity (device, inode, change times, size, mode) of
+/// every file the answer depends on, and the answer. A file that changed
+/// since, appeared or went away asks the tool again.
+pub struct Memo;
+
+impl Memo {
+    fn encode(identity: &str, out: &str) -> Vec<u8> {
+        format!("{MEMO_MAGIC}{identity}\n{out}").into_bytes()
+    }
+
+    fn recall(dir: &safe_fs::Dir, name: &str, identity: &str) -> Option<String> {
+        let file = safe_fs::open_regular(&dir.join(name)).ok()?;
+        let mut bytes = Vec::new();
+        file.take(OUTPUT_CAP + 256).read_to_end(&mut bytes).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let rest = text.strip_prefix(MEMO_MAGIC)?;
+        let (id, out) = rest.split_once('\n')?;
+        (id == identity).then(|| out.to_string())
+    }
+}
+
+/// Answers learnt by one discovery, to remember once the session knows
+/// its job cannot reach vetto's directory.
+#[derive(Default)]
+pub struct Learnt(Vec<(String, Vec<u8>)>);
+
+impl Learnt {
+    /// Write them (a failure only costs the next session a process).
+    pub fn keep(&self, dir: &safe_fs::Dir) {
+        for (name, bytes) in &self.0 {
+            let _ = dir.write_file(name, bytes, 0o600);
+        }
     }
 }
 
@@ -146,13 +346,28 @@ impl HostView for RealHost<'_> {
 /// found to the allowed hosts (only when the network is `allow`: `off`
 /// and `host` need no list). Returns the lines to show the user.
 pub fn discover(policy: &mut Policy, env: &[(String, String)], home: &Path) -> Vec<String> {
+    discover_remembering(policy, env, home, None).0
+}
+
+/// [`discover`], answering from (and learning for) the [`Memo`] in `memo`.
+pub fn discover_remembering(
+    policy: &mut Policy,
+    env: &[(String, String)],
+    home: &Path,
+    memo: Option<&safe_fs::Dir>,
+) -> (Vec<String>, Learnt) {
     let NetPolicy::Allow { hosts, .. } = &mut policy.net else {
-        return Vec::new();
+        return (Vec::new(), Learnt::default());
     };
     if policy.discover.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Learnt::default());
     }
-    let mut host = RealHost { env, home };
+    let mut host = RealHost {
+        env,
+        home,
+        memo,
+        learnt: Vec::new(),
+    };
     let mut found: Vec<Found> = Vec::new();
     let mut notes = Vec::new();
     for rule in &policy.discover {
@@ -188,7 +403,7 @@ pub fn discover(policy: &mut Policy, env: &[(String, String)], home: &Path) -> V
             .iter()
             .map(|n| format!("note: {}", crate::text::escape(n))),
     );
-    lines
+    (lines, Learnt(host.learnt))
 }
 
 /// `$XDG_CACHE_HOME/vetto/caches` (when absolute), else
@@ -229,7 +444,12 @@ pub fn caches(
         return Ok(Vec::new());
     }
     let root = cache_root(env, home);
-    let view = RealHost { env, home };
+    let view = RealHost {
+        env,
+        home,
+        memo: None,
+        learnt: Vec::new(),
+    };
     let mut shown = Vec::new();
     for rule in policy.caches.clone() {
         let name = rule.cache.to_string();

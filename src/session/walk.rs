@@ -81,12 +81,16 @@ pub fn sealed_from_job(policy: &Policy, plan: &Plan, audit: bool, dir: &Path) ->
 }
 
 impl Remembered {
+    /// vetto's own directory, sealed from the job as the walk is.
+    pub fn dir(&self) -> &safe_fs::Dir {
+        &self.dir
+    }
+
     /// Keep what this load walked for the next one. A failure only costs
     /// the next session a full walk.
     pub fn keep(&self, learnt: &WalkCache) {
-        let _ = self.dir.write_with(&self.name, 0o600, |f| {
-            std::io::Write::write_all(f, &learnt.encode())
-        });
+        // Unsynced: a torn file never decodes (`WalkCache::decode`).
+        let _ = self.dir.write_cache(&self.name, &learnt.encode(), 0o600);
     }
 
     /// Forget every remembered walk (this session's job could have

@@ -646,6 +646,8 @@ pub struct Remembering<'a> {
     /// Which filesystems' change times are honest (asked once per device).
     trust: fn(&Path) -> bool,
     trusted: RefCell<HashMap<u64, bool>>,
+    /// Each remembered directory is stamped through its parent.
+    lstat: RefCell<os::LstatAt>,
 }
 
 impl<'a> Remembering<'a> {
@@ -654,6 +656,7 @@ impl<'a> Remembering<'a> {
             listings,
             trust,
             trusted: RefCell::new(HashMap::new()),
+            lstat: RefCell::new(os::LstatAt::new()),
         }
     }
 }
@@ -676,17 +679,17 @@ impl Tree for Remembering<'_> {
         if !REMEMBERED_NAMES.iter().all(|n| cached.set.contains(*n)) {
             return None;
         }
-        let md = std::fs::symlink_metadata(dir).ok()?;
-        let (dev, ino) = os::file_id(&md)?;
-        let (sec, nsec) = os::change_time(&md)?;
+        let md = self.lstat.borrow_mut().lstat(dir).ok()?;
+        let (dev, ino) = md.id?;
+        let (sec, nsec) = md.ctime?;
         let now = DirStamp {
             dev,
             ino,
-            mtime: os::modify_time(&md),
+            mtime: md.mtime,
             ctime: (sec, nsec),
         };
         let ctime = Stamp { sec, nsec };
-        if !md.is_dir() || now != cached.stamp || ctime >= since {
+        if !md.is_dir || now != cached.stamp || ctime >= since {
             return None;
         }
         let trusted = *self

@@ -290,7 +290,60 @@ fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Ti
     );
 }
 
+/// `--preset npm` asks `npm config get registry` once: a second session
+/// with the same configuration answers from vetto's memo without running
+/// the tool, and a changed `~/.npmrc` is asked again and its new registry
+/// allowed (a stand-in `npm` that counts its runs; no network needed).
+fn a_changed_npmrc_registry_is_discovered_again(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let bin = w.home.join("bin");
+    put(
+        &w,
+        &bin.join("npm"),
+        "#!/bin/sh\necho ran >> \"$HOME/npm-runs\"\nsed -n 's/^registry *= *//p' \"$HOME/.npmrc\"\n",
+    );
+    w.bare(&["chmod", "755", bin.join("npm").to_str().unwrap_or_default()])
+        .run()
+        .assert_success();
+    let path = format!("{}:{}", bin.display(), util::PATH);
+    let session = |registry: &str| {
+        let out = w
+            .sandboxed_with(&["--preset", "npm"], &["true"])
+            .env("PATH", &path)
+            .run();
+        out.assert_success().assert_stderr_contains(&format!(
+            "discovered registries: npm {registry}:443 (npm config get registry)"
+        ));
+        std::fs::read_to_string(w.home.join("npm-runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    put(
+        &w,
+        &w.home.join(".npmrc"),
+        "registry=https://one.registry.test/\n",
+    );
+    // vetto remembers only what changed more than two seconds ago (a
+    // change in the same clock tick could keep the old stamps).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(session("one.registry.test"), 1);
+    assert_eq!(
+        session("one.registry.test"),
+        1,
+        "the unchanged configuration was asked again"
+    );
+    put(
+        &w,
+        &w.home.join(".npmrc"),
+        "registry=https://the-second.registry.test/\n",
+    );
+    assert_eq!(session("the-second.registry.test"), 2);
+}
+
 at_every_tier!(
+    a_changed_npmrc_registry_is_discovered_again,
     cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache,
     npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache,
     pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache
