@@ -39,6 +39,8 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+mod metadata;
+
 use super::notify::{
     self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SOCKADDR_UN_LEN,
     SUN_PATH_OFFSET, consts as c, resolve,
@@ -187,6 +189,8 @@ fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> 
 #[derive(Debug)]
 struct Carved {
     fd: OwnedFd,
+    /// Its real path, as the supervisor's descriptor names it.
+    path: PathBuf,
     dev: u64,
     ino: u64,
     /// Lower-cased, trailing dots and spaces removed.
@@ -245,6 +249,9 @@ struct Shared {
     /// the order of `shared_creations.dirs`.
     shared_dirs: Vec<(u64, u64)>,
     shared_creations: Arc<Mutex<SharedCreations>>,
+    /// Mode, owner and time changes are decided here
+    /// (`NotifyPlan::metadata`).
+    metadata: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -348,6 +355,7 @@ impl Shared {
             };
             let facts = sys::facts(fd.as_fd())?;
             carved.push(Carved {
+                path: sys::fd_path(fd.as_fd()).unwrap_or_else(|_| dir.path.clone()),
                 fd,
                 dev: facts.dev,
                 ino: facts.ino,
@@ -415,6 +423,7 @@ impl Shared {
             net_connect: plan.net_connect,
             egress: None,
             pty_peer: plan.pty_peer,
+            metadata: plan.metadata,
             udp_dead_net: plan.udp_dead_net,
             broker: plan.broker_unix_connect,
             rules,
@@ -486,6 +495,7 @@ impl Shared {
                     ),
                 }
             }
+            Call::Metadata if self.metadata => self.metadata(&n),
             call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
             }
@@ -504,6 +514,7 @@ impl Shared {
             Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {
                 self.denied_name(n.nr)
             }
+            _ if n.call == Call::Metadata => metadata::call_name(n.nr),
             _ => n.call.name(),
         };
         self.answer(&n, syscall, answer, path, events);
@@ -564,6 +575,7 @@ impl Shared {
                         | Reason::Forbidden
                         | Reason::WouldDeny
                         | Reason::NestedGit
+                        | Reason::MetadataOutside
                 )
                 | Answer::Value(_, Reason::WouldDeny)
                 | Answer::Errno(_, _, Reason::WouldDeny)
@@ -594,6 +606,7 @@ impl Shared {
         if !(decision == Decision::Continued
             && matches!(reason, Reason::NotCarved | Reason::NotHandled))
             && reason != Reason::OwnPty
+            && reason != Reason::Metadata
             && reason != Reason::DeadNetUdp
         {
             let _ = events.send(NotifyEvent {
