@@ -206,10 +206,7 @@ pub enum NetConnect {
 
 impl NotifyPlan {
     pub fn is_empty(&self) -> bool {
-        self.carved_dirs.is_empty()
-            && !self.broker_unix_connect
-            && !self.pty_peer
-            && !self.metadata
+        self.carved_dirs.is_empty() && !self.broker_unix_connect && !self.pty_peer && !self.metadata
     }
 }
 

@@ -1014,9 +1014,7 @@ pub fn utimens_checked(
     target: BorrowedFd<'_>,
     times: Option<[libc::timespec; 2]>,
 ) -> io::Result<()> {
-    let ptr = times
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t.as_ptr());
+    let ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
     // SAFETY: valid fd, empty C string, and `ptr` null or two timespecs
     // that outlive the call.
     cvt(unsafe { libc::utimensat(target.as_raw_fd(), c"".as_ptr(), ptr, libc::AT_EMPTY_PATH) })?;

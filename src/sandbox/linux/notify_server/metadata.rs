@@ -19,9 +19,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::{Answer, Shared, start_dir, sys};
+use super::{Notif, PATH_MAX, c, resolve};
 use crate::plan::fs::decide;
 use crate::policy::Access;
-use super::{Notif, PATH_MAX, c, resolve};
 use crate::supervisor::notify::{Decision, Reason};
 
 /// What the call changes, as the supervisor's own copy.
