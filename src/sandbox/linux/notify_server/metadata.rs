@@ -328,13 +328,12 @@ impl Shared {
         let Some(real) = real else {
             return false;
         };
-        let bytes = real.as_os_str().as_bytes();
         if !real.is_absolute() {
             // A pipe, socket or other anonymous inode (`pipe:[…]`): no name
             // in any filesystem.
-            return !bytes.starts_with(b"/");
+            return true;
         }
-        if bytes.ends_with(b" (deleted)") {
+        if real.as_os_str().as_bytes().ends_with(b" (deleted)") {
             // Gone from every directory: nobody else can reach it by name.
             return facts.nlink == 0;
         }
