@@ -21,6 +21,10 @@
 //!    FULL): only recorded, never decided on, so the scrub after the
 //!    session removes what the job made and nothing the user's other
 //!    processes made meanwhile (`SharedCreations`).
+//! 5. **Mode, owner and time changes** (`chmod`, `chown`, `utime*`), which
+//!    Landlock does not restrict: performed on the supervisor's own
+//!    descriptor of the target where the policy allows writing, refused
+//!    elsewhere (`metadata`).
 //!
 //! The one rule: after an *allow* decision the supervisor performs the
 //! operation itself, with its own copy of every argument (copied once) and
