@@ -358,15 +358,98 @@ impl Shared {
                 }
             };
         }
-        // A protected name in a carved directory (`.git/hooks`,
-        // `.git/config`, the policy file).
-        if let (Some(parent), Some(name)) = (real.parent(), real.file_name()) {
-            for (i, dir) in self.carved.iter().enumerate() {
-                if dir.path.as_path() == parent && self.check_name(i, name.as_bytes()).is_err() {
-                    return false;
-                }
-            }
+        // In a carved directory: not a protected name (`.git/hooks`,
+        // `.git/config`, the policy file), and not a file with other names,
+        // which may be a protected file's (the carve grants neither).
+        let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
+            return false;
+        };
+        let is_dir = facts.mode & libc::S_IFMT == libc::S_IFDIR;
+        !self.carved.iter().enumerate().any(|(i, dir)| {
+            dir.path.as_path() == parent
+                && (self.check_name(i, name.as_bytes()).is_err()
+                    || (!is_dir && facts.nlink > 1 && !matches!(change, Change::Times(_))))
+        })
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::super::Listener;
+    use super::*;
+    use crate::plan::fs::{CarvedDir, NotifyPlan};
+
+    #[test]
+    fn only_writable_unprotected_targets_may_change() {
+        let root = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(root.path()).unwrap();
+        let p = root.join("p");
+        let home = root.join("home");
+        std::fs::create_dir_all(p.join(".git")).unwrap();
+        std::fs::create_dir_all(p.join("src")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        for f in ["p/a", "p/src/b", "p/.env", "home/.bashrc"] {
+            std::fs::write(root.join(f), "x").unwrap();
         }
-        true
+        std::fs::write(p.join(".git/config"), "x").unwrap();
+        std::fs::hard_link(p.join(".git/config"), p.join("alias")).unwrap();
+        let shared = Shared::new(
+            Listener::new(OwnedFd::from(std::fs::File::open("/").unwrap())),
+            &NotifyPlan {
+                carved_dirs: vec![
+                    CarvedDir {
+                        path: p.clone(),
+                        protected_names: vec![".git".into()],
+                    },
+                    CarvedDir {
+                        path: p.join(".git"),
+                        protected_names: vec!["hooks".into(), "config".into()],
+                    },
+                ],
+                rules: vec![
+                    (root.clone(), Access::Read),
+                    (p.clone(), Access::Write),
+                    (p.join(".env"), Access::Deny),
+                ],
+                metadata: true,
+                ..NotifyPlan::default()
+            },
+        )
+        .unwrap();
+        let may = |rel: &str, change: Change| {
+            let path = root.join(rel);
+            let f = std::fs::File::open(&path).unwrap();
+            let facts = sys::facts(f.as_fd()).unwrap();
+            shared.may_change(Some(&path), facts, change)
+        };
+        let chmod = Change::Mode(0o755);
+        assert!(may("p/a", chmod));
+        assert!(may("p/src/b", chmod));
+        assert!(may("p/src/b", Change::Owner(u32::MAX, u32::MAX)));
+        assert!(!may("home/.bashrc", chmod), "outside the write grant");
+        assert!(!may("home/.bashrc", Change::Times(None)));
+        assert!(!may("p/.env", chmod), "masked");
+        assert!(!may("p/.git/config", chmod), "a protected name");
+        assert!(!may("p/alias", chmod), "another name of a protected file");
+        assert!(may("p/alias", Change::Times(None)));
+        // The carved directories themselves: times, and modes that keep
+        // the owner's access and let nobody else write.
+        assert!(may("p/.git", Change::Times(None)));
+        assert!(may("p/.git", Change::Mode(0o700)));
+        assert!(!may("p/.git", Change::Mode(0o777)), "opened to everyone");
+        assert!(!may("p/.git", Change::Mode(0o000)), "closed to the owner");
+        assert!(!may("p/.git", Change::Owner(0, 0)));
+        assert!(!may("p", Change::Mode(0o757)));
+        assert!(shared.may_change(
+            Some(Path::new("pipe:[1]")),
+            sys::facts(std::fs::File::open("/").unwrap().as_fd()).unwrap(),
+            chmod
+        ));
+        assert!(!shared.may_change(
+            None,
+            sys::facts(std::fs::File::open("/").unwrap().as_fd()).unwrap(),
+            chmod
+        ));
     }
 }
