@@ -103,9 +103,9 @@ fn parse(n: &Notif) -> Option<(Names, Result<Change, TimesArg>)> {
         follow: flags & libc::AT_SYMLINK_NOFOLLOW as u64 == 0,
         empty_path: flags & libc::AT_EMPTY_PATH as u64 != 0,
     };
-    let cwd = c::AT_FDCWD;
     #[cfg(target_arch = "x86_64")]
     {
+        let cwd = c::AT_FDCWD;
         let nofollow = libc::AT_SYMLINK_NOFOLLOW as u64;
         let parsed = match n.nr {
             libc::SYS_chmod => Some((path(cwd, a[0], 0), Ok(Change::Mode(mode(1))))),
