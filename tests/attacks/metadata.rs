@@ -259,6 +259,34 @@ fn mode_and_time_changes_in_the_project_still_work(tier: Tier) {
     );
 }
 
+/// Runs as an unprivileged user: a job makes itself non-dumpable
+/// (`PR_SET_DUMPABLE 0`, as ssh does), so that a same-uid supervisor can
+/// read neither its memory nor its descriptors, then `chmod`s `~/.bashrc`.
+/// Evidence: bare, the mode changes; sandboxed, the call fails (FS-ONLY:
+/// `EPERM`, closed; FULL: read-only) and the mode is unchanged.
+fn non_dumpable_job_cannot_chmod_a_home_file(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let bashrc = bashrc(&w);
+    let script = format!(
+        "python3 -c \"import ctypes, os\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\ntry:\n    os.chmod('{}', 0o666)\n    print('changed')\nexcept OSError as e:\n    print('refused', e.errno)\n\"",
+        bashrc.display()
+    );
+    w.sh_bare(&script).assert_stdout_contains("changed");
+    assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
+    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let out = w.sh_sandboxed(&script);
+    out.assert_stdout_contains("refused")
+        .assert_stdout_lacks("changed");
+    assert_eq!(
+        mode(&bashrc),
+        0o644,
+        "~/.bashrc's mode changed\n{}",
+        out.dump()
+    );
+}
+
 /// The racing job: one thread flips a path buffer between a project file
 /// and `~/.bashrc` while another calls `chmod(buffer, 0666)` for 3 s.
 const RACE: &str = r#"python3 - "$1" "$2" <<'PY'
@@ -339,6 +367,7 @@ at_every_tier!(
     touch_of_a_readable_home_file_is_refused,
     fchmod_through_a_read_only_descriptor_is_refused,
     chmod_through_a_project_symlink_is_refused,
+    non_dumpable_job_cannot_chmod_a_home_file,
     mode_and_time_changes_in_the_project_still_work,
     racing_chmod_never_reaches_a_readable_home_file
 );
