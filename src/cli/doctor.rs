@@ -126,6 +126,8 @@ pub struct TierPlan {
     /// Directories where the supervisor performs creation (carving).
     pub carved_dirs: usize,
     pub brokers_unix_sockets: bool,
+    /// Mode, owner and time changes decided by the supervisor (FS-ONLY).
+    pub decides_metadata: bool,
 }
 
 /// Plan the current directory's policy at every tier, as `vetto run` would.
@@ -154,6 +156,7 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
                     seccomp_rules: p.seccomp.rules.len(),
                     carved_dirs: p.notify.carved_dirs.len(),
                     brokers_unix_sockets: p.notify.broker_unix_connect,
+                    decides_metadata: p.notify.metadata,
                 },
                 Err(refusal) => TierPlan {
                     tier,
@@ -163,6 +166,7 @@ fn policy_here(host: &HostCaps) -> Option<PolicyPlans> {
                     seccomp_rules: 0,
                     carved_dirs: 0,
                     brokers_unix_sockets: false,
+                    decides_metadata: false,
                 },
             },
         )
@@ -218,6 +222,9 @@ fn render_policy(out: &mut String, plans: &PolicyPlans) {
                 }
                 if t.brokers_unix_sockets {
                     what.push("unix sockets brokered".into());
+                }
+                if t.decides_metadata {
+                    what.push("chmod/chown/utime decided".into());
                 }
                 row(out, &head, &what.join(", "));
             }

@@ -159,7 +159,8 @@ impl RuleId {
         match self {
             RuleId::FsWriteDenied => {
                 "The job tried to create, modify, rename or delete a file that the policy does not \
-                 make writable. Writes outside the project and the build outputs are how malicious \
+                 make writable, or to change its mode, owner or times (`chmod`, `chown`, `touch`). \
+                 Writes outside the project and the build outputs are how malicious \
                  packages plant code that outlives the job (shell profiles, other repositories, \
                  caches that later jobs trust)."
             }

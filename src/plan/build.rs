@@ -398,6 +398,21 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             hint: None,
         });
     }
+    // At FULL read-only paths are read-only mounts; at FS-ONLY Landlock
+    // leaves mode, owner and time changes to the supervisor.
+    if let crate::host::Availability::Missing(why) = &host.seccomp_notify
+        && tier == Tier::FsOnly
+    {
+        gaps.push(Gap {
+            rule: "keeping the mode, owner and times of read-only files (chmod, chown, touch)"
+                .into(),
+            missing: KernelFeature::SeccompUserNotify,
+            detail: format!("Landlock does not restrict them: {why}"),
+            degradable: true,
+            accepted_by_naming: false,
+            hint: None,
+        });
+    }
     // At FULL the host's sockets are simply absent from the view.
     if let crate::host::Availability::Missing(why) = &host.seccomp_notify
         && tier == Tier::FsOnly
@@ -672,6 +687,7 @@ fn plan_for(
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            metadata: false,
         };
         let landlock = LandlockPlan {
             abi,
@@ -700,6 +716,7 @@ fn plan_for(
             project: None,
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            metadata: false,
         };
         (None, notify, Vec::new())
     };
@@ -767,6 +784,13 @@ fn plan_for(
     notify.udp_dead_net = udp_dead_net;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
+    }
+    // Below FULL no read-only mount refuses a chmod, chown or utime of a
+    // file the job may only read, and Landlock does not restrict them: the
+    // supervisor decides each (without notification: a gap, see `gaps`).
+    notify.metadata = tier == Tier::FsOnly && landlock.is_some() && notify_available;
+    if notify.metadata {
+        seccomp.rules.extend(syscalls::metadata_rules());
     }
     let memory = memory::decide(policy.limits.max_memory, host);
     if let Some(memory::MemoryPlan {
@@ -952,6 +976,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
         udp_dead_net: false,
+        metadata: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

@@ -170,6 +170,14 @@ pub struct NotifyPlan {
     /// listens on port 53. Without it, UDP sockets are refused.
     #[serde(default)]
     pub udp_dead_net: bool,
+    /// Mode, owner and time changes (`chmod`, `chown`, `utimensat`, …),
+    /// which Landlock does not restrict: FS-ONLY, where no read-only mount
+    /// refuses them. The supervisor performs each on its own descriptor of
+    /// the target, only where the policy makes the target writable and it
+    /// is no carved directory's protected name; anything else is refused
+    /// (`EPERM`) and recorded.
+    #[serde(default)]
+    pub metadata: bool,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.
@@ -198,7 +206,7 @@ pub enum NetConnect {
 
 impl NotifyPlan {
     pub fn is_empty(&self) -> bool {
-        self.carved_dirs.is_empty() && !self.broker_unix_connect && !self.pty_peer
+        self.carved_dirs.is_empty() && !self.broker_unix_connect && !self.pty_peer && !self.metadata
     }
 }
 

@@ -184,6 +184,7 @@ pub fn static_name(name: &str) -> Option<&'static str> {
         .map(|(n, _)| *n)
         .chain(OTHERS)
         .chain(CREATION.iter().copied())
+        .chain(METADATA.iter().copied())
         .find(|n| *n == name)
 }
 
@@ -207,6 +208,41 @@ const CREATION: &[&str] = &[
     "mknod",
     "mknodat",
 ];
+
+/// Calls that change a file's mode, owner or times. Landlock (up to ABI 7)
+/// does not restrict them, so at FS-ONLY a job could `chmod 0666
+/// ~/.bashrc`, a file it may only read: each is notified and performed by
+/// the supervisor on its own descriptor of the target, only where the
+/// policy makes the target writable (`NotifyPlan::metadata`).
+pub const METADATA: &[&str] = &[
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+];
+
+/// Mode, owner and time changes go to the supervisor (see [`METADATA`]).
+pub fn metadata_rules() -> Vec<SyscallRule> {
+    METADATA
+        .iter()
+        .map(|name| {
+            rule(
+                name,
+                Action::Notify,
+                vec![],
+                "Landlock does not restrict mode, owner or time changes: the supervisor performs them where the policy allows writing",
+            )
+        })
+        .collect()
+}
 
 /// The slave of a pseudo-terminal the job created goes to the supervisor,
 /// which opens it where Landlock grants no slave (the host's shared

@@ -1117,3 +1117,52 @@ fn appcontainer_on_windows_outside_run_refuses_in_true_words() {
         "{text}"
     );
 }
+
+/// Landlock does not restrict chmod, chown or utime: at FS-ONLY each is
+/// notified and decided by the supervisor; at FULL the read-only mounts
+/// refuse them and nothing is notified; without user notification FS-ONLY
+/// says it is weaker instead of running silently.
+#[test]
+fn mode_owner_and_time_changes_are_decided_at_fs_only_only() -> Result<(), Refusal> {
+    let notified = |plan: &Plan| {
+        let names: Vec<&str> = plan
+            .seccomp
+            .rules
+            .iter()
+            .filter(|r| r.action == syscalls::Action::Notify)
+            .map(|r| r.name.as_str())
+            .collect();
+        syscalls::METADATA.iter().all(|m| names.contains(m))
+    };
+    let fs_only = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::FsOnly))?;
+    assert!(fs_only.notify.metadata && notified(&fs_only));
+    let full = build_on(&HostCaps::everything(), TierRequest::Exactly(Tier::Full))?;
+    assert!(!full.notify.metadata && !notified(&full));
+
+    let mut host = HostCaps::everything();
+    host.seccomp_notify = Availability::Missing("no SECCOMP_FILTER_FLAG_NEW_LISTENER".into());
+    let refused = build_on(&host, TierRequest::Exactly(Tier::FsOnly));
+    assert!(
+        refused.is_err(),
+        "FS-ONLY without notification ran silently"
+    );
+    let plan = build::build_with_view(
+        &policy(project_rules()),
+        &host,
+        TierRequest::Exactly(Tier::FsOnly),
+        &BuildOptions {
+            allow_degraded: true,
+            ..options()
+        },
+        &project_fs(),
+    )?;
+    assert!(!plan.notify.metadata && !notified(&plan));
+    assert!(
+        plan.degraded
+            .iter()
+            .any(|d| d.contains("mode, owner and times of read-only files")),
+        "{:?}",
+        plan.degraded
+    );
+    Ok(())
+}

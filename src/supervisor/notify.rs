@@ -118,6 +118,13 @@ pub enum Reason {
     /// An entry named `.git` below the project root (a nested repository
     /// that a later `git status` outside the sandbox would act on).
     NestedGit,
+    /// A mode, owner or time change (`chmod`, `chown`, `utimensat`, …)
+    /// performed by the supervisor: its target lies where the policy
+    /// allows writing (not recorded: the common case).
+    Metadata,
+    /// A mode, owner or time change of a file the policy does not make
+    /// writable, or of a protected name: refused (`EPERM`).
+    MetadataOutside,
 }
 
 /// One decision, for the session log.
@@ -148,6 +155,7 @@ impl NotifyEvent {
                     | Reason::Forbidden
                     | Reason::WouldDeny
                     | Reason::NestedGit
+                    | Reason::MetadataOutside
             )
     }
 }

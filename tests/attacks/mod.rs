@@ -17,6 +17,7 @@ mod github_env_inject;
 mod home_project;
 mod io_uring;
 mod memory_hog;
+mod metadata;
 mod nested_repo;
 mod network;
 mod npmrc_exfil;

@@ -128,6 +128,9 @@ pub enum Call {
     /// A new process (`clone` without `CLONE_THREAD`, `fork`, `vfork`):
     /// notified only for `--max-memory` shares.
     Fork,
+    /// A mode, owner or time change (`chmod*`, `chown*`, `utime*`): which
+    /// one is in the number.
+    Metadata,
     /// Anything else: a call the plan refuses outright (answered EPERM and
     /// recorded; allowed and recorded under `--audit`).
     Other,
@@ -136,7 +139,10 @@ pub enum Call {
 impl Call {
     /// Creates, removes or renames a directory entry.
     pub fn is_creation(self) -> bool {
-        !matches!(self, Call::Connect | Call::Ioctl | Call::Fork | Call::Other)
+        !matches!(
+            self,
+            Call::Connect | Call::Ioctl | Call::Fork | Call::Metadata | Call::Other
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -161,6 +167,7 @@ impl Call {
             Call::Connect => "connect",
             Call::Ioctl => "ioctl",
             Call::Fork => "clone",
+            Call::Metadata => "metadata",
             Call::Other => "other",
         }
     }
@@ -180,6 +187,12 @@ impl Call {
                 libc::SYS_link => return Call::Link,
                 libc::SYS_mknod => return Call::Mknod,
                 libc::SYS_fork | libc::SYS_vfork => return Call::Fork,
+                libc::SYS_chmod
+                | libc::SYS_chown
+                | libc::SYS_lchown
+                | libc::SYS_utime
+                | libc::SYS_utimes
+                | libc::SYS_futimesat => return Call::Metadata,
                 _ => {}
             }
         }
@@ -195,6 +208,12 @@ impl Call {
             libc::SYS_mknodat => Call::Mknodat,
             libc::SYS_connect => Call::Connect,
             libc::SYS_ioctl => Call::Ioctl,
+            libc::SYS_fchmod
+            | libc::SYS_fchmodat
+            | libc::SYS_fchmodat2
+            | libc::SYS_fchown
+            | libc::SYS_fchownat
+            | libc::SYS_utimensat => Call::Metadata,
             _ => Call::Other,
         }
     }
@@ -996,6 +1015,50 @@ pub fn fchmod(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     // SAFETY: plain syscall on a valid fd.
     cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?;
     Ok(())
+}
+
+/// `chmod` of the inode behind `target` (an `O_PATH` descriptor the
+/// supervisor opened and checked), through `/proc/self/fd/N`: no name the
+/// job controls is resolved again.
+pub fn chmod_checked(target: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let path = proc_path_of(target);
+    // SAFETY: valid C string; plain syscall.
+    cvt(unsafe { libc::fchmodat(libc::AT_FDCWD, path.as_ptr(), mode, 0) })?;
+    Ok(())
+}
+
+/// `fchownat(target, "", uid, gid, AT_EMPTY_PATH)`: the inode behind the
+/// descriptor itself (a symbolic link when it was opened `O_NOFOLLOW`).
+pub fn chown_checked(target: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: valid fd and empty C string; plain syscall.
+    cvt(unsafe {
+        libc::fchownat(
+            target.as_raw_fd(),
+            c"".as_ptr(),
+            uid,
+            gid,
+            libc::AT_EMPTY_PATH,
+        )
+    })?;
+    Ok(())
+}
+
+/// `utimensat(target, "", times, AT_EMPTY_PATH)`: the inode behind the
+/// descriptor itself; `None` sets both times to now.
+pub fn utimens_checked(
+    target: BorrowedFd<'_>,
+    times: Option<[libc::timespec; 2]>,
+) -> io::Result<()> {
+    let ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: valid fd, empty C string, and `ptr` null or two timespecs
+    // that outlive the call.
+    cvt(unsafe { libc::utimensat(target.as_raw_fd(), c"".as_ptr(), ptr, libc::AT_EMPTY_PATH) })?;
+    Ok(())
+}
+
+fn proc_path_of(fd: BorrowedFd<'_>) -> CString {
+    // Digits and a fixed prefix: no NUL can occur.
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
 }
 
 pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -21,6 +21,10 @@
 //!    FULL): only recorded, never decided on, so the scrub after the
 //!    session removes what the job made and nothing the user's other
 //!    processes made meanwhile (`SharedCreations`).
+//! 5. **Mode, owner and time changes** (`chmod`, `chown`, `utime*`), which
+//!    Landlock does not restrict: performed on the supervisor's own
+//!    descriptor of the target where the policy allows writing, refused
+//!    elsewhere (`metadata`).
 //!
 //! The one rule: after an *allow* decision the supervisor performs the
 //! operation itself, with its own copy of every argument (copied once) and
@@ -39,6 +43,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+mod metadata;
 
 use super::notify::{
     self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SOCKADDR_UN_LEN,
@@ -188,6 +194,8 @@ fn worker(shared: &Arc<Shared>, events: &Sender<NotifyEvent>) -> io::Result<()> 
 #[derive(Debug)]
 struct Carved {
     fd: OwnedFd,
+    /// Its real path, as the supervisor's descriptor names it.
+    path: PathBuf,
     dev: u64,
     ino: u64,
     /// Lower-cased, trailing dots and spaces removed.
@@ -252,6 +260,9 @@ struct Shared {
     /// the job renames a directory (it may then lie elsewhere). Bounded.
     /// `false`: seen, but not one whose verdict holds for every name.
     writable_dirs: Mutex<std::collections::HashMap<DirId, bool>>,
+    /// Mode, owner and time changes are decided here
+    /// (`NotifyPlan::metadata`).
+    metadata: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -426,6 +437,7 @@ impl Shared {
             };
             let facts = sys::facts(fd.as_fd())?;
             carved.push(Carved {
+                path: sys::fd_path(fd.as_fd()).unwrap_or_else(|_| dir.path.clone()),
                 fd,
                 dev: facts.dev,
                 ino: facts.ino,
@@ -493,6 +505,7 @@ impl Shared {
             net_connect: plan.net_connect,
             egress: None,
             pty_peer: plan.pty_peer,
+            metadata: plan.metadata,
             udp_dead_net: plan.udp_dead_net,
             broker: plan.broker_unix_connect,
             rules,
@@ -573,6 +586,7 @@ impl Shared {
                     ),
                 }
             }
+            Call::Metadata if self.metadata => self.metadata(&n),
             call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
             }
@@ -591,6 +605,7 @@ impl Shared {
             Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {
                 self.denied_name(n.nr)
             }
+            _ if n.call == Call::Metadata => metadata::call_name(n.nr),
             _ => n.call.name(),
         };
         self.answer(&n, syscall, answer, path, events);
@@ -651,6 +666,7 @@ impl Shared {
                         | Reason::Forbidden
                         | Reason::WouldDeny
                         | Reason::NestedGit
+                        | Reason::MetadataOutside
                 )
                 | Answer::Value(_, Reason::WouldDeny)
                 | Answer::Errno(_, _, Reason::WouldDeny)
@@ -681,6 +697,7 @@ impl Shared {
         if !(decision == Decision::Continued
             && matches!(reason, Reason::NotCarved | Reason::NotHandled))
             && reason != Reason::OwnPty
+            && reason != Reason::Metadata
             && reason != Reason::DeadNetUdp
         {
             let _ = events.send(NotifyEvent {

@@ -299,6 +299,12 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "symlinkat" => libc::SYS_symlinkat,
         "linkat" => libc::SYS_linkat,
         "mknodat" => libc::SYS_mknodat,
+        "fchmod" => libc::SYS_fchmod,
+        "fchmodat" => libc::SYS_fchmodat,
+        "fchmodat2" => libc::SYS_fchmodat2,
+        "fchown" => libc::SYS_fchown,
+        "fchownat" => libc::SYS_fchownat,
+        "utimensat" => libc::SYS_utimensat,
         other => return legacy_syscall_number(other),
     };
     Some(nr)
@@ -306,9 +312,27 @@ pub fn syscall_number(name: &str) -> Option<i64> {
 
 /// Calls that only older architectures have (x86_64 has them all; aarch64
 /// only those listed for it below).
-const ONLY_ON_OLDER_ARCHITECTURES: [&str; 14] = [
-    "uselib", "vhangup", "open", "creat", "mkdir", "rename", "renameat", "unlink", "rmdir",
-    "symlink", "link", "mknod", "fork", "vfork",
+const ONLY_ON_OLDER_ARCHITECTURES: [&str; 20] = [
+    "uselib",
+    "vhangup",
+    "open",
+    "creat",
+    "mkdir",
+    "rename",
+    "renameat",
+    "unlink",
+    "rmdir",
+    "symlink",
+    "link",
+    "mknod",
+    "fork",
+    "vfork",
+    "chmod",
+    "chown",
+    "lchown",
+    "utime",
+    "utimes",
+    "futimesat",
 ];
 
 /// Calls that only older architectures have.
@@ -329,6 +353,12 @@ fn legacy_syscall_number(name: &str) -> Option<i64> {
         "mknod" => libc::SYS_mknod,
         "fork" => libc::SYS_fork,
         "vfork" => libc::SYS_vfork,
+        "chmod" => libc::SYS_chmod,
+        "chown" => libc::SYS_chown,
+        "lchown" => libc::SYS_lchown,
+        "utime" => libc::SYS_utime,
+        "utimes" => libc::SYS_utimes,
+        "futimesat" => libc::SYS_futimesat,
         _ => return None,
     })
 }
@@ -350,9 +380,11 @@ mod tests {
     #[test]
     fn every_planned_syscall_has_a_number_here() {
         let plan = syscalls::plan(true, true, true);
+        let metadata = syscalls::metadata_rules();
         let missing: Vec<_> = plan
             .rules
             .iter()
+            .chain(&metadata)
             .filter(|r| syscall_number(&r.name).is_none())
             .map(|r| r.name.as_str())
             .collect();
