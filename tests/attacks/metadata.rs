@@ -29,27 +29,6 @@ fn bashrc(w: &World) -> std::path::PathBuf {
     bashrc
 }
 
-/// `vetto ci` at the world's tier (reports in the project), and the session log.
-fn ci(w: &World, script: &str) -> (Out, String) {
-    let project = w.project.to_str().unwrap_or_default();
-    let out = w
-        .vetto(&[
-            "ci",
-            "--tier",
-            w.tier.name(),
-            "--project",
-            project,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .run();
-    let log =
-        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
-    (out, log)
-}
-
 /// At FS-ONLY the refusal is the supervisor's and is recorded with the
 /// process and the path; at FULL the read-only mount refuses (`EROFS`).
 fn assert_recorded(w: &World, log: &str, call: &str, name: &str, out: &Out) {
@@ -81,7 +60,7 @@ fn chmod_of_a_readable_home_file_is_refused(tier: Tier) {
     assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
     std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("changed");
     assert_eq!(
@@ -123,7 +102,7 @@ fn touch_of_a_readable_home_file_is_refused(tier: Tier) {
     let bashrc = self::bashrc(&w);
     let before = mtime(&bashrc);
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("touched")
         .assert_stdout_lacks("chowned");
@@ -160,7 +139,7 @@ fn fchmod_through_a_read_only_descriptor_is_refused(tier: Tier) {
     assert_eq!(mode(&gitconfig), 0o666, "control: the bare fchmod failed");
     reset();
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("refused")
         .assert_stdout_lacks("changed");
     assert_eq!(
@@ -192,7 +171,7 @@ fn chmod_through_a_project_symlink_is_refused(tier: Tier) {
     assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
     std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let (out, log) = ci(&w, script);
+    let (out, log) = w.ci_sh(script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("changed")
         .assert_stdout_contains("link-chowned")

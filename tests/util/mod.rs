@@ -1265,6 +1265,29 @@ impl World {
         self.run_bare(&["sh", "-c", script])
     }
 
+    /// `vetto ci --tier TIER --project P -- sh -c SCRIPT` at the world's
+    /// tier, reports in the project's default place, and the session log
+    /// there (empty when there is none).
+    pub fn ci_sh(&self, script: &str) -> (Out, String) {
+        let project = self.project.to_str().unwrap_or_default();
+        let out = self
+            .vetto(&[
+                "ci",
+                "--tier",
+                self.tier.name(),
+                "--project",
+                project,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .run();
+        let log = std::fs::read_to_string(self.project.join("vetto-report/session.jsonl"))
+            .unwrap_or_default();
+        (out, log)
+    }
+
     /// `vetto __probe ARGS` inside the sandbox (the probe binary's directory
     /// is granted readable, nothing else is added).
     pub fn probe_sandboxed_with(&self, options: &[&str], args: &[&str]) -> Probe {
