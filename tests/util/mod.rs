@@ -120,7 +120,9 @@ fn id_of(flag: &[&str], who: Option<&str>) -> u32 {
         .unwrap()
 }
 
-fn cmd_output(c: &mut Command) -> Vec<u8> {
+/// Run `c` (as it is: no user, no environment added) to its end; its
+/// stdout, or a panic naming `c` with its stderr when it fails.
+pub fn cmd_output(c: &mut Command) -> Vec<u8> {
     let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
     assert!(
         out.status.success(),
