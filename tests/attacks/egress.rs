@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{Tier, World, cmd_output};
+use crate::util::{Out, Tier, World, cmd_output};
 use crate::{at_every_tier, require};
 
 /// A plain HTTP server on the host's loopback that answers every request
@@ -89,6 +89,23 @@ fn blocked(dir: &Path, needle: &str) -> Vec<Value> {
         .into_iter()
         .filter(|v| v["rule"] == "net-egress-blocked" && v["target"].to_string().contains(needle))
         .collect()
+}
+
+/// The DNS query for `host` is recorded as refused with python as the
+/// process, and a `net-egress-blocked` violation names it.
+fn assert_python_query_refused(dir: &Path, host: &str, out: &Out) {
+    let conns = events(dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == host
+            && c["decision"] == "denied"
+            && c["process"]["exe"]
+                .as_str()
+                .is_some_and(|e| e.contains("python"))),
+        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(!blocked(dir, host).is_empty());
 }
 
 /// Options that allow `allowed.test:PORT` only, with both test names pinned
@@ -583,18 +600,7 @@ fn udp_resolver_resolves_allowed_names_at_fs_only() {
     if !v6.is_empty() {
         out.assert_stdout_contains("from 2001:4860:4860::8888");
     }
-    let conns = events(&dir, "connection");
-    assert!(
-        conns.iter().any(|c| c["via"] == "dns"
-            && c["host"] == "canary-5f3e.denied.test"
-            && c["decision"] == "denied"
-            && c["process"]["exe"]
-                .as_str()
-                .is_some_and(|e| e.contains("python"))),
-        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
-        out.dump()
-    );
-    assert!(!blocked(&dir, "canary-5f3e.denied.test").is_empty());
+    assert_python_query_refused(&dir, "canary-5f3e.denied.test", &out);
 }
 
 /// Runs as an unprivileged user: glibc's `getaddrinfo` sorts several
@@ -729,18 +735,7 @@ fn a_dns_query_over_tcp_gets_the_stubs_answers_at_full() {
     out.assert_ran()
         .assert_stdout_contains("127.0.0.53:53 rcode 0 addr 127.77.")
         .assert_stdout_contains("127.0.0.53:53 rcode 3");
-    let conns = events(&dir, "connection");
-    assert!(
-        conns.iter().any(|c| c["via"] == "dns"
-            && c["host"] == canary.as_str()
-            && c["decision"] == "denied"
-            && c["process"]["exe"]
-                .as_str()
-                .is_some_and(|e| e.contains("python"))),
-        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
-        out.dump()
-    );
-    assert!(!blocked(&dir, &canary).is_empty());
+    assert_python_query_refused(&dir, &canary, &out);
 }
 
 /// Runs as an unprivileged user, at FS-ONLY: DNS tunnelling over TCP to
