@@ -6,16 +6,10 @@
 #   VETTO_BEFORE=/path/to/old/vetto benches/metadata.sh   # as root: measures as `tester`
 #   VETTO=target/release/vetto VETTO_BEFORE=… BENCH_DIR=/dev/shm benches/metadata.sh
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-user=${BENCH_USER:-tester}
-if [[ -z ${VETTO:-} ]]; then
-    (cd "$repo" && cargo build --release --quiet)
-    VETTO="$repo/target/release/vetto"
-fi
-command -v hyperfine >/dev/null || { echo "needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
-scratch=$(mktemp -d "${BENCH_DIR:-/tmp}/vetto-meta.XXXXXX")
-trap 'rm -rf "$scratch"' EXIT
-cp "$VETTO" "$scratch/vetto"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_vetto
+bench_need_hyperfine
+bench_scratch "${BENCH_DIR:-/tmp}/vetto-meta.XXXXXX"
 rows=()
 if [[ -n ${VETTO_BEFORE:-} ]]; then
     cp "$VETTO_BEFORE" "$scratch/vetto-before"
@@ -28,13 +22,7 @@ chmod 0640 "$scratch"/tarsrc/pkg/d1*.txt
 touch -d 2001-01-01 "$scratch"/tarsrc/pkg/*
 tar -C "$scratch/tarsrc" -cf "$p/pkg.tar" pkg
 git -C "$p" init -q
-as_user=()
-if [[ $(id -u) == 0 ]]; then
-    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
-    chown -R "$user:" "$scratch"
-    chmod 755 "$scratch"
-    as_user=(runuser -u "$user" --)
-fi
+bench_as_user
 cd "$p"
 "${as_user[@]}" hyperfine -N --warmup 2 --runs "${BENCH_RUNS:-15}" --style basic \
     --export-markdown "$scratch/m.md" --prepare "rm -rf pkg" \

@@ -6,17 +6,11 @@
 #   benches/violation_storm.sh          # builds --release, measures as `tester` when root
 #   VETTO=target/release/vetto N=100000 DISTINCT=10000 benches/violation_storm.sh
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 n=${N:-100000}
 distinct=${DISTINCT:-10000}
-user=${BENCH_USER:-tester}
-if [[ -z ${VETTO:-} ]]; then
-    (cd "$repo" && cargo build --release --quiet)
-    VETTO="$repo/target/release/vetto"
-fi
-scratch=$(mktemp -d /tmp/vetto-storm.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
-cp "$VETTO" "$scratch/vetto"
+bench_vetto
+bench_scratch /tmp/vetto-storm.XXXXXX
 mkdir -p "$scratch/project" "$scratch/outside"
 cat >"$scratch/project/storm.py" <<PY
 import os
@@ -29,15 +23,11 @@ for i in range(n):
         denied += 1
 print(denied)
 PY
-as_user=()
+bench_as_user
 if [[ $(id -u) == 0 ]]; then
-    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
-    chown -R "$user:" "$scratch"
-    chmod 755 "$scratch"
     # Bare, the job must fail the same way: the outside directory is not writable to it.
     chown root: "$scratch/outside"
     chmod 555 "$scratch/outside"
-    as_user=(runuser -u "$user" --)
 fi
 cd "$scratch/project"
 t() { local s e; s=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s.%N); echo "$e - $s" | bc; }

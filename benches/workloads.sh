@@ -5,29 +5,17 @@
 #
 #   benches/workloads.sh            # builds --release; as root measures as `tester`
 set -euo pipefail
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-user=${BENCH_USER:-tester}
-if [[ -z ${VETTO:-} ]]; then
-    (cd "$repo" && cargo build --release --quiet)
-    VETTO="$repo/target/release/vetto"
-fi
-command -v hyperfine >/dev/null || { echo "needs hyperfine (apt-get install hyperfine)" >&2; exit 1; }
-scratch=$(mktemp -d /tmp/vetto-work.XXXXXX)
-trap 'rm -rf "$scratch"' EXIT
-cp "$VETTO" "$scratch/vetto"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_vetto
+bench_need_hyperfine
+bench_scratch /tmp/vetto-work.XXXXXX
 p="$scratch/project"
 mkdir -p "$p/src" "$scratch/tarsrc/pkg"
 for i in $(seq 2000); do echo "file $i" >"$p/src/f$i.txt"; echo "data $i" >"$scratch/tarsrc/pkg/d$i.txt"; done
 tar -C "$scratch/tarsrc" -cf "$p/pkg.tar" pkg
 git -C "$p" init -q
 printf 'pkg/\n' >"$p/.gitignore"
-as_user=()
-if [[ $(id -u) == 0 ]]; then
-    id "$user" >/dev/null 2>&1 || useradd --create-home --shell /bin/sh "$user"
-    chown -R "$user:" "$scratch"
-    chmod 755 "$scratch"
-    as_user=(runuser -u "$user" --)
-fi
+bench_as_user
 v="$scratch/vetto"
 reset='rm -rf .git/index .git/objects/?? pkg'
 cd "$p"

@@ -185,13 +185,38 @@ fn landlock_works(test: &str) -> bool {
     true
 }
 
+/// The project of [`project`] when Landlock can carve it; `None` (skipped)
+/// when it cannot.
+fn carved_project(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    landlock_works(test).then(project)
+}
+
+/// `script` under [`carved_sh`]'s carve, its creations answered with `plan`.
+fn run_carved(test: &str, p: &Path, script: &str, plan: &NotifyPlan) -> Option<Job> {
+    run(test, carved_sh(p, script), CREATION, plan)
+}
+
+/// [`helper`] `action` in `p` with nothing but `/dev/null` writable to
+/// Landlock: every write in `p` is the supervisor's.
+fn carved_helper(action: &str, p: &Path) -> Command {
+    let mut cmd = helper(action, &[]);
+    cmd.current_dir(p);
+    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
+    cmd
+}
+
+/// The permission bits of `path`.
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
 #[test]
 fn carve_alone_denies_new_top_level_entries() {
     let test = "carve_alone_denies_new_top_level_entries";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     let out = carved_sh(&p, "mkdir newdir; touch newfile; echo src > src/ok")
         .output()
         .unwrap();
@@ -230,10 +255,9 @@ fn outside_policy(job: &Job, suffix: &str) -> usize {
 #[test]
 fn refused_writes_are_named_after_many_writes_around_them() {
     let test = "refused_writes_are_named_after_many_writes_around_them";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     std::fs::create_dir_all(p.join("src/ro")).unwrap();
     std::fs::create_dir_all(p.join("src/w")).unwrap();
     // Writable directories are remembered after their first creation; a
@@ -241,12 +265,7 @@ fn refused_writes_are_named_after_many_writes_around_them() {
     // own directory refuses every name in it.
     let script = "for i in 1 2 3 4 5 6; do : > src/w/f$i; : > src/g$i; done; \
                   : > src/ro/first; : > src/w/f7; : > src/ro/second; cd src && : > ro/third";
-    let Some(job) = run(
-        test,
-        carved_sh(&p, script),
-        CREATION,
-        &plan_with_read_only_below(&p),
-    ) else {
+    let Some(job) = run_carved(test, &p, script, &plan_with_read_only_below(&p)) else {
         return;
     };
     for name in ["src/ro/first", "src/ro/second", "src/ro/third"] {
@@ -271,20 +290,14 @@ fn refused_writes_are_named_after_many_writes_around_them() {
 #[test]
 fn creation_in_a_missing_directory_is_not_named_as_refused() {
     let test = "creation_in_a_missing_directory_is_not_named_as_refused";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     std::fs::create_dir_all(p.join("src/ro")).unwrap();
     // The kernel answers ENOENT before any permission is checked: nothing
     // was refused. The same name once the directory exists is.
     let script = "touch src/ro/missing/x; mkdir src/ro/missing";
-    let Some(job) = run(
-        test,
-        carved_sh(&p, script),
-        CREATION,
-        &plan_with_read_only_below(&p),
-    ) else {
+    let Some(job) = run_carved(test, &p, script, &plan_with_read_only_below(&p)) else {
         return;
     };
     assert_eq!(
@@ -304,16 +317,15 @@ fn creation_in_a_missing_directory_is_not_named_as_refused() {
 #[test]
 fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     let test = "mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     let script = "set -e; umask 027; mkdir newdir; touch newfile; echo hi > data; mv newfile renamed; \
                   ln -s data link; rm link renamed; rmdir newdir/; mkdir keep; \
                   mkdir d1 && mv d1/ d2/ && rmdir d2 && ! mv data/ data2 2>/dev/null; \
                   echo more >> data; echo again > data; \
                   cd .git && touch index.lock && mv index.lock index && echo RESULT ok";
-    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+    let Some(job) = run_carved(test, &p, script, &carve_plan(&p)) else {
         return;
     };
     assert_eq!(
@@ -342,28 +354,22 @@ fn mkdir_touch_mv_rm_in_carved_dir_are_performed_by_the_supervisor() {
     assert!(!p.join("renamed").exists() && !p.join("newdir").exists() && !p.join("link").exists());
     assert!(p.join(".git/index").exists());
     assert!(!p.join("data2").exists() && !p.join("d2").exists() && !p.join("d1").exists());
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(p.join("keep"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let mode = mode_of(&p.join("keep"));
     assert_eq!(mode, 0o750, "the job's umask (027) decides the mode");
 }
 
 #[test]
 fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
     let test = "renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     std::fs::hard_link(p.join(".git/config"), p.join("cfglink")).unwrap();
     let script = "echo x >> cfglink; echo x > cfglink; mv cfglink .git/config; \
                   mv .git .git-old; mkdir .GIT; touch .Git.; rm -rf .git; \
                   cd .git; mv hooks h2; mv config c2; mkdir HOOKS; ln -s /tmp config; \
                   touch hooks/post-checkout; echo x >> config; echo RESULT done";
-    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+    let Some(job) = run_carved(test, &p, script, &carve_plan(&p)) else {
         return;
     };
     assert_eq!(job.result_line(), "done");
@@ -392,14 +398,15 @@ fn renaming_or_shadowing_dot_git_is_left_to_landlock_and_fails() {
 #[test]
 fn emulated_open_keeps_the_jobs_flags() {
     let test = "emulated_open_keeps_the_jobs_flags";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
-    let mut cmd = helper("open-flags", &[]);
-    cmd.current_dir(&p);
-    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
-    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+    };
+    let Some(job) = run(
+        test,
+        carved_helper("open-flags", &p),
+        CREATION,
+        &carve_plan(&p),
+    ) else {
         return;
     };
     // std opens with O_CLOEXEC: it must arrive as the descriptor flag.
@@ -412,25 +419,19 @@ fn emulated_open_keeps_the_jobs_flags() {
             .iter()
             .any(|e| e.decision == Decision::Emulated)
     );
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(p.join("flags-file"))
-        .unwrap()
-        .permissions()
-        .mode()
-        & 0o777;
+    let mode = mode_of(&p.join("flags-file"));
     assert_eq!(mode, 0o600, "0o640 under the job's umask 077");
 }
 
 #[test]
 fn move_out_of_carved_dir_gets_exdev_and_mv_falls_back() {
     let test = "move_out_of_carved_dir_gets_exdev_and_mv_falls_back";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     std::fs::write(p.join("src/f"), "content").unwrap();
     let script = "set -e; mv src/f moved; echo RESULT ok";
-    let Some(job) = run(test, carved_sh(&p, script), CREATION, &carve_plan(&p)) else {
+    let Some(job) = run_carved(test, &p, script, &carve_plan(&p)) else {
         return;
     };
     assert_eq!(
@@ -447,15 +448,16 @@ fn move_out_of_carved_dir_gets_exdev_and_mv_falls_back() {
 #[test]
 fn racing_thread_flipping_rename_source_never_moves_dot_git() {
     let test = "racing_thread_flipping_rename_source_never_moves_dot_git";
-    if !landlock_works(test) {
+    let Some((_tmp, p)) = carved_project(test) else {
         return;
-    }
-    let (_tmp, p) = project();
+    };
     std::fs::write(p.join("plain"), "x").unwrap();
-    let mut cmd = helper("race-rename", &[]);
-    cmd.current_dir(&p);
-    landlock_pre_exec(&mut cmd, &[Path::new("/")], &[Path::new("/dev/null")]).unwrap();
-    let Some(job) = run(test, cmd, CREATION, &carve_plan(&p)) else {
+    let Some(job) = run(
+        test,
+        carved_helper("race-rename", &p),
+        CREATION,
+        &carve_plan(&p),
+    ) else {
         return;
     };
     let line = job.result_line();

@@ -307,7 +307,7 @@ mod tests {
 
     use super::*;
     use crate::plan::fs::EntryKind;
-    use crate::policy::{EnvPolicy, FsRule, Limits, Origin};
+    use crate::policy::{FsRule, Origin};
 
     /// These paths exist (directories, or files when named `.env`).
     struct Exists(&'static [&'static str]);
@@ -350,21 +350,9 @@ mod tests {
 
     fn policy(project: &str, fs: Vec<FsRule>, net: NetPolicy) -> Policy {
         Policy {
-            project: project.into(),
-            session_tmp: "C:/Users/dev/AppData/Local/Temp/vetto-s1".into(),
-            policy_file: None,
-            sources: vec![],
             fs,
-            outputs: vec![],
             net,
-            unix: vec![],
-            limits: Limits::default(),
-            env: EnvPolicy::default(),
-            min_tier: None,
-            provenance: Default::default(),
-            globs: vec![],
-            discover: vec![],
-            caches: vec![],
+            ..Policy::empty(project, "C:/Users/dev/AppData/Local/Temp/vetto-s1")
         }
     }
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::policy::EnvPolicy;
+use crate::policy::paths::wildcard_match;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvPlan {
@@ -24,26 +25,7 @@ impl EnvPlan {
 
 /// `*` matches any run of characters; everything else is literal.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let (p, n) = (pattern.as_bytes(), name.as_bytes());
-    let (mut pi, mut ni) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ni < n.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if pi < p.len() && p[pi] == n[ni] {
-            pi += 1;
-            ni += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == b'*')
+    wildcard_match(pattern.as_bytes(), name.as_bytes(), b'*', None)
 }
 
 /// A value that carries a credential in a URL: `scheme://user:password@host`,

@@ -452,7 +452,7 @@ mod tests {
     #![expect(clippy::unwrap_used, reason = "tests")]
 
     use super::*;
-    use crate::policy::{EnvPolicy, FsRule, Limits, Origin, UnixSocket};
+    use crate::policy::{FsRule, Origin, UnixSocket};
     use std::ffi::OsString;
 
     fn rule(path: impl Into<PathBuf>, access: Access) -> FsRule {
@@ -480,19 +480,8 @@ mod tests {
                 rule("/Users/dev/.aws", Access::Deny),
             ],
             policy_file: Some(project.join("vetto.toml")),
-            project,
-            session_tmp: "/private/tmp/vetto-s1".into(),
-            sources: vec![],
-            outputs: vec![],
             net,
-            limits: Limits::default(),
-            env: EnvPolicy::default(),
-            unix: Vec::new(),
-            min_tier: None,
-            provenance: Default::default(),
-            globs: vec![],
-            discover: vec![],
-            caches: vec![],
+            ..Policy::empty(project, "/private/tmp/vetto-s1")
         }
     }
 

@@ -325,6 +325,24 @@ pub fn memory_shares() -> Vec<SyscallRule> {
     ]
 }
 
+/// `socket()`'s (and `socketpair()`'s) family, argument 0, is `family`.
+fn family_is(family: u64) -> ArgCheck {
+    ArgCheck::Eq {
+        index: 0,
+        value: family,
+    }
+}
+
+/// `socket()`'s type, argument 1, is `kind` whatever its flags
+/// (`SOCK_NONBLOCK`, `SOCK_CLOEXEC`).
+fn type_is(kind: u64) -> ArgCheck {
+    ArgCheck::MaskedEq {
+        index: 1,
+        mask: uapi::SOCK_TYPE_MASK,
+        value: kind,
+    }
+}
+
 /// `socket()` refused for every family but unix, route netlink (for
 /// interface listing) and `inet`: the families a plan lets through.
 fn socket_families(inet: &[u64], why: &str, netlink_why: &str) -> Vec<SyscallRule> {
@@ -346,10 +364,7 @@ fn socket_families(inet: &[u64], why: &str, netlink_why: &str) -> Vec<SyscallRul
             "socket",
             Action::Deny,
             vec![
-                ArgCheck::Eq {
-                    index: 0,
-                    value: AF_NETLINK,
-                },
+                family_is(AF_NETLINK),
                 ArgCheck::Ne {
                     index: 2,
                     value: NETLINK_ROUTE,
@@ -377,15 +392,6 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
         "filtered egress: only TCP reaches the proxy",
         "filtered egress (only route netlink, for interface listing)",
     );
-    let family_is = |family| ArgCheck::Eq {
-        index: 0,
-        value: family,
-    };
-    let type_is = |kind| ArgCheck::MaskedEq {
-        index: 1,
-        mask: SOCK_TYPE_MASK,
-        value: kind,
-    };
     for family in [AF_INET, AF_INET6] {
         for kind in NOT_STREAM {
             if udp_dead_net && kind == SOCK_DGRAM {
@@ -475,15 +481,6 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
         "the network is off (only route netlink, for interface listing)",
     );
     for family in [AF_INET, AF_INET6] {
-        let family_is = ArgCheck::Eq {
-            index: 0,
-            value: family,
-        };
-        let type_is = |kind| ArgCheck::MaskedEq {
-            index: 1,
-            mask: SOCK_TYPE_MASK,
-            value: kind,
-        };
         // Every type value the mask leaves but UDP's, not only the types
         // Linux has now: what the filter does not name it lets through.
         for kind in 0..=SOCK_TYPE_MASK {
@@ -491,7 +488,7 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
                 rules.push(rule(
                     "socket",
                     Action::Deny,
-                    vec![family_is, type_is(kind)],
+                    vec![family_is(family), type_is(kind)],
                     WHY,
                 ));
             }
@@ -500,7 +497,7 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
             "socket",
             Action::Deny,
             vec![
-                family_is,
+                family_is(family),
                 ArgCheck::Ne { index: 2, value: 0 },
                 ArgCheck::Ne {
                     index: 2,
@@ -512,7 +509,7 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
         rules.push(rule(
             "socket",
             Action::Notify,
-            vec![family_is, type_is(SOCK_DGRAM)],
+            vec![family_is(family), type_is(SOCK_DGRAM)],
             "the network is off: a UDP socket is made by vetto in a network namespace that leads nowhere",
         ));
     }
@@ -575,17 +572,7 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
                 rules.push(rule(
                     name,
                     Action::Deny,
-                    vec![
-                        ArgCheck::Eq {
-                            index: 0,
-                            value: AF_UNIX,
-                        },
-                        ArgCheck::MaskedEq {
-                            index: 1,
-                            mask: SOCK_TYPE_MASK,
-                            value: kind,
-                        },
-                    ],
+                    vec![family_is(AF_UNIX), type_is(kind)],
                     "unix datagrams name a socket path without connect(), past the broker",
                 ));
             }

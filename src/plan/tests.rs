@@ -8,7 +8,7 @@ use super::fs::{EntryKind, FsView, carve, rights};
 use super::syscalls::Action;
 use super::*;
 use crate::host::{Availability, HostCaps};
-use crate::policy::{Access, EnvPolicy, FsRule, Limits, NetPolicy, Origin, Policy};
+use crate::policy::{Access, FsRule, NetPolicy, Origin, Policy};
 
 /// An in-memory directory tree.
 #[derive(Default)]
@@ -223,21 +223,9 @@ fn decide_takes_the_longest_match() {
 
 fn policy(fs: Vec<FsRule>) -> Policy {
     Policy {
-        project: "/p".into(),
-        session_tmp: "/tmp/vetto-test".into(),
-        policy_file: None,
-        sources: vec![],
         fs,
-        globs: Vec::new(),
         outputs: vec!["target".into(), "node_modules".into()],
-        net: NetPolicy::Off,
-        limits: Limits::default(),
-        env: EnvPolicy::default(),
-        unix: Vec::new(),
-        discover: Vec::new(),
-        caches: Vec::new(),
-        min_tier: None,
-        provenance: Default::default(),
+        ..Policy::empty("/p", "/tmp/vetto-test")
     }
 }
 

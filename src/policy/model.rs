@@ -306,6 +306,33 @@ pub struct Policy {
     pub provenance: Provenance,
 }
 
+#[cfg(test)]
+impl Policy {
+    /// A policy of `project` that grants nothing, the network off, every
+    /// other part empty or default: the tests' one starting point, each
+    /// naming what it needs on top (`Policy { fs, ..Policy::empty(p, t) }`),
+    /// so a part added to [`Policy`] is added here once.
+    pub fn empty(project: impl Into<PathBuf>, session_tmp: impl Into<PathBuf>) -> Policy {
+        Policy {
+            project: project.into(),
+            session_tmp: session_tmp.into(),
+            policy_file: None,
+            sources: vec![],
+            fs: vec![],
+            globs: vec![],
+            outputs: vec![],
+            net: NetPolicy::Off,
+            unix: vec![],
+            discover: vec![],
+            caches: vec![],
+            limits: Limits::default(),
+            env: EnvPolicy::default(),
+            min_tier: None,
+            provenance: Provenance::default(),
+        }
+    }
+}
+
 mod opt_duration_ms {
     use std::time::Duration;
 

@@ -615,25 +615,7 @@ pub fn glob_component(pattern: &str, name: &str) -> bool {
     }
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
-    let (mut pi, mut ni) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || (p[pi] != '*' && p[pi] == n[ni])) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
+    wildcard_match(&p, &n, '*', Some('?'))
 }
 
 /// Component patterns compiled to test many names: the literal each
@@ -695,17 +677,26 @@ fn ends_with(n: &[u8], t: &[u8]) -> bool {
 
 /// [`glob_component`]'s matcher over bytes: `?` is one byte.
 fn glob_bytes(p: &[u8], n: &[u8]) -> bool {
+    wildcard_match(p, n, b'*', Some(b'?'))
+}
+
+/// The wildcard matcher of [`glob_component`] and the environment's name
+/// patterns, over any units (bytes, characters): `star` matches any run
+/// of units, including none; `one`, when there is one, matches exactly
+/// one; every other unit matches itself. Backtracks to the last `star`
+/// only, so the cost is at most `p.len() * n.len()`.
+pub fn wildcard_match<T: Copy + PartialEq>(p: &[T], n: &[T], star: T, one: Option<T>) -> bool {
     let (mut pi, mut ni) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
+    let (mut last_star, mut mark) = (None, 0);
     while ni < n.len() {
-        if pi < p.len() && (p[pi] == b'?' || (p[pi] != b'*' && p[pi] == n[ni])) {
+        if pi < p.len() && (Some(p[pi]) == one || (p[pi] != star && p[pi] == n[ni])) {
             pi += 1;
             ni += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = Some(pi);
+        } else if pi < p.len() && p[pi] == star {
+            last_star = Some(pi);
             mark = ni;
             pi += 1;
-        } else if let Some(s) = star {
+        } else if let Some(s) = last_star {
             pi = s + 1;
             mark += 1;
             ni = mark;
@@ -713,7 +704,7 @@ fn glob_bytes(p: &[u8], n: &[u8]) -> bool {
             return false;
         }
     }
-    p[pi..].iter().all(|&c| c == b'*')
+    p[pi..].iter().all(|&c| c == star)
 }
 
 // The decision rule, shared by the plan (what the kernel is told) and

@@ -23,6 +23,9 @@ pub mod os;
 #[cfg(windows)]
 #[path = "windows/os.rs"]
 pub mod os;
+// A directory's facts as the walks compare them, built from `os`'s answers.
+#[cfg(any(unix, windows))]
+mod lstat;
 
 /// FULL: the sockets the stage made inside the job's network namespace
 /// and handed to vetto (with the network off, the DNS stub's alone).

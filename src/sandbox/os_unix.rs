@@ -13,6 +13,8 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
 
+pub use super::lstat::{Lstat, lstat_of};
+
 pub use nix::Result;
 pub use nix::errno::Errno;
 pub use nix::sys::signal::Signal;
@@ -141,16 +143,6 @@ pub fn process_cpu_time() -> Option<std::time::Duration> {
     Some(t(u.user_time()) + t(u.system_time()))
 }
 
-/// What the glob walk and the persistence check ask of a directory:
-/// whether it is one (a link is not), its identity and its times.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lstat {
-    pub is_dir: bool,
-    pub id: Option<(u64, u64)>,
-    pub mtime: (i64, i64),
-    pub ctime: Option<(i64, i64)>,
-}
-
 /// `lstat` of many paths that share parents, each through its parent
 /// directory, opened by its path once (the last one is kept): the kernel
 /// looks up one component instead of the whole path, which on a project
@@ -201,15 +193,5 @@ impl LstatAt {
             mtime: (st.st_mtime as i64, st.st_mtime_nsec as i64),
             ctime: Some((st.st_ctime as i64, st.st_ctime_nsec as i64)),
         })
-    }
-}
-
-/// [`Lstat`] from the standard library's metadata.
-pub fn lstat_of(md: &Metadata) -> Lstat {
-    Lstat {
-        is_dir: md.is_dir(),
-        id: file_id(md),
-        mtime: modify_time(md),
-        ctime: change_time(md),
     }
 }

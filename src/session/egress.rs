@@ -951,7 +951,7 @@ mod tests {
     fn seatbelt_filtered_egress_allows_exactly_the_proxys_own_port() {
         use std::io::{Read, Write};
 
-        use crate::policy::{EnvPolicy, HostPattern, Limits, Origin};
+        use crate::policy::{HostPattern, Origin};
         let origin = Origin {
             source: "vetto.toml".into(),
             line: 1,
@@ -959,12 +959,6 @@ mod tests {
             written: "x".into(),
         };
         let policy = Policy {
-            fs: vec![],
-            policy_file: None,
-            project: "/nonexistent/vetto-proj".into(),
-            session_tmp: "/nonexistent/vetto-s1".into(),
-            sources: vec![],
-            outputs: vec![],
             net: NetPolicy::Allow {
                 hosts: vec![HostPattern {
                     host: "allowed.test".into(),
@@ -975,14 +969,7 @@ mod tests {
                 ips: vec![],
                 resolve: vec![],
             },
-            limits: Limits::default(),
-            env: EnvPolicy::default(),
-            unix: Vec::new(),
-            min_tier: None,
-            provenance: Default::default(),
-            globs: vec![],
-            discover: vec![],
-            caches: vec![],
+            ..Policy::empty("/nonexistent/vetto-proj", "/nonexistent/vetto-s1")
         };
         let host = crate::host::HostCaps {
             seatbelt: crate::host::Availability::Available,

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{Tier, World};
+use crate::util::{Out, Tier, World, cmd_output};
 use crate::{at_every_tier, require};
 
 /// A plain HTTP server on the host's loopback that answers every request
@@ -89,6 +89,23 @@ fn blocked(dir: &Path, needle: &str) -> Vec<Value> {
         .into_iter()
         .filter(|v| v["rule"] == "net-egress-blocked" && v["target"].to_string().contains(needle))
         .collect()
+}
+
+/// The DNS query for `host` is recorded as refused with python as the
+/// process, and a `net-egress-blocked` violation names it.
+fn assert_python_query_refused(dir: &Path, host: &str, out: &Out) {
+    let conns = events(dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["via"] == "dns"
+            && c["host"] == host
+            && c["decision"] == "denied"
+            && c["process"]["exe"]
+                .as_str()
+                .is_some_and(|e| e.contains("python"))),
+        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
+        out.dump()
+    );
+    assert!(!blocked(dir, host).is_empty());
 }
 
 /// Options that allow `allowed.test:PORT` only, with both test names pinned
@@ -212,21 +229,16 @@ impl TlsServer {
         let certs = w.root.join("tls");
         std::fs::create_dir_all(&certs).unwrap();
         let (key, cert) = (certs.join("key.pem"), certs.join("cert.pem"));
-        let made = std::process::Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-            ])
-            .arg("/CN=allowed.test")
-            .arg("-keyout")
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
+        cmd_output(
+            std::process::Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                ])
+                .arg("/CN=allowed.test")
+                .arg("-keyout")
+                .arg(&key)
+                .arg("-out")
+                .arg(&cert),
         );
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
@@ -588,18 +600,7 @@ fn udp_resolver_resolves_allowed_names_at_fs_only() {
     if !v6.is_empty() {
         out.assert_stdout_contains("from 2001:4860:4860::8888");
     }
-    let conns = events(&dir, "connection");
-    assert!(
-        conns.iter().any(|c| c["via"] == "dns"
-            && c["host"] == "canary-5f3e.denied.test"
-            && c["decision"] == "denied"
-            && c["process"]["exe"]
-                .as_str()
-                .is_some_and(|e| e.contains("python"))),
-        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
-        out.dump()
-    );
-    assert!(!blocked(&dir, "canary-5f3e.denied.test").is_empty());
+    assert_python_query_refused(&dir, "canary-5f3e.denied.test", &out);
 }
 
 /// Runs as an unprivileged user: glibc's `getaddrinfo` sorts several
@@ -734,18 +735,7 @@ fn a_dns_query_over_tcp_gets_the_stubs_answers_at_full() {
     out.assert_ran()
         .assert_stdout_contains("127.0.0.53:53 rcode 0 addr 127.77.")
         .assert_stdout_contains("127.0.0.53:53 rcode 3");
-    let conns = events(&dir, "connection");
-    assert!(
-        conns.iter().any(|c| c["via"] == "dns"
-            && c["host"] == canary.as_str()
-            && c["decision"] == "denied"
-            && c["process"]["exe"]
-                .as_str()
-                .is_some_and(|e| e.contains("python"))),
-        "the refused query is not recorded with its name and process\n{conns:?}\n{}",
-        out.dump()
-    );
-    assert!(!blocked(&dir, &canary).is_empty());
+    assert_python_query_refused(&dir, &canary, &out);
 }
 
 /// Runs as an unprivileged user, at FS-ONLY: DNS tunnelling over TCP to
@@ -1041,23 +1031,18 @@ fn git_clone_reaches_only_the_allowed_git_host(tier: Tier) {
     let srv = w.root.join("srv");
     std::fs::create_dir_all(&srv).unwrap();
     let git = |dir: &Path, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args([
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "-c",
-                "init.defaultBranch=main",
-            ])
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
+        cmd_output(
+            std::process::Command::new("git")
+                .args([
+                    "-c",
+                    "user.name=t",
+                    "-c",
+                    "user.email=t@t",
+                    "-c",
+                    "init.defaultBranch=main",
+                ])
+                .args(args)
+                .current_dir(dir),
         );
     };
     git(&srv, &["init", "-q", "work"]);
@@ -1174,17 +1159,12 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
     .unwrap();
     std::fs::write(pkg.join("index.js"), "module.exports = 'PACKED-3b9c';\n").unwrap();
     std::fs::create_dir_all(srv.join("vetto-canary/-")).unwrap();
-    let packed = std::process::Command::new("npm")
-        .args(["pack", "--silent", "--pack-destination"])
-        .arg(srv.join("vetto-canary/-"))
-        .current_dir(&pkg)
-        .env("npm_config_cache", w.root.join("npm-cache-build"))
-        .output()
-        .unwrap();
-    assert!(
-        packed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&packed.stderr)
+    cmd_output(
+        std::process::Command::new("npm")
+            .args(["pack", "--silent", "--pack-destination"])
+            .arg(srv.join("vetto-canary/-"))
+            .current_dir(&pkg)
+            .env("npm_config_cache", w.root.join("npm-cache-build")),
     );
     let (mut server, port) = python_server(
         "import http.server, functools, sys, json, hashlib, os\n\
@@ -1248,23 +1228,18 @@ fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
     std::fs::create_dir_all(srv.join("simple/vetto-canary")).unwrap();
     std::fs::create_dir_all(srv.join("files")).unwrap();
     let wheel = "vetto_canary-1.0.0-py3-none-any.whl";
-    let made = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import zipfile, sys\n\
-             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
-             \x20   z.writestr('vetto_canary.py', 'CANARY = \"WHEEL-81f0\"\\n')\n\
-             \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
-             \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
-             \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
-        ])
-        .arg(srv.join("files").join(wheel))
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+    cmd_output(
+        std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import zipfile, sys\n\
+                 with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+                 \x20   z.writestr('vetto_canary.py', 'CANARY = \"WHEEL-81f0\"\\n')\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
+            ])
+            .arg(srv.join("files").join(wheel)),
     );
     std::fs::write(
         srv.join("simple/vetto-canary/index.html"),

@@ -21,33 +21,29 @@ fn mtime(path: &Path) -> i64 {
     std::fs::metadata(path).map(|m| m.mtime()).unwrap_or(0)
 }
 
+fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The control: bare, `script` prints `changed` and leaves `file` 0666
+/// (`call` names what failed otherwise); `file` is 0644 again after.
+fn assert_bare_chmod_works(w: &World, script: &str, file: &Path, call: &str) {
+    w.sh_bare(script).assert_stdout_contains("changed");
+    assert_eq!(mode(file), 0o666, "control: the bare {call} failed");
+    set_mode(file, 0o644);
+}
+
+/// Sandboxed, `file` (`shown` in the message) is 0644 still.
+fn assert_mode_kept(file: &Path, shown: &str, out: &Out) {
+    assert_eq!(mode(file), 0o644, "{shown}'s mode changed\n{}", out.dump());
+}
+
 /// A `~/.bashrc` of the test user, mode 0644.
 fn bashrc(w: &World) -> std::path::PathBuf {
     let bashrc = w.home.join(".bashrc");
     w.write(&bashrc, "# the user's bashrc\n");
-    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    set_mode(&bashrc, 0o644);
     bashrc
-}
-
-/// `vetto ci` at the world's tier (reports in the project), and the session log.
-fn ci(w: &World, script: &str) -> (Out, String) {
-    let project = w.project.to_str().unwrap_or_default();
-    let out = w
-        .vetto(&[
-            "ci",
-            "--tier",
-            w.tier.name(),
-            "--project",
-            project,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .run();
-    let log =
-        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
-    (out, log)
 }
 
 /// At FS-ONLY the refusal is the supervisor's and is recorded with the
@@ -77,25 +73,18 @@ fn chmod_of_a_readable_home_file_is_refused(tier: Tier) {
         "chmod 0666 '{}' && echo changed; echo script-finished",
         bashrc.display()
     );
-    w.sh_bare(&script).assert_stdout_contains("changed");
-    assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
-    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_bare_chmod_works(&w, &script, &bashrc, "chmod");
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("changed");
-    assert_eq!(
-        mode(&bashrc),
-        0o644,
-        "~/.bashrc's mode changed\n{}",
-        out.dump()
-    );
+    assert_mode_kept(&bashrc, "~/.bashrc", &out);
     assert_recorded(&w, &log, "fchmodat", ".bashrc", &out);
 
     // `~/.ssh` opened to everyone, or closed to the user.
     let ssh = w.home.join(".ssh");
     w.write(&ssh.join("authorized_keys"), "ssh-ed25519 AAAA user\n");
-    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o700)).unwrap();
+    set_mode(&ssh, 0o700);
     let out = w.sh_sandboxed(&format!(
         "chmod 0777 '{0}' '{0}/authorized_keys'; chmod 000 '{0}'; echo script-finished",
         ssh.display()
@@ -123,7 +112,7 @@ fn touch_of_a_readable_home_file_is_refused(tier: Tier) {
     let bashrc = self::bashrc(&w);
     let before = mtime(&bashrc);
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("touched")
         .assert_stdout_lacks("chowned");
@@ -149,26 +138,17 @@ fn fchmod_through_a_read_only_descriptor_is_refused(tier: Tier) {
     let w = World::at(tier);
     let gitconfig = w.home.join(".gitconfig");
     w.write(&gitconfig, "[user]\n\tname = u\n");
-    let reset =
-        || std::fs::set_permissions(&gitconfig, std::fs::Permissions::from_mode(0o644)).unwrap();
-    reset();
+    set_mode(&gitconfig, 0o644);
     let script = format!(
         "python3 -c \"import os\nfd = os.open('{}', os.O_RDONLY)\ntry:\n    os.fchmod(fd, 0o666)\n    print('changed')\nexcept OSError as e:\n    print('refused', e.errno)\n\"",
         gitconfig.display()
     );
-    w.sh_bare(&script).assert_stdout_contains("changed");
-    assert_eq!(mode(&gitconfig), 0o666, "control: the bare fchmod failed");
-    reset();
+    assert_bare_chmod_works(&w, &script, &gitconfig, "fchmod");
 
-    let (out, log) = ci(&w, &script);
+    let (out, log) = w.ci_sh(&script);
     out.assert_stdout_contains("refused")
         .assert_stdout_lacks("changed");
-    assert_eq!(
-        mode(&gitconfig),
-        0o644,
-        "~/.gitconfig's mode changed\n{}",
-        out.dump()
-    );
+    assert_mode_kept(&gitconfig, "~/.gitconfig", &out);
     assert_recorded(&w, &log, "fchmod", ".gitconfig", &out);
 }
 
@@ -188,21 +168,14 @@ fn chmod_through_a_project_symlink_is_refused(tier: Tier) {
     let script = "chmod 0666 src/rc && echo changed; \
                   chown -h \"$(id -u):$(id -g)\" src/rc && echo link-chowned; \
                   touch -h -d 2002-02-02 src/rc && echo link-touched; echo script-finished";
-    w.sh_bare(script).assert_stdout_contains("changed");
-    assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
-    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_bare_chmod_works(&w, script, &bashrc, "chmod");
 
-    let (out, log) = ci(&w, script);
+    let (out, log) = w.ci_sh(script);
     out.assert_stdout_contains("script-finished")
         .assert_stdout_lacks("changed")
         .assert_stdout_contains("link-chowned")
         .assert_stdout_contains("link-touched");
-    assert_eq!(
-        mode(&bashrc),
-        0o644,
-        "~/.bashrc's mode changed\n{}",
-        out.dump()
-    );
+    assert_mode_kept(&bashrc, "~/.bashrc", &out);
     assert_recorded(&w, &log, "fchmodat", ".bashrc", &out);
 }
 
@@ -272,19 +245,12 @@ fn non_dumpable_job_cannot_chmod_a_home_file(tier: Tier) {
         "python3 -c \"import ctypes, os\nctypes.CDLL(None).prctl(4, 0, 0, 0, 0)\ntry:\n    os.chmod('{}', 0o666)\n    print('changed')\nexcept OSError as e:\n    print('refused', e.errno)\n\"",
         bashrc.display()
     );
-    w.sh_bare(&script).assert_stdout_contains("changed");
-    assert_eq!(mode(&bashrc), 0o666, "control: the bare chmod failed");
-    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert_bare_chmod_works(&w, &script, &bashrc, "chmod");
 
     let out = w.sh_sandboxed(&script);
     out.assert_stdout_contains("refused")
         .assert_stdout_lacks("changed");
-    assert_eq!(
-        mode(&bashrc),
-        0o644,
-        "~/.bashrc's mode changed\n{}",
-        out.dump()
-    );
+    assert_mode_kept(&bashrc, "~/.bashrc", &out);
 }
 
 /// The racing job: one thread flips a path buffer between a project file
@@ -343,17 +309,12 @@ fn racing_chmod_never_reaches_a_readable_home_file(tier: Tier) {
         0o666,
         "control: the bare race never reached ~/.bashrc"
     );
-    std::fs::set_permissions(&bashrc, std::fs::Permissions::from_mode(0o644)).unwrap();
-    std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o644)).unwrap();
+    set_mode(&bashrc, 0o644);
+    set_mode(&mine, 0o644);
 
     let out = run(true);
     out.assert_success().assert_stdout_contains("tries");
-    assert_eq!(
-        mode(&bashrc),
-        0o644,
-        "~/.bashrc's mode changed\n{}",
-        out.dump()
-    );
+    assert_mode_kept(&bashrc, "~/.bashrc", &out);
     assert_eq!(
         mode(&mine),
         0o666,

@@ -23,27 +23,6 @@ fn git_status_in(w: &World, dir: &Path) -> Out {
     w.bare(&["git", "status", "--short"]).cwd(dir).run()
 }
 
-/// `vetto ci` at the world's tier, reports in the project's default place.
-fn ci(w: &World, script: &str) -> (Out, String) {
-    let project = w.project.to_str().unwrap_or_default();
-    let out = w
-        .vetto(&[
-            "ci",
-            "--tier",
-            w.tier.name(),
-            "--project",
-            project,
-            "--",
-            "sh",
-            "-c",
-            script,
-        ])
-        .run();
-    let log =
-        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
-    (out, log)
-}
-
 fn planted_lines(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| l.contains("\"persistence-planted\""))
@@ -72,7 +51,7 @@ fn nested_repository_fsmonitor_does_not_run_later(tier: Tier) {
 
     let w = World::at(tier);
     let marker = marker_of(&w);
-    let (out, log) = ci(&w, &format!("{}; echo script-finished", plant(&marker)));
+    let (out, log) = w.ci_sh(&format!("{}; echo script-finished", plant(&marker)));
     out.assert_stdout_contains("script-finished");
     assert_eq!(out.code(), 3, "{}", out.dump());
     assert!(
@@ -127,7 +106,7 @@ fn changed_config_of_existing_nested_repository_is_reported(tier: Tier) {
 
     let w = World::at(tier);
     w.sh_bare(setup).assert_success();
-    let (out, log) = ci(&w, &format!("{}; echo script-finished", attack(&marker)));
+    let (out, log) = w.ci_sh(&format!("{}; echo script-finished", attack(&marker)));
     out.assert_stdout_contains("script-finished");
     assert_eq!(out.code(), 3, "{}", out.dump());
     let planted = planted_lines(&log);
@@ -154,7 +133,7 @@ fn planted_envrc_and_vscode_task_are_reported(tier: Tier) {
     );
 
     let w = World::at(tier);
-    let (out, log) = ci(&w, &format!("{script}; echo script-finished"));
+    let (out, log) = w.ci_sh(&format!("{script}; echo script-finished"));
     out.assert_stdout_contains("script-finished");
     assert_eq!(out.code(), 3, "{}", out.dump());
     let planted = planted_lines(&log);
@@ -179,7 +158,7 @@ fn ordinary_job_records_no_persistence_violation(tier: Tier) {
                   echo 'on: push' > .github/workflows/ci.yml; echo 'int x;' > src/deep/er/x.c; \
                   git init -q \"$TMPDIR/scratch\"; git -C \"$TMPDIR/scratch\" status --short; \
                   echo tmp-git-ok";
-    let (out, log) = ci(&w, script);
+    let (out, log) = w.ci_sh(script);
     out.assert_stdout_contains("tmp-git-ok");
     assert_eq!(out.code(), 0, "{}", out.dump());
     assert_eq!(planted_lines(&log), Vec::<&str>::new(), "{}", out.dump());

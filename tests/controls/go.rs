@@ -76,26 +76,21 @@ impl GoProxy {
         .unwrap();
         std::fs::write(v.join("v1.0.0.mod"), &go_mod).unwrap();
         // The zip's entries are prefixed `<module>@<version>/`.
-        let made = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import zipfile, sys\n\
-                 with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
-                 \x20   z.writestr(sys.argv[2] + '/go.mod', sys.argv[3])\n\
-                 \x20   z.writestr(sys.argv[2] + '/greet.go', sys.argv[4])\n",
-            ])
-            .arg(v.join("v1.0.0.zip"))
-            .arg(MODULE_DIR)
-            .arg(&go_mod)
-            .arg(format!(
-                "package greet\n\nfunc Hello() string {{ return \"{GREETING}\" }}\n"
-            ))
-            .output()
-            .unwrap();
-        assert!(
-            made.status.success(),
-            "{}",
-            String::from_utf8_lossy(&made.stderr)
+        util::cmd_output(
+            std::process::Command::new("python3")
+                .args([
+                    "-c",
+                    "import zipfile, sys\n\
+                     with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+                     \x20   z.writestr(sys.argv[2] + '/go.mod', sys.argv[3])\n\
+                     \x20   z.writestr(sys.argv[2] + '/greet.go', sys.argv[4])\n",
+                ])
+                .arg(v.join("v1.0.0.zip"))
+                .arg(MODULE_DIR)
+                .arg(&go_mod)
+                .arg(format!(
+                    "package greet\n\nfunc Hello() string {{ return \"{GREETING}\" }}\n"
+                )),
         );
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();

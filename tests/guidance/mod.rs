@@ -3,12 +3,76 @@
 //! that would allow it, the preset that fits — and never a grant of a
 //! `bin/` directory or of the resolver.
 
-use crate::util::{Tier, World};
+use std::path::Path;
+
+use crate::util::{Out, Tier, World};
 use crate::{at_every_tier, require};
 
 /// The guidance lines (vetto's own, on stderr) of a run.
 fn guidance(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.starts_with("vetto:")).collect()
+}
+
+/// The nameservers of the host's `/etc/resolv.conf`.
+fn host_nameservers() -> Vec<String> {
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    resolv
+        .lines()
+        .filter_map(|l| l.strip_prefix("nameserver"))
+        .map(|ns| ns.trim().to_owned())
+        .collect()
+}
+
+/// The records of `dir/session.jsonl` (none when there is none).
+fn session_events(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("session.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `job` sandboxed at the world's tier, reports in `ROOT/reports`: the
+/// run and the records of its session log.
+fn run_reported(w: &World, job: &[&str]) -> (Out, Vec<serde_json::Value>) {
+    let dir = w.root.join("reports");
+    let ran = w
+        .sandboxed_with(&["--report-dir", dir.to_str().unwrap()], job)
+        .run();
+    (ran, session_events(&dir))
+}
+
+/// A `net-egress-blocked` violation names the looked-up `canary` and python3.
+fn assert_lookup_recorded(events: &[serde_json::Value], canary: &str, ran: &Out) {
+    assert!(
+        events.iter().any(|v| v["type"] == "violation"
+            && v["rule"] == "net-egress-blocked"
+            && v["target"].to_string().contains(canary)
+            && v["process"].to_string().contains("python3")),
+        "the lookup is not recorded by name with python3\n{events:#?}\n{}",
+        ran.dump()
+    );
+}
+
+/// No violation names one of the host's resolvers.
+fn assert_resolvers_unrecorded(events: &[serde_json::Value], host_ns: &[String]) {
+    for ns in host_ns {
+        assert!(
+            !events.iter().any(|v| v["type"] == "violation"
+                && v["target"].to_string().contains(&format!("\"{ns}\""))),
+            "the host's resolver {ns} is recorded\n{events:#?}"
+        );
+    }
+}
+
+/// The guidance names the lookup of `canary` with the flag that allows it.
+fn assert_guidance_names_the_host(err: &str, canary: &str) {
+    assert!(
+        guidance(err).iter().any(|l| l
+            .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
+            && l.contains(&format!("to allow: --allow-domain {canary}"))),
+        "{err}"
+    );
 }
 
 /// Runs as an unprivileged user: `node` in a project with `package.json`
@@ -221,19 +285,11 @@ fn a_hostile_lookup_name_cannot_forge_vettos_last_words(tier: Tier) {
         "control: the raw escape did not go out bare"
     );
 
-    let dir = w.root.join("reports");
-    let ran = w
-        .sandboxed_with(
-            &["--report-dir", dir.to_str().unwrap()],
-            &["python3", "hostile.py", "127.0.0.53:53", &tag, "wait"],
-        )
-        .run();
+    let (ran, events) = run_reported(
+        &w,
+        &["python3", "hostile.py", "127.0.0.53:53", &tag, "wait"],
+    );
     ran.assert_success().assert_stdout_contains("rcode 3");
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
     assert!(
         events.iter().any(|v| v["type"] == "connection"
             && v["host"]
@@ -272,12 +328,7 @@ at_every_tier!(a_hostile_lookup_name_cannot_forge_vettos_last_words);
 fn a_refused_lookup_at_fs_only_with_the_network_off_names_the_host() {
     require!(Tier::FsOnly.feature());
     require!(crate::util::Feature::Userns);
-    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    let host_ns: Vec<&str> = resolv
-        .lines()
-        .filter_map(|l| l.strip_prefix("nameserver"))
-        .map(str::trim)
-        .collect();
+    let host_ns = host_nameservers();
     let w = World::at(Tier::FsOnly);
     let canary = format!("vt{}x{}.example.test", std::process::id(), line!());
     let script = PY_LOOKUP.replace("NAME", &canary);
@@ -288,46 +339,19 @@ fn a_refused_lookup_at_fs_only_with_the_network_off_names_the_host() {
         .assert_success()
         .assert_stdout_contains("gaierror");
 
-    let dir = w.root.join("reports");
-    let ran = w
-        .sandboxed_with(&["--report-dir", dir.to_str().unwrap()], &job)
-        .run();
+    let (ran, events) = run_reported(&w, &job);
     ran.assert_success()
         // EAI_NONAME: an answer (NXDOMAIN), not a resolver out of reach.
         .assert_stdout_contains("gaierror -2");
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    assert!(
-        events.iter().any(|v| v["type"] == "violation"
-            && v["rule"] == "net-egress-blocked"
-            && v["target"].to_string().contains(&canary)
-            && v["process"].to_string().contains("python3")),
-        "the lookup is not recorded by name with python3\n{events:#?}\n{}",
-        ran.dump()
-    );
+    assert_lookup_recorded(&events, &canary, &ran);
     assert!(
         !events
             .iter()
             .any(|v| v["type"] == "violation" && v["rule"] == "net-socket-denied"),
         "the resolver's socket was refused\n{events:#?}"
     );
-    for ns in &host_ns {
-        assert!(
-            !events.iter().any(|v| v["type"] == "violation"
-                && v["target"].to_string().contains(&format!("\"{ns}\""))),
-            "the host's resolver {ns} is recorded\n{events:#?}"
-        );
-    }
-    let err = ran.stderr();
-    assert!(
-        guidance(&err).iter().any(|l| l
-            .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
-            && l.contains(&format!("to allow: --allow-domain {canary}"))),
-        "{err}"
-    );
+    assert_resolvers_unrecorded(&events, &host_ns);
+    assert_guidance_names_the_host(&ran.stderr(), &canary);
 }
 
 /// Runs as an unprivileged user at FULL: with the network off (the
@@ -341,12 +365,7 @@ fn a_refused_lookup_at_fs_only_with_the_network_off_names_the_host() {
 #[test]
 fn a_refused_lookup_with_the_network_off_names_the_host() {
     require!(Tier::Full.feature());
-    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    let host_ns: Vec<&str> = resolv
-        .lines()
-        .filter_map(|l| l.strip_prefix("nameserver"))
-        .map(str::trim)
-        .collect();
+    let host_ns = host_nameservers();
     let linked = std::fs::symlink_metadata("/etc/resolv.conf").is_ok_and(|m| m.is_symlink());
     if linked && host_ns != ["127.0.0.53"] {
         // vetto does not cover a symlinked resolv.conf (docs/network.md).
@@ -371,44 +390,14 @@ fn a_refused_lookup_with_the_network_off_names_the_host() {
         .assert_stdout_contains(&format!("nameserver {}", host_ns.join(" ")))
         .assert_stdout_contains("gaierror");
 
-    let dir = w.root.join("reports");
-    let ran = w
-        .sandboxed_with(&["--report-dir", dir.to_str().unwrap()], &job)
-        .run();
+    let (ran, events) = run_reported(&w, &job);
     ran.assert_success()
         .assert_stdout_contains("nameserver 127.0.0.53")
         // EAI_NONAME: an answer (NXDOMAIN), not a resolver out of reach.
         .assert_stdout_contains("gaierror -2");
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("session.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let named = events.iter().any(|v| {
-        v["type"] == "violation"
-            && v["rule"] == "net-egress-blocked"
-            && v["target"].to_string().contains(&canary)
-            && v["process"].to_string().contains("python3")
-    });
-    assert!(
-        named,
-        "the lookup is not recorded by name with python3\n{events:#?}\n{}",
-        ran.dump()
-    );
-    for ns in &host_ns {
-        assert!(
-            !events.iter().any(|v| v["type"] == "violation"
-                && v["target"].to_string().contains(&format!("\"{ns}\""))),
-            "the host's resolver {ns} is recorded\n{events:#?}"
-        );
-    }
-    let err = ran.stderr();
-    assert!(
-        guidance(&err).iter().any(|l| l
-            .contains(&format!("net-egress-blocked {canary} (a name lookup)"))
-            && l.contains(&format!("to allow: --allow-domain {canary}"))),
-        "{err}"
-    );
+    assert_lookup_recorded(&events, &canary, &ran);
+    assert_resolvers_unrecorded(&events, &host_ns);
+    assert_guidance_names_the_host(&ran.stderr(), &canary);
     // The same stub under filtered egress names the process too.
     let filtered = w.root.join("filtered");
     let ran = w

@@ -120,7 +120,9 @@ fn id_of(flag: &[&str], who: Option<&str>) -> u32 {
         .unwrap()
 }
 
-fn cmd_output(c: &mut Command) -> Vec<u8> {
+/// Run `c` (as it is: no user, no environment added) to its end; its
+/// stdout, or a panic naming `c` with its stderr when it fails.
+pub fn cmd_output(c: &mut Command) -> Vec<u8> {
     let out = c.output().unwrap_or_else(|e| panic!("{c:?}: {e}"));
     assert!(
         out.status.success(),
@@ -1263,6 +1265,29 @@ impl World {
     /// `sh -c SCRIPT` bare.
     pub fn sh_bare(&self, script: &str) -> Out {
         self.run_bare(&["sh", "-c", script])
+    }
+
+    /// `vetto ci --tier TIER --project P -- sh -c SCRIPT` at the world's
+    /// tier, reports in the project's default place, and the session log
+    /// there (empty when there is none).
+    pub fn ci_sh(&self, script: &str) -> (Out, String) {
+        let project = self.project.to_str().unwrap_or_default();
+        let out = self
+            .vetto(&[
+                "ci",
+                "--tier",
+                self.tier.name(),
+                "--project",
+                project,
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .run();
+        let log = std::fs::read_to_string(self.project.join("vetto-report/session.jsonl"))
+            .unwrap_or_default();
+        (out, log)
     }
 
     /// `vetto __probe ARGS` inside the sandbox (the probe binary's directory

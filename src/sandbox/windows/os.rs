@@ -13,6 +13,8 @@ use std::io;
 use std::path::Path;
 use std::process::{Child, Command};
 
+pub use super::lstat::{Lstat, lstat_of};
+
 pub use std::os::windows::io::{BorrowedSocket as BorrowedFd, OwnedSocket as OwnedFd};
 
 /// Borrowing the OS handle of a socket, as `AsFd` does on Unix.
@@ -244,16 +246,6 @@ pub fn process_cpu_time() -> Option<std::time::Duration> {
     None
 }
 
-/// What the glob walk and the persistence check ask of a directory
-/// (Windows: no identity and no change time, so nothing is remembered).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Lstat {
-    pub is_dir: bool,
-    pub id: Option<(u64, u64)>,
-    pub mtime: (i64, i64),
-    pub ctime: Option<(i64, i64)>,
-}
-
 /// `lstat` of many paths; on Windows each by its whole path.
 #[derive(Debug, Default)]
 pub struct LstatAt;
@@ -265,15 +257,5 @@ impl LstatAt {
 
     pub fn lstat(&mut self, path: &Path) -> io::Result<Lstat> {
         std::fs::symlink_metadata(path).map(|m| lstat_of(&m))
-    }
-}
-
-/// [`Lstat`] from the standard library's metadata.
-pub fn lstat_of(md: &Metadata) -> Lstat {
-    Lstat {
-        is_dir: md.is_dir(),
-        id: file_id(md),
-        mtime: modify_time(md),
-        ctime: change_time(md),
     }
 }
