@@ -11,8 +11,10 @@
 //! - each `NOTE_FORK` makes vetto list that process's children
 //!   (`proc_listchildpids`) and watch the new ones, and their children;
 //! - a watched process is checked by its start time before it is killed
-//!   (the start time stays across `exec`): a pid is never killed after it
-//!   could be another program's;
+//!   (the start time stays across `exec`): a pid whose process is gone
+//!   and reused by another program before the check is not killed; only
+//!   a reuse between the check and the `kill` itself (microseconds) could
+//!   still be hit;
 //! - each process has a **unique id** (`p_uniqueid`, never reused while the
 //!   machine runs; read again at every `NOTE_EXEC`, in case an `exec`
 //!   gives a new one);

@@ -29,7 +29,7 @@ use windows_sys::Win32::Security::Authorization::{
     TRUSTEE_IS_SID, TRUSTEE_IS_UNKNOWN, TRUSTEE_W,
 };
 use windows_sys::Win32::Security::Isolation::{
-    CreateAppContainerProfile, DeleteAppContainerProfile, DeriveAppContainerSidFromAppContainerName,
+    CreateAppContainerProfile, DeleteAppContainerProfile,
 };
 use windows_sys::Win32::Security::{
     ACL, DACL_SECURITY_INFORMATION, FreeSid, NO_INHERITANCE, PSECURITY_DESCRIPTOR, PSID,
@@ -351,15 +351,15 @@ impl Profile {
             )
         };
         if hr == HRESULT_ALREADY_EXISTS {
-            // SAFETY: as above; the SID is freed with FreeSid.
-            let hr = unsafe { DeriveAppContainerSidFromAppContainerName(wname.as_ptr(), &mut sid) };
-            if hr < 0 {
-                return Err(fail(
-                    "DeriveAppContainerSidFromAppContainerName",
-                    u32::from_ne_bytes(hr.to_ne_bytes()),
-                ));
-            }
-        } else if hr < 0 {
+            // The name carries a random nonce: a profile already there was
+            // made by someone else, and adopting it would share its SID
+            // (and whatever its grants reach) with this job.
+            return Err(fail(
+                "CreateAppContainerProfile (the profile already exists)",
+                u32::from_ne_bytes(hr.to_ne_bytes()),
+            ));
+        }
+        if hr < 0 {
             return Err(fail(
                 "CreateAppContainerProfile",
                 u32::from_ne_bytes(hr.to_ne_bytes()),
@@ -372,8 +372,8 @@ impl Profile {
 impl Drop for Profile {
     fn drop(&mut self) {
         // SAFETY: `name` is NUL-terminated; `sid` came from
-        // CreateAppContainerProfile or DeriveAppContainerSidFromAppContainerName
-        // and is freed once, here.
+        // CreateAppContainerProfile (a profile this session made) and is
+        // freed once, here.
         unsafe {
             let hr = DeleteAppContainerProfile(self.name.as_ptr());
             if hr < 0 {
