@@ -477,21 +477,32 @@ fn allow_domains_reach_the_proxy_and_other_hosts_are_refused() {
     assert_passed(&run);
 }
 
+/// The project's branches as its `origin` (a bare clone beside it): where
+/// the action fetches the base branch's policy from.
+fn publish_origin(w: &World) {
+    let origin = w.root.join("origin.git");
+    w.bare(&[
+        "sh",
+        "-c",
+        &format!(
+            "git clone -q --bare . {o} && git remote add origin {o}",
+            o = origin.display()
+        ),
+    ])
+    .run()
+    .assert_success();
+}
+
 /// A project whose `origin` has `main` with the default policy, checked
 /// out on a pull request branch whose `vetto.toml` makes `$HOME` writable.
 fn widening_pull_request(w: &World) {
-    let origin = w.root.join("origin.git");
-    let script = format!(
-        "set -e
-         git clone -q --bare . {origin}
-         git remote add origin {origin}
+    publish_origin(w);
+    let script = "set -e
          git checkout -q -b widen
-         printf '[filesystem]\\nwrite = [\"${{HOME}}\"]\\n' > vetto.toml
+         printf '[filesystem]\\nwrite = [\"${HOME}\"]\\n' > vetto.toml
          git add vetto.toml
-         git commit -q -m 'widen the policy'",
-        origin = origin.display()
-    );
-    w.bare(&["sh", "-c", &script]).run().assert_success();
+         git commit -q -m 'widen the policy'";
+    w.bare(&["sh", "-c", script]).run().assert_success();
 }
 
 const WRITES_HOME: &str = "echo pwned > \"$HOME/widened\" || true";
@@ -557,17 +568,7 @@ fn a_forked_pull_request_skips_the_sarif_upload_with_one_notice() {
     j.base_ref = "main".into();
     j.event = json!({"pull_request": {"head": {"repo": {"full_name": "mallory/app"}}}});
     // The base branch the policy is read from.
-    let origin = w.root.join("origin.git");
-    w.bare(&[
-        "sh",
-        "-c",
-        &format!(
-            "git clone -q --bare . {o} && git remote add origin {o}",
-            o = origin.display()
-        ),
-    ])
-    .run()
-    .assert_success();
+    publish_origin(&w);
     let run = j.run();
     assert_passed(&run);
     assert_eq!(
@@ -701,17 +702,7 @@ fn a_pull_request_gets_one_comment_with_the_summary_and_the_job_never_sees_the_t
     j.base_ref = "main".into();
     j.event = json!({"pull_request": {"number": 12, "head": {"repo": {"full_name": "octo/app"}}}});
     j.env.insert("GITHUB_API_URL".into(), url);
-    let origin = w.root.join("origin.git");
-    w.bare(&[
-        "sh",
-        "-c",
-        &format!(
-            "git clone -q --bare . {o} && git remote add origin {o}",
-            o = origin.display()
-        ),
-    ])
-    .run()
-    .assert_success();
+    publish_origin(&w);
     let run = j.run();
     assert_passed(&run);
     assert_eq!(
