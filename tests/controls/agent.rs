@@ -15,7 +15,6 @@
 //! The host is loaded: every wait polls the pane with a generous deadline
 //! that only guards against a hang; nothing asserts how long anything took.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,36 +46,11 @@ impl Api {
         let counted = hits.clone();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut r = BufReader::new(&s);
-                let mut len = 0usize;
-                let mut any = false;
-                loop {
-                    let mut line = String::new();
-                    match r.read_line(&mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) if line == "\r\n" || line == "\n" => break,
-                        Ok(_) => {
-                            any = true;
-                            if let Some(v) =
-                                line.to_ascii_lowercase().strip_prefix("content-length:")
-                            {
-                                len = v.trim().parse().unwrap_or(0).min(64 * 1024);
-                            }
-                        }
-                    }
-                }
-                if !any {
+                if util::read_http_request(&s).is_none() {
                     continue;
                 }
-                let mut body = vec![0u8; len];
-                let _ = r.read_exact(&mut body);
                 counted.fetch_add(1, Ordering::SeqCst);
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{API_REPLY}",
-                    API_REPLY.len()
-                );
-                let _ = (&s).write_all(reply.as_bytes());
+                util::reply_http_ok(&s, API_REPLY);
             }
         });
         Api { port, hits }

@@ -8,7 +8,6 @@
 //! fetches from an HTTP stand-in on the host's loopback (pinned with
 //! `--resolve`, as a real API host would be reached through the proxy).
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -16,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{Out, Tier, World};
+use crate::util::{self, Out, Tier, World};
 use crate::{at_every_tier, require};
 
 /// The planted key's content: finding it at the stand-in is the leak.
@@ -38,37 +37,11 @@ impl Stand {
         let kept = seen.clone();
         std::thread::spawn(move || {
             for s in l.incoming().flatten() {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-                let mut r = BufReader::new(&s);
-                let mut head = String::new();
-                let mut len = 0usize;
-                loop {
-                    let mut line = String::new();
-                    match r.read_line(&mut line) {
-                        Ok(0) | Err(_) => break,
-                        Ok(_) if line == "\r\n" || line == "\n" => break,
-                        Ok(_) => {
-                            if let Some(v) =
-                                line.to_ascii_lowercase().strip_prefix("content-length:")
-                            {
-                                len = v.trim().parse().unwrap_or(0).min(64 * 1024);
-                            }
-                            head.push_str(&line);
-                        }
-                    }
-                }
-                if head.is_empty() {
+                let Some(request) = util::read_http_request(&s) else {
                     continue;
-                }
-                let mut payload = vec![0u8; len];
-                let _ = r.read_exact(&mut payload);
-                head.push_str(&String::from_utf8_lossy(&payload));
-                kept.lock().unwrap().push(head);
-                let reply = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = (&s).write_all(reply.as_bytes());
+                };
+                kept.lock().unwrap().push(request);
+                util::reply_http_ok(&s, body);
             }
         });
         Stand { port, seen }

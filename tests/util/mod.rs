@@ -120,6 +120,46 @@ fn id_of(flag: &[&str], who: Option<&str>) -> u32 {
         .unwrap()
 }
 
+/// One HTTP/1.1 request from a stand-in server's client: its head and
+/// body as text (the body bounded to 64 KiB by its `Content-Length`), or
+/// `None` when the client sent nothing.
+pub fn read_http_request(s: &std::net::TcpStream) -> Option<String> {
+    use std::io::BufRead;
+    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+    let mut r = std::io::BufReader::new(s);
+    let mut head = String::new();
+    let mut len = 0usize;
+    loop {
+        let mut line = String::new();
+        match r.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line == "\r\n" || line == "\n" => break,
+            Ok(_) => {
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0).min(64 * 1024);
+                }
+                head.push_str(&line);
+            }
+        }
+    }
+    if head.is_empty() {
+        return None;
+    }
+    let mut body = vec![0u8; len];
+    let _ = r.read_exact(&mut body);
+    head.push_str(&String::from_utf8_lossy(&body));
+    Some(head)
+}
+
+/// Answer a stand-in server's client `200 OK` with `body`, and close.
+pub fn reply_http_ok(mut s: &std::net::TcpStream, body: &str) {
+    let reply = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = s.write_all(reply.as_bytes());
+}
+
 /// Run `c` (as it is: no user, no environment added) to its end; its
 /// stdout, or a panic naming `c` with its stderr when it fails.
 pub fn cmd_output(c: &mut Command) -> Vec<u8> {
