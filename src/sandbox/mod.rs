@@ -89,6 +89,8 @@ pub mod sandbox_log;
 // Writing outside the sandbox without following what a job planted.
 #[cfg(unix)]
 pub mod safe_fs;
+// Its refusals and parent rules, one definition for Unix and Windows.
+mod safe_fs_common;
 // The stages' program search (Linux and macOS).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod exec_unix;

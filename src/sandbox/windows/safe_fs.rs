@@ -21,58 +21,8 @@ use std::path::{Component, Path, PathBuf};
 /// `CreateFileW` opens a reparse point itself rather than its target.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SafeFsError {
-    #[error(
-        "refusing to use {path}: it is a symbolic link (an earlier job may have planted it); remove it or name another directory"
-    )]
-    Link { path: PathBuf },
-    #[error("refusing to use {path}: it is not a directory")]
-    NotDir { path: PathBuf },
-    #[error("refusing to write to {path}: it is a symbolic link")]
-    LinkedFile { path: PathBuf },
-    #[error("refusing to write to {path}: it is not a regular file")]
-    NotRegular { path: PathBuf },
-    #[error("refusing to read {path}: larger than {max} bytes")]
-    TooLarge { path: PathBuf, max: u64 },
-    #[error("refusing to write {name:?} in {dir}: not a plain file name")]
-    BadName { dir: PathBuf, name: String },
-    #[error("cannot {op} {path}")]
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
-    #[error("no randomness from the operating system for a temporary name")]
-    Random(#[source] getrandom::Error),
-}
-
-impl SafeFsError {
-    fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
-        SafeFsError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
-
-    /// The name (or one of the temporary names tried) already exists.
-    pub fn is_exists(&self) -> bool {
-        matches!(self, SafeFsError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists)
-    }
-}
-
-type Result<T> = std::result::Result<T, SafeFsError>;
-
-/// How the components before a directory's last one are trusted (as on
-/// Unix).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parents {
-    Walk,
-    AsNamed,
-    Followed,
-}
+use crate::sandbox::safe_fs_common::Result;
+pub use crate::sandbox::safe_fs_common::{Parents, SafeFsError};
 
 /// A directory checked to be one (and not a link) when it was opened.
 #[derive(Debug)]
