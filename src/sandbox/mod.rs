@@ -91,6 +91,9 @@ pub mod sandbox_log;
 pub mod safe_fs;
 // Its refusals and parent rules, one definition for Unix and Windows.
 mod safe_fs_common;
+// Why a Unix stage could not start the job (Linux and macOS).
+#[cfg(any(target_os = "linux", target_os = "macos"))]
+mod setup_error;
 // The stages' program search (Linux and macOS).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod exec_unix;

@@ -41,30 +41,7 @@ const STAGE_ARG: &str = "__stage";
 /// Upper bound on a stage report.
 const MAX_REPORT_BYTES: u64 = 64 << 10;
 
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    #[error("cannot start the sandbox stage: {0}")]
-    Spawn(#[source] std::io::Error),
-    #[error("cannot pass the plan to the sandbox stage: {0}")]
-    Handover(#[source] std::io::Error),
-    #[error("{0}")]
-    Stage(String),
-    /// The job's program could not be executed (not a setup failure).
-    #[error("cannot execute the command: {}", nix::errno::Errno::from_raw(*.0))]
-    Exec(i32),
-}
-
-impl SetupError {
-    /// The exit status the contract gives this failure.
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            SetupError::Exec(e) if *e == libc::ENOENT => crate::exit::NOT_FOUND,
-            SetupError::Exec(_) => crate::exit::NOT_EXECUTABLE,
-            _ => crate::exit::REFUSED,
-        }
-    }
-}
+pub use super::setup_error::SetupError;
 
 /// What the supervisor hands the stage.
 #[derive(Debug, Serialize, Deserialize)]

@@ -74,30 +74,7 @@ pub fn seatbelt_availability() -> crate::host::Availability {
     crate::host::Availability::Available
 }
 
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    #[error("cannot start the sandbox stage: {0}")]
-    Spawn(#[source] std::io::Error),
-    #[error("cannot pass the plan to the sandbox stage: {0}")]
-    Handover(#[source] std::io::Error),
-    #[error("{0}")]
-    Stage(String),
-    #[error("cannot follow the job's processes (kqueue): {0}")]
-    Track(#[source] std::io::Error),
-    #[error("cannot execute the command: {}", Errno::from_raw(*.0))]
-    Exec(i32),
-}
-
-impl SetupError {
-    pub fn exit_status(&self) -> u8 {
-        match self {
-            SetupError::Exec(e) if *e == libc::ENOENT => crate::exit::NOT_FOUND,
-            SetupError::Exec(_) => crate::exit::NOT_EXECUTABLE,
-            _ => crate::exit::REFUSED,
-        }
-    }
-}
+pub use super::setup_error::SetupError;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct StageRequest {
