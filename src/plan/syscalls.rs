@@ -52,6 +52,37 @@ pub struct SeccompPlan {
     pub record_denials: bool,
 }
 
+impl SeccompPlan {
+    /// Whether every call that can add, remove or rename a directory
+    /// entry is notified or refused, whatever its arguments: then a job
+    /// whose supervisor was notified of none of them changed no directory
+    /// listing (`session`'s check of what the job left behind relies on
+    /// it). `bind` of a pathname unix socket is the one other way to make
+    /// an entry, and a socket holds nothing git or a shell could run.
+    pub fn notifies_every_entry_change(&self) -> bool {
+        let always = |name: &str| {
+            self.rules
+                .iter()
+                .any(|r| r.name == name && r.when.is_empty())
+        };
+        let on_create = |name: &str, index: u8| {
+            self.rules.iter().any(|r| {
+                r.name == name
+                    && (r.when.is_empty()
+                        || r.when
+                            == [ArgCheck::AnyBits {
+                                index,
+                                mask: uapi::O_CREAT,
+                            }])
+            })
+        };
+        CREATION.iter().all(|n| always(n))
+            && ["openat2", "io_uring_setup"].iter().all(|n| always(n))
+            && on_create("open", 1)
+            && on_create("openat", 2)
+    }
+}
+
 /// Constants from the Linux UAPI used by the rules below (same on every
 /// architecture vetto supports).
 mod uapi {

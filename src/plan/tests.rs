@@ -1154,3 +1154,36 @@ fn mode_owner_and_time_changes_are_decided_at_fs_only_only() -> Result<(), Refus
     );
     Ok(())
 }
+
+#[test]
+fn a_filter_that_notifies_creations_notifies_every_entry_change() {
+    assert!(syscalls::plan(true, true, true).notifies_every_entry_change());
+    assert!(syscalls::plan(false, true, false).notifies_every_entry_change());
+    // Without creation notification nothing can be said of the job's
+    // entries.
+    assert!(!syscalls::plan(true, false, true).notifies_every_entry_change());
+}
+
+#[test]
+fn a_creation_left_to_the_kernel_breaks_the_entry_promise() {
+    for dropped in [
+        "linkat",
+        "renameat2",
+        "mknodat",
+        "openat2",
+        "io_uring_setup",
+    ] {
+        let mut plan = syscalls::plan(true, true, true);
+        plan.rules.retain(|r| r.name != dropped);
+        assert!(!plan.notifies_every_entry_change(), "{dropped}");
+    }
+    // `openat` notified only for another flag is no promise either.
+    let mut plan = syscalls::plan(true, true, true);
+    for r in plan.rules.iter_mut().filter(|r| r.name == "openat") {
+        r.when = vec![syscalls::ArgCheck::AnyBits {
+            index: 2,
+            mask: 0o1000,
+        }];
+    }
+    assert!(!plan.notifies_every_entry_change());
+}

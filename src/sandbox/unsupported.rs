@@ -175,9 +175,23 @@ pub mod notify_server {
         pub unkept: u64,
     }
 
+    /// Whether the job changed a directory entry: never known here.
+    #[derive(Debug, Clone, Default)]
+    pub struct EntryChanges;
+
+    impl EntryChanges {
+        pub fn none(&self) -> bool {
+            false
+        }
+    }
+
     impl NotifyServer {
         pub fn shared_creations(&self) -> std::sync::Arc<std::sync::Mutex<SharedCreations>> {
             std::sync::Arc::default()
+        }
+
+        pub fn entry_changes(&self) -> EntryChanges {
+            EntryChanges
         }
 
         pub fn join(self) -> io::Result<()> {

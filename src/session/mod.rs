@@ -379,9 +379,10 @@ fn execute(
     );
     // What the job left for other tools to run later is recorded before
     // the session's end, so that `--fail-on violation` counts it.
-    //    Directories unchanged since a remembered listing are not read again.
+    //    Directories unchanged since a remembered listing are not read
+    //    again, none at all when the job changed no entry.
     let listings = walked.as_ref().map(|w| &w.listings);
-    supervisor::persist::finish(&persistence, listings, sink);
+    supervisor::persist::finish(&persistence, listings, session.changed_no_entry(), sink);
 
     // 8. The session end closes the log.
     let log = log.map(|(path, sink, writer)| {

@@ -128,6 +128,20 @@ pub struct Session {
     /// Accesses to further paths (names looked up beneath a masked
     /// directory can be endless): counted, not listed.
     pub secret_reads_unlisted: u64,
+    /// Whether the job asked to add, remove or rename any directory entry;
+    /// `None` when that cannot be known (the filter lets some such call
+    /// through unseen, or nothing answers notifications).
+    pub entry_changes: Option<notify::EntryChanges>,
+}
+
+impl Session {
+    /// The job changed no directory entry anywhere: every such call is
+    /// notified, and none was. Read once every process of the job is gone.
+    pub fn changed_no_entry(&self) -> bool {
+        self.entry_changes
+            .as_ref()
+            .is_some_and(notify::EntryChanges::none)
+    }
 }
 
 /// A masked path the job opened, and how often.
@@ -268,6 +282,10 @@ pub fn run(
         scrub_unattributed: 0,
         secret_reads: Vec::new(),
         secret_reads_unlisted: 0,
+        entry_changes: server
+            .as_ref()
+            .filter(|_| plan.seccomp.notifies_every_entry_change())
+            .map(notify::NotifyServer::entry_changes),
     };
     let secrets = child.secrets.take();
     for problem in secrets.iter().flat_map(|f| &f.problems) {

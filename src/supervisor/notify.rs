@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-pub use crate::sandbox::notify_server::{NotifyServer, SharedCreations, serve};
+pub use crate::sandbox::notify_server::{EntryChanges, NotifyServer, SharedCreations, serve};
 
 /// What the notification server asks the egress proxy when the job
 /// connects an internet socket under filtered egress without a network

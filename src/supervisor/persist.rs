@@ -643,6 +643,9 @@ fn kind_of(ft: std::fs::FileType) -> Kind {
 /// remembered for the directories that have not changed since.
 pub struct Remembering<'a> {
     listings: &'a WalkCache,
+    /// The job asked to change no directory entry: the listings the start
+    /// held are still the tree's, no stamp needs comparing.
+    untouched: bool,
     /// Which filesystems' change times are honest (asked once per device).
     trust: fn(&Path) -> bool,
     trusted: RefCell<HashMap<u64, bool>>,
@@ -651,9 +654,10 @@ pub struct Remembering<'a> {
 }
 
 impl<'a> Remembering<'a> {
-    pub fn new(listings: &'a WalkCache, trust: fn(&Path) -> bool) -> Self {
+    pub fn new(listings: &'a WalkCache, trust: fn(&Path) -> bool, untouched: bool) -> Self {
         Remembering {
             listings,
+            untouched,
             trust,
             trusted: RefCell::new(HashMap::new()),
             lstat: RefCell::new(os::LstatAt::new()),
@@ -679,6 +683,9 @@ impl Tree for Remembering<'_> {
         if !REMEMBERED_NAMES.iter().all(|n| cached.set.contains(*n)) {
             return None;
         }
+        if self.untouched {
+            return Some(remembered_entries(cached));
+        }
         let md = self.lstat.borrow_mut().lstat(dir).ok()?;
         let (dev, ino) = md.id?;
         let (sec, nsec) = md.ctime?;
@@ -697,17 +704,19 @@ impl Tree for Remembering<'_> {
             .borrow_mut()
             .entry(now.dev)
             .or_insert_with(|| (self.trust)(dir));
-        trusted.then(|| {
-            cached
-                .entries
-                .iter()
-                .map(|e| {
-                    let kind = if e.is_dir { Kind::Dir } else { Kind::Other };
-                    (e.name.clone(), kind)
-                })
-                .collect()
-        })
+        trusted.then(|| remembered_entries(cached))
     }
+}
+
+fn remembered_entries(cached: &crate::policy::walk_cache::CachedDir) -> Vec<(OsString, Kind)> {
+    cached
+        .entries
+        .iter()
+        .map(|e| {
+            let kind = if e.is_dir { Kind::Dir } else { Kind::Other };
+            (e.name.clone(), kind)
+        })
+        .collect()
 }
 
 /// The findings as violations for the session log: reported, not blocked
@@ -734,16 +743,19 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
 /// At the session's end, after every process of the job is gone: check,
 /// print one line per finding, and record each in the session log (before
 /// its end). `listings`: what the start's glob walk remembered, for the
-/// directories that have not changed since.
+/// directories that have not changed since; `untouched`: the job changed
+/// no directory entry at all (`Session::changed_no_entry`), so those
+/// listings are taken without comparing stamps.
 pub fn finish(
     watch: &Watch,
     listings: Option<&WalkCache>,
+    untouched: bool,
     sink: Option<&dyn crate::events::log::EventSink>,
 ) {
     let findings = match listings {
         Some(l) => check(
             watch,
-            &Remembering::new(l, crate::sandbox::fs_kind::honest_change_times),
+            &Remembering::new(l, crate::sandbox::fs_kind::honest_change_times, untouched),
             Limits::default(),
         ),
         None => check(watch, &RealTree, Limits::default()),
@@ -1192,5 +1204,46 @@ mod tests {
             Some(Kind::Symlink)
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A remembered listing whose stamp no longer matches (here: a bogus
+    /// inode) is read again, unless the job changed no entry at all.
+    #[test]
+    fn a_stale_stamp_is_taken_only_when_the_job_changed_no_entry() -> std::io::Result<()> {
+        use crate::policy::walk_cache::{CachedDir, Entry};
+        use std::rc::Rc;
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().to_path_buf();
+        let mut cache = WalkCache::default();
+        cache.dirs.insert(
+            path.clone(),
+            CachedDir {
+                stamp: DirStamp {
+                    dev: 0,
+                    ino: 0,
+                    mtime: (0, 0),
+                    ctime: (0, 0),
+                },
+                set: Rc::new(REMEMBERED_NAMES.iter().map(|n| n.to_string()).collect()),
+                entries: Rc::new(vec![Entry {
+                    name: ".git".into(),
+                    is_dir: true,
+                }]),
+            },
+        );
+        let trust: fn(&Path) -> bool = |_| true;
+        let later = Stamp {
+            sec: i64::MAX,
+            nsec: 0,
+        };
+        assert_eq!(
+            Remembering::new(&cache, trust, false).remembered(&path, later),
+            None
+        );
+        assert_eq!(
+            Remembering::new(&cache, trust, true).remembered(&path, later),
+            Some(vec![(OsString::from(".git"), Kind::Dir)])
+        );
+        Ok(())
     }
 }

@@ -219,3 +219,46 @@ fn persistence_planted_in_an_old_directory_is_still_found(tier: Tier) {
         .assert_stderr_contains("vendor/lib/deep/.git");
 }
 at_every_tier!(persistence_planted_in_an_old_directory_is_still_found);
+
+/// Runs as an unprivileged user. A job that adds, removes and renames no
+/// entry anywhere lets the check after the session take the start's
+/// listings without looking at a single directory again; what it can
+/// still change is the content of files that exist. Here it appends an
+/// fsmonitor to an existing nested repository's config in place (`dd
+/// conv=nocreat`: an `open` without `O_CREAT`, so no entry-changing call
+/// at all). Bare, the next `git status` there runs it; sandboxed, after a
+/// warm start, the check still reports the repository.
+fn in_place_config_write_without_any_new_entry_is_still_found(tier: Tier) {
+    require!(tier.feature());
+    let setup = "git init -q vendor/lib && mkdir -p vendor/src && echo x > vendor/src/a.c";
+    let attack = |m: &Path| {
+        format!(
+            "printf '[core]\\n\\tfsmonitor = echo pwned > {}\\n' | \
+             dd of=vendor/lib/.git/config conv=nocreat,notrunc oflag=append status=none",
+            m.display()
+        )
+    };
+    let bare = World::at(tier);
+    bare.sh_bare(setup).assert_success();
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&marker)).assert_success();
+    git_status_in(&bare, &bare.project.join("vendor/lib"));
+    assert!(marker.exists(), "control: the bare fsmonitor did not run");
+
+    let w = World::at(tier);
+    w.sh_bare(setup).assert_success();
+    // Settled directories are remembered by the first session's walk.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    w.run_sandboxed(&["true"]).assert_success();
+    assert_eq!(
+        std::fs::read_dir(w.home.join(".cache/vetto/walk")).map_or(0, |d| d.count()),
+        1,
+        "control: the walk was not remembered"
+    );
+    let marker = marker_of(&w);
+    let run = w.sh_sandboxed(&format!("{}; echo script-finished", attack(&marker)));
+    run.assert_stdout_contains("script-finished")
+        .assert_stderr_contains("vetto: persistence planted: ")
+        .assert_stderr_contains("vendor/lib/.git");
+}
+at_every_tier!(in_place_config_write_without_any_new_entry_is_still_found);

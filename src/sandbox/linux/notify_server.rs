@@ -39,7 +39,7 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -103,6 +103,24 @@ impl SharedCreations {
 pub struct NotifyServer {
     workers: Vec<JoinHandle<io::Result<()>>>,
     shared_creations: Arc<Mutex<SharedCreations>>,
+    entry_changes: EntryChanges,
+}
+
+/// Whether the job asked for any call that adds, removes or renames a
+/// directory entry (set before the call is answered, whatever the answer).
+#[derive(Debug, Clone, Default)]
+pub struct EntryChanges(Arc<AtomicBool>);
+
+impl EntryChanges {
+    /// No such call was notified so far (complete once no task of the job
+    /// is left).
+    pub fn none(&self) -> bool {
+        !self.0.load(Ordering::SeqCst)
+    }
+
+    fn note(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 }
 
 impl NotifyServer {
@@ -111,6 +129,12 @@ impl NotifyServer {
     /// job is left).
     pub fn shared_creations(&self) -> Arc<Mutex<SharedCreations>> {
         Arc::clone(&self.shared_creations)
+    }
+
+    /// Whether the job asked to change any directory entry (see
+    /// [`EntryChanges`]).
+    pub fn entry_changes(&self) -> EntryChanges {
+        self.entry_changes.clone()
     }
 
     /// Wait until the listener hangs up (no task of the job is left).
@@ -143,6 +167,7 @@ pub fn serve(
     shared.egress = egress;
     let shared = Arc::new(shared);
     let shared_creations = Arc::clone(&shared.shared_creations);
+    let entry_changes = shared.entry_changes.clone();
     let mut workers = Vec::with_capacity(WORKERS);
     for n in 0..WORKERS {
         let shared = Arc::clone(&shared);
@@ -155,6 +180,7 @@ pub fn serve(
     Ok(NotifyServer {
         workers,
         shared_creations,
+        entry_changes,
     })
 }
 
@@ -250,6 +276,8 @@ struct Shared {
     udp_dead_net: bool,
     /// The project root's (dev, ino): no `.git` is created below it.
     project: Option<(u64, u64)>,
+    /// Set by the first call that could change a directory entry.
+    entry_changes: EntryChanges,
     /// The shared directories watched for creations, by (dev, ino), in
     /// the order of `shared_creations.dirs`.
     shared_dirs: Vec<(u64, u64)>,
@@ -516,6 +544,7 @@ impl Shared {
                 .as_ref()
                 .and_then(|p| sys::facts(sys::open_dir_path(p).ok()?.as_fd()).ok())
                 .map(|f| (f.dev, f.ino)),
+            entry_changes: EntryChanges::default(),
             resolved: std::sync::OnceLock::new(),
             described: Mutex::new(std::collections::HashMap::new()),
             writable_dirs: Mutex::new(std::collections::HashMap::new()),
@@ -532,6 +561,11 @@ impl Shared {
 
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
         let n = Notified::new(n);
+        // Before any answer: whatever the decision, the job may have
+        // changed an entry (the check after the session reads again).
+        if n.call.is_creation() {
+            self.entry_changes.note();
+        }
         if let Some(answer) = self.pty_slave_by_path(&n) {
             self.answer(&n, n.call.name(), answer, None, events);
             return;
