@@ -10,7 +10,7 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
-use super::walk_cache::{CachedDir, DirStamp, Entry, WalkCache};
+use super::walk_cache::{CachedDir, DirStamp, Entry, PathMap, WalkCache, path_map};
 use super::{Access, FsRule};
 use crate::sandbox::os;
 use std::collections::{BTreeSet, HashMap};
@@ -108,6 +108,9 @@ enum Seg {
 /// The entries of one directory.
 type Entries = Rc<Vec<Entry>>;
 
+/// The components a remembered listing kept the names of.
+type Kept = Rc<BTreeSet<String>>;
+
 /// A listing the walker holds: complete when read in this load, or (from
 /// the [`WalkCache`]) every subdirectory and the names matching `only`.
 #[derive(Debug)]
@@ -159,14 +162,14 @@ pub struct GlobWalker {
     cap: usize,
     /// Directory names a `**` never enters.
     skip: Vec<String>,
-    listings: HashMap<PathBuf, Listing>,
+    listings: PathMap<Listing>,
     /// Every component a listing was asked about.
     asked: BTreeSet<String>,
     memory: Option<Memory>,
     /// Every directory a `**` from a directory reaches, found once: the
     /// dozen `${PROJECT}/**/…` of the default preset then each cost a
     /// loop over the directories, not a walk.
-    trees: HashMap<PathBuf, Rc<Vec<Node>>>,
+    trees: PathMap<Rc<Vec<Node>>>,
 }
 
 /// A directory a `**` reaches, with the listing that was at hand when the
@@ -189,10 +192,10 @@ impl GlobWalker {
             visited: 0,
             cap,
             skip,
-            listings: HashMap::new(),
+            listings: path_map(0),
             asked: BTreeSet::new(),
             memory: None,
-            trees: HashMap::new(),
+            trees: path_map(0),
         }
     }
 
@@ -202,6 +205,7 @@ impl GlobWalker {
     /// them is read again).
     pub fn remember(&mut self, prior: WalkCache, trust: TrustFs, keep: &'static [&'static str]) {
         self.asked.extend(keep.iter().map(|k| (*k).to_string()));
+        self.listings.reserve(prior.dirs.len());
         self.memory = Some(Memory {
             prior,
             trust,
@@ -298,13 +302,24 @@ impl GlobWalker {
     /// tree is read by several threads ([`super::walk_parallel`]) before
     /// the patterns are answered from the listings, serially as always.
     fn read_ahead(&mut self, root: &Path, root_s: &str) -> Result<(), GlobError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        // Cheapest question first: this runs for every `**` pattern, and a
+        // warm load (something remembered) or a tree already read (the
+        // second pattern on) never reads ahead.
         let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
-        let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
+        if !cold || self.trees.contains_key(root) {
+            return Ok(());
+        }
         // Only the root itself may have been read (the default preset's
         // `${PROJECT}/.env.*` comes before its first `**`).
-        let below = self.listings.keys().any(|d| d != root && beneath(d, root));
-        if threads < 2 || !cold || !is_dir || below {
+        if self.listings.keys().any(|d| d != root && beneath(d, root)) {
+            return Ok(());
+        }
+        // Asked once per process: it reads the cgroup's CPU quota.
+        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let threads = *THREADS
+            .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
+        let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
+        if threads < 2 || !is_dir {
             return Ok(());
         }
         let trust = self.memory.as_ref().map(|m| m.trust);
@@ -461,8 +476,7 @@ impl GlobWalker {
         let mut nodes = Vec::new();
         let mut stack = vec![top.to_path_buf()];
         while let Some(dir) = stack.pop() {
-            let entries = self.entries(&dir, None, root)?;
-            let only = self.listings.get(&dir).and_then(|l| l.only.clone());
+            let (entries, only) = self.listing(&dir, None, root)?;
             for e in entries.iter() {
                 if e.is_dir
                     && !self
@@ -489,6 +503,17 @@ impl GlobWalker {
         need: Option<&str>,
         root: &str,
     ) -> Result<Entries, GlobError> {
+        self.listing(dir, need, root).map(|(entries, _)| entries)
+    }
+
+    /// [`Self::entries`], and the names a remembered listing is limited to
+    /// (`None`: every name).
+    fn listing(
+        &mut self,
+        dir: &Path,
+        need: Option<&str>,
+        root: &str,
+    ) -> Result<(Entries, Option<Kept>), GlobError> {
         if let Some(m) = need {
             if !self.asked.contains(m) {
                 self.asked.insert(m.to_string());
@@ -496,7 +521,7 @@ impl GlobWalker {
         }
         if let Some(l) = self.listings.get(dir) {
             if l.answers(need) {
-                return Ok(Rc::clone(&l.entries));
+                return Ok((Rc::clone(&l.entries), l.only.clone()));
             }
         }
         // The stamp before the read: a change after it shows in the next one.
@@ -538,22 +563,23 @@ impl GlobWalker {
                                         stamp: Some(stamp),
                                     };
                                     let entries = Rc::clone(&l.entries);
+                                    let only = l.only.clone();
                                     self.count(entries.len(), root)?;
                                     self.listings.insert(dir.to_path_buf(), l);
-                                    return Ok(entries);
+                                    return Ok((entries, only));
                                 }
                             }
                         }
                         (trusted && stamp.settled(now)).then_some(stamp)
                     }
-                    Ok(_) => return Ok(Entries::default()),
-                    Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
+                    Ok(_) => return Ok((Entries::default(), None)),
+                    Err(e) => return skip_or_fail(dir, e).map(|()| (Entries::default(), None)),
                 }
             }
         };
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
-            Err(e) => return skip_or_fail(dir, e).map(|()| Entries::default()),
+            Err(e) => return skip_or_fail(dir, e).map(|()| (Entries::default(), None)),
         };
         let mut out = Vec::new();
         for entry in rd {
@@ -583,7 +609,7 @@ impl GlobWalker {
                 stamp,
             },
         );
-        Ok(out)
+        Ok((out, None))
     }
 }
 

@@ -77,10 +77,21 @@ pub struct CachedDir {
     pub entries: Rc<Vec<Entry>>,
 }
 
+/// A map keyed by path, hashed with foldhash: a warm load looks up every
+/// directory of the project two or three times, and SipHash was a tenth
+/// of it. foldhash is seeded per process, so a job naming directories
+/// cannot aim collisions at the next load.
+pub type PathMap<V> = HashMap<PathBuf, V, foldhash::fast::RandomState>;
+
+/// An empty [`PathMap`] with room for `n` paths.
+pub fn path_map<V>(n: usize) -> PathMap<V> {
+    HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default())
+}
+
 /// The remembered walk of one project's policy loads.
 #[derive(Debug, Clone, Default)]
 pub struct WalkCache {
-    pub dirs: HashMap<PathBuf, CachedDir>,
+    pub dirs: PathMap<CachedDir>,
 }
 
 impl WalkCache {
@@ -157,7 +168,9 @@ impl WalkCache {
             sets.push(Rc::new(s));
         }
         let ndirs = r.u32()?;
-        let mut dirs = HashMap::new();
+        // Room for as many as the bytes left can hold (a directory takes
+        // more than 56), never for what a defective count claims.
+        let mut dirs = path_map(ndirs.min(r.rest.len() / 56));
         for _ in 0..ndirs {
             let path = PathBuf::from(os_string_from_bytes(r.bytes()?.to_vec())?);
             if !path.is_absolute() {
