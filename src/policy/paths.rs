@@ -149,6 +149,25 @@ struct Memory {
     changed: bool,
     /// How the directories are stamped: through their parents.
     lstat: os::LstatAt,
+    /// Stamps taken ahead by several threads ([`GlobWalker::stamp_ahead`]),
+    /// each used once, and the time just before they were taken.
+    ahead: PathMap<os::Lstat>,
+    ahead_now: i128,
+    ahead_taken: bool,
+}
+
+/// Nanoseconds since the epoch.
+fn now_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+/// Threads for a parallel walk: asked once per process (it reads the
+/// cgroup's CPU quota).
+fn walk_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
 }
 
 /// Expands globs for one policy load. Directory listings are cached, so
@@ -213,6 +232,9 @@ impl GlobWalker {
             keep,
             changed: false,
             lstat: os::LstatAt::new(),
+            ahead: path_map(0),
+            ahead_now: 0,
+            ahead_taken: false,
         });
     }
 
@@ -306,7 +328,11 @@ impl GlobWalker {
         // warm load (something remembered) or a tree already read (the
         // second pattern on) never reads ahead.
         let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
-        if !cold || self.trees.contains_key(root) {
+        if !cold {
+            self.stamp_ahead(root);
+            return Ok(());
+        }
+        if self.trees.contains_key(root) {
             return Ok(());
         }
         // Only the root itself may have been read (the default preset's
@@ -314,10 +340,7 @@ impl GlobWalker {
         if self.listings.keys().any(|d| d != root && beneath(d, root)) {
             return Ok(());
         }
-        // Asked once per process: it reads the cgroup's CPU quota.
-        static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        let threads = *THREADS
-            .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
+        let threads = walk_threads();
         let is_dir = std::fs::symlink_metadata(root).is_ok_and(|m| m.is_dir());
         if threads < 2 || !is_dir {
             return Ok(());
@@ -331,9 +354,7 @@ impl GlobWalker {
         let root_trusted = trust.is_some_and(|t| t(root));
         let stamp = move |dir: &Path| -> Option<DirStamp> {
             let trust = trust?;
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
+            let now = now_ns();
             let m = std::fs::symlink_metadata(dir).ok()?;
             let (dev, ino) = os::file_id(&m)?;
             let stamp = DirStamp {
@@ -374,6 +395,32 @@ impl GlobWalker {
             self.listings.insert(r.dir, listing);
         }
         Ok(())
+    }
+
+    /// A warm load of `root`'s tree: every remembered directory below it is
+    /// stamped by several threads before the serial walk looks at them
+    /// (once per load; alone on one CPU, the walk stamps as it goes).
+    fn stamp_ahead(&mut self, root: &Path) {
+        let threads = walk_threads();
+        let Some(memory) = &mut self.memory else {
+            return;
+        };
+        if memory.ahead_taken || threads < 2 {
+            return;
+        }
+        memory.ahead_taken = true;
+        let mut dirs: Vec<&Path> = memory
+            .prior
+            .dirs
+            .keys()
+            .map(PathBuf::as_path)
+            .filter(|d| beneath(d, root))
+            .collect();
+        dirs.sort_unstable();
+        memory.ahead_now = now_ns();
+        let stamps = super::walk_parallel::stamp_all(&dirs, threads);
+        memory.ahead.reserve(stamps.len());
+        memory.ahead.extend(stamps);
     }
 
     fn count(&mut self, n: usize, root: &str) -> Result<(), GlobError> {
@@ -528,10 +575,13 @@ impl GlobWalker {
         let stamp = match &mut self.memory {
             None => None,
             Some(memory) => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX));
-                match memory.lstat.lstat(dir) {
+                // A stamp taken ahead counts from the moment before it was
+                // taken, as one taken here does.
+                let (now, looked) = match memory.ahead.remove(dir) {
+                    Some(l) => (memory.ahead_now, Ok(l)),
+                    None => (now_ns(), memory.lstat.lstat(dir)),
+                };
+                match looked {
                     Ok(m) if m.is_dir => 'stamped: {
                         // Without a file identity and a change time
                         // (Windows) nothing is remembered.
