@@ -236,7 +236,11 @@ impl RealHost<'_> {
             // `python3 -m pip config list`, or pip's definition of PyPI
             // under `-I` (no working directory, no user site, no config).
             "python3" => {
-                let module = args.first() == Some(&"-m");
+                let module = match args.first() {
+                    Some(&"-m") => true,
+                    Some(&"-I") => false,
+                    _ => return None,
+                };
                 let how = Python {
                     user_site: module,
                     pip_config: module,
