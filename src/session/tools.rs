@@ -383,6 +383,11 @@ impl RealHost<'_> {
         }
         if how.user_site {
             sites.push(self.home.join(".local").join(&lib).join("site-packages"));
+            // macOS's user site.
+            sites.push(
+                self.home
+                    .join(format!("Library/Python/{version}/lib/python/site-packages")),
+            );
         }
         for site in &sites {
             watch_site(site, w)?;
@@ -406,8 +411,9 @@ impl RealHost<'_> {
     /// pip's configuration files as pip documents them: `$PIP_CONFIG_FILE`;
     /// site-wide each `$XDG_CONFIG_DIRS` entry's `pip/pip.conf` (default
     /// `/etc/xdg`) and `/etc/pip.conf`; the user's `~/.pip/pip.conf` and
-    /// `$XDG_CONFIG_HOME/pip/pip.conf`; `pip.conf` in the interpreter's
-    /// prefix (`sys.prefix`: the virtual environment's) and
+    /// `$XDG_CONFIG_HOME/pip/pip.conf` (and macOS's `Library/Application
+    /// Support/pip`, site-wide and the user's); `pip.conf` in the
+    /// interpreter's prefix (`sys.prefix`: the virtual environment's) and
     /// `$VIRTUAL_ENV`.
     fn pip_config_files(&self, prefixes: &[PathBuf], w: &mut Vec<PathBuf>) {
         w.extend(self.get("PIP_CONFIG_FILE").map(|f| self.home.join(f)));
@@ -422,6 +428,10 @@ impl RealHost<'_> {
         w.push(PathBuf::from("/etc/pip.conf"));
         w.push(self.home.join(".pip/pip.conf"));
         w.extend(self.config_homes().iter().map(|c| c.join("pip/pip.conf")));
+        // macOS's site-wide and user directories (watched everywhere:
+        // a path that is not there costs one look).
+        w.push(PathBuf::from("/Library/Application Support/pip/pip.conf"));
+        w.push(self.home.join("Library/Application Support/pip/pip.conf"));
         w.extend(prefixes.iter().map(|p| p.join("pip.conf")));
         w.extend(
             self.get("VIRTUAL_ENV")
@@ -492,7 +502,8 @@ impl RealHost<'_> {
     /// GOROOT (`pkg/tool`; without it Go uses the GOROOT built into it,
     /// which only `go` can tell, and the answer is not remembered),
     /// `$GOROOT/go.env`, the user's env file (`$GOENV`, else
-    /// `$XDG_CONFIG_HOME/go/env`, else `~/.config/go/env`), and `go.mod`
+    /// `$XDG_CONFIG_HOME/go/env`, else `~/.config/go/env`; macOS's
+    /// `~/Library/Application Support/go/env`), and `go.mod`
     /// and `go.work` in the home directory and each of its parents
     /// (which can make Go 1.21+ switch toolchains). Not remembered when
     /// an env file names a toolchain to switch to, or one of those
@@ -508,7 +519,11 @@ impl RealHost<'_> {
         match self.get("GOENV") {
             Some("off") => {}
             Some(f) if !f.is_empty() => files.push(self.home.join(f)),
-            _ => files.extend(self.config_homes().iter().map(|c| c.join("go/env"))),
+            _ => {
+                files.extend(self.config_homes().iter().map(|c| c.join("go/env")));
+                // Go's user configuration directory on macOS.
+                files.push(self.home.join("Library/Application Support/go/env"));
+            }
         }
         // The user's file wins over GOROOT's; Go before 1.21 has neither.
         let mut toolchain = "local".to_string();
