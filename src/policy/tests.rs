@@ -1081,6 +1081,19 @@ fn go_routing_variables_reach_the_job() {
     }
 }
 
+/// `XDG_CONFIG_HOME` stays with the caller (discovery's questions see it):
+/// the default's grants and masks are written against `~/.config`, which
+/// policy paths cannot spell as `$XDG_CONFIG_HOME`, so the job's tools must
+/// look there (docs/presets.md, the Go paragraph).
+#[test]
+fn xdg_config_home_does_not_reach_the_job() {
+    let s = scratch();
+    let p = load(&s.req(None)).unwrap();
+    let env = vec![("XDG_CONFIG_HOME".to_string(), "/opt/cfg".to_string())];
+    let plan = crate::plan::env::plan(&p.env, &env, &[]);
+    assert!(!plan.vars.iter().any(|(n, _)| n == "XDG_CONFIG_HOME"));
+}
+
 /// The default policy's scrubbing is precise: ordinary variables — paths,
 /// regions, profiles, names that merely contain the letters of a credential
 /// word — reach the job; credentials are withheld and named.

@@ -246,7 +246,13 @@ const NPM_VARS: &[&str] = &[
     "npm_config_globalconfig",
     "XDG_CONFIG_HOME",
 ];
-const PIP_VARS: &[&str] = &["PIP_CONFIG_FILE", "XDG_CONFIG_HOME", "VIRTUAL_ENV"];
+const PIP_VARS: &[&str] = &[
+    "PIP_CONFIG_FILE",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "VIRTUAL_ENV",
+];
+const POETRY_VARS: &[&str] = &["POETRY_CONFIG_DIR", "XDG_CONFIG_HOME"];
 const GO_VARS: &[&str] = &["GOPROXY", "GOSUMDB", "GOENV", "GOFLAGS", "XDG_CONFIG_HOME"];
 
 /// Ask the host what `registry` is configured for.
@@ -416,7 +422,7 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
 
 fn poetry(d: &mut Discovery, host: &mut dyn HostView) {
     let r = Registry::Poetry;
-    if let Some(out) = host.run("poetry", &["config", "--list"], &["POETRY_CONFIG_DIR"]) {
+    if let Some(out) = host.run("poetry", &["config", "--list"], POETRY_VARS) {
         // `repositories.private.url = "https://…"`
         for line in out.lines() {
             if let Some((key, value)) = line.split_once('=')

@@ -187,7 +187,7 @@ impl RealHost<'_> {
         cwd: &Path,
     ) -> Option<(String, String, bool)> {
         self.memo?;
-        let watched = self.watched(program, path)?;
+        let watched = self.watched(program, path, args)?;
         let mut question = vec![path.as_os_str().as_encoded_bytes().to_vec()];
         question.extend(args.iter().map(|a| a.as_bytes().to_vec()));
         question.extend(vars.iter().map(|(k, v)| format!("{k}={v}").into_bytes()));
@@ -222,20 +222,46 @@ impl RealHost<'_> {
         ))
     }
 
-    /// Every file whose content can change what `program` answers, as
-    /// far as vetto knows the tool (`None`: it does not, and the tool is
-    /// asked every time): the program and what it links to, and the
+    /// Every file whose content can change what `program args…` answers,
+    /// as far as vetto knows the tool (`None`: it does not, or cannot
+    /// name them all here, and the tool is asked every time): always the
+    /// program as `PATH` finds it and its real path (links resolved),
+    /// then the tool's own configuration search as its documentation
+    /// defines it (docs/presets.md, "Remembered answers").
+    fn watched(&self, program: &str, path: &Path, args: &[&str]) -> Option<Vec<PathBuf>> {
+        let real = std::fs::canonicalize(path).ok()?;
+        let mut w = vec![path.to_path_buf(), real.clone()];
+        match program {
+            "npm" | "pnpm" | "yarn" => self.npm_watched(path, &mut w),
+            // `python3 -m pip config list`, or pip's definition of PyPI
+            // under `-I` (no working directory, no user site, no config).
+            "python3" => {
+                let module = match args.first() {
+                    Some(&"-m") => true,
+                    Some(&"-I") => false,
+                    _ => return None,
+                };
+                let how = Python {
+                    user_site: module,
+                    pip_config: module,
+                    cwd: module,
+                };
+                self.python_watched(path, &real, how, &mut w)?;
+            }
+            "poetry" => self.poetry_watched(&real, &mut w)?,
+            "go" => self.go_watched(&real, &mut w)?,
+            _ => return None,
+        }
+        Some(w)
+    }
+
     /// npm-style configuration files — builtin (beside the real
     /// program), global (`<prefix>/etc/npmrc` for node's and the
     /// program's prefix, a `prefix` or `globalconfig` the user file
     /// names, `$NPM_CONFIG_GLOBALCONFIG`), user (`$NPM_CONFIG_USERCONFIG`,
     /// else `~/.npmrc`), project (`.npmrc` in the home directory, where
     /// the question runs, and each of its parents), pnpm's and yarn's own.
-    fn watched(&self, program: &str, path: &Path) -> Option<Vec<PathBuf>> {
-        if !matches!(program, "npm" | "pnpm" | "yarn") {
-            return None;
-        }
-        let mut w = vec![path.to_path_buf()];
+    fn npm_watched(&self, path: &Path, w: &mut Vec<PathBuf>) {
         let mut prefixes = Vec::new();
         for exe in [Some(path.to_path_buf()), self.which("node")]
             .into_iter()
@@ -256,11 +282,7 @@ impl RealHost<'_> {
         let user = var(["NPM_CONFIG_USERCONFIG", "npm_config_userconfig"])
             .unwrap_or_else(|| self.home.join(".npmrc"));
         w.extend(var(["NPM_CONFIG_GLOBALCONFIG", "npm_config_globalconfig"]));
-        let mut text = String::new();
-        if let Ok(f) = std::fs::File::open(&user) {
-            let _ = f.take(FILE_CAP).read_to_string(&mut text);
-        }
-        for line in text.lines() {
+        for line in read_small(&user).unwrap_or_default().lines() {
             let Some((k, v)) = line.split_once('=') else {
                 continue;
             };
@@ -273,15 +295,355 @@ impl RealHost<'_> {
         w.push(user);
         w.extend(prefixes.iter().map(|p| p.join("etc/npmrc")));
         w.extend(self.home.ancestors().map(|d| d.join(".npmrc")));
-        let config = self
-            .get("XDG_CONFIG_HOME")
-            .filter(|v| v.starts_with('/'))
-            .map_or_else(|| self.home.join(".config"), PathBuf::from);
-        w.push(config.join("pnpm/rc"));
+        w.extend(self.config_homes().iter().map(|c| c.join("pnpm/rc")));
         w.push(self.home.join(".yarnrc"));
         w.push(self.home.join(".yarnrc.yml"));
-        Some(w)
     }
+
+    /// `$XDG_CONFIG_HOME` as a tool started in the home directory takes
+    /// it, else `~/.config`. A relative value is relative to the home
+    /// directory for pip (platformdirs) and an error for Go (which then
+    /// reads no file): both are watched, and `~/.config`, which npm uses.
+    fn config_homes(&self) -> Vec<PathBuf> {
+        let dot = self.home.join(".config");
+        match self.get("XDG_CONFIG_HOME").filter(|v| !v.trim().is_empty()) {
+            Some(v) if v.starts_with('/') => vec![PathBuf::from(v)],
+            Some(v) => vec![self.home.join(v), dot],
+            None => vec![dot],
+        }
+    }
+
+    /// A Python question's files: what picks the interpreter's prefixes
+    /// (`pyvenv.cfg` beside the program or one level up, its `home`, the
+    /// real program's `../..` where `lib/python3.N/os.py` is), the
+    /// standard library's root and zip, each site directory (the
+    /// directory itself, which changes when a package is installed or
+    /// removed, its `.pth` files, `sitecustomize`/`usercustomize`, pip's
+    /// version and the modules that define PyPI and the configuration
+    /// search) and, as `how` says, the user site, pip's configuration
+    /// files and the working directory (the home directory: `-m` puts it
+    /// first on the import path, so a module there would shadow one of
+    /// pip's). `None` for an interpreter that is not a native program
+    /// named `python3.N` (a launcher such as pyenv's shim picks the
+    /// interpreter from files of its own) or whose prefix has no
+    /// standard library (Python would then search further).
+    fn python_watched(
+        &self,
+        path: &Path,
+        real: &Path,
+        how: Python,
+        w: &mut Vec<PathBuf>,
+    ) -> Option<()> {
+        let version = python_version(real)?;
+        if !is_native_program(real) {
+            return None;
+        }
+        let lib = format!("lib/python{version}");
+        let base = real.parent()?.parent()?.to_path_buf();
+        if !base.join(&lib).join("os.py").is_file() {
+            return None;
+        }
+        let mut prefixes = vec![base];
+        for dir in [path.parent(), path.parent().and_then(Path::parent)]
+            .into_iter()
+            .flatten()
+        {
+            let cfg = dir.join("pyvenv.cfg");
+            if let Some(text) = read_small(&cfg) {
+                prefixes.push(dir.to_path_buf());
+                for line in text.lines() {
+                    if let Some((k, v)) = line.split_once('=')
+                        && k.trim() == "home"
+                        && let Some(p) = Path::new(v.trim()).parent()
+                    {
+                        prefixes.push(p.to_path_buf());
+                    }
+                }
+            }
+            w.push(cfg);
+        }
+        let zip = format!("lib/python{}.zip", version.replace('.', ""));
+        let mut sites = Vec::new();
+        for p in &prefixes {
+            w.extend([
+                p.join(&zip),
+                p.join(&lib),
+                p.join(&lib).join("sitecustomize.py"),
+            ]);
+            for site in [
+                format!("{lib}/site-packages"),
+                format!("{lib}/dist-packages"),
+                "lib/python3/dist-packages".to_string(),
+                format!("local/{lib}/dist-packages"),
+                format!("local/{lib}/site-packages"),
+                format!("lib64/python{version}/site-packages"),
+            ] {
+                sites.push(p.join(site));
+            }
+        }
+        if how.user_site {
+            sites.push(self.home.join(".local").join(&lib).join("site-packages"));
+            // macOS's user site.
+            sites.push(
+                self.home
+                    .join(format!("Library/Python/{version}/lib/python/site-packages")),
+            );
+        }
+        for site in &sites {
+            watch_site(site, w)?;
+        }
+        if how.pip_config {
+            self.pip_config_files(&prefixes, w);
+        }
+        if how.cwd {
+            w.push(self.home.to_path_buf());
+            for (name, is_dir) in entries(self.home)? {
+                if is_dir {
+                    w.push(self.home.join(&name).join("__init__.py"));
+                } else if [".py", ".pyc", ".so"].iter().any(|e| name.ends_with(e)) {
+                    w.push(self.home.join(&name));
+                }
+            }
+        }
+        Some(())
+    }
+
+    /// pip's configuration files as pip documents them: `$PIP_CONFIG_FILE`;
+    /// site-wide each `$XDG_CONFIG_DIRS` entry's `pip/pip.conf` (default
+    /// `/etc/xdg`) and `/etc/pip.conf`; the user's `~/.pip/pip.conf` and
+    /// `$XDG_CONFIG_HOME/pip/pip.conf` (and macOS's `Library/Application
+    /// Support/pip`, site-wide and the user's); `pip.conf` in the
+    /// interpreter's prefix (`sys.prefix`: the virtual environment's) and
+    /// `$VIRTUAL_ENV`.
+    fn pip_config_files(&self, prefixes: &[PathBuf], w: &mut Vec<PathBuf>) {
+        w.extend(self.get("PIP_CONFIG_FILE").map(|f| self.home.join(f)));
+        match self.get("XDG_CONFIG_DIRS").filter(|v| !v.trim().is_empty()) {
+            Some(dirs) => w.extend(
+                dirs.split(':')
+                    .filter(|d| !d.is_empty())
+                    .map(|d| self.home.join(d).join("pip/pip.conf")),
+            ),
+            None => w.push(PathBuf::from("/etc/xdg/pip/pip.conf")),
+        }
+        w.push(PathBuf::from("/etc/pip.conf"));
+        w.push(self.home.join(".pip/pip.conf"));
+        w.extend(self.config_homes().iter().map(|c| c.join("pip/pip.conf")));
+        // macOS's site-wide and user directories (watched everywhere:
+        // a path that is not there costs one look).
+        w.push(PathBuf::from("/Library/Application Support/pip/pip.conf"));
+        w.push(self.home.join("Library/Application Support/pip/pip.conf"));
+        w.extend(prefixes.iter().map(|p| p.join("pip.conf")));
+        w.extend(
+            self.get("VIRTUAL_ENV")
+                .map(|v| self.home.join(v).join("pip.conf")),
+        );
+    }
+
+    /// Poetry's: the interpreter its script names (and that Python's
+    /// prefix, site directories — where its plugins are — and user site),
+    /// its configuration directory (`$POETRY_CONFIG_DIR`, else
+    /// `$XDG_CONFIG_HOME/pypoetry`, or `~/Library/Application
+    /// Support/pypoetry` on macOS) with `config.toml` and `auth.toml`
+    /// (merged into the configuration), and the `pyproject.toml` and
+    /// `poetry.toml` (the local configuration) of the home directory,
+    /// where the question runs, and each of its parents. `None` for a
+    /// script whose interpreter vetto cannot follow.
+    fn poetry_watched(&self, real: &Path, w: &mut Vec<PathBuf>) -> Option<()> {
+        if !is_native_program(real) {
+            let interpreter = self.shebang(real)?;
+            let ireal = std::fs::canonicalize(&interpreter).ok()?;
+            w.extend([interpreter.clone(), ireal.clone()]);
+            let how = Python {
+                user_site: true,
+                pip_config: false,
+                cwd: false,
+            };
+            self.python_watched(&interpreter, &ireal, how, w)?;
+        }
+        let dirs = match self.get("POETRY_CONFIG_DIR").filter(|v| !v.is_empty()) {
+            Some(d) => vec![self.home.join(d)],
+            None => {
+                let mut d: Vec<PathBuf> = self
+                    .config_homes()
+                    .iter()
+                    .map(|c| c.join("pypoetry"))
+                    .collect();
+                d.push(self.home.join("Library/Application Support/pypoetry"));
+                d
+            }
+        };
+        for d in &dirs {
+            w.extend([d.join("config.toml"), d.join("auth.toml")]);
+        }
+        for d in self.home.ancestors() {
+            w.extend([d.join("pyproject.toml"), d.join("poetry.toml")]);
+        }
+        Some(())
+    }
+
+    /// The interpreter a script's `#!` line names (`/usr/bin/env NAME`:
+    /// NAME on `PATH`).
+    fn shebang(&self, script: &Path) -> Option<PathBuf> {
+        let mut head = [0u8; 256];
+        let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+        let line = std::str::from_utf8(head.get(..n)?)
+            .ok()?
+            .strip_prefix("#!")?;
+        let mut words = line.lines().next()?.split_whitespace();
+        let first = PathBuf::from(words.next()?);
+        if first.file_name().is_some_and(|f| f == "env") {
+            let name = words.next().filter(|n| !n.starts_with('-'))?;
+            return self.which(name);
+        }
+        first.is_absolute().then_some(first)
+    }
+
+    /// Go's: the landmark that makes the real program's `../..` its
+    /// GOROOT (`pkg/tool`; without it Go uses the GOROOT built into it,
+    /// which only `go` can tell, and the answer is not remembered),
+    /// `$GOROOT/go.env`, the user's env file (`$GOENV`, else
+    /// `$XDG_CONFIG_HOME/go/env`, else `~/.config/go/env`; macOS's
+    /// `~/Library/Application Support/go/env`), and `go.mod`
+    /// and `go.work` in the home directory and each of its parents
+    /// (which can make Go 1.21+ switch toolchains). Not remembered when
+    /// an env file names a toolchain to switch to, or one of those
+    /// modules exists while `GOTOOLCHAIN` allows switching: that
+    /// toolchain answers from files of its own.
+    fn go_watched(&self, real: &Path, w: &mut Vec<PathBuf>) -> Option<()> {
+        let root = real.parent()?.parent()?;
+        let tool = root.join("pkg/tool");
+        if !tool.is_dir() {
+            return None;
+        }
+        let mut files = vec![root.join("go.env")];
+        match self.get("GOENV") {
+            Some("off") => {}
+            Some(f) if !f.is_empty() => files.push(self.home.join(f)),
+            _ => {
+                files.extend(self.config_homes().iter().map(|c| c.join("go/env")));
+                // Go's user configuration directory on macOS.
+                files.push(self.home.join("Library/Application Support/go/env"));
+            }
+        }
+        // The user's file wins over GOROOT's; Go before 1.21 has neither.
+        let mut toolchain = "local".to_string();
+        for f in &files {
+            for line in read_small(f).unwrap_or_default().lines() {
+                if let Some(v) = line.trim().strip_prefix("GOTOOLCHAIN=") {
+                    toolchain = v.trim().to_string();
+                }
+            }
+        }
+        let modules: Vec<PathBuf> = self
+            .home
+            .ancestors()
+            .flat_map(|d| [d.join("go.mod"), d.join("go.work")])
+            .collect();
+        let base = toolchain.split('+').next().unwrap_or("");
+        match base {
+            "local" if !toolchain.contains('+') => {}
+            "local" | "auto" | "path" => {
+                if modules.iter().any(|m| m.symlink_metadata().is_ok()) {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+        w.push(tool);
+        w.extend(files);
+        w.extend(modules);
+        Some(())
+    }
+}
+
+/// What of Python's search a question depends on.
+#[derive(Clone, Copy)]
+struct Python {
+    /// `~/.local/lib/python3.N/site-packages` is on the import path.
+    user_site: bool,
+    /// pip reads its configuration files.
+    pip_config: bool,
+    /// The working directory is first on the import path (`-m`).
+    cwd: bool,
+}
+
+/// A site directory's files that shape an import (see
+/// `RealHost::python_watched`); `None` when it is too large to list.
+fn watch_site(site: &Path, w: &mut Vec<PathBuf>) -> Option<()> {
+    w.push(site.to_path_buf());
+    if !site.is_dir() {
+        return Some(());
+    }
+    for (name, _) in entries(site)? {
+        if name.ends_with(".pth") {
+            w.push(site.join(name));
+        }
+    }
+    for f in [
+        "sitecustomize.py",
+        "usercustomize.py",
+        "pip",
+        "pip/__init__.py",
+        "pip/_internal/models/index.py",
+        "pip/_internal/configuration.py",
+        "pip/_internal/utils/appdirs.py",
+    ] {
+        w.push(site.join(f));
+    }
+    Some(())
+}
+
+/// At most this many entries of a directory are listed for the memo.
+const ENTRIES_CAP: usize = 20_000;
+
+/// A directory's entries (name, is a directory, links not followed); an
+/// unreadable directory has none, one with more than [`ENTRIES_CAP`] is
+/// `None`.
+fn entries(dir: &Path) -> Option<Vec<(String, bool)>> {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return Some(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in list.flatten() {
+        if out.len() == ENTRIES_CAP {
+            return None;
+        }
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        out.push((e.file_name().to_string_lossy().into_owned(), is_dir));
+    }
+    Some(out)
+}
+
+/// `3.11` for a program named `python3.11`.
+fn python_version(real: &Path) -> Option<String> {
+    let name = real.file_name()?.to_str()?.strip_prefix("python3.")?;
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_digit())).then(|| format!("3.{name}"))
+}
+
+/// A native executable (ELF, Mach-O), not a script or launcher.
+fn is_native_program(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && matches!(
+            magic,
+            [0x7f, b'E', b'L', b'F']
+                | [0xfe, 0xed, 0xfa, 0xce | 0xcf]
+                | [0xce | 0xcf, 0xfa, 0xed, 0xfe]
+                | [0xca, 0xfe, 0xba, 0xbe]
+        )
+}
+
+/// A small file's text (at most [`FILE_CAP`] bytes), if it is there.
+fn read_small(path: &Path) -> Option<String> {
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(FILE_CAP)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 /// How a file is now: its identity and change times, its size and mode;
@@ -534,6 +896,223 @@ fn copy_config(
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+
+    fn host<'a>(env: &'a [(String, String)], home: &'a Path) -> RealHost<'a> {
+        RealHost {
+            env,
+            home,
+            memo: None,
+            learnt: Vec::new(),
+        }
+    }
+
+    fn vars(pairs: &[(&str, &Path)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.display().to_string()))
+            .collect()
+    }
+
+    fn put(path: &Path, body: &[u8]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+
+    /// A Python prefix under `root`: `bin/python3.11` (native), the
+    /// `python3` link, the standard library's landmark, and a site
+    /// directory with a `.pth` file and pip.
+    fn python_prefix(root: &Path) -> PathBuf {
+        put(&root.join("bin/python3.11"), b"\x7fELF\x02\x01\x01");
+        std::os::unix::fs::symlink("python3.11", root.join("bin/python3")).unwrap();
+        put(&root.join("lib/python3.11/os.py"), b"");
+        let site = root.join("lib/python3.11/site-packages");
+        put(&site.join("editable.pth"), b"/src\n");
+        put(&site.join("pip/__init__.py"), b"__version__ = '24.0'\n");
+        root.join("bin/python3")
+    }
+
+    /// `python3 -m pip config list` depends on pip's configuration files
+    /// (each place pip's documentation names, with the variables the
+    /// question passes), the import path (`.pth` files, pip's own code,
+    /// the user site) and the working directory's modules; pip's
+    /// definition of PyPI under `-I` on the import path alone. A launcher
+    /// script (pyenv's shim) is not followed: not remembered.
+    #[test]
+    fn pips_configuration_search_is_watched_as_pip_documents_it() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, py) = (t.path().join("home"), t.path().join("py"));
+        let python = python_prefix(&py);
+        put(&home.join("logging.py"), b"");
+        put(&home.join("pkg/mod.py"), b"");
+        let env = vars(&[
+            ("XDG_CONFIG_HOME", &t.path().join("xdg")),
+            ("XDG_CONFIG_DIRS", Path::new("/sys-a:/sys-b")),
+            ("PIP_CONFIG_FILE", Path::new("/c/pip.ini")),
+            ("VIRTUAL_ENV", Path::new("/v")),
+        ]);
+        let h = host(&env, &home);
+        let w = h
+            .watched("python3", &python, &["-m", "pip", "config", "list"])
+            .unwrap();
+        let site = py.join("lib/python3.11/site-packages");
+        for p in [
+            python.clone(),
+            std::fs::canonicalize(&python).unwrap(),
+            PathBuf::from("/c/pip.ini"),
+            PathBuf::from("/sys-a/pip/pip.conf"),
+            PathBuf::from("/sys-b/pip/pip.conf"),
+            PathBuf::from("/etc/pip.conf"),
+            home.join(".pip/pip.conf"),
+            t.path().join("xdg/pip/pip.conf"),
+            py.join("pip.conf"),
+            PathBuf::from("/v/pip.conf"),
+            site.clone(),
+            site.join("editable.pth"),
+            site.join("pip/__init__.py"),
+            home.join(".local/lib/python3.11/site-packages"),
+            home.clone(),
+            home.join("logging.py"),
+            home.join("pkg/__init__.py"),
+        ] {
+            assert!(w.contains(&p), "{} is not watched", p.display());
+        }
+        assert!(!w.contains(&PathBuf::from("/etc/xdg/pip/pip.conf")));
+        let isolated = h.watched("python3", &python, &["-I", "-c", "…"]).unwrap();
+        assert!(isolated.contains(&site.join("pip/__init__.py")));
+        for p in [
+            home.clone(),
+            py.join("pip.conf"),
+            PathBuf::from("/etc/pip.conf"),
+        ] {
+            assert!(
+                !isolated.contains(&p),
+                "{} is watched under -I",
+                p.display()
+            );
+        }
+
+        // A virtual environment: its pyvenv.cfg, its prefix's pip.conf
+        // and site directory, and the base's.
+        let venv = t.path().join("venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::os::unix::fs::symlink(py.join("bin/python3.11"), venv.join("bin/python3")).unwrap();
+        put(
+            &venv.join("pyvenv.cfg"),
+            format!("home = {}\n", py.join("bin").display()).as_bytes(),
+        );
+        let w = h
+            .watched("python3", &venv.join("bin/python3"), &["-m", "pip"])
+            .unwrap();
+        for p in [
+            venv.join("pyvenv.cfg"),
+            venv.join("pip.conf"),
+            venv.join("lib/python3.11/site-packages"),
+            site.join("editable.pth"),
+        ] {
+            assert!(w.contains(&p), "{} is not watched", p.display());
+        }
+
+        // pyenv's shim is a script that picks the interpreter itself.
+        let shim = t.path().join("shims/python3");
+        put(
+            &shim,
+            b"#!/usr/bin/env bash\nexec pyenv exec python3 \"$@\"\n",
+        );
+        assert_eq!(h.watched("python3", &shim, &["-m", "pip"]), None);
+    }
+
+    /// `go env GOPROXY GOSUMDB` depends on GOROOT's `go.env` (GOROOT from
+    /// the real program, when its landmark is there), the user's env
+    /// file (`$GOENV`, else `$XDG_CONFIG_HOME/go/env`, else
+    /// `~/.config/go/env`) and, where Go may switch toolchains, on the
+    /// modules around the working directory; a toolchain switch is not
+    /// followed: not remembered.
+    #[test]
+    fn gos_env_files_are_watched_and_a_toolchain_switch_is_not_remembered() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, root) = (t.path().join("home"), t.path().join("goroot"));
+        put(&root.join("bin/go"), b"\x7fELF");
+        std::fs::create_dir_all(root.join("pkg/tool")).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let go = root.join("bin/go");
+        let none: Vec<(String, String)> = Vec::new();
+        let w = host(&none, &home).watched("go", &go, &[]).unwrap();
+        for p in [
+            go.clone(),
+            root.join("go.env"),
+            root.join("pkg/tool"),
+            home.join(".config/go/env"),
+            home.join("go.mod"),
+            home.join("go.work"),
+            PathBuf::from("/go.mod"),
+        ] {
+            assert!(w.contains(&p), "{} is not watched", p.display());
+        }
+        let xdg = vars(&[("XDG_CONFIG_HOME", &t.path().join("xdg"))]);
+        let w = host(&xdg, &home).watched("go", &go, &[]).unwrap();
+        assert!(w.contains(&t.path().join("xdg/go/env")));
+        assert!(!w.contains(&home.join(".config/go/env")));
+        let goenv = vars(&[("GOENV", &t.path().join("e/env"))]);
+        let w = host(&goenv, &home).watched("go", &go, &[]).unwrap();
+        assert!(w.contains(&t.path().join("e/env")));
+
+        // A module in the home directory while GOROOT's go.env says
+        // `auto`: Go may run another toolchain.
+        put(
+            &root.join("go.env"),
+            b"GOPROXY=https://p.example\nGOTOOLCHAIN=auto\n",
+        );
+        put(&home.join("go.mod"), b"module m\n\ngo 1.99\n");
+        assert_eq!(host(&none, &home).watched("go", &go, &[]), None);
+        // The user's env file keeps this toolchain: remembered.
+        put(&home.join(".config/go/env"), b"GOTOOLCHAIN=local\n");
+        assert!(host(&none, &home).watched("go", &go, &[]).is_some());
+        // It names another toolchain: not remembered.
+        put(&home.join(".config/go/env"), b"GOTOOLCHAIN=go1.99.0\n");
+        assert_eq!(host(&none, &home).watched("go", &go, &[]), None);
+        // No landmark: the GOROOT built into the program, which only go
+        // can tell.
+        std::fs::remove_dir(root.join("pkg/tool")).unwrap();
+        std::fs::remove_file(home.join(".config/go/env")).unwrap();
+        assert_eq!(host(&none, &home).watched("go", &go, &[]), None);
+    }
+
+    /// `poetry config --list` depends on the interpreter its script names
+    /// (and that Python's site directories, where plugins are), the
+    /// configuration directory's `config.toml` and `auth.toml`, and the
+    /// local `poetry.toml` beside a `pyproject.toml` around the working
+    /// directory.
+    #[test]
+    fn poetrys_interpreter_and_configuration_are_watched() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, py) = (t.path().join("home"), t.path().join("py"));
+        let python = python_prefix(&py);
+        std::fs::create_dir_all(&home).unwrap();
+        let poetry = t.path().join("bin/poetry");
+        put(
+            &poetry,
+            format!("#!{}\nimport poetry\n", python.display()).as_bytes(),
+        );
+        let env = vars(&[("POETRY_CONFIG_DIR", &t.path().join("pc"))]);
+        let w = host(&env, &home).watched("poetry", &poetry, &[]).unwrap();
+        for p in [
+            poetry.clone(),
+            python.clone(),
+            py.join("lib/python3.11/site-packages"),
+            t.path().join("pc/config.toml"),
+            t.path().join("pc/auth.toml"),
+            home.join("poetry.toml"),
+            home.join("pyproject.toml"),
+            PathBuf::from("/poetry.toml"),
+        ] {
+            assert!(w.contains(&p), "{} is not watched", p.display());
+        }
+        let none: Vec<(String, String)> = Vec::new();
+        let w = host(&none, &home).watched("poetry", &poetry, &[]).unwrap();
+        assert!(w.contains(&home.join(".config/pypoetry/config.toml")));
+        put(&poetry, b"#!/bin/sh\nexec something\n");
+        assert_eq!(host(&none, &home).watched("poetry", &poetry, &[]), None);
+    }
 
     /// A job planted `config` beside the user's `config.toml` in the
     /// vetto-owned cargo home: the next start takes the user's file and

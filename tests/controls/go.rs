@@ -297,4 +297,92 @@ fn go_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     }
 }
 
-at_every_tier!(go_build_fetches_through_the_proxy_into_a_warm_vetto_cache);
+/// `go env -w GOPROXY=…` writes the user's env file: here
+/// `~/.config/go/env`, written directly, with no `GOENV` set.
+fn write_env_file(w: &World, proxy: &str) {
+    w.write(
+        &w.home.join(".config/go/env"),
+        &format!("GOPROXY={proxy}\nGOSUMDB=off\n"),
+    );
+}
+
+/// `vetto run --preset go -- true` with `path` as `PATH`; asserts that
+/// `host` was discovered from `go env GOPROXY`.
+fn go_session(w: &World, path: &str, host: &str) {
+    w.sandboxed_with(&["--preset", "go"], &["true"])
+        .env("PATH", path)
+        .run()
+        .assert_success()
+        .assert_stderr_contains(&format!(
+            "discovered registries: go {host}:443 (go env GOPROXY)"
+        ));
+}
+
+/// Runs as an unprivileged user: the proxy of the user's Go env file is
+/// discovered by the real `go env GOPROXY GOSUMDB`; a second session
+/// with the file unchanged answers from vetto's memo (the remembered
+/// answer is not learnt and written again), and a changed file is asked
+/// again and its new proxy allowed (no network needed).
+fn a_changed_go_env_proxy_is_discovered_again(tier: Tier) {
+    require!(tier.feature());
+    if go_missing() {
+        return;
+    }
+    let w = World::at(tier);
+    write_env_file(&w, "https://one.proxy.test");
+    // vetto remembers only what changed more than two seconds ago.
+    std::thread::sleep(Duration::from_secs(3));
+    go_session(&w, util::PATH, "one.proxy.test");
+    let first = super::toolchains::memo_files(&w.home);
+    assert_eq!(first.len(), 1, "one answer remembered: {first:?}");
+    go_session(&w, util::PATH, "one.proxy.test");
+    assert_eq!(
+        super::toolchains::memo_files(&w.home),
+        first,
+        "the unchanged configuration was asked again"
+    );
+    write_env_file(&w, "https://the-second.proxy.test");
+    go_session(&w, util::PATH, "the-second.proxy.test");
+}
+
+/// Runs as an unprivileged user: an unchanged Go configuration costs no
+/// process. A stand-in `go` first on `PATH` (in a directory shaped like a
+/// GOROOT: `bin/go` and `pkg/tool`) counts its runs and answers from the
+/// env file: the second session does not run it, a changed env file does.
+fn an_unchanged_go_configuration_is_answered_without_running_go(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let root = w.home.join("sdk/go");
+    w.write(
+        &root.join("bin/go"),
+        "#!/bin/sh\necho ran >> \"$HOME/go-runs\"\nsed -n 's/^GOPROXY=//p' \"$HOME/.config/go/env\"\necho off\n",
+    );
+    w.write(&root.join("pkg/tool/.keep"), "");
+    std::fs::set_permissions(
+        root.join("bin/go"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let path = format!("{}:{}", root.join("bin").display(), util::PATH);
+    let runs = || {
+        std::fs::read_to_string(w.home.join("go-runs"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    write_env_file(&w, "https://one.proxy.test");
+    std::thread::sleep(Duration::from_secs(3));
+    go_session(&w, &path, "one.proxy.test");
+    assert_eq!(runs(), 1);
+    go_session(&w, &path, "one.proxy.test");
+    assert_eq!(runs(), 1, "the unchanged configuration was asked again");
+    write_env_file(&w, "https://the-second.proxy.test");
+    go_session(&w, &path, "the-second.proxy.test");
+    assert_eq!(runs(), 2);
+}
+
+at_every_tier!(
+    go_build_fetches_through_the_proxy_into_a_warm_vetto_cache,
+    a_changed_go_env_proxy_is_discovered_again,
+    an_unchanged_go_configuration_is_answered_without_running_go
+);

@@ -342,8 +342,87 @@ fn a_changed_npmrc_registry_is_discovered_again(tier: Tier) {
     assert_eq!(session("the-second.registry.test"), 2);
 }
 
+/// The `VETTO_TEST_REQUIRE` item that makes a `python3` without pip fail.
+const PIP: &str = "pip";
+
+/// The remembered discovery answers in vetto's directory (name, inode,
+/// modification time): a question asked again is written again.
+pub fn memo_files(home: &Path) -> Vec<(String, u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out: Vec<_> = std::fs::read_dir(home.join(".cache/vetto/walk"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("discover-"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                m.ino(),
+                m.modified().ok()?,
+            ))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// `--preset pip` asks the real `python3 -m pip config list` once: a
+/// second session with the same configuration answers from vetto's memo
+/// (the remembered answer is not learnt and written again), and a
+/// changed `~/.config/pip/pip.conf` is asked again and its new index
+/// allowed (no network needed: pip only reads its configuration).
+fn a_changed_pip_conf_index_is_discovered_again(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    if w.bare(&["python3", "-m", "pip", "--version"]).run().code() != 0 {
+        let reason = "python3 has no pip";
+        assert!(
+            !util::required_by_name(PIP),
+            "{}: VETTO_TEST_REQUIRE lists {PIP}, but {reason}",
+            util::test_name()
+        );
+        skip::say(&util::test_name(), reason);
+        return;
+    }
+    let conf = w.home.join(".config/pip/pip.conf");
+    let session = |index: &str| {
+        w.sandboxed_with(&["--preset", "pip"], &["true"])
+            .run()
+            .assert_success()
+            .assert_stderr_contains("discovered registries: ")
+            .assert_stderr_contains(&format!("pip {index}:443 (python3 -m pip config list)"));
+        memo_files(&w.home)
+    };
+    put(
+        &w,
+        &conf,
+        "[global]\nindex-url = https://one.index.test/simple\n",
+    );
+    // `-m pip` runs in the home directory, which is watched too: vetto's
+    // own directory is made before the clock settles.
+    put(&w, &w.home.join(".cache/vetto/.keep"), "");
+    // vetto remembers only what changed more than two seconds ago (a
+    // change in the same clock tick could keep the old stamps).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let first = session("one.index.test");
+    assert_eq!(first.len(), 1, "one answer remembered: {first:?}");
+    assert_eq!(
+        session("one.index.test"),
+        first,
+        "the unchanged configuration was asked again"
+    );
+    put(
+        &w,
+        &conf,
+        "[global]\nindex-url = https://the-second.index.test/simple\n",
+    );
+    session("the-second.index.test");
+}
+
 at_every_tier!(
     a_changed_npmrc_registry_is_discovered_again,
+    a_changed_pip_conf_index_is_discovered_again,
     cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache,
     npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache,
     pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache

@@ -27,6 +27,7 @@ pub fn say(test: &str, reason: &str) {
 /// |---|---|---|
 /// | `registry` | the package registries the tools are configured for, reachable | controls::toolchains |
 /// | `go` | the Go toolchain (`go` on `PATH`) | controls::go, attacks::cache_poison |
+/// | `pip` | `python3 -m pip` runs (pip for the system's Python) | controls::toolchains::a_changed_pip_conf_index_is_discovered_again |
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
 /// | `ipv6` | an IPv6 loopback (`[::1]` binds) | attacks::egress |
