@@ -1516,3 +1516,31 @@ fn an_untrusted_filesystem_is_never_remembered() {
     w.expand(&s.project.join("**/*.pem")).unwrap();
     assert!(w.into_cache().is_none());
 }
+
+/// The stamps taken ahead are the ones the walk would take itself, each
+/// directory once whatever the thread count; one that cannot be stamped
+/// is left for the walk to ask again.
+#[test]
+fn stamps_taken_ahead_are_the_walks_own() {
+    let s = scratch();
+    for d in ["a/x", "a/y", "b/z", "c"] {
+        s.write(&format!("{d}/f"), "");
+    }
+    let dirs: Vec<PathBuf> = ["a", "a/x", "a/y", "b", "b/z", "c", "gone"]
+        .iter()
+        .map(|d| s.project.join(d))
+        .collect();
+    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    for threads in [1, 2, 3, 8] {
+        let mut got = super::walk_parallel::stamp_all(&refs, threads);
+        got.sort_by(|a, b| a.0.cmp(&b.0));
+        let want: Vec<(PathBuf, crate::sandbox::os::Lstat)> = dirs
+            .iter()
+            .filter_map(|d| {
+                let m = std::fs::symlink_metadata(d).ok()?;
+                Some((d.clone(), crate::sandbox::os::lstat_of(&m)))
+            })
+            .collect();
+        assert_eq!(got, want, "{threads} threads");
+    }
+}
