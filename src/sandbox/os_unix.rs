@@ -170,7 +170,12 @@ impl LstatAt {
         let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
             return std::fs::symlink_metadata(path).map(|m| lstat_of(&m));
         };
-        if self.parent.as_ref().is_none_or(|(p, _)| p != parent) {
+        // Compared as bytes: a `Path` comparison parses both into components.
+        if self
+            .parent
+            .as_ref()
+            .is_none_or(|(p, _)| p.as_os_str() != parent.as_os_str())
+        {
             self.parent = None;
             #[cfg(target_os = "linux")]
             let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
