@@ -33,6 +33,17 @@ fn marker_of(w: &World) -> PathBuf {
     w.outside.join("fsmonitor-ran")
 }
 
+/// The control: bare, after `setup` and the job's `attack`, the next
+/// `git status` in `repo` runs the planted fsmonitor.
+fn fsmonitor_runs_bare(tier: Tier, setup: &str, attack: &dyn Fn(&Path) -> String, repo: &str) {
+    let bare = World::at(tier);
+    bare.sh_bare(setup).assert_success();
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&marker)).assert_success();
+    git_status_in(&bare, &bare.project.join(repo));
+    assert!(marker.exists(), "control: the bare fsmonitor did not run");
+}
+
 /// Runs as an unprivileged user. Bare: the planted repository's
 /// fsmonitor runs at the next `git status` in it (the marker appears).
 /// Sandboxed: creating `sub/.git` is refused and recorded as
@@ -89,12 +100,7 @@ fn changed_config_of_existing_nested_repository_is_reported(tier: Tier) {
             m.display()
         )
     };
-    let bare = World::at(tier);
-    bare.sh_bare(setup).assert_success();
-    let marker = marker_of(&bare);
-    bare.sh_bare(&attack(&marker)).assert_success();
-    git_status_in(&bare, &bare.project.join("vendor/lib"));
-    assert!(marker.exists(), "control: the bare fsmonitor did not run");
+    fsmonitor_runs_bare(tier, setup, &attack, "vendor/lib");
 
     let w = World::at(tier);
     w.sh_bare(setup).assert_success();
@@ -238,12 +244,7 @@ fn in_place_config_write_without_any_new_entry_is_still_found(tier: Tier) {
             m.display()
         )
     };
-    let bare = World::at(tier);
-    bare.sh_bare(setup).assert_success();
-    let marker = marker_of(&bare);
-    bare.sh_bare(&attack(&marker)).assert_success();
-    git_status_in(&bare, &bare.project.join("vendor/lib"));
-    assert!(marker.exists(), "control: the bare fsmonitor did not run");
+    fsmonitor_runs_bare(tier, setup, &attack, "vendor/lib");
 
     let w = World::at(tier);
     w.sh_bare(setup).assert_success();
