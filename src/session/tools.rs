@@ -732,9 +732,16 @@ pub fn discover_remembering(
     };
     let mut found: Vec<Found> = Vec::new();
     let mut notes = Vec::new();
+    let mut told: Vec<String> = Vec::new();
     for rule in &policy.discover {
         let d = tools::discover(rule.registry, &mut host);
         notes.extend(d.notes);
+        for (k, v) in d.env {
+            if !already_set(&k, &policy.env.set, env) {
+                policy.env.set.push((k.clone(), v));
+                told.push(k);
+            }
+        }
         for f in d.found {
             hosts.push(HostPattern {
                 host: f.host.clone(),
@@ -755,8 +762,13 @@ pub fn discover_remembering(
             .iter()
             .map(|f| format!("{} {}:{} ({})", f.registry, f.host, f.port, f.how))
             .collect();
+        let told = if told.is_empty() {
+            String::new()
+        } else {
+            format!(" (set {} for the job)", told.join(" "))
+        };
         lines.push(format!(
-            "discovered registries: {}",
+            "discovered registries: {}{told}",
             crate::text::escape(&shown.join(", "))
         ));
     }
@@ -766,6 +778,21 @@ pub fn discover_remembering(
             .map(|n| format!("note: {}", crate::text::escape(n))),
     );
     (lines, Learnt(host.learnt))
+}
+
+/// Whether the job's tool already gets `name` another way, so discovery
+/// does not tell it: a policy's `[env] set` (the user's explicit choice,
+/// or an earlier discovery's), or the caller's environment, which the
+/// host's tool saw too (its value is what discovery found, or one that
+/// overrides the file discovery read) and which `[env]` passes or
+/// withholds as usual. npm reads `npm_config_*` in any case.
+fn already_set(name: &str, set: &[(String, String)], env: &[(String, String)]) -> bool {
+    let same = |other: &str| {
+        other == name
+            || (name.to_ascii_lowercase().starts_with("npm_config_")
+                && other.eq_ignore_ascii_case(name))
+    };
+    set.iter().chain(env).any(|(n, _)| same(n))
 }
 
 /// `$XDG_CACHE_HOME/vetto/caches` (when absolute), else
