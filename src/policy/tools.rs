@@ -454,6 +454,9 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
     for var in ["UV_INDEX", "UV_EXTRA_INDEX_URL"] {
         env_urls(d, r, host, var);
     }
+    // A default index of the environment outranks the file's, for the
+    // host's uv and the job's alike: the file's is not told.
+    let env_default = index;
     let config_home = host
         .env("XDG_CONFIG_HOME")
         .filter(|v| v.starts_with('/'))
@@ -471,7 +474,9 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
             && d.url(r, &u, &how)
         {
             index = true;
-            d.tell("UV_INDEX_URL", &u);
+            if !env_default {
+                d.tell("UV_INDEX_URL", &u);
+            }
         }
         let extra: Vec<String> = doc
             .get("extra-index-url")
@@ -497,9 +502,10 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
             .into_iter()
             .flatten()
         {
-            plain &= entry
-                .as_table()
-                .is_some_and(|t| t.keys().all(|k| ["name", "url", "default"].contains(&k.as_str())));
+            plain &= entry.as_table().is_some_and(|t| {
+                t.keys()
+                    .all(|k| ["name", "url", "default"].contains(&k.as_str()))
+            });
             let Some(u) = entry.get("url").and_then(s) else {
                 plain = false;
                 continue;
@@ -519,7 +525,7 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
             }
         }
         if plain {
-            if let Some(u) = default_url {
+            if let Some(u) = default_url.filter(|_| !env_default) {
                 d.tell("UV_DEFAULT_INDEX", &u);
             }
             if !named.is_empty() {
@@ -641,7 +647,9 @@ pub const GO_ASKED: &[&str] = &[
 
 fn go(d: &mut Discovery, host: &mut dyn HostView) {
     let r = Registry::Go;
-    let args: Vec<&str> = std::iter::once("env").chain(GO_ASKED.iter().copied()).collect();
+    let args: Vec<&str> = std::iter::once("env")
+        .chain(GO_ASKED.iter().copied())
+        .collect();
     let Some(out) = host.run("go", &args, GO_VARS) else {
         d.notes
             .push("go: `go env` gave nothing (is Go installed?); nothing allowed for it".into());
@@ -978,7 +986,10 @@ mod tests {
             "http://mirror.example:4873/\n".into(),
         );
         let d = discover(Registry::Npm, &mut f);
-        assert_eq!(told(&d), ["npm_config_registry=http://mirror.example:4873/"]);
+        assert_eq!(
+            told(&d),
+            ["npm_config_registry=http://mirror.example:4873/"]
+        );
 
         let mut f = Fake::default();
         f.runs.insert(
@@ -1024,7 +1035,11 @@ mod tests {
         );
         let d = discover(Registry::Pip, &mut f);
         assert!(d.env.is_empty(), "{:?}", d.env);
-        assert!(d.notes.iter().any(|n| n.contains("PIP_INDEX_URL")), "{:?}", d.notes);
+        assert!(
+            d.notes.iter().any(|n| n.contains("PIP_INDEX_URL")),
+            "{:?}",
+            d.notes
+        );
 
         let mut f = Fake::default();
         f.runs.insert(
@@ -1058,6 +1073,14 @@ mod tests {
                 "UV_DEFAULT_INDEX=https://d.example/simple",
                 "UV_INDEX=corp=https://corp.example/simple",
             ]
+        );
+        f.env
+            .insert("UV_DEFAULT_INDEX".into(), "https://e.example/simple".into());
+        let d = discover(Registry::Uv, &mut f);
+        assert!(
+            !d.env.iter().any(|(k, _)| k == "UV_DEFAULT_INDEX"),
+            "{:?}",
+            d.env
         );
     }
 
@@ -1109,7 +1132,11 @@ mod tests {
                 assert!(!f.host.contains(secret), "{f:?}");
             }
         }
-        assert!(all.iter().all(|d| d.env.is_empty()), "{:?}", all.iter().map(|d| &d.env).collect::<Vec<_>>());
+        assert!(
+            all.iter().all(|d| d.env.is_empty()),
+            "{:?}",
+            all.iter().map(|d| &d.env).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -1048,7 +1048,7 @@ mod tests {
         assert_eq!(h.watched("python3", &shim, &["-m", "pip"]), None);
     }
 
-    /// `go env GOPROXY GOSUMDB` depends on GOROOT's `go.env` (GOROOT from
+    /// `go env GOPROXY GOSUMDB …` depends on GOROOT's `go.env` (GOROOT from
     /// the real program, when its landmark is there), the user's env
     /// file (`$GOENV`, else `$XDG_CONFIG_HOME/go/env`, else
     /// `~/.config/go/env`) and, where Go may switch toolchains, on the
@@ -1139,6 +1139,27 @@ mod tests {
         assert!(w.contains(&home.join(".config/pypoetry/config.toml")));
         put(&poetry, b"#!/bin/sh\nexec something\n");
         assert_eq!(host(&none, &home).watched("poetry", &poetry, &[]), None);
+    }
+
+    /// What discovery tells the job's tool never replaces a variable the
+    /// user chose: one a policy's `[env] set` names, or one of the
+    /// caller's environment (any spelling of npm's `npm_config_*`).
+    #[test]
+    fn a_variable_the_user_set_is_not_replaced_by_discovery() {
+        let pair = |k: &str| (k.to_string(), "x".to_string());
+        assert!(already_set("GOPROXY", &[pair("GOPROXY")], &[]));
+        assert!(already_set("GOPROXY", &[], &[pair("GOPROXY")]));
+        assert!(already_set(
+            "npm_config_registry",
+            &[],
+            &[pair("NPM_CONFIG_REGISTRY")]
+        ));
+        assert!(!already_set("GOPROXY", &[pair("goproxy")], &[]));
+        assert!(!already_set(
+            "PIP_INDEX_URL",
+            &[pair("PIP_EXTRA_INDEX_URL")],
+            &[pair("UV_INDEX_URL")]
+        ));
     }
 
     /// A job planted `config` beside the user's `config.toml` in the
