@@ -1,6 +1,9 @@
 //! Before the plan: the registries a preset's `[network] discover` names,
 //! learned from the tools' own configuration on the host, and the
 //! vetto-owned caches of `[filesystem] caches` (see docs/caches.md).
+//! What discovery read from a file the job cannot read (a masked
+//! `~/.npmrc`, Go's env file) is also set in the job's environment, in
+//! the tool's own variables, unless the user set them (`already_set`).
 //!
 //! Asking a host tool is itself a surface, so each question runs with no
 //! shell, a scrubbed environment (`PATH`'s absolute entries, `HOME`, the

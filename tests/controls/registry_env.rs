@@ -189,6 +189,8 @@ fn go_proxy_in_the_go_env_file_is_used_by_the_job(tier: Tier) {
             proxy.port
         ),
     );
+    // vetto remembers only what changed more than two seconds ago.
+    std::thread::sleep(std::time::Duration::from_secs(3));
     let reports = w.root.join("reports");
     let out = session(
         &w,
@@ -217,6 +219,27 @@ fn go_proxy_in_the_go_env_file_is_used_by_the_job(tier: Tier) {
         !discovered_connections(&reports, go::PROXY_HOST).is_empty(),
         "the session log shows go's connection to the proxy\n{}",
         out.dump()
+    );
+    // A remembered answer tells the job the same: the second session
+    // does not ask `go` again, and the job's `go` still sees the proxy.
+    let learnt = super::toolchains::memo_files(&w.home);
+    assert_eq!(learnt.len(), 1, "one answer remembered: {learnt:?}");
+    session(
+        &w,
+        "go",
+        go::PROXY_HOST,
+        &w.root.join("reports-2"),
+        "go env GOPROXY",
+    )
+    .env("GOFLAGS", "-mod=mod")
+    .run()
+    .assert_success()
+    .assert_stderr_contains("GOPROXY GOSUMDB for the job")
+    .assert_stdout_contains(&format!("http://{}:{}", go::PROXY_HOST, proxy.port));
+    assert_eq!(
+        super::toolchains::memo_files(&w.home),
+        learnt,
+        "the unchanged configuration was asked again"
     );
 }
 
