@@ -167,10 +167,25 @@ pub struct Found {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
     pub found: Vec<Found>,
+    /// What the job's own tool is told, in its own variables: the setting
+    /// discovery read from a file the job cannot read (a masked `~/.npmrc`
+    /// or `pip.conf`, Go's env file), so that the job's tool uses the
+    /// registry that was allowed and not its public default. Derived from
+    /// the parsed answer only (a remembered answer tells the same), and
+    /// only when every URL in the value passed [`url_host`] (no user part,
+    /// so no credential).
+    pub env: Vec<(String, String)>,
     pub notes: Vec<String>,
 }
 
 impl Discovery {
+    /// Tell the job's tool `name=value`.
+    fn tell(&mut self, name: &str, value: &str) {
+        if !self.env.iter().any(|(n, _)| n == name) {
+            self.env.push((name.to_string(), value.to_string()));
+        }
+    }
+
     fn url(&mut self, registry: Registry, url: &str, how: &str) -> bool {
         match url_host(url) {
             Some((host, port)) => {
@@ -264,23 +279,30 @@ pub fn discover(registry: Registry, host: &mut dyn HostView) -> Discovery {
             registry,
             host,
             "npm",
-            &[&["config", "get", "registry"]],
+            &[(&["config", "get", "registry"], Some(NPM_REGISTRY_VAR))],
         ),
+        // pnpm reads npm's `npm_config_*` variables.
         Registry::Pnpm => npm_like(
             &mut d,
             registry,
             host,
             "pnpm",
-            &[&["config", "get", "registry"]],
+            &[(&["config", "get", "registry"], Some(NPM_REGISTRY_VAR))],
         ),
+        // Berry's settings are `YARN_` + the setting in upper snake case;
+        // classic documents no variable of its own for `registry`, and is
+        // told nothing (docs/presets.md).
         Registry::Yarn => npm_like(
             &mut d,
             registry,
             host,
             "yarn",
             &[
-                &["config", "get", "npmRegistryServer"],
-                &["config", "get", "registry"],
+                (
+                    &["config", "get", "npmRegistryServer"],
+                    Some("YARN_NPM_REGISTRY_SERVER"),
+                ),
+                (&["config", "get", "registry"], None),
             ],
         ),
         Registry::Pip => pip(&mut d, host),
@@ -294,18 +316,28 @@ pub fn discover(registry: Registry, host: &mut dyn HostView) -> Discovery {
     d
 }
 
+/// npm's (and pnpm's) variable for `registry`.
+pub const NPM_REGISTRY_VAR: &str = "npm_config_registry";
+
+/// Each question in turn (its arguments, and the variable that tells the
+/// job's tool the answer); the first that prints a URL is the answer.
+type Tries<'a> = &'a [(&'a [&'a str], Option<&'a str>)];
+
 fn npm_like(
     d: &mut Discovery,
     registry: Registry,
     host: &mut dyn HostView,
     program: &str,
-    tries: &[&[&str]],
+    tries: Tries<'_>,
 ) {
-    for args in tries {
+    for (args, var) in tries {
         if let Some(out) = host.run(program, args, NPM_VARS) {
             let line = out.lines().next().unwrap_or("").trim();
             if url_host(line).is_some() {
                 d.url(registry, line, &format!("{program} {}", args.join(" ")));
+                if let Some(var) = var {
+                    d.tell(var, line);
+                }
                 return;
             }
         }
@@ -344,23 +376,67 @@ fn env_urls(d: &mut Discovery, registry: Registry, host: &dyn HostView, var: &st
     true
 }
 
+/// pip's keys that `pip config list` may print, and the variable that
+/// carries each to the job's pip (`PIP_<KEY>`, space-separated lists as
+/// pip reads them).
+const PIP_KEYS: &[(&str, &str)] = &[
+    ("index-url", "PIP_INDEX_URL"),
+    ("extra-index-url", "PIP_EXTRA_INDEX_URL"),
+    ("trusted-host", "PIP_TRUSTED_HOST"),
+];
+
 fn pip(d: &mut Discovery, host: &mut dyn HostView) {
     let r = Registry::Pip;
     let mut index = env_urls(d, r, host, "PIP_INDEX_URL");
     env_urls(d, r, host, "PIP_EXTRA_INDEX_URL");
     if !index && let Some(out) = host.run("python3", &["-m", "pip", "config", "list"], PIP_VARS) {
-        // `global.index-url='https://…'`
+        // `global.index-url='https://…'`; each key's values, per section.
+        let mut values: Vec<(&str, Vec<String>)> = Vec::new();
         for line in out.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 continue;
             };
             let key = key.rsplit('.').next().unwrap_or("");
-            if key == "index-url" || key == "extra-index-url" {
-                for url in value.trim_matches('\'').split_whitespace() {
-                    if d.url(r, url, "python3 -m pip config list") && key == "index-url" {
-                        index = true;
-                    }
+            // A multi-line value is printed with `\n` escapes.
+            let items: Vec<String> = value
+                .trim()
+                .trim_matches('\'')
+                .replace("\\n", " ")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            let Some((key, _)) = PIP_KEYS.iter().find(|(k, _)| *k == key) else {
+                continue;
+            };
+            let mut clean = true;
+            for item in &items {
+                if *key == "trusted-host" {
+                    clean &= url_host(&format!("http://{item}/")).is_some();
+                } else {
+                    let ok = d.url(r, item, "python3 -m pip config list");
+                    index |= ok && *key == "index-url";
+                    clean &= ok;
                 }
+            }
+            if !clean || items.is_empty() {
+                values.push((key, Vec::new()));
+            } else {
+                values.push((key, items));
+            }
+        }
+        for (key, var) in PIP_KEYS {
+            let mut seen: Vec<&Vec<String>> = values
+                .iter()
+                .filter(|(k, _)| k == key)
+                .map(|(_, v)| v)
+                .collect();
+            seen.dedup();
+            match seen.as_slice() {
+                [] => {}
+                [one] if !one.is_empty() => d.tell(var, &one.join(" ")),
+                _ => d.notes.push(format!(
+                    "pip: the configuration's `{key}` is not one credential-free value for every command; ${var} not set for the job"
+                )),
             }
         }
     }
@@ -378,6 +454,9 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
     for var in ["UV_INDEX", "UV_EXTRA_INDEX_URL"] {
         env_urls(d, r, host, var);
     }
+    // A default index of the environment outranks the file's, for the
+    // host's uv and the job's alike: the file's is not told.
+    let env_default = index;
     let config_home = host
         .env("XDG_CONFIG_HOME")
         .filter(|v| v.starts_with('/'))
@@ -391,28 +470,71 @@ fn uv(d: &mut Discovery, host: &mut dyn HostView) {
     {
         let how = file.display().to_string();
         let s = |v: &toml::Value| v.as_str().map(str::to_string);
-        if let Some(u) = doc.get("index-url").and_then(s) {
-            index |= d.url(r, &u, &how);
+        if let Some(u) = doc.get("index-url").and_then(s)
+            && d.url(r, &u, &how)
+        {
+            index = true;
+            if !env_default {
+                d.tell("UV_INDEX_URL", &u);
+            }
         }
-        for u in doc
+        let extra: Vec<String> = doc
             .get("extra-index-url")
             .and_then(toml::Value::as_array)
             .into_iter()
             .flatten()
             .filter_map(s)
-        {
-            d.url(r, &u, &how);
+            .collect();
+        let mut clean = true;
+        for u in &extra {
+            clean &= d.url(r, u, &how);
         }
+        if clean && !extra.is_empty() {
+            d.tell("UV_EXTRA_INDEX_URL", &extra.join(" "));
+        }
+        // `[[index]]` entries travel as `UV_DEFAULT_INDEX` and `UV_INDEX`
+        // (`name=url …`) only when they say no more than a name, a URL
+        // and `default` (`explicit`, `authenticate`, … have no variable).
+        let (mut default_url, mut named, mut plain) = (None, Vec::new(), true);
         for entry in doc
             .get("index")
             .and_then(toml::Value::as_array)
             .into_iter()
             .flatten()
         {
-            if let Some(u) = entry.get("url").and_then(s) {
-                let default = entry.get("default").and_then(toml::Value::as_bool) == Some(true);
-                index |= d.url(r, &u, &how) && default;
+            plain &= entry.as_table().is_some_and(|t| {
+                t.keys()
+                    .all(|k| ["name", "url", "default"].contains(&k.as_str()))
+            });
+            let Some(u) = entry.get("url").and_then(s) else {
+                plain = false;
+                continue;
+            };
+            let default = entry.get("default").and_then(toml::Value::as_bool) == Some(true);
+            let ok = d.url(r, &u, &how);
+            index |= ok && default;
+            plain &= ok;
+            let name = entry.get("name").and_then(s);
+            plain &= name
+                .as_deref()
+                .is_none_or(|n| !n.is_empty() && !n.contains(['=', ' ']));
+            if default {
+                default_url = Some(u);
+            } else {
+                named.push(name.map_or(u.clone(), |n| format!("{n}={u}")));
             }
+        }
+        if plain {
+            if let Some(u) = default_url.filter(|_| !env_default) {
+                d.tell("UV_DEFAULT_INDEX", &u);
+            }
+            if !named.is_empty() {
+                d.tell("UV_INDEX", &named.join(" "));
+            }
+        } else {
+            d.notes.push(format!(
+                "uv: an `[[index]]` of {how} says more than a name, a URL and `default`; the job's uv is not told its indexes"
+            ));
         }
     }
     if !index {
@@ -511,15 +633,31 @@ fn host_env_names(host: &dyn HostView, prefix: &str) -> Vec<String> {
         .collect()
 }
 
+/// What `go env` is asked, in order: the proxy and checksum database
+/// (their hosts are allowed), and the module routing that decides which
+/// modules go where, so the job's `go` behaves as the host's would.
+pub const GO_ASKED: &[&str] = &[
+    "GOPROXY",
+    "GOSUMDB",
+    "GOPRIVATE",
+    "GONOPROXY",
+    "GONOSUMDB",
+    "GOINSECURE",
+];
+
 fn go(d: &mut Discovery, host: &mut dyn HostView) {
     let r = Registry::Go;
-    let Some(out) = host.run("go", &["env", "GOPROXY", "GOSUMDB"], GO_VARS) else {
+    let args: Vec<&str> = std::iter::once("env")
+        .chain(GO_ASKED.iter().copied())
+        .collect();
+    let Some(out) = host.run("go", &args, GO_VARS) else {
         d.notes
             .push("go: `go env` gave nothing (is Go installed?); nothing allowed for it".into());
         return;
     };
-    let mut lines = out.lines();
+    let mut lines = out.lines().map(str::trim);
     let proxy = lines.next().unwrap_or("");
+    let mut clean = true;
     for entry in proxy.split([',', '|']).map(str::trim) {
         match entry {
             "direct" => d.notes.push(
@@ -527,19 +665,33 @@ fn go(d: &mut Discovery, host: &mut dyn HostView) {
             ),
             "off" | "" => {}
             url => {
-                d.url(r, url, "go env GOPROXY");
+                clean &= d.url(r, url, "go env GOPROXY");
             }
         }
     }
+    if clean && !proxy.is_empty() {
+        d.tell("GOPROXY", proxy);
+    }
     // `sum.golang.org`, or `name+key https://url`.
-    let sumdb = lines.next().unwrap_or("").trim();
-    if !sumdb.is_empty() && sumdb != "off" {
+    let sumdb = lines.next().unwrap_or("");
+    if sumdb == "off" {
+        d.tell("GOSUMDB", sumdb);
+    } else if !sumdb.is_empty() {
         let url = sumdb
             .split_whitespace()
             .nth(1)
             .map(str::to_string)
             .unwrap_or_else(|| format!("https://{}/", sumdb.split('+').next().unwrap_or("")));
-        d.url(r, &url, "go env GOSUMDB");
+        if d.url(r, &url, "go env GOSUMDB") {
+            d.tell("GOSUMDB", sumdb);
+        }
+    }
+    // Module path patterns (`*.corp.example,rsc.io/private`): no URL.
+    for name in &GO_ASKED[2..] {
+        let value = lines.next().unwrap_or("");
+        if !value.is_empty() && !value.contains("://") && !value.contains('@') {
+            d.tell(name, value);
+        }
     }
 }
 
@@ -811,12 +963,180 @@ mod tests {
     fn go_proxy_list_and_sumdb() {
         let mut f = Fake::default();
         f.runs.insert(
-            "go env GOPROXY GOSUMDB".into(),
+            "go env GOPROXY GOSUMDB GOPRIVATE GONOPROXY GONOSUMDB GOINSECURE".into(),
             "https://gp.example,direct\nsum.example\n".into(),
         );
         let d = discover(Registry::Go, &mut f);
         assert_eq!(hosts(&d), ["gp.example:443", "sum.example:443"]);
         assert!(d.notes[0].contains("direct"));
+    }
+
+    fn told(d: &Discovery) -> Vec<String> {
+        d.env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    }
+
+    /// The job cannot read the file the setting came from (a masked
+    /// `~/.npmrc` or `pip.conf`, Go's env file): it is told in its tool's
+    /// own variables, as the tool printed it.
+    #[test]
+    fn the_jobs_tool_is_told_what_was_discovered() {
+        let mut f = Fake::default();
+        f.runs.insert(
+            "npm config get registry".into(),
+            "http://mirror.example:4873/\n".into(),
+        );
+        let d = discover(Registry::Npm, &mut f);
+        assert_eq!(
+            told(&d),
+            ["npm_config_registry=http://mirror.example:4873/"]
+        );
+
+        let mut f = Fake::default();
+        f.runs.insert(
+            "yarn config get npmRegistryServer".into(),
+            "https://y.example/\n".into(),
+        );
+        assert_eq!(
+            told(&discover(Registry::Yarn, &mut f)),
+            ["YARN_NPM_REGISTRY_SERVER=https://y.example/"]
+        );
+        let mut classic = Fake::default();
+        classic.runs.insert(
+            "yarn config get registry".into(),
+            "https://y.example/\n".into(),
+        );
+        let d = discover(Registry::Yarn, &mut classic);
+        assert_eq!(hosts(&d), ["y.example:443"]);
+        assert!(d.env.is_empty(), "{:?}", d.env);
+
+        let mut f = Fake::default();
+        f.runs.insert(
+            "python3 -m pip config list".into(),
+            "global.index-url='http://pi.example:8080/simple'\n\
+             global.extra-index-url='\\nhttps://a.example/simple\\nhttps://b.example/simple'\n\
+             global.trusted-host='pi.example'\n"
+                .into(),
+        );
+        let d = discover(Registry::Pip, &mut f);
+        assert_eq!(
+            told(&d),
+            [
+                "PIP_INDEX_URL=http://pi.example:8080/simple",
+                "PIP_EXTRA_INDEX_URL=https://a.example/simple https://b.example/simple",
+                "PIP_TRUSTED_HOST=pi.example",
+            ]
+        );
+        // One index for `install`, another for everything else: one
+        // variable cannot say that.
+        let mut f = Fake::default();
+        f.runs.insert(
+            "python3 -m pip config list".into(),
+            "global.index-url='https://a.example/simple'\ninstall.index-url='https://b.example/simple'\n".into(),
+        );
+        let d = discover(Registry::Pip, &mut f);
+        assert!(d.env.is_empty(), "{:?}", d.env);
+        assert!(
+            d.notes.iter().any(|n| n.contains("PIP_INDEX_URL")),
+            "{:?}",
+            d.notes
+        );
+
+        let mut f = Fake::default();
+        f.runs.insert(
+            "go env GOPROXY GOSUMDB GOPRIVATE GONOPROXY GONOSUMDB GOINSECURE".into(),
+            "http://gp.example:3000,direct\noff\n*.corp.example\n\n\nold.corp.example\n".into(),
+        );
+        let d = discover(Registry::Go, &mut f);
+        assert_eq!(
+            told(&d),
+            [
+                "GOPROXY=http://gp.example:3000,direct",
+                "GOSUMDB=off",
+                "GOPRIVATE=*.corp.example",
+                "GOINSECURE=old.corp.example",
+            ]
+        );
+
+        let mut f = Fake::default();
+        f.files.insert(
+            PathBuf::from("/h/.config/uv/uv.toml"),
+            "extra-index-url = ['https://x.example/simple']\n\
+             [[index]]\nname = 'corp'\nurl = 'https://corp.example/simple'\n\
+             [[index]]\nurl = 'https://d.example/simple'\ndefault = true\n"
+                .into(),
+        );
+        let d = discover(Registry::Uv, &mut f);
+        assert_eq!(
+            told(&d),
+            [
+                "UV_EXTRA_INDEX_URL=https://x.example/simple",
+                "UV_DEFAULT_INDEX=https://d.example/simple",
+                "UV_INDEX=corp=https://corp.example/simple",
+            ]
+        );
+        f.env
+            .insert("UV_DEFAULT_INDEX".into(), "https://e.example/simple".into());
+        let d = discover(Registry::Uv, &mut f);
+        assert!(
+            !d.env.iter().any(|(k, _)| k == "UV_DEFAULT_INDEX"),
+            "{:?}",
+            d.env
+        );
+    }
+
+    /// A URL with a user part (a token, `user:password`) is never allowed
+    /// and never put into the job's environment, nor is a list that holds
+    /// one among clean URLs.
+    #[test]
+    fn a_url_with_credentials_never_reaches_the_jobs_environment() {
+        let secret = "hunter2";
+        let mut all = Vec::new();
+        let mut f = Fake::default();
+        f.runs.insert(
+            "npm config get registry".into(),
+            format!("https://u:{secret}@npm.example/\n"),
+        );
+        all.push(discover(Registry::Npm, &mut f));
+        let mut f = Fake::default();
+        f.runs.insert(
+            "python3 -m pip config list".into(),
+            format!(
+                "global.index-url='https://u:{secret}@pi.example/simple'\n\
+                 global.extra-index-url='https://ok.example/simple https://{secret}@pi.example/simple'\n"
+            ),
+        );
+        all.push(discover(Registry::Pip, &mut f));
+        let mut f = Fake::default();
+        f.runs.insert(
+            "go env GOPROXY GOSUMDB GOPRIVATE GONOPROXY GONOSUMDB GOINSECURE".into(),
+            format!(
+                "https://ok.example,https://u:{secret}@gp.example,direct\nsum.example+k https://{secret}@s.example/\nhttps://u:{secret}@x.example\n"
+            ),
+        );
+        all.push(discover(Registry::Go, &mut f));
+        let mut f = Fake::default();
+        f.files.insert(
+            PathBuf::from("/h/.config/uv/uv.toml"),
+            format!(
+                "index-url = 'https://u:{secret}@uv.example/simple'\n\
+                 extra-index-url = ['https://ok.example/', 'https://{secret}@uv.example/']\n\
+                 [[index]]\nurl = 'https://u:{secret}@i.example/'\n"
+            ),
+        );
+        all.push(discover(Registry::Uv, &mut f));
+        for d in &all {
+            for (k, v) in &d.env {
+                assert!(!v.contains(secret), "{k}={v}");
+            }
+            for f in &d.found {
+                assert!(!f.host.contains(secret), "{f:?}");
+            }
+        }
+        assert!(
+            all.iter().all(|d| d.env.is_empty()),
+            "{:?}",
+            all.iter().map(|d| &d.env).collect::<Vec<_>>()
+        );
     }
 
     #[test]

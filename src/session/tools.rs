@@ -1,6 +1,9 @@
 //! Before the plan: the registries a preset's `[network] discover` names,
 //! learned from the tools' own configuration on the host, and the
 //! vetto-owned caches of `[filesystem] caches` (see docs/caches.md).
+//! What discovery read from a file the job cannot read (a masked
+//! `~/.npmrc`, Go's env file) is also set in the job's environment, in
+//! the tool's own variables, unless the user set them (`already_set`).
 //!
 //! Asking a host tool is itself a surface, so each question runs with no
 //! shell, a scrubbed environment (`PATH`'s absolute entries, `HOME`, the
@@ -732,9 +735,16 @@ pub fn discover_remembering(
     };
     let mut found: Vec<Found> = Vec::new();
     let mut notes = Vec::new();
+    let mut told: Vec<String> = Vec::new();
     for rule in &policy.discover {
         let d = tools::discover(rule.registry, &mut host);
         notes.extend(d.notes);
+        for (k, v) in d.env {
+            if !already_set(&k, &policy.env.set, env) {
+                policy.env.set.push((k.clone(), v));
+                told.push(k);
+            }
+        }
         for f in d.found {
             hosts.push(HostPattern {
                 host: f.host.clone(),
@@ -755,8 +765,13 @@ pub fn discover_remembering(
             .iter()
             .map(|f| format!("{} {}:{} ({})", f.registry, f.host, f.port, f.how))
             .collect();
+        let told = if told.is_empty() {
+            String::new()
+        } else {
+            format!(" (set {} for the job)", told.join(" "))
+        };
         lines.push(format!(
-            "discovered registries: {}",
+            "discovered registries: {}{told}",
             crate::text::escape(&shown.join(", "))
         ));
     }
@@ -766,6 +781,21 @@ pub fn discover_remembering(
             .map(|n| format!("note: {}", crate::text::escape(n))),
     );
     (lines, Learnt(host.learnt))
+}
+
+/// Whether the job's tool already gets `name` another way, so discovery
+/// does not tell it: a policy's `[env] set` (the user's explicit choice,
+/// or an earlier discovery's), or the caller's environment, which the
+/// host's tool saw too (its value is what discovery found, or one that
+/// overrides the file discovery read) and which `[env]` passes or
+/// withholds as usual. npm reads `npm_config_*` in any case.
+fn already_set(name: &str, set: &[(String, String)], env: &[(String, String)]) -> bool {
+    let same = |other: &str| {
+        other == name
+            || (name.to_ascii_lowercase().starts_with("npm_config_")
+                && other.eq_ignore_ascii_case(name))
+    };
+    set.iter().chain(env).any(|(n, _)| same(n))
 }
 
 /// `$XDG_CACHE_HOME/vetto/caches` (when absolute), else
@@ -1021,7 +1051,7 @@ mod tests {
         assert_eq!(h.watched("python3", &shim, &["-m", "pip"]), None);
     }
 
-    /// `go env GOPROXY GOSUMDB` depends on GOROOT's `go.env` (GOROOT from
+    /// `go env GOPROXY GOSUMDB …` depends on GOROOT's `go.env` (GOROOT from
     /// the real program, when its landmark is there), the user's env
     /// file (`$GOENV`, else `$XDG_CONFIG_HOME/go/env`, else
     /// `~/.config/go/env`) and, where Go may switch toolchains, on the
@@ -1112,6 +1142,27 @@ mod tests {
         assert!(w.contains(&home.join(".config/pypoetry/config.toml")));
         put(&poetry, b"#!/bin/sh\nexec something\n");
         assert_eq!(host(&none, &home).watched("poetry", &poetry, &[]), None);
+    }
+
+    /// What discovery tells the job's tool never replaces a variable the
+    /// user chose: one a policy's `[env] set` names, or one of the
+    /// caller's environment (any spelling of npm's `npm_config_*`).
+    #[test]
+    fn a_variable_the_user_set_is_not_replaced_by_discovery() {
+        let pair = |k: &str| (k.to_string(), "x".to_string());
+        assert!(already_set("GOPROXY", &[pair("GOPROXY")], &[]));
+        assert!(already_set("GOPROXY", &[], &[pair("GOPROXY")]));
+        assert!(already_set(
+            "npm_config_registry",
+            &[],
+            &[pair("NPM_CONFIG_REGISTRY")]
+        ));
+        assert!(!already_set("GOPROXY", &[pair("goproxy")], &[]));
+        assert!(!already_set(
+            "PIP_INDEX_URL",
+            &[pair("PIP_EXTRA_INDEX_URL")],
+            &[pair("UV_INDEX_URL")]
+        ));
     }
 
     /// A job planted `config` beside the user's `config.toml` in the

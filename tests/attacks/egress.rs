@@ -1141,14 +1141,11 @@ fn an_ip_rule_is_reached_transparently_and_nothing_next_to_it_at_full() {
     );
 }
 
-/// Runs as an unprivileged user: `npm pack` of a package from a local
-/// registry stand-in (a packument and a tarball served as static files),
-/// with only that registry allowed, works through the proxy; the same
-/// registry under a name no rule allows is refused. Evidence: bare, both
-/// work; sandboxed, only the allowed one.
-fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
-    require!(tier.feature());
-    let w = World::at(tier);
+/// A local npm registry stand-in on the host's loopback: `vetto-canary`
+/// 1.0.0 (its `index.js` exports [`NPM_CANARY`]), a packument whose
+/// tarball URL names the host the request was sent to, and the tarball,
+/// under `w.root/registry`. The caller kills the child.
+pub fn npm_registry(w: &World) -> (std::process::Child, u16) {
     let srv = w.root.join("registry");
     let pkg = w.root.join("pkgsrc");
     std::fs::create_dir_all(&pkg).unwrap();
@@ -1157,7 +1154,11 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
         r#"{"name":"vetto-canary","version":"1.0.0","description":"x","license":"MIT"}"#,
     )
     .unwrap();
-    std::fs::write(pkg.join("index.js"), "module.exports = 'PACKED-3b9c';\n").unwrap();
+    std::fs::write(
+        pkg.join("index.js"),
+        format!("module.exports = '{NPM_CANARY}';\n"),
+    )
+    .unwrap();
     std::fs::create_dir_all(srv.join("vetto-canary/-")).unwrap();
     cmd_output(
         std::process::Command::new("npm")
@@ -1166,7 +1167,7 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
             .current_dir(&pkg)
             .env("npm_config_cache", w.root.join("npm-cache-build")),
     );
-    let (mut server, port) = python_server(
+    python_server(
         "import http.server, functools, sys, json, hashlib, os\n\
              root = sys.argv[1]\n\
              class H(http.server.SimpleHTTPRequestHandler):\n\
@@ -1187,7 +1188,21 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
              print(s.server_port, flush=True)\n\
              s.serve_forever()",
         &srv,
-    );
+    )
+}
+
+/// What the npm stand-in's package exports.
+pub const NPM_CANARY: &str = "PACKED-3b9c";
+
+/// Runs as an unprivileged user: `npm pack` of a package from a local
+/// registry stand-in (a packument and a tarball served as static files),
+/// with only that registry allowed, works through the proxy; the same
+/// registry under a name no rule allows is refused. Evidence: bare, both
+/// work; sandboxed, only the allowed one.
+fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (mut server, port) = npm_registry(&w);
     let script = |name: &str, into: &str| {
         format!(
             "mkdir -p \"$TMPDIR/{into}\" && cd \"$TMPDIR/{into}\" && \
@@ -1216,6 +1231,41 @@ fn npm_pack_reaches_only_the_allowed_registry(tier: Tier) {
 }
 at_every_tier!(npm_pack_reaches_only_the_allowed_registry);
 
+/// A local package index stand-in on the host's loopback: a PEP 503
+/// "simple" index (`/simple/vetto-canary/`) and the wheel [`PIP_WHEEL`]
+/// (its `vetto_canary.py` holds [`PIP_CANARY`]) served as static files
+/// from `w.root/pypi`. The caller kills the child.
+pub fn pip_index(w: &World) -> (std::process::Child, u16) {
+    let srv = w.root.join("pypi");
+    std::fs::create_dir_all(srv.join("simple/vetto-canary")).unwrap();
+    std::fs::create_dir_all(srv.join("files")).unwrap();
+    let wheel = PIP_WHEEL;
+    cmd_output(
+        std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import zipfile, sys\n\
+                 with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+                 \x20   z.writestr('vetto_canary.py', 'CANARY = \"%s\"\\n' % sys.argv[2])\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
+                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
+            ])
+            .arg(srv.join("files").join(wheel))
+            .arg(PIP_CANARY),
+    );
+    std::fs::write(
+        srv.join("simple/vetto-canary/index.html"),
+        format!("<html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>\n"),
+    )
+    .unwrap();
+    python_server(STATIC_SERVER, &srv)
+}
+
+/// The pip stand-in's one wheel, and what its module holds.
+pub const PIP_WHEEL: &str = "vetto_canary-1.0.0-py3-none-any.whl";
+pub const PIP_CANARY: &str = "WHEEL-81f0";
+
 /// Runs as an unprivileged user: `pip download` from a local package index
 /// stand-in (a PEP 503 "simple" index and a wheel served as static files),
 /// with only that index allowed, works through the proxy; the same index
@@ -1224,29 +1274,8 @@ at_every_tier!(npm_pack_reaches_only_the_allowed_registry);
 fn pip_download_reaches_only_the_allowed_index(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let srv = w.root.join("pypi");
-    std::fs::create_dir_all(srv.join("simple/vetto-canary")).unwrap();
-    std::fs::create_dir_all(srv.join("files")).unwrap();
-    let wheel = "vetto_canary-1.0.0-py3-none-any.whl";
-    cmd_output(
-        std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import zipfile, sys\n\
-                 with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
-                 \x20   z.writestr('vetto_canary.py', 'CANARY = \"WHEEL-81f0\"\\n')\n\
-                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: vetto-canary\\nVersion: 1.0.0\\n')\n\
-                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n\
-                 \x20   z.writestr('vetto_canary-1.0.0.dist-info/RECORD', '')\n",
-            ])
-            .arg(srv.join("files").join(wheel)),
-    );
-    std::fs::write(
-        srv.join("simple/vetto-canary/index.html"),
-        format!("<html><body><a href=\"../../files/{wheel}\">{wheel}</a></body></html>\n"),
-    )
-    .unwrap();
-    let (mut server, port) = python_server(STATIC_SERVER, &srv);
+    let wheel = PIP_WHEEL;
+    let (mut server, port) = pip_index(&w);
     let script = |name: &str, into: &str| {
         format!(
             "python3 -m pip download -q --no-cache-dir --disable-pip-version-check --no-deps \

@@ -319,7 +319,7 @@ fn go_session(w: &World, path: &str, host: &str) {
 }
 
 /// Runs as an unprivileged user: the proxy of the user's Go env file is
-/// discovered by the real `go env GOPROXY GOSUMDB`; a second session
+/// discovered by the real `go env GOPROXY GOSUMDB …`; a second session
 /// with the file unchanged answers from vetto's memo (the remembered
 /// answer is not learnt and written again), and a changed file is asked
 /// again and its new proxy allowed (no network needed).
