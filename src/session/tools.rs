@@ -953,7 +953,7 @@ mod tests {
     /// directory with a `.pth` file and pip.
     fn python_prefix(root: &Path) -> PathBuf {
         put(&root.join("bin/python3.11"), b"\x7fELF\x02\x01\x01");
-        std::os::unix::fs::symlink("python3.11", root.join("bin/python3")).unwrap();
+        crate::sandbox::os::symlink(Path::new("python3.11"), &root.join("bin/python3")).unwrap();
         put(&root.join("lib/python3.11/os.py"), b"");
         let site = root.join("lib/python3.11/site-packages");
         put(&site.join("editable.pth"), b"/src\n");
@@ -1025,7 +1025,7 @@ mod tests {
         // and site directory, and the base's.
         let venv = t.path().join("venv");
         std::fs::create_dir_all(venv.join("bin")).unwrap();
-        std::os::unix::fs::symlink(py.join("bin/python3.11"), venv.join("bin/python3")).unwrap();
+        crate::sandbox::os::symlink(&py.join("bin/python3.11"), &venv.join("bin/python3")).unwrap();
         put(
             &venv.join("pyvenv.cfg"),
             format!("home = {}\n", py.join("bin").display()).as_bytes(),
