@@ -10,7 +10,9 @@
 //! entry when crossing a `**`, and stops with an error (fail closed) after
 //! [`WALK_CAP`] directory entries.
 
-use super::walk_cache::{CachedDir, DirStamp, Entry, PathMap, WalkCache, path_map};
+use super::walk_cache::{
+    CachedAnswer, CachedDir, DirStamp, Entry, PathMap, WalkCache, path_map, tree_digest,
+};
 use super::{Access, FsRule};
 use crate::sandbox::os;
 use std::collections::{BTreeSet, HashMap};
@@ -154,6 +156,11 @@ struct Memory {
     ahead: PathMap<os::Lstat>,
     ahead_now: i128,
     ahead_taken: bool,
+    /// The answers of this load to keep: found anew, or recalled.
+    answers: Vec<CachedAnswer>,
+    /// Per `**` root: the digest of its remembered tree when every
+    /// directory of it is as remembered (asked once per root).
+    roots: PathMap<Option<String>>,
 }
 
 /// Nanoseconds since the epoch.
@@ -235,6 +242,8 @@ impl GlobWalker {
             ahead: path_map(0),
             ahead_now: 0,
             ahead_taken: false,
+            answers: Vec::new(),
+            roots: path_map(0),
         });
     }
 
@@ -250,7 +259,10 @@ impl GlobWalker {
     pub fn into_listings(self) -> Option<(WalkCache, bool)> {
         let memory = self.memory?;
         let asked = Rc::new(self.asked);
-        let mut out = WalkCache::default();
+        let mut out = WalkCache {
+            answers: memory.answers,
+            ..WalkCache::default()
+        };
         let kept_names = NameSet::new(asked.iter());
         for (path, l) in self.listings {
             let Some(stamp) = l.stamp else { continue };
@@ -310,14 +322,148 @@ impl GlobWalker {
         let mut out = BTreeSet::new();
         if segs.is_empty() {
             out.insert(root);
-        } else {
-            let root_s = root.display().to_string();
-            if matches!(segs.first(), Some(Seg::Any)) {
-                self.read_ahead(&root, &root_s)?;
-            }
-            self.walk(&root, &segs, &mut out, &root_s)?;
+            return Ok(out.into_iter().collect());
         }
-        Ok(out.into_iter().collect())
+        let root_s = root.display().to_string();
+        // `root/**/LAST` consults only the listings of the tree below
+        // `root`: its answer holds while every one of them does.
+        let answerable = matches!(segs.as_slice(), [Seg::Any, Seg::Lit(_) | Seg::Pat(_)]);
+        if matches!(segs.first(), Some(Seg::Any)) {
+            self.read_ahead(&root, &root_s)?;
+        }
+        if answerable && let Some(found) = self.recall_answer(pattern, &root) {
+            return Ok(found);
+        }
+        self.walk(&root, &segs, &mut out, &root_s)?;
+        let out: Vec<PathBuf> = out.into_iter().collect();
+        if answerable {
+            self.note_answer(pattern, &root, &out);
+        }
+        Ok(out)
+    }
+
+    /// The remembered answer to `pattern` (a `root/**/LAST`), when every
+    /// directory of the tree it was found in is as remembered.
+    fn recall_answer(&mut self, pattern: &Path, root: &Path) -> Option<Vec<PathBuf>> {
+        let digest = self.unchanged_tree(root)?;
+        let memory = self.memory.as_mut()?;
+        let answer = memory
+            .prior
+            .answers
+            .iter()
+            .find(|a| a.pattern == pattern && a.skip == self.skip && a.tree == digest)?
+            .clone();
+        let found = answer.matches.clone();
+        if !memory.answers.iter().any(|a| a.pattern == pattern) {
+            memory.answers.push(answer);
+        }
+        Some(found)
+    }
+
+    /// Remember `pattern`'s answer when every directory of `root`'s tree
+    /// was stamped (settled, on a trusted filesystem) in this load.
+    fn note_answer(&mut self, pattern: &Path, root: &Path, found: &[PathBuf]) {
+        let Some(memory) = &mut self.memory else {
+            return;
+        };
+        if memory.answers.iter().any(|a| a.pattern == pattern) {
+            return;
+        }
+        let Some(tree) = self.trees.get(root) else {
+            return;
+        };
+        let mut dirs = Vec::with_capacity(tree.len());
+        for node in tree.iter() {
+            match self.listings.get(&node.dir) {
+                Some(l) if l.stamp.is_some() => dirs.push(node.dir.as_path()),
+                _ => return,
+            }
+        }
+        let answer = CachedAnswer {
+            pattern: pattern.to_path_buf(),
+            skip: self.skip.clone(),
+            tree: tree_digest(&mut dirs),
+            matches: found.to_vec(),
+        };
+        if !memory.prior.answers.contains(&answer) {
+            memory.changed = true;
+        }
+        memory.answers.push(answer);
+    }
+
+    /// The digest of `root`'s remembered tree — every remembered directory
+    /// below it that a `**` enters — when each is as remembered now (the
+    /// same identity and change times, settled, on a trusted filesystem);
+    /// those listings are then taken as this load's. `None` otherwise.
+    fn unchanged_tree(&mut self, root: &Path) -> Option<String> {
+        let memory = self.memory.as_mut()?;
+        if let Some(known) = memory.roots.get(root) {
+            return known.clone();
+        }
+        let skipped = |d: &Path| {
+            d.strip_prefix(root).is_ok_and(|rel| {
+                rel.components().any(|c| {
+                    self.skip
+                        .iter()
+                        .any(|s| s.as_bytes() == os::os_bytes(c.as_os_str()))
+                })
+            })
+        };
+        let mut dirs: Vec<&Path> = Vec::new();
+        let mut unchanged = true;
+        for (d, cached) in &memory.prior.dirs {
+            if !beneath(d, root) || skipped(d) {
+                continue;
+            }
+            let (now, looked) = match memory.ahead.get(d) {
+                Some(l) => (memory.ahead_now, Some(*l)),
+                None => (now_ns(), memory.lstat.lstat(d).ok()),
+            };
+            let stamp = looked.and_then(|m| {
+                let (dev, ino) = m.id?;
+                Some(DirStamp {
+                    dev,
+                    ino,
+                    mtime: m.mtime,
+                    ctime: m.ctime?,
+                })
+                .filter(|_| m.is_dir)
+            });
+            let trust = memory.trust;
+            let holds = stamp.is_some_and(|st| {
+                st == cached.stamp
+                    && st.settled(now)
+                    && *memory.trusted.entry(st.dev).or_insert_with(|| trust(d))
+            });
+            if !holds {
+                unchanged = false;
+                break;
+            }
+            dirs.push(d.as_path());
+        }
+        let digest = (unchanged && !dirs.is_empty()).then(|| tree_digest(&mut dirs.clone()));
+        if digest.is_some() {
+            for d in &dirs {
+                if self.listings.contains_key(*d) {
+                    continue;
+                }
+                let Some(c) = memory.prior.dirs.get(*d) else {
+                    continue;
+                };
+                if memory.keep.iter().all(|k| c.set.contains(*k)) {
+                    self.listings.insert(
+                        d.to_path_buf(),
+                        Listing {
+                            entries: Rc::clone(&c.entries),
+                            only: Some(Rc::clone(&c.set)),
+                            stamp: Some(c.stamp),
+                        },
+                    );
+                }
+            }
+        }
+        memory.roots.insert(root.to_path_buf(), digest.clone());
+        digest
     }
 
     /// A first walk (nothing remembered, nothing read yet) of `root`'s

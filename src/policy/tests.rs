@@ -1476,7 +1476,9 @@ fn a_remembered_walk_is_used_only_while_the_directory_is_unchanged() {
 
     // A forged remembered listing for an unchanged directory is believed:
     // what makes the cache safe is where it lives, not what it says.
+    // (Without the remembered answer, which would be believed the same.)
     let mut forged = first.clone();
+    forged.answers.clear();
     if let Some(d) = forged.dirs.get_mut(&deep) {
         d.entries = std::rc::Rc::new(Vec::new());
     }
@@ -1543,4 +1545,98 @@ fn stamps_taken_ahead_are_the_walks_own() {
             .collect();
         assert_eq!(got, want, "{threads} threads");
     }
+}
+
+/// A `**/LAST` pattern's answer is remembered with a digest of its tree
+/// and taken, without a walk, while every directory of the tree is as
+/// remembered; a secret created anywhere in the tree afterwards — even in
+/// a directory whose mtime is forged back — is found by the next load.
+#[test]
+fn a_remembered_answer_holds_only_while_its_whole_tree_is_unchanged() {
+    let s = scratch();
+    s.write("src/deep/old.pem", "k");
+    s.write("src/other/lib.rs", "");
+    s.write("docs/a.md", "");
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (found, w) = walk_pem(&s.project, Default::default());
+    let deep = s.project.join("src/deep");
+    assert_eq!(found, [deep.join("old.pem")]);
+    let first = w.into_cache().expect("a settled walk is remembered");
+    let pattern = s.project.join("**/*.pem");
+    assert!(first.answers.iter().any(|a| a.pattern == pattern));
+
+    // Warm: the answer, and not one listing read or counted.
+    let (found, w) = walk_pem(&s.project, first.clone());
+    assert_eq!(found, [deep.join("old.pem")]);
+    assert_eq!(w.visited(), 0, "the answer was remembered, not walked");
+    let (listings, learnt) = w.into_listings().expect("remembering");
+    assert!(!learnt);
+    assert!(
+        listings.dirs.contains_key(&deep),
+        "the check after the session gets them"
+    );
+
+    // A secret in any directory of the tree: a deep one, a new directory,
+    // one whose mtime is set back.
+    let other = s.project.join("src/other");
+    let mtime = fs::metadata(&other).unwrap().modified().unwrap();
+    s.write("src/other/new.pem", "k");
+    fs::File::open(&other).unwrap().set_modified(mtime).unwrap();
+    let (found, _) = walk_pem(&s.project, first.clone());
+    assert_eq!(found, [deep.join("old.pem"), other.join("new.pem")]);
+
+    // A remembered directory gone from the tree also ends the answer.
+    let s2 = scratch();
+    s2.write("a/b/k.pem", "k");
+    s2.write("c/x", "");
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (_, w) = walk_pem(&s2.project, Default::default());
+    let cache = w.into_cache().expect("remembered");
+    fs::remove_dir_all(s2.project.join("c")).unwrap();
+    fs::create_dir_all(s2.project.join("a/b2")).unwrap();
+    fs::write(s2.project.join("a/b2/n.pem"), "k").unwrap();
+    let (found, _) = walk_pem(&s2.project, cache);
+    assert_eq!(
+        found,
+        [s2.project.join("a/b/k.pem"), s2.project.join("a/b2/n.pem")]
+    );
+}
+
+/// A tree with a directory changed within the settling time is answered
+/// by walking, and its answer is not remembered until every directory of
+/// it has settled.
+#[test]
+fn an_answer_over_an_unsettled_directory_is_not_remembered() {
+    let s = scratch();
+    s.write("old/a.pem", "k");
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    s.write("fresh/b.pem", "k");
+    let (found, w) = walk_pem(&s.project, Default::default());
+    assert_eq!(found.len(), 2);
+    let cache = w.into_cache().unwrap_or_default();
+    assert!(cache.answers.is_empty(), "{:?}", cache.answers);
+}
+
+/// Another pattern, or another list of skipped directories, is another
+/// question: the remembered answer is not taken for it.
+#[test]
+fn a_remembered_answer_is_only_for_its_own_pattern_and_skips() {
+    let s = scratch();
+    s.write("a/k.pem", "k");
+    s.write("target/t.pem", "k");
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (_, w) = walk_pem(&s.project, Default::default());
+    let cache = w.into_cache().expect("remembered");
+    let mut w = GlobWalker::new(vec!["a".into()]);
+    w.remember(cache.clone(), trust_all, &[]);
+    assert_eq!(
+        w.expand(&s.project.join("**/*.pem")).unwrap(),
+        [s.project.join("target/t.pem")]
+    );
+    let mut w = GlobWalker::new(vec![]);
+    w.remember(cache, trust_all, &[]);
+    assert_eq!(
+        w.expand(&s.project.join("**/k.pem")).unwrap(),
+        [s.project.join("a/k.pem")]
+    );
 }

@@ -40,7 +40,7 @@ pub const SETTLE_SECS: i64 = 2;
 /// The largest cache file read; a bigger one is ignored.
 pub const MAX_BYTES: u64 = 64 << 20;
 
-const MAGIC: &[u8; 12] = b"vetto-walk1\n";
+const MAGIC: &[u8; 12] = b"vetto-walk2\n";
 
 /// A directory's identity and change times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,10 +88,37 @@ pub fn path_map<V>(n: usize) -> PathMap<V> {
     HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default())
 }
 
+/// What a `**` pattern matched, remembered with the tree it was found
+/// in: while every directory of that tree is as remembered, the pattern
+/// matches the same paths, and a load takes them without walking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedAnswer {
+    /// The pattern as `GlobWalker::expand` took it (absolute, normalised).
+    pub pattern: PathBuf,
+    /// The directory names a `**` never entered.
+    pub skip: Vec<String>,
+    /// [`tree_digest`] of the tree's directories: every one of them was
+    /// remembered (stamped) when the pattern was answered.
+    pub tree: String,
+    pub matches: Vec<PathBuf>,
+}
+
 /// The remembered walk of one project's policy loads.
 #[derive(Debug, Clone, Default)]
 pub struct WalkCache {
     pub dirs: PathMap<CachedDir>,
+    pub answers: Vec<CachedAnswer>,
+}
+
+/// A digest of a set of directories (sorted as bytes here): equal digests,
+/// equal sets.
+pub fn tree_digest(dirs: &mut [&std::path::Path]) -> String {
+    dirs.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+    let parts: Vec<&[u8]> = dirs
+        .iter()
+        .flat_map(|d| [os_bytes(d.as_os_str()), b"\0".as_slice()])
+        .collect();
+    crate::hash::sha256_hex(&parts)
 }
 
 impl WalkCache {
@@ -131,6 +158,19 @@ impl WalkCache {
             for e in d.entries.iter() {
                 body.push(u8::from(e.is_dir));
                 put_bytes(&mut body, os_bytes(&e.name));
+            }
+        }
+        put_u32(&mut body, self.answers.len());
+        for a in &self.answers {
+            put_bytes(&mut body, os_bytes(a.pattern.as_os_str()));
+            put_u32(&mut body, a.skip.len());
+            for k in &a.skip {
+                put_bytes(&mut body, k.as_bytes());
+            }
+            put_bytes(&mut body, a.tree.as_bytes());
+            put_u32(&mut body, a.matches.len());
+            for m in &a.matches {
+                put_bytes(&mut body, os_bytes(m.as_os_str()));
             }
         }
         put_u32(&mut out, sets.len());
@@ -219,7 +259,33 @@ impl WalkCache {
                 },
             );
         }
-        r.rest.is_empty().then_some(WalkCache { dirs })
+        let nanswers = r.u32()?;
+        let mut answers = Vec::with_capacity(nanswers.min(r.rest.len() / 16));
+        for _ in 0..nanswers {
+            let abs = |b: &[u8]| {
+                let p = PathBuf::from(os_string_from_bytes(b.to_vec())?);
+                p.is_absolute().then_some(p)
+            };
+            let pattern = abs(r.bytes()?)?;
+            let nskip = r.u32()?;
+            let mut skip = Vec::with_capacity(nskip.min(r.rest.len() / 4));
+            for _ in 0..nskip {
+                skip.push(String::from_utf8(r.bytes()?.to_vec()).ok()?);
+            }
+            let tree = String::from_utf8(r.bytes()?.to_vec()).ok()?;
+            let nmatches = r.u32()?;
+            let mut matches = Vec::with_capacity(nmatches.min(r.rest.len() / 4));
+            for _ in 0..nmatches {
+                matches.push(abs(r.bytes()?)?);
+            }
+            answers.push(CachedAnswer {
+                pattern,
+                skip,
+                tree,
+                matches,
+            });
+        }
+        r.rest.is_empty().then_some(WalkCache { dirs, answers })
     }
 }
 
@@ -294,6 +360,14 @@ mod tests {
                 ]),
             },
         );
+        c.answers.push(CachedAnswer {
+            pattern: PathBuf::from("/p/**/*.pem"),
+            skip: vec![".git".into(), "target".into()],
+            tree: "ab12".into(),
+            matches: vec![PathBuf::from(OsString::from_vec(
+                b"/p/src/k\xff.pem".to_vec(),
+            ))],
+        });
         c
     }
 
@@ -305,6 +379,7 @@ mod tests {
         assert_eq!(d.stamp.ctime, (5, 6));
         assert_eq!(d.entries[0].name.as_bytes(), b"k\xff.pem");
         assert!(d.set.contains("*.pem"));
+        assert_eq!(back.answers, sample().answers);
     }
 
     #[test]
