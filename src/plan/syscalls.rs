@@ -52,13 +52,49 @@ pub struct SeccompPlan {
     pub record_denials: bool,
 }
 
+/// `ioctl` commands (type and number: the low 16 bits, any size or
+/// direction) that make or remove a directory entry on their own: btrfs's
+/// subvolume and snapshot calls (`<linux/btrfs.h>`: `SNAP_CREATE`,
+/// `SUBVOL_CREATE`, `SNAP_DESTROY`, their `_V2`s). The kernel checks only
+/// the directory's mode for them, not Landlock, and seccomp would not
+/// notify them: refused, with every command of bcachefs's type (its
+/// subvolume calls have had several numbers).
+const SUBVOLUME_IOCTLS: &[(u64, u64)] = &[
+    (0xffff, 0x9401),
+    (0xffff, 0x940e),
+    (0xffff, 0x940f),
+    (0xffff, 0x9417),
+    (0xffff, 0x9418),
+    (0xffff, 0x943f),
+    (0xff00, 0xbc00),
+];
+
+fn subvolume_ioctls() -> Vec<SyscallRule> {
+    SUBVOLUME_IOCTLS
+        .iter()
+        .map(|&(mask, value)| {
+            rule(
+                "ioctl",
+                Action::Deny,
+                vec![ArgCheck::MaskedEq {
+                    index: 1,
+                    mask,
+                    value,
+                }],
+                "a filesystem snapshot or subvolume is a directory entry Landlock never sees",
+            )
+        })
+        .collect()
+}
+
 impl SeccompPlan {
     /// Whether every call that can add, remove or rename a directory
     /// entry is notified or refused, whatever its arguments: then a job
     /// whose supervisor was notified of none of them changed no directory
     /// listing (`session`'s check of what the job left behind relies on
     /// it). `bind` of a pathname unix socket is the one other way to make
-    /// an entry, and a socket holds nothing git or a shell could run.
+    /// an entry, and a socket holds nothing git or a shell could run. A
+    /// filesystem's own entry-making ioctls (btrfs snapshots) are refused.
     pub fn notifies_every_entry_change(&self) -> bool {
         let always = |name: &str| {
             self.rules
@@ -76,10 +112,16 @@ impl SeccompPlan {
                             }])
             })
         };
+        let subvolumes = subvolume_ioctls().iter().all(|s| {
+            self.rules
+                .iter()
+                .any(|r| r.name == s.name && r.when == s.when)
+        });
         CREATION.iter().all(|n| always(n))
             && ["openat2", "io_uring_setup"].iter().all(|n| always(n))
             && on_create("open", 1)
             && on_create("openat", 2)
+            && subvolumes
     }
 }
 
@@ -587,6 +629,7 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
             "injects keystrokes into the terminal outside the sandbox",
         ));
     }
+    rules.extend(subvolume_ioctls());
     if net_off {
         rules.extend(socket_families(
             &[],

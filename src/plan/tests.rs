@@ -1172,6 +1172,7 @@ fn a_creation_left_to_the_kernel_breaks_the_entry_promise() {
         "mknodat",
         "openat2",
         "io_uring_setup",
+        "ioctl",
     ] {
         let mut plan = syscalls::plan(true, true, true);
         plan.rules.retain(|r| r.name != dropped);
@@ -1186,4 +1187,36 @@ fn a_creation_left_to_the_kernel_breaks_the_entry_promise() {
         }];
     }
     assert!(!plan.notifies_every_entry_change());
+}
+
+/// btrfs's snapshot and subvolume ioctls make and remove directory entries
+/// with no Landlock check and no notification: refused at every tier, by
+/// type and number whatever the size bits say; a reflink clone (FICLONE,
+/// the same type) is not.
+#[test]
+fn snapshot_ioctls_are_refused_and_reflinks_are_not() {
+    let plan = syscalls::plan(false, false, false);
+    let refused = |cmd: u64| {
+        plan.rules.iter().any(|r| {
+            r.name == "ioctl"
+                && r.action == syscalls::Action::Deny
+                && r.when.iter().all(|c| match *c {
+                    syscalls::ArgCheck::MaskedEq {
+                        index: 1,
+                        mask,
+                        value,
+                    } => cmd & mask == value,
+                    syscalls::ArgCheck::Eq { index: 1, value } => cmd == value,
+                    _ => false,
+                })
+        })
+    };
+    // SNAP_CREATE, SUBVOL_CREATE_V2, SNAP_DESTROY_V2; a bcachefs command.
+    for cmd in [0x5000_9401, 0x5000_9418, 0x5000_943f, 0x4020_bc10] {
+        assert!(refused(cmd), "{cmd:#x}");
+    }
+    // FICLONE, TCGETS.
+    for cmd in [0x4004_9409, 0x5401] {
+        assert!(!refused(cmd), "{cmd:#x}");
+    }
 }

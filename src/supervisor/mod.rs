@@ -136,7 +136,9 @@ pub struct Session {
 
 impl Session {
     /// The job changed no directory entry anywhere: every such call is
-    /// notified, and none was. Read once every process of the job is gone.
+    /// notified, and none was. Read once every process of the job is gone
+    /// (a worker still holding a notification notes it before it checks
+    /// that the caller lives, and acts only if it does).
     pub fn changed_no_entry(&self) -> bool {
         self.entry_changes
             .as_ref()
@@ -157,6 +159,20 @@ impl Session {
     pub fn denials(&self) -> usize {
         self.decisions.iter().filter(|d| d.is_violation()).count()
     }
+}
+
+/// Whether every change the job can make to a directory entry, itself or
+/// through a host program it talks to, passes the supervisor: every call
+/// that makes one is notified or refused; `--audit` refuses nothing (its
+/// io_uring would go unseen); and every connection to something outside
+/// the sandbox is brokered (a pathname unix socket, noted as a possible
+/// change) rather than the host's own network, where a local service
+/// could act for the job unseen.
+fn entries_are_seen(plan: &Plan) -> bool {
+    plan.seccomp.notifies_every_entry_change()
+        && !plan.notify.audit
+        && plan.notify.broker_unix_connect
+        && plan.notify.net_connect != crate::plan::fs::NetConnect::Open
 }
 
 /// The entries of the plan's shared directories before the job starts, so
@@ -284,7 +300,7 @@ pub fn run(
         secret_reads_unlisted: 0,
         entry_changes: server
             .as_ref()
-            .filter(|_| plan.seccomp.notifies_every_entry_change())
+            .filter(|_| entries_are_seen(plan))
             .map(notify::NotifyServer::entry_changes),
     };
     let secrets = child.secrets.take();

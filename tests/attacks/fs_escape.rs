@@ -206,3 +206,25 @@ fn host_devices_beyond_the_minimal_set_do_not_open(tier: Tier) {
     );
 }
 at_every_tier!(host_devices_beyond_the_minimal_set_do_not_open);
+
+/// Runs as an unprivileged user: the job asks for a btrfs subvolume in the
+/// project (`BTRFS_IOC_SUBVOL_CREATE`), a directory entry that neither
+/// Landlock nor a notified call would see — on btrfs it works for any
+/// directory the user may write by its mode. This machine's project is on
+/// ext4, so bare the kernel answers "not a btrfs ioctl" (ENOTTY);
+/// sandboxed, the filter refuses the command before any filesystem sees
+/// it (EPERM), whatever the filesystem.
+fn btrfs_subvolume_ioctl_never_reaches_the_filesystem(tier: Tier) {
+    require!(tier.feature());
+    let script = "python3 -c \"import fcntl, os; fd = os.open('.', os.O_RDONLY); \
+                  fcntl.ioctl(fd, 0x5000940e, bytearray(4096))\" 2>&1 | tail -1; echo script-finished";
+    let bare = World::at(tier);
+    bare.sh_bare(script)
+        .assert_stdout_contains("Errno 25")
+        .assert_stdout_contains("script-finished");
+    let w = World::at(tier);
+    w.sh_sandboxed(script)
+        .assert_stdout_contains("Errno 1]")
+        .assert_stdout_contains("script-finished");
+}
+at_every_tier!(btrfs_subvolume_ioctl_never_reaches_the_filesystem);

@@ -562,8 +562,9 @@ impl Shared {
     fn handle(self: &Arc<Self>, n: Notif, events: &Sender<NotifyEvent>) {
         let n = Notified::new(n);
         // Before any answer: whatever the decision, the job may have
-        // changed an entry (the check after the session reads again).
-        if n.call.is_creation() {
+        // changed an entry (the check after the session reads again) —
+        // itself, or through whatever listens on the socket it connects to.
+        if n.call.is_creation() || n.call == Call::Connect {
             self.entry_changes.note();
         }
         if let Some(answer) = self.pty_slave_by_path(&n) {
