@@ -26,6 +26,16 @@
 //! A cached listing keeps every subdirectory and only the other names
 //! that match one of the components the walk asked about (its `set`): a
 //! question about another component is answered by reading the directory.
+//!
+//! A `root/**/LAST` pattern consults nothing but the listings of the tree
+//! below `root`, so its matches are kept too ([`CachedAnswer`]), with a
+//! SHA-256 of the tree's directory paths, and only when every directory
+//! of the tree was stamped. A later load takes them while the remembered
+//! directories below `root` (those a `**` enters) have exactly that
+//! digest and each is as stamped: any entry created, removed or renamed
+//! anywhere in the tree changes some directory's `ctime`, so the pattern
+//! is walked again. The digest is cryptographic because the job names the
+//! directories it hashes.
 
 use crate::sandbox::os::{os_bytes, os_string_from_bytes};
 use std::collections::{BTreeSet, HashMap};
