@@ -12,7 +12,9 @@
 //! `.npmrc` is the job's to write), stdin closed, stderr dropped, at most
 //! [`OUTPUT_CAP`] bytes of output read, and a [`RUN_TIMEOUT`] after which
 //! its process group is killed. What it says is parsed strictly
-//! (`policy::tools::url_host`).
+//! (`policy::tools::url_host`). Nothing the job may write is run or read
+//! ([`JobWritable`]): a `PATH` entry, a program, its interpreter, a
+//! `pyvenv.cfg` or a configuration path there is passed over, with a note.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
