@@ -86,6 +86,25 @@ impl JobWritable {
                     .map(|r| r.path.clone())
             })
     }
+
+    /// [`Self::covering`] `dir`, or the path of a writable rule beneath it.
+    fn reaching(&self, dir: &Path) -> Option<PathBuf> {
+        self.covering(dir).or_else(|| {
+            let dirs = [
+                Some(crate::policy::paths::normalise_abs(dir)),
+                resolved(dir),
+            ];
+            self.rules
+                .iter()
+                .filter(|r| r.access == Access::Write)
+                .find(|r| {
+                    dirs.iter()
+                        .flatten()
+                        .any(|d| crate::policy::paths::beneath(&r.path, d))
+                })
+                .map(|r| r.path.clone())
+        })
+    }
 }
 
 /// `path` with links resolved: its longest existing ancestor made
@@ -315,16 +334,40 @@ impl HostView for RealHost<'_> {
             return None;
         };
         let search = self.search();
-        let cwd = if self.home.is_dir() {
-            self.home
-        } else {
-            Path::new("/")
+        // The home directory is the working directory (never the
+        // project) unless the job may write it: then `/`, where no
+        // `.npmrc` or module of the job's is found first.
+        let cwd = match self.writable.covering(self.home) {
+            Some(root) => {
+                self.ignore(
+                    format!(
+                        "the home directory {} as the working directory",
+                        self.home.display()
+                    ),
+                    &root,
+                );
+                Path::new("/")
+            }
+            None if self.home.is_dir() => self.home,
+            None => Path::new("/"),
         };
         let mut vars = vec![
             ("PATH", search.join(":")),
             ("HOME", self.home.to_string_lossy().into_owned()),
             ("LC_ALL", "C".to_string()),
         ];
+        // Python's user site (`~/.local/lib/python3.N/site-packages`) runs
+        // its `.pth` files at start.
+        if let Some(root) = self.writable.reaching(&self.home.join(".local/lib")) {
+            self.ignore(
+                format!(
+                    "Python's user site under {}",
+                    self.home.join(".local/lib").display()
+                ),
+                &root,
+            );
+            vars.push(("PYTHONNOUSERSITE", "1".to_string()));
+        }
         for name in ["USER", "LOGNAME"].iter().chain(pass) {
             if let Some(v) = self.get(name) {
                 if CONFIG_PATH_VARS.contains(name)
@@ -445,6 +488,10 @@ impl RealHost<'_> {
         cwd: &Path,
     ) -> Option<(String, String, bool)> {
         self.memo?;
+        // What is watched is the home directory's, as the working directory.
+        if cwd != self.home {
+            return None;
+        }
         let watched = self.watched(program, path, args)?;
         let mut question = vec![path.as_os_str().as_encoded_bytes().to_vec()];
         question.extend(args.iter().map(|a| a.as_bytes().to_vec()));
@@ -1554,7 +1601,10 @@ mod tests {
             &project.join(".venv/pip.conf"),
             b"[global]\nindex-url = https://attacker.test/\n",
         );
-        script(&safe.join("python3"), "#!/bin/sh\nexec /usr/bin/env\n");
+        script(
+            &safe.join("python3"),
+            "#!/bin/sh\necho \"cwd=$(pwd)\"\nexec /usr/bin/env\n",
+        );
         let env = vec![
             ("PATH".to_string(), safe.display().to_string()),
             (
@@ -1599,6 +1649,25 @@ mod tests {
                 .is_some()
         );
         assert!(writable.covering(&home.join("pip.conf")).is_none());
+        let home_real = std::fs::canonicalize(&home).unwrap();
+        assert!(
+            out.contains(&format!("cwd={}", home_real.display())),
+            "{out}"
+        );
+        assert!(!out.contains("PYTHONNOUSERSITE"), "{out}");
+
+        // A job that may write the home directory (or Python's user
+        // site in it): the question runs in `/`, without the user site.
+        let site = home.join(".local/lib/python3.11/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        for writable in [job_writes(&home), job_writes(&site)] {
+            let mut h = guarded(&env, &home, &writable);
+            let out = h.run("python3", &["-m", "pip"], &[]).unwrap();
+            assert!(out.contains("PYTHONNOUSERSITE=1"), "{out}");
+            let in_root = out.contains("cwd=/\n");
+            assert_eq!(in_root, writable.covering(&home).is_some(), "{out}");
+            assert!(h.ignored.take().iter().any(|n| n.contains("user site")));
+        }
     }
 
     /// What discovery tells the job's tool never replaces a variable the
