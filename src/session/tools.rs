@@ -321,12 +321,14 @@ impl HostView for RealHost<'_> {
 
     fn run(&mut self, program: &str, args: &[&str], pass: &[&str]) -> Option<String> {
         let Some(path) = self.which(program) else {
-            if self
-                .ignored
-                .borrow()
-                .iter()
-                .any(|l| l.contains("discovery ignored"))
-            {
+            // Say so only where a copy was passed over.
+            let passed_over = self
+                .get("PATH")
+                .unwrap_or_default()
+                .split(':')
+                .filter(|d| d.starts_with('/'))
+                .any(|d| Path::new(d).join(program).is_file());
+            if passed_over {
                 self.ignore_line(format!(
                     "{program}: no copy on PATH that the job cannot write; it is not run"
                 ));
