@@ -201,15 +201,11 @@ impl RealHost<'_> {
     /// could have written or that would run what the job wrote
     /// ([`Self::trusted`]); `None` when no other is there.
     fn which(&self, program: &str) -> Option<PathBuf> {
-        self.which_at(program, 0)
-    }
-
-    fn which_at(&self, program: &str, depth: usize) -> Option<PathBuf> {
         self.search()
             .into_iter()
             .map(|d| Path::new(d).join(program))
             .filter(|p| std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m)))
-            .find(|p| self.trusted(p, depth))
+            .find(|p| self.trusted(p, 0))
     }
 
     /// Whether running `path` runs nothing the job may write: the program
