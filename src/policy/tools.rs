@@ -179,8 +179,17 @@ pub struct Discovery {
 }
 
 impl Discovery {
-    /// Tell the job's tool `name=value`.
+    /// Tell the job's tool `name=value`, unless a URL in it has a query
+    /// or a fragment (where tokens travel: `?token=…`); its host may still
+    /// be allowed. A token in a URL's path is told as it is (see
+    /// docs/presets.md, "What the job's tool is told").
     fn tell(&mut self, name: &str, value: &str) {
+        if !told_safely(value) {
+            self.notes.push(format!(
+                "${name} is not set for the job: a URL in the setting has a query or a fragment (which may carry a token)"
+            ));
+            return;
+        }
         if !self.env.iter().any(|(n, _)| n == name) {
             self.env.push((name.to_string(), value.to_string()));
         }
@@ -205,8 +214,8 @@ impl Discovery {
             }
             None => {
                 self.notes.push(format!(
-                    "{registry}: {how} gave no http(s) URL: {}",
-                    crate::text::escape(&truncate(url))
+                    "{registry}: {how} gave {}; nothing allowed for it",
+                    rejected(url)
                 ));
                 false
             }
@@ -214,8 +223,38 @@ impl Discovery {
     }
 }
 
-fn truncate(s: &str) -> String {
-    s.chars().take(120).collect()
+/// What may be said of a URL [`url_host`] rejected: its scheme and host
+/// at most, never its user part, path, query or fragment (a credential
+/// printed here would land in CI logs).
+fn rejected(url: &str) -> String {
+    let url = url.trim().trim_matches(|c| c == '"' || c == '\'');
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "no URL".into();
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if authority.contains('@') {
+        return "a URL with a user part (a credential), which was ignored".into();
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    let short = |s: &str| crate::text::escape(&s.chars().take(64).collect::<String>()).into_owned();
+    format!(
+        "no usable http(s) URL ({}://{}/…)",
+        short(scheme),
+        short(host)
+    )
+}
+
+/// Whether every URL in a setting's value (items split as the tools
+/// split them: spaces, commas, `|`, `name=url`) has neither a query nor a
+/// fragment.
+fn told_safely(value: &str) -> bool {
+    value
+        .split([' ', ',', '|', '\n'])
+        .filter(|item| item.contains("://"))
+        .all(|item| {
+            let (_, rest) = item.split_once("://").unwrap_or(("", item));
+            !rest.contains(['?', '#'])
+        })
 }
 
 /// The one public registry whose hosts vetto names itself: crates.io,
@@ -1124,6 +1163,12 @@ mod tests {
             ),
         );
         all.push(discover(Registry::Uv, &mut f));
+        let mut f = Fake::default();
+        f.env.insert(
+            "PIP_INDEX_URL".into(),
+            format!("https://__token__:{secret}@pi.example/simple"),
+        );
+        all.push(discover(Registry::Pip, &mut f));
         for d in &all {
             for (k, v) in &d.env {
                 assert!(!v.contains(secret), "{k}={v}");
@@ -1131,11 +1176,81 @@ mod tests {
             for f in &d.found {
                 assert!(!f.host.contains(secret), "{f:?}");
             }
+            // Nor is it printed: a note names no rejected URL's user part.
+            for n in &d.notes {
+                assert!(!n.contains(secret), "{n}");
+            }
         }
         assert!(
             all.iter().all(|d| d.env.is_empty()),
             "{:?}",
             all.iter().map(|d| &d.env).collect::<Vec<_>>()
+        );
+        assert!(
+            all.last().is_some_and(|d| d
+                .notes
+                .iter()
+                .any(|n| n.contains("a user part (a credential)"))),
+            "{:?}",
+            all.last().map(|d| &d.notes)
+        );
+    }
+
+    /// A token in a URL's query or fragment (`?token=…`, `#…`) never
+    /// reaches the job's environment, though the URL's host is allowed;
+    /// a setting without one is told as before.
+    #[test]
+    fn a_token_in_a_urls_query_is_never_told_to_the_job() {
+        let secret = "s3cr3t";
+        let mut f = Fake::default();
+        f.runs.insert(
+            "npm config get registry".into(),
+            format!("https://npm.example/?token={secret}\n"),
+        );
+        let npm = discover(Registry::Npm, &mut f);
+        let mut f = Fake::default();
+        f.runs.insert(
+            "go env GOPROXY GOSUMDB GOPRIVATE GONOPROXY GONOSUMDB GOINSECURE".into(),
+            format!("https://gp.example/#{secret}\noff\n\n\n\n\n"),
+        );
+        let go = discover(Registry::Go, &mut f);
+        let mut f = Fake::default();
+        f.files.insert(
+            PathBuf::from("/h/.config/uv/uv.toml"),
+            format!("index-url = 'https://uv.example/simple?t={secret}'\n"),
+        );
+        let uv = discover(Registry::Uv, &mut f);
+        for (d, host) in [
+            (&npm, "npm.example"),
+            (&go, "gp.example"),
+            (&uv, "uv.example"),
+        ] {
+            assert!(
+                hosts(d).iter().any(|h| h.starts_with(host)),
+                "{:?}",
+                hosts(d)
+            );
+            assert!(
+                d.env.iter().all(|(_, v)| !v.contains(secret)),
+                "{:?}",
+                d.env
+            );
+            assert!(
+                d.notes.iter().any(|n| n.contains("query or a fragment")),
+                "{:?}",
+                d.notes
+            );
+            assert!(d.notes.iter().all(|n| !n.contains(secret)), "{:?}", d.notes);
+        }
+        assert_eq!(told(&go), vec!["GOSUMDB=off".to_string()]);
+        let mut f = Fake::default();
+        f.runs.insert(
+            "npm config get registry".into(),
+            "https://npm.example/path/\n".into(),
+        );
+        assert_eq!(
+            told(&discover(Registry::Npm, &mut f)),
+            vec![format!("{NPM_REGISTRY_VAR}=https://npm.example/path/")]
         );
     }
 

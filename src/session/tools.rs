@@ -12,7 +12,9 @@
 //! `.npmrc` is the job's to write), stdin closed, stderr dropped, at most
 //! [`OUTPUT_CAP`] bytes of output read, and a [`RUN_TIMEOUT`] after which
 //! its process group is killed. What it says is parsed strictly
-//! (`policy::tools::url_host`).
+//! (`policy::tools::url_host`). Nothing the job may write is run or read
+//! ([`JobWritable`]): a `PATH` entry, a program, its interpreter, a
+//! `pyvenv.cfg` or a configuration path there is passed over, with a note.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -35,13 +37,124 @@ const FILE_CAP: u64 = 1024 * 1024;
 /// The source name discovered hosts carry in their origin.
 pub const DISCOVERED: &str = "discovered";
 
+/// What the loaded policy lets the job write (its write rules and its
+/// vetto-owned caches, the session's temporary directory): discovery runs
+/// outside the sandbox, so it never runs a program, nor takes a
+/// configuration file, from there (docs/presets.md, "Asking the host is a
+/// surface").
+#[derive(Default)]
+pub struct JobWritable {
+    rules: Vec<FsRule>,
+}
+
+impl JobWritable {
+    /// What `policy` lets the job write, before the session starts.
+    pub fn of(policy: &Policy, env: &[(String, String)], home: &Path) -> Self {
+        let write = |path: PathBuf, written: &str| FsRule {
+            path,
+            access: Access::Write,
+            origin: Origin {
+                source: DISCOVERED.into(),
+                line: 0,
+                col: 0,
+                written: written.into(),
+            },
+        };
+        let mut rules = policy.fs.clone();
+        if !policy.caches.is_empty() {
+            rules.push(write(cache_root(env, home), "vetto-owned caches"));
+        }
+        if policy.session_tmp.is_absolute() {
+            rules.push(write(policy.session_tmp.clone(), "the session's TMPDIR"));
+        }
+        JobWritable { rules }
+    }
+
+    /// The writable rule's path that covers `path` as named or as it
+    /// resolves (links followed as far as the path exists), if any.
+    fn covering(&self, path: &Path) -> Option<PathBuf> {
+        if !path.is_absolute() {
+            return None;
+        }
+        let named = crate::policy::paths::normalise_abs(path);
+        [Some(named), resolved(path)]
+            .into_iter()
+            .flatten()
+            .find_map(|p| {
+                crate::policy::paths::decide_rule(&self.rules, &p)
+                    .filter(|r| r.access == Access::Write)
+                    .map(|r| r.path.clone())
+            })
+    }
+
+    /// [`Self::covering`] `dir`, or the path of a writable rule beneath it.
+    fn reaching(&self, dir: &Path) -> Option<PathBuf> {
+        self.covering(dir).or_else(|| {
+            let dirs = [
+                Some(crate::policy::paths::normalise_abs(dir)),
+                resolved(dir),
+            ];
+            self.rules
+                .iter()
+                .filter(|r| r.access == Access::Write)
+                .find(|r| {
+                    dirs.iter()
+                        .flatten()
+                        .any(|d| crate::policy::paths::beneath(&r.path, d))
+                })
+                .map(|r| r.path.clone())
+        })
+    }
+}
+
+/// `path` with links resolved: its longest existing ancestor made
+/// canonical, the rest appended (a file the job could still create
+/// resolves as the directory it would be created in).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            let mut out = c;
+            out.extend(rest.iter().rev());
+            return Some(out);
+        }
+        rest.push(at.file_name()?);
+        at = at.parent()?;
+    }
+}
+
+/// The variables that name a configuration file or directory a tool
+/// reads: a value beneath what the job may write is not passed on.
+const CONFIG_PATH_VARS: &[&str] = &[
+    "VIRTUAL_ENV",
+    "PIP_CONFIG_FILE",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "GOENV",
+    "POETRY_CONFIG_DIR",
+    "NPM_CONFIG_USERCONFIG",
+    "npm_config_userconfig",
+    "NPM_CONFIG_GLOBALCONFIG",
+    "npm_config_globalconfig",
+    "UV_CONFIG_FILE",
+    "CARGO_HOME",
+];
+
+/// How deep a chain of `#!` interpreters is followed (Linux runs four).
+const SHEBANG_DEPTH: usize = 4;
+
 /// The host as discovery sees it: the caller's environment and home,
-/// and where answers are remembered between sessions (see [`Memo`]).
+/// where answers are remembered between sessions (see [`Memo`]), and
+/// what the job may write, which discovery never trusts (`ignored` says
+/// what it passed over, and why).
 struct RealHost<'a> {
     env: &'a [(String, String)],
     home: &'a Path,
     memo: Option<&'a safe_fs::Dir>,
     learnt: Vec<(String, Vec<u8>)>,
+    writable: &'a JobWritable,
+    ignored: std::cell::RefCell<Vec<String>>,
 }
 
 impl RealHost<'_> {
@@ -52,15 +165,145 @@ impl RealHost<'_> {
             .map(|(_, v)| v.as_str())
     }
 
-    /// `program` on `PATH`'s absolute entries (a relative entry would
-    /// find the project's `node_modules/.bin`).
-    fn which(&self, program: &str) -> Option<PathBuf> {
-        self.get("PATH")?
-            .split(':')
-            .filter(|d| d.starts_with('/'))
-            .map(|d| Path::new(d).join(program))
-            .find(|p| std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m)))
+    /// Say (once) that `what` was passed over because the job may write
+    /// `root`.
+    fn ignore(&self, what: String, root: &Path) {
+        self.ignore_line(format!(
+            "discovery ignored {what}: the job may write {} (nothing it could change runs or counts outside the sandbox)",
+            root.display()
+        ));
     }
+
+    fn ignore_line(&self, line: String) {
+        let mut ignored = self.ignored.borrow_mut();
+        if !ignored.contains(&line) {
+            ignored.push(line);
+        }
+    }
+
+    /// `PATH`'s absolute entries (a relative entry would find the
+    /// project's `node_modules/.bin`) that the job cannot write.
+    fn search(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        for d in self.get("PATH").unwrap_or_default().split(':') {
+            if !d.starts_with('/') {
+                continue;
+            }
+            match self.writable.covering(Path::new(d)) {
+                Some(root) => self.ignore(format!("the PATH entry {d}"), &root),
+                None => out.push(d),
+            }
+        }
+        out
+    }
+
+    /// `program` on the [`Self::search`] path, passing over one the job
+    /// could have written or that would run what the job wrote
+    /// ([`Self::trusted`]); `None` when no other is there.
+    fn which(&self, program: &str) -> Option<PathBuf> {
+        self.search()
+            .into_iter()
+            .map(|d| Path::new(d).join(program))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m)))
+            .find(|p| self.trusted(p, 0))
+    }
+
+    /// Whether running `path` runs nothing the job may write: the program
+    /// (as named and resolved), the interpreters its `#!` line names, and
+    /// a `pyvenv.cfg` beside it with its `home` (a Python's prefix).
+    fn trusted(&self, path: &Path, depth: usize) -> bool {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        for p in [path, real.as_path()] {
+            if let Some(root) = self.writable.covering(p) {
+                self.ignore(format!("the program {}", p.display()), &root);
+                return false;
+            }
+        }
+        for dir in [path.parent(), path.parent().and_then(Path::parent)]
+            .into_iter()
+            .flatten()
+        {
+            let cfg = dir.join("pyvenv.cfg");
+            let Some(text) = read_small(&cfg) else {
+                continue;
+            };
+            if let Some(root) = self.writable.covering(&cfg) {
+                self.ignore(format!("{} (for {})", cfg.display(), path.display()), &root);
+                return false;
+            }
+            for line in text.lines() {
+                if let Some((k, v)) = line.split_once('=')
+                    && k.trim() == "home"
+                    && let Some(root) = self.writable.covering(Path::new(v.trim()))
+                {
+                    self.ignore(
+                        format!("{} (its `home` for {})", cfg.display(), path.display()),
+                        &root,
+                    );
+                    return false;
+                }
+            }
+        }
+        if is_native_program(&real) {
+            return true;
+        }
+        let Some(interpreter) = shebang_line(&real) else {
+            return true;
+        };
+        let ok = depth < SHEBANG_DEPTH
+            && match &interpreter {
+                Interpreter::Path(i) => i.is_absolute() && self.trusted(i, depth + 1),
+                // `env NAME`: NAME as the program's own `PATH` finds it,
+                // the first there, whatever it is.
+                Interpreter::Env(env, name) => {
+                    self.trusted(env, depth + 1)
+                        && self
+                            .search()
+                            .into_iter()
+                            .map(|d| Path::new(d).join(name))
+                            .find(|p| {
+                                std::fs::metadata(p)
+                                    .is_ok_and(|m| crate::sandbox::os::is_executable(&m))
+                            })
+                            .is_none_or(|i| self.trusted(&i, depth + 1))
+                }
+            };
+        if !ok {
+            self.ignore_line(format!(
+                "discovery ignored the program {}: its `#!` interpreter is one it does not run",
+                path.display()
+            ));
+        }
+        ok
+    }
+}
+
+/// What a `#!` line runs.
+enum Interpreter {
+    Path(PathBuf),
+    /// `env` itself, and the name it looks up.
+    Env(PathBuf, String),
+}
+
+/// The interpreter a script's `#!` line names (`/usr/bin/env NAME`:
+/// NAME, to find on `PATH`); `None` for a file with no `#!` line.
+fn shebang_line(script: &Path) -> Option<Interpreter> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = String::from_utf8_lossy(head.get(..n)?).into_owned();
+    let line = line.strip_prefix("#!")?;
+    let mut words = line.lines().next().unwrap_or("").split_whitespace();
+    let first = PathBuf::from(words.next().unwrap_or(""));
+    if first.file_name().is_some_and(|f| f == "env") {
+        let mut name = words.next().unwrap_or("");
+        if name == "-S" {
+            name = words.next().unwrap_or("");
+        }
+        if !name.is_empty() && !name.starts_with('-') && !name.contains('=') {
+            return Some(Interpreter::Env(first, name.to_string()));
+        }
+    }
+    Some(Interpreter::Path(first))
 }
 
 impl HostView for RealHost<'_> {
@@ -73,25 +316,64 @@ impl HostView for RealHost<'_> {
     }
 
     fn run(&mut self, program: &str, args: &[&str], pass: &[&str]) -> Option<String> {
-        let path = self.which(program)?;
-        let search: Vec<&str> = self
-            .get("PATH")
-            .unwrap_or_default()
-            .split(':')
-            .filter(|d| d.starts_with('/'))
-            .collect();
-        let cwd = if self.home.is_dir() {
-            self.home
-        } else {
-            Path::new("/")
+        let Some(path) = self.which(program) else {
+            // Say so only where a copy was passed over.
+            let passed_over = self
+                .get("PATH")
+                .unwrap_or_default()
+                .split(':')
+                .filter(|d| d.starts_with('/'))
+                .any(|d| Path::new(d).join(program).is_file());
+            if passed_over {
+                self.ignore_line(format!(
+                    "{program}: no copy on PATH that the job cannot write; it is not run"
+                ));
+            }
+            return None;
+        };
+        let search = self.search();
+        // The home directory is the working directory (never the
+        // project) unless the job may write it: then `/`, where no
+        // `.npmrc` or module of the job's is found first.
+        let cwd = match self.writable.covering(self.home) {
+            Some(root) => {
+                self.ignore(
+                    format!(
+                        "the home directory {} as the working directory",
+                        self.home.display()
+                    ),
+                    &root,
+                );
+                Path::new("/")
+            }
+            None if self.home.is_dir() => self.home,
+            None => Path::new("/"),
         };
         let mut vars = vec![
             ("PATH", search.join(":")),
             ("HOME", self.home.to_string_lossy().into_owned()),
             ("LC_ALL", "C".to_string()),
         ];
+        // Python's user site (`~/.local/lib/python3.N/site-packages`) runs
+        // its `.pth` files at start.
+        if let Some(root) = self.writable.reaching(&self.home.join(".local/lib")) {
+            self.ignore(
+                format!(
+                    "Python's user site under {}",
+                    self.home.join(".local/lib").display()
+                ),
+                &root,
+            );
+            vars.push(("PYTHONNOUSERSITE", "1".to_string()));
+        }
         for name in ["USER", "LOGNAME"].iter().chain(pass) {
             if let Some(v) = self.get(name) {
+                if CONFIG_PATH_VARS.contains(name)
+                    && let Some(root) = self.config_in_reach(v)
+                {
+                    self.ignore(format!("${name} ({v})"), &root);
+                    continue;
+                }
                 vars.push((name, v.to_string()));
             }
         }
@@ -109,6 +391,10 @@ impl HostView for RealHost<'_> {
     }
 
     fn read(&mut self, path: &Path) -> Option<String> {
+        if let Some(root) = self.writable.covering(path) {
+            self.ignore(format!("the configuration file {}", path.display()), &root);
+            return None;
+        }
         let file = std::fs::File::open(path).ok()?;
         if !file.metadata().ok()?.is_file() {
             return None;
@@ -124,6 +410,16 @@ impl HostView for RealHost<'_> {
 }
 
 impl RealHost<'_> {
+    /// The writable root a configuration variable's value lies beneath:
+    /// any of its `:`-separated paths, a relative one taken from the home
+    /// directory (where the question runs).
+    fn config_in_reach(&self, value: &str) -> Option<PathBuf> {
+        value
+            .split(':')
+            .filter(|p| !p.is_empty())
+            .find_map(|p| self.writable.covering(&self.home.join(p)))
+    }
+
     fn spawn(
         &self,
         path: &Path,
@@ -190,6 +486,10 @@ impl RealHost<'_> {
         cwd: &Path,
     ) -> Option<(String, String, bool)> {
         self.memo?;
+        // What is watched is the home directory's, as the working directory.
+        if cwd != self.home {
+            return None;
+        }
         let watched = self.watched(program, path, args)?;
         let mut question = vec![path.as_os_str().as_encoded_bytes().to_vec()];
         question.extend(args.iter().map(|a| a.as_bytes().to_vec()));
@@ -721,23 +1021,31 @@ pub fn discover_remembering(
     home: &Path,
     memo: Option<&safe_fs::Dir>,
 ) -> (Vec<String>, Learnt) {
+    if !matches!(policy.net, NetPolicy::Allow { .. }) || policy.discover.is_empty() {
+        return (Vec::new(), Learnt::default());
+    }
+    let writable = JobWritable::of(policy, env, home);
     let NetPolicy::Allow { hosts, .. } = &mut policy.net else {
         return (Vec::new(), Learnt::default());
     };
-    if policy.discover.is_empty() {
-        return (Vec::new(), Learnt::default());
-    }
     let mut host = RealHost {
         env,
         home,
         memo,
         learnt: Vec::new(),
+        writable: &writable,
+        ignored: Default::default(),
     };
     let mut found: Vec<Found> = Vec::new();
     let mut notes = Vec::new();
     let mut told: Vec<String> = Vec::new();
     for rule in &policy.discover {
         let d = tools::discover(rule.registry, &mut host);
+        for line in host.ignored.take() {
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        }
         notes.extend(d.notes);
         for (k, v) in d.env {
             if !already_set(&k, &policy.env.set, env) {
@@ -836,11 +1144,14 @@ pub fn caches(
         return Ok(Vec::new());
     }
     let root = cache_root(env, home);
+    let nothing = JobWritable::default();
     let view = RealHost {
         env,
         home,
         memo: None,
         learnt: Vec::new(),
+        writable: &nothing,
+        ignored: Default::default(),
     };
     let mut shown = Vec::new();
     for rule in policy.caches.clone() {
@@ -927,12 +1238,17 @@ fn copy_config(
 mod tests {
     use super::*;
 
+    static NOTHING: std::sync::LazyLock<JobWritable> =
+        std::sync::LazyLock::new(JobWritable::default);
+
     fn host<'a>(env: &'a [(String, String)], home: &'a Path) -> RealHost<'a> {
         RealHost {
             env,
             home,
             memo: None,
             learnt: Vec::new(),
+            writable: &NOTHING,
+            ignored: Default::default(),
         }
     }
 
@@ -1142,6 +1458,214 @@ mod tests {
         assert!(w.contains(&home.join(".config/pypoetry/config.toml")));
         put(&poetry, b"#!/bin/sh\nexec something\n");
         assert_eq!(host(&none, &home).watched("poetry", &poetry, &[]), None);
+    }
+
+    /// A host that may not trust what the job may write beneath `root`.
+    fn guarded<'a>(
+        env: &'a [(String, String)],
+        home: &'a Path,
+        writable: &'a JobWritable,
+    ) -> RealHost<'a> {
+        RealHost {
+            writable,
+            ..host(env, home)
+        }
+    }
+
+    fn job_writes(root: &Path) -> JobWritable {
+        JobWritable {
+            rules: vec![FsRule {
+                path: std::fs::canonicalize(root).unwrap(),
+                access: Access::Write,
+                origin: Origin {
+                    source: "test".into(),
+                    line: 0,
+                    col: 0,
+                    written: "write = [\".\"]".into(),
+                },
+            }],
+        }
+    }
+
+    fn script(path: &Path, body: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        put(path, body.as_bytes());
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// A stand-in `python3` in the project's `.venv/bin`, first on `PATH`:
+    /// asked bare (nothing counted as the job's), discovery runs it; with
+    /// the project writable it is passed over, with a note, for the
+    /// host's own `python3`, and where there is no other it runs nothing.
+    #[test]
+    fn a_program_the_job_may_write_is_never_run_for_discovery() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, project, safe) = (
+            t.path().join("home"),
+            t.path().join("project"),
+            t.path().join("usr/bin"),
+        );
+        std::fs::create_dir_all(&home).unwrap();
+        let marker = t.path().join("ran");
+        script(
+            &project.join(".venv/bin/python3"),
+            &format!(
+                "#!/bin/sh\n: > {}\necho https://attacker.test/simple\n",
+                marker.display()
+            ),
+        );
+        let path = format!("{}:{}", project.join(".venv/bin").display(), safe.display());
+        let env = vec![("PATH".to_string(), path)];
+        let writable = job_writes(&project);
+
+        // Bare: the project's program answers.
+        let out = host(&env, &home).run("python3", &["-I", "-c", "x"], &[]);
+        assert!(marker.exists() && out.is_some_and(|o| o.contains("attacker.test")));
+        std::fs::remove_file(&marker).unwrap();
+
+        // Guarded, no other python3: nothing runs, and it says so.
+        let mut h = guarded(&env, &home, &writable);
+        assert_eq!(h.run("python3", &["-I", "-c", "x"], &[]), None);
+        assert!(!marker.exists());
+        let notes = h.ignored.take();
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("ignored the PATH entry") && n.contains(".venv/bin")),
+            "{notes:?}"
+        );
+        assert!(
+            notes.iter().any(|n| n.contains("it is not run")),
+            "{notes:?}"
+        );
+
+        // The host's own python3 further on PATH answers instead.
+        script(
+            &safe.join("python3"),
+            "#!/bin/sh\necho https://host.test/simple\n",
+        );
+        let mut h = guarded(&env, &home, &writable);
+        let out = h.run("python3", &["-I", "-c", "x"], &[]).unwrap();
+        assert!(out.contains("host.test") && !marker.exists());
+
+        // A link from a trusted directory into the project, a script whose
+        // `#!` names the project's interpreter (directly or through
+        // `env`), a venv whose `pyvenv.cfg` `home` is the project's: all
+        // passed over.
+        crate::sandbox::os::symlink(&project.join(".venv/bin/python3"), &safe.join("npm")).unwrap();
+        script(
+            &safe.join("poetry"),
+            &format!(
+                "#!{}\nimport poetry\n",
+                project.join(".venv/bin/python3").display()
+            ),
+        );
+        script(&safe.join("go"), "#!/usr/bin/env python3\n");
+        let venv = t.path().join("opt/venv");
+        script(&venv.join("bin/yarn"), "#!/bin/sh\ntrue\n");
+        put(
+            &venv.join("pyvenv.cfg"),
+            format!("home = {}\n", project.join(".venv/bin").display()).as_bytes(),
+        );
+        let env_go = vec![(
+            "PATH".to_string(),
+            format!("{}:{}", project.join(".venv/bin").display(), safe.display()),
+        )];
+        let h = guarded(&env_go, &home, &writable);
+        assert_eq!(h.which("npm"), None);
+        assert_eq!(h.which("poetry"), None);
+        // `env python3` finds the host's python3 (the project's entry is
+        // not on the program's PATH): trusted.
+        assert_eq!(h.which("go"), Some(safe.join("go")));
+        let env_venv = vec![("PATH".to_string(), venv.join("bin").display().to_string())];
+        assert_eq!(guarded(&env_venv, &home, &writable).which("yarn"), None);
+        assert!(!marker.exists());
+    }
+
+    /// A configuration file beneath what the job may write is neither
+    /// read nor named to a tool: `$VIRTUAL_ENV` of a project venv is not
+    /// passed to `python3 -m pip config list`, and its `pip.conf` is not
+    /// read.
+    #[test]
+    fn a_configuration_the_job_may_write_is_never_taken() {
+        let t = tempfile::tempdir().unwrap();
+        let (home, project, safe) = (
+            t.path().join("home"),
+            t.path().join("project"),
+            t.path().join("usr/bin"),
+        );
+        std::fs::create_dir_all(&home).unwrap();
+        put(
+            &project.join(".venv/pip.conf"),
+            b"[global]\nindex-url = https://attacker.test/\n",
+        );
+        script(
+            &safe.join("python3"),
+            "#!/bin/sh\necho \"cwd=$(pwd)\"\nexec /usr/bin/env\n",
+        );
+        let env = vec![
+            ("PATH".to_string(), safe.display().to_string()),
+            (
+                "VIRTUAL_ENV".to_string(),
+                project.join(".venv").display().to_string(),
+            ),
+            (
+                "XDG_CONFIG_HOME".to_string(),
+                home.join(".config").display().to_string(),
+            ),
+        ];
+        let writable = job_writes(&project);
+        let mut bare = host(&env, &home);
+        assert!(bare.read(&project.join(".venv/pip.conf")).is_some());
+        let out = bare
+            .run("python3", &["-m", "pip"], &["VIRTUAL_ENV"])
+            .unwrap();
+        assert!(out.contains("VIRTUAL_ENV="));
+
+        let mut h = guarded(&env, &home, &writable);
+        assert_eq!(h.read(&project.join(".venv/pip.conf")), None);
+        let out = h
+            .run(
+                "python3",
+                &["-m", "pip"],
+                &["VIRTUAL_ENV", "XDG_CONFIG_HOME"],
+            )
+            .unwrap();
+        assert!(
+            !out.contains("VIRTUAL_ENV=") && out.contains("XDG_CONFIG_HOME="),
+            "{out}"
+        );
+        let notes = h.ignored.take();
+        assert!(
+            notes.iter().any(|n| n.contains("$VIRTUAL_ENV")),
+            "{notes:?}"
+        );
+        // A file the job could still create counts too.
+        assert!(
+            writable
+                .covering(&project.join("new/dir/pip.conf"))
+                .is_some()
+        );
+        assert!(writable.covering(&home.join("pip.conf")).is_none());
+        let home_real = std::fs::canonicalize(&home).unwrap();
+        assert!(
+            out.contains(&format!("cwd={}", home_real.display())),
+            "{out}"
+        );
+        assert!(!out.contains("PYTHONNOUSERSITE"), "{out}");
+
+        // A job that may write the home directory (or Python's user
+        // site in it): the question runs in `/`, without the user site.
+        let site = home.join(".local/lib/python3.11/site-packages");
+        std::fs::create_dir_all(&site).unwrap();
+        for writable in [job_writes(&home), job_writes(&site)] {
+            let mut h = guarded(&env, &home, &writable);
+            let out = h.run("python3", &["-m", "pip"], &[]).unwrap();
+            assert!(out.contains("PYTHONNOUSERSITE=1"), "{out}");
+            let in_root = out.contains("cwd=/\n");
+            assert_eq!(in_root, writable.covering(&home).is_some(), "{out}");
+            assert!(h.ignored.take().iter().any(|n| n.contains("user site")));
+        }
     }
 
     /// What discovery tells the job's tool never replaces a variable the

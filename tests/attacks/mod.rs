@@ -9,6 +9,7 @@ mod arch_bypass;
 mod cache_poison;
 mod daemon;
 mod dangerous_syscalls;
+mod discovery;
 pub(crate) mod egress;
 mod env_scrub;
 mod fs_escape;
