@@ -1488,9 +1488,8 @@ mod tests {
     }
 
     fn script(path: &Path, body: &str) {
-        use std::os::unix::fs::PermissionsExt;
         put(path, body.as_bytes());
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        crate::sandbox::os::set_mode(path, 0o755).unwrap();
     }
 
     /// A stand-in `python3` in the project's `.venv/bin`, first on `PATH`:
