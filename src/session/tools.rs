@@ -1487,6 +1487,16 @@ mod tests {
         }
     }
 
+    /// A scratch host: its home (made), a project and a safe `bin`
+    /// directory (paths only).
+    fn scratch_host() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let home = t.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let (project, safe) = (t.path().join("project"), t.path().join("usr/bin"));
+        (t, home, project, safe)
+    }
+
     fn script(path: &Path, body: &str) {
         put(path, body.as_bytes());
         crate::sandbox::os::set_mode(path, 0o755).unwrap();
@@ -1498,13 +1508,7 @@ mod tests {
     /// host's own `python3`, and where there is no other it runs nothing.
     #[test]
     fn a_program_the_job_may_write_is_never_run_for_discovery() {
-        let t = tempfile::tempdir().unwrap();
-        let (home, project, safe) = (
-            t.path().join("home"),
-            t.path().join("project"),
-            t.path().join("usr/bin"),
-        );
-        std::fs::create_dir_all(&home).unwrap();
+        let (t, home, project, safe) = scratch_host();
         let marker = t.path().join("ran");
         script(
             &project.join(".venv/bin/python3"),
@@ -1587,13 +1591,7 @@ mod tests {
     /// read.
     #[test]
     fn a_configuration_the_job_may_write_is_never_taken() {
-        let t = tempfile::tempdir().unwrap();
-        let (home, project, safe) = (
-            t.path().join("home"),
-            t.path().join("project"),
-            t.path().join("usr/bin"),
-        );
-        std::fs::create_dir_all(&home).unwrap();
+        let (_t, home, project, safe) = scratch_host();
         put(
             &project.join(".venv/pip.conf"),
             b"[global]\nindex-url = https://attacker.test/\n",
