@@ -6,7 +6,7 @@
 //! is unchanged, and the next sandboxed run finds its cache warm.
 //! Run as the unprivileged test user, at both tiers.
 
-use crate::controls::go::{self, GREETING, GoProxy, MODULE_DIR};
+use crate::controls::go::{self, GREETING, MODULE_DIR};
 use crate::util::{Tier, World};
 use crate::{at_every_tier, require};
 
@@ -102,12 +102,9 @@ const GO_FORGED: &str = "PWNED-forged-greet-9d3a";
 /// host's (so they stay clean even after the host cache is poisoned).
 fn go_module_source_injection_does_not_reach_host_cache(tier: Tier) {
     require!(tier.feature());
-    if go::go_missing() {
+    let Some((w, proxy)) = go::module_world(tier) else {
         return;
-    }
-    let w = World::at(tier);
-    let proxy = GoProxy::start(&w.root.join("goproxy"));
-    go::write_module(&w);
+    };
     let build = "go build -o demo . && ./demo";
     // The host's caches, filled by an ordinary unsandboxed build.
     go::bare_go(&w, &proxy, build)

@@ -42,6 +42,18 @@ pub const HANG_GUARD: Duration = Duration::from_secs(300);
 
 /// True (after saying SKIP) when `go` is missing; a failure instead when
 /// `VETTO_TEST_REQUIRE` lists [`GO`].
+/// A world with the module written and the GOPROXY stand-in serving it;
+/// `None` (a visible SKIP, or a failure where Go is required) without Go.
+pub fn module_world(tier: Tier) -> Option<(World, GoProxy)> {
+    if go_missing() {
+        return None;
+    }
+    let w = World::at(tier);
+    let proxy = GoProxy::start(&w.root.join("goproxy"));
+    write_module(&w);
+    Some((w, proxy))
+}
+
 pub fn go_missing() -> bool {
     let Some(reason) = skip::tool_missing("go") else {
         return false;
@@ -244,12 +256,9 @@ const BUILD_VET_TEST: &str = "set -e; rm -f demo; go build -v -o demo . 2>\"$TMP
 /// (GOCACHE hit) — and the host's own Go caches were never written.
 fn go_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     require!(tier.feature());
-    if go_missing() {
+    let Some((w, proxy)) = module_world(tier) else {
         return;
-    }
-    let w = World::at(tier);
-    let proxy = GoProxy::start(&w.root.join("goproxy"));
-    write_module(&w);
+    };
     let first_reports = w.root.join("reports-1");
     let first = sandboxed_go(&w, &proxy, &first_reports, BUILD_VET_TEST);
     first

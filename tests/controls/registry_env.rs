@@ -15,7 +15,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::go::{self, GoProxy};
+use super::go;
 use crate::attacks::egress;
 use crate::util::{self, Out, Tier, World, skip};
 use crate::{at_every_tier, require};
@@ -147,12 +147,9 @@ fn pip_index_in_a_masked_pip_conf_is_used_by_the_job(tier: Tier) {
 /// from the stand-in proxy through vetto's egress proxy.
 fn go_proxy_in_the_go_env_file_is_used_by_the_job(tier: Tier) {
     require!(tier.feature());
-    if go::go_missing() {
+    let Some((w, proxy)) = go::module_world(tier) else {
         return;
-    }
-    let w = World::at(tier);
-    let proxy = GoProxy::start(&w.root.join("goproxy"));
-    go::write_module(&w);
+    };
     w.write(
         &w.home.join(".config/go/env"),
         &format!(
@@ -176,12 +173,7 @@ fn go_proxy_in_the_go_env_file_is_used_by_the_job(tier: Tier) {
     out.assert_success()
         .assert_stderr_contains("GOPROXY GOSUMDB for the job")
         .assert_stdout_contains(go::GREETING);
-    let without = out
-        .stdout()
-        .lines()
-        .find(|l| l.starts_with("without: "))
-        .unwrap_or_default()
-        .to_string();
+    let without = asked_without(&out);
     assert!(
         !without.contains(go::PROXY_HOST),
         "the job's go read the user's env file: {without}"
@@ -225,12 +217,7 @@ at_every_tier!(
 /// line), did not see the mirror in the masked file; as started, it
 /// connected to the mirror under the discovered rule.
 fn mirror_used_only_when_told(out: &Out, reports: &Path, mirror: &str) {
-    let without = out
-        .stdout()
-        .lines()
-        .find(|l| l.starts_with("without: "))
-        .unwrap_or_default()
-        .to_string();
+    let without = asked_without(out);
     assert!(
         !without.contains(mirror),
         "the job's tool read the masked configuration: {without}"
@@ -240,4 +227,14 @@ fn mirror_used_only_when_told(out: &Out, reports: &Path, mirror: &str) {
         "the session log shows no connection to {mirror}\n{}",
         out.dump()
     );
+}
+
+/// What the job's tool said when asked without the variable vetto sets
+/// (the script's `without: ` line).
+fn asked_without(out: &Out) -> String {
+    out.stdout()
+        .lines()
+        .find(|l| l.starts_with("without: "))
+        .unwrap_or_default()
+        .to_string()
 }
