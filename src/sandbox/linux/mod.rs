@@ -565,3 +565,55 @@ pub fn ctime_clock_now() -> (i64, i64) {
         .unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
     (t.tv_sec(), t.tv_nsec())
 }
+
+#[cfg(test)]
+mod tests {
+    /// glibc functions the standard library references weakly (`nm` of the
+    /// static build lists them as `w`): under fat LTO a direct call from
+    /// vetto merges into that weak reference, and in a `crt-static` binary
+    /// — the one `action.yml` installs — nothing resolves it, so the call
+    /// jumps to address 0. Such calls go through `libc::syscall`.
+    const WEAK_IN_STD: &[&str] = &[
+        "statx",
+        "copy_file_range",
+        "gettid",
+        "pidfd_getpid",
+        "pidfd_spawnp",
+        "posix_spawn_file_actions_addchdir",
+        "posix_spawn_file_actions_addchdir_np",
+    ];
+
+    fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                sources(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    #[test]
+    fn weak_libc_symbols_are_never_called_directly() {
+        let mut files = Vec::new();
+        sources(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        assert!(files.len() > 50, "the sources were not found");
+        let mut calls = Vec::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap_or_default();
+            for name in WEAK_IN_STD {
+                if text.contains(&format!("libc::{name}(")) {
+                    calls.push(format!("{}: libc::{name}", file.display()));
+                }
+            }
+        }
+        assert!(
+            calls.is_empty(),
+            "call these through libc::syscall: {calls:?}"
+        );
+    }
+}

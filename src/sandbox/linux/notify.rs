@@ -701,15 +701,21 @@ pub fn proc_dir_identity_at(
     let path = CString::new(bytes).map_err(|_| libc::EINVAL)?;
     // SAFETY: an all-zero statx is a valid out-buffer.
     let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // The system call itself, not glibc's `statx`: the standard library
+    // declares that symbol weak, and in the static, LTO-built binary the
+    // Action installs the two declarations merge into a weak reference
+    // that nothing resolves — a call through a null pointer at the first
+    // notified creation (`weak_libc_symbols_are_never_called_directly`).
     // SAFETY: valid C string and out-pointer; AT_FDCWD is ignored for an
     // absolute path.
     let ret = unsafe {
-        libc::statx(
+        libc::syscall(
+            libc::SYS_statx,
             libc::AT_FDCWD,
             path.as_ptr(),
             libc::AT_STATX_SYNC_AS_STAT,
             libc::STATX_TYPE | libc::STATX_INO | libc::STATX_NLINK | libc::STATX_BTIME,
-            &mut st,
+            &mut st as *mut libc::statx,
         )
     };
     if ret < 0 {
