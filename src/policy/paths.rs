@@ -163,6 +163,12 @@ struct Memory {
     roots: PathMap<Option<String>>,
 }
 
+/// Whether device `dev` (of `dir`) keeps the promises: asked of `trust`
+/// once per device, the answer kept in `trusted`.
+fn trusts(trusted: &mut HashMap<u64, bool>, trust: TrustFs, dev: u64, dir: &Path) -> bool {
+    *trusted.entry(dev).or_insert_with(|| trust(dir))
+}
+
 /// Nanoseconds since the epoch.
 fn now_ns() -> i128 {
     std::time::SystemTime::now()
@@ -419,21 +425,10 @@ impl GlobWalker {
                 Some(l) => (memory.ahead_now, Some(*l)),
                 None => (now_ns(), memory.lstat.lstat(d).ok()),
             };
-            let stamp = looked.and_then(|m| {
-                let (dev, ino) = m.id?;
-                Some(DirStamp {
-                    dev,
-                    ino,
-                    mtime: m.mtime,
-                    ctime: m.ctime?,
-                })
-                .filter(|_| m.is_dir)
-            });
-            let trust = memory.trust;
-            let holds = stamp.is_some_and(|st| {
+            let holds = looked.as_ref().and_then(DirStamp::of).is_some_and(|st| {
                 st == cached.stamp
                     && st.settled(now)
-                    && *memory.trusted.entry(st.dev).or_insert_with(|| trust(d))
+                    && trusts(&mut memory.trusted, memory.trust, st.dev, d)
             });
             if !holds {
                 unchanged = false;
@@ -441,7 +436,7 @@ impl GlobWalker {
             }
             dirs.push(d.as_path());
         }
-        let digest = (unchanged && !dirs.is_empty()).then(|| tree_digest(&mut dirs.clone()));
+        let digest = (unchanged && !dirs.is_empty()).then(|| tree_digest(&mut dirs));
         if digest.is_some() {
             for d in &dirs {
                 if self.listings.contains_key(*d) {
@@ -501,20 +496,13 @@ impl GlobWalker {
         let stamp = move |dir: &Path| -> Option<DirStamp> {
             let trust = trust?;
             let now = now_ns();
-            let m = std::fs::symlink_metadata(dir).ok()?;
-            let (dev, ino) = os::file_id(&m)?;
-            let stamp = DirStamp {
-                dev,
-                ino,
-                mtime: os::modify_time(&m),
-                ctime: os::change_time(&m)?,
-            };
+            let stamp = DirStamp::of(&os::lstat_of(&std::fs::symlink_metadata(dir).ok()?))?;
             let trusted = if stamp.dev == root_dev {
                 root_trusted
             } else {
                 trust(dir)
             };
-            (m.is_dir() && stamp.settled(now) && trusted).then_some(stamp)
+            (stamp.settled(now) && trusted).then_some(stamp)
         };
         let remaining = self.cap.saturating_sub(self.visited);
         let Some(reads) =
@@ -733,20 +721,10 @@ impl GlobWalker {
                     Ok(m) if m.is_dir => 'stamped: {
                         // Without a file identity and a change time
                         // (Windows) nothing is remembered.
-                        let (Some((dev, ino)), Some(ctime)) = (m.id, m.ctime) else {
+                        let Some(stamp) = DirStamp::of(&m) else {
                             break 'stamped None;
                         };
-                        let stamp = DirStamp {
-                            dev,
-                            ino,
-                            mtime: m.mtime,
-                            ctime,
-                        };
-                        let trust = memory.trust;
-                        let trusted = *memory
-                            .trusted
-                            .entry(stamp.dev)
-                            .or_insert_with(|| trust(dir));
+                        let trusted = trusts(&mut memory.trusted, memory.trust, stamp.dev, dir);
                         if trusted {
                             if let Some(c) = memory.prior.dirs.get(dir) {
                                 let settled = c.stamp.settled(now);

@@ -62,6 +62,19 @@ pub struct DirStamp {
 }
 
 impl DirStamp {
+    /// The stamp of what `lstat` found: `None` for anything but a
+    /// directory with an identity and a change time (Windows has neither).
+    pub fn of(l: &crate::sandbox::os::Lstat) -> Option<DirStamp> {
+        let (dev, ino) = l.id?;
+        Some(DirStamp {
+            dev,
+            ino,
+            mtime: l.mtime,
+            ctime: l.ctime?,
+        })
+        .filter(|_| l.is_dir)
+    }
+
     /// Whether the directory's last change is more than [`SETTLE_SECS`]
     /// before `now` (nanoseconds since the epoch).
     pub fn settled(&self, now: i128) -> bool {

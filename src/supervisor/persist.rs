@@ -686,17 +686,10 @@ impl Tree for Remembering<'_> {
         if self.untouched {
             return Some(remembered_entries(cached));
         }
-        let md = self.lstat.borrow_mut().lstat(dir).ok()?;
-        let (dev, ino) = md.id?;
-        let (sec, nsec) = md.ctime?;
-        let now = DirStamp {
-            dev,
-            ino,
-            mtime: md.mtime,
-            ctime: (sec, nsec),
-        };
+        let now = DirStamp::of(&self.lstat.borrow_mut().lstat(dir).ok()?)?;
+        let (sec, nsec) = now.ctime;
         let ctime = Stamp { sec, nsec };
-        if !md.is_dir || now != cached.stamp || ctime >= since {
+        if now != cached.stamp || ctime >= since {
             return None;
         }
         let trusted = *self
