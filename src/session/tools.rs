@@ -377,7 +377,31 @@ impl HostView for RealHost<'_> {
                 vars.push((name, v.to_string()));
             }
         }
-        let memo = self.memo_key(program, &path, args, &vars, cwd);
+        // Go may fetch and run another toolchain that its configuration
+        // names: discovery asks the one found, never a download.
+        if program == "go" {
+            vars.push(("GOTOOLCHAIN", "local".to_string()));
+        }
+        // Every file the tool reads of itself to answer (its per-user
+        // configuration under the home directory among them): one the job
+        // may write would choose what the next session allows.
+        let watched = self.watched(program, &path, args);
+        if let Some(root) = watched
+            .iter()
+            .flatten()
+            .find_map(|f| self.writable.covering(f).map(|r| (f, r)))
+        {
+            let (file, root) = root;
+            self.ignore(
+                format!("{program}'s configuration {}", file.display()),
+                &root,
+            );
+            self.ignore_line(format!(
+                "{program}: a file it reads to answer may be written by the job; it is not run"
+            ));
+            return None;
+        }
+        let memo = self.memo_key(&path, args, &vars, cwd, watched);
         if let (Some(dir), Some((name, identity, _))) = (self.memo, &memo) {
             if let Some(out) = Memo::recall(dir, name, identity) {
                 return Some(out);
@@ -479,18 +503,18 @@ impl RealHost<'_> {
     /// look could leave the stamps as they were, a later one cannot.
     fn memo_key(
         &self,
-        program: &str,
         path: &Path,
         args: &[&str],
         vars: &[(&str, String)],
         cwd: &Path,
+        watched: Option<Vec<PathBuf>>,
     ) -> Option<(String, String, bool)> {
         self.memo?;
         // What is watched is the home directory's, as the working directory.
         if cwd != self.home {
             return None;
         }
-        let watched = self.watched(program, path, args)?;
+        let watched = watched?;
         let mut question = vec![path.as_os_str().as_encoded_bytes().to_vec()];
         question.extend(args.iter().map(|a| a.as_bytes().to_vec()));
         question.extend(vars.iter().map(|(k, v)| format!("{k}={v}").into_bytes()));
@@ -1583,6 +1607,37 @@ mod tests {
         let env_venv = vec![("PATH".to_string(), venv.join("bin").display().to_string())];
         assert_eq!(guarded(&env_venv, &home, &writable).which("yarn"), None);
         assert!(!marker.exists());
+    }
+
+    /// npm reads `~/.npmrc` of itself: where the job may write it (here
+    /// the whole home directory), the registry npm would name is the
+    /// job's choice, so npm is not asked at all (bare, it runs).
+    #[test]
+    fn a_tool_whose_own_config_the_job_may_write_is_never_asked() {
+        let (t, home, _project, safe) = scratch_host();
+        let marker = t.path().join("npm-ran");
+        script(
+            &safe.join("npm"),
+            &format!(
+                "#!/bin/sh\n: > '{}'\necho https://registry.test/\n",
+                marker.display()
+            ),
+        );
+        let env = vec![("PATH".to_string(), safe.display().to_string())];
+        assert!(
+            host(&env, &home)
+                .run("npm", &["config", "get", "registry"], &[])
+                .is_some()
+        );
+        assert!(marker.exists(), "control: bare, npm was asked");
+        std::fs::remove_file(&marker).unwrap();
+
+        let writable = job_writes(&home);
+        let mut h = guarded(&env, &home, &writable);
+        assert_eq!(h.run("npm", &["config", "get", "registry"], &[]), None);
+        assert!(!marker.exists(), "npm ran with a job-writable ~/.npmrc");
+        let notes = h.ignored.take();
+        assert!(notes.iter().any(|n| n.contains(".npmrc")), "{notes:?}");
     }
 
     /// A configuration file beneath what the job may write is neither
