@@ -25,7 +25,7 @@ pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;
 pub mod walk_cache;
-mod walk_parallel;
+pub mod walk_parallel;
 
 use std::path::{Path, PathBuf};
 
@@ -161,6 +161,9 @@ pub struct WalkMemory {
     /// Components whose names every remembered listing keeps besides the
     /// policy's own (the end-of-session persistence check reads them).
     pub keep: &'static [&'static str],
+    /// The remembered directories' stamps, begun before the load, and the
+    /// time just before ([`walk_parallel::StampsAhead`]).
+    pub begun: Option<(walk_parallel::StampsAhead, i128)>,
 }
 
 /// What a remembering load walked.
@@ -297,6 +300,9 @@ fn load_walking(
     let mut walker = GlobWalker::new(skip);
     if let Some(m) = memory {
         walker.remember(m.prior, m.trust, m.keep);
+        if let Some((begun, now)) = m.begun {
+            walker.stamps_begun(begun, now);
+        }
         *walk_dir = Some(m.dir);
     }
     let mut ctx = PathCtx {

@@ -11,7 +11,7 @@
 //! [`WALK_CAP`] directory entries.
 
 use super::walk_cache::{
-    CachedAnswer, CachedDir, DirStamp, Entry, PathMap, WalkCache, path_map, tree_digest,
+    CachedAnswer, CachedDir, DirStamp, Entry, PathKey, PathMap, WalkCache, path_map, tree_digest,
 };
 use super::{Access, FsRule};
 use crate::sandbox::os;
@@ -153,9 +153,12 @@ struct Memory {
     lstat: os::LstatAt,
     /// Stamps taken ahead by several threads ([`GlobWalker::stamp_ahead`]),
     /// each used once, and the time just before they were taken.
-    ahead: PathMap<os::Lstat>,
+    ahead: Vec<Option<os::Lstat>>,
     ahead_now: i128,
     ahead_taken: bool,
+    /// Stamps begun before the load ([`super::walk_parallel::StampsAhead`])
+    /// and the time just before they were begun.
+    begun: Option<(super::walk_parallel::StampsAhead, i128)>,
     /// The answers of this load to keep: found anew, or recalled.
     answers: Vec<CachedAnswer>,
     /// Per `**` root: the digest of its remembered tree when every
@@ -170,7 +173,7 @@ fn trusts(trusted: &mut HashMap<u64, bool>, trust: TrustFs, dev: u64, dir: &Path
 }
 
 /// Nanoseconds since the epoch.
-fn now_ns() -> i128 {
+pub fn now_ns() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
@@ -178,7 +181,7 @@ fn now_ns() -> i128 {
 
 /// Threads for a parallel walk: asked once per process (it reads the
 /// cgroup's CPU quota).
-fn walk_threads() -> usize {
+pub fn walk_threads() -> usize {
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
 }
@@ -245,12 +248,22 @@ impl GlobWalker {
             keep,
             changed: false,
             lstat: os::LstatAt::new(),
-            ahead: path_map(0),
+            ahead: Vec::new(),
             ahead_now: 0,
             ahead_taken: false,
+            begun: None,
             answers: Vec::new(),
             roots: path_map(0),
         });
+    }
+
+    /// Stamps of the remembered directories begun at `now` (before the
+    /// load): the walker takes them instead of stamping ahead itself.
+    /// After [`Self::remember`].
+    pub fn stamps_begun(&mut self, begun: super::walk_parallel::StampsAhead, now: i128) {
+        if let Some(memory) = &mut self.memory {
+            memory.begun = Some((begun, now));
+        }
     }
 
     /// The walk to remember for the next load: `None` when nothing was
@@ -270,6 +283,7 @@ impl GlobWalker {
             ..WalkCache::default()
         };
         let kept_names = NameSet::new(asked.iter());
+        out.dirs.reserve(self.listings.len());
         for (path, l) in self.listings {
             let Some(stamp) = l.stamp else { continue };
             let (set, entries) = match l.only {
@@ -290,6 +304,7 @@ impl GlobWalker {
                     stamp,
                     set,
                     entries,
+                    index: super::walk_cache::NOT_READ,
                 },
             );
         }
@@ -375,12 +390,12 @@ impl GlobWalker {
         if memory.answers.iter().any(|a| a.pattern == pattern) {
             return;
         }
-        let Some(tree) = self.trees.get(root) else {
+        let Some(tree) = self.trees.get(root.as_os_str()) else {
             return;
         };
         let mut dirs = Vec::with_capacity(tree.len());
         for node in tree.iter() {
-            match self.listings.get(&node.dir) {
+            match self.listings.get(node.dir.as_os_str()) {
                 Some(l) if l.stamp.is_some() => dirs.push(node.dir.as_path()),
                 _ => return,
             }
@@ -403,17 +418,18 @@ impl GlobWalker {
     /// those listings are then taken as this load's. `None` otherwise.
     fn unchanged_tree(&mut self, root: &Path) -> Option<String> {
         let memory = self.memory.as_mut()?;
-        if let Some(known) = memory.roots.get(root) {
+        if let Some(known) = memory.roots.get(root.as_os_str()) {
             return known.clone();
         }
+        // Asked of a directory beneath `root` only: compared as bytes, as
+        // `beneath` does (a `Path` would parse every component).
+        let root_len = os::os_bytes(root.as_os_str()).len();
         let skipped = |d: &Path| {
-            d.strip_prefix(root).is_ok_and(|rel| {
-                rel.components().any(|c| {
-                    self.skip
-                        .iter()
-                        .any(|s| s.as_bytes() == os::os_bytes(c.as_os_str()))
-                })
-            })
+            os::os_bytes(d.as_os_str())
+                .get(root_len..)
+                .unwrap_or_default()
+                .split(|b| *b == b'/')
+                .any(|c| self.skip.iter().any(|s| s.as_bytes() == c))
         };
         let mut dirs: Vec<&Path> = Vec::new();
         let mut unchanged = true;
@@ -421,8 +437,8 @@ impl GlobWalker {
             if !beneath(d, root) || skipped(d) {
                 continue;
             }
-            let (now, looked) = match memory.ahead.get(d) {
-                Some(l) => (memory.ahead_now, Some(*l)),
+            let (now, looked) = match memory.ahead.get(cached.index).copied().flatten() {
+                Some(l) => (memory.ahead_now, Some(l)),
                 None => (now_ns(), memory.lstat.lstat(d).ok()),
             };
             let holds = looked.as_ref().and_then(DirStamp::of).is_some_and(|st| {
@@ -434,20 +450,20 @@ impl GlobWalker {
                 unchanged = false;
                 break;
             }
-            dirs.push(d.as_path());
+            dirs.push(&**d);
         }
         let digest = (unchanged && !dirs.is_empty()).then(|| tree_digest(&mut dirs));
         if digest.is_some() {
             for d in &dirs {
-                if self.listings.contains_key(*d) {
+                if self.listings.contains_key(d.as_os_str()) {
                     continue;
                 }
-                let Some(c) = memory.prior.dirs.get(*d) else {
+                let Some(c) = memory.prior.dirs.get(d.as_os_str()) else {
                     continue;
                 };
                 if memory.keep.iter().all(|k| c.set.contains(*k)) {
                     self.listings.insert(
-                        d.to_path_buf(),
+                        PathKey::from(*d),
                         Listing {
                             entries: Rc::clone(&c.entries),
                             only: Some(Rc::clone(&c.set)),
@@ -457,7 +473,7 @@ impl GlobWalker {
                 }
             }
         }
-        memory.roots.insert(root.to_path_buf(), digest.clone());
+        memory.roots.insert(PathKey::from(root), digest.clone());
         digest
     }
 
@@ -473,12 +489,16 @@ impl GlobWalker {
             self.stamp_ahead(root);
             return Ok(());
         }
-        if self.trees.contains_key(root) {
+        if self.trees.contains_key(root.as_os_str()) {
             return Ok(());
         }
         // Only the root itself may have been read (the default preset's
         // `${PROJECT}/.env.*` comes before its first `**`).
-        if self.listings.keys().any(|d| d != root && beneath(d, root)) {
+        if self
+            .listings
+            .keys()
+            .any(|d| **d != *root && beneath(d, root))
+        {
             return Ok(());
         }
         let threads = walk_threads();
@@ -514,7 +534,7 @@ impl GlobWalker {
             });
         };
         for r in reads {
-            if self.listings.contains_key(&r.dir) {
+            if self.listings.contains_key(r.dir.as_os_str()) {
                 continue;
             }
             self.count(r.entries.len(), root_s)?;
@@ -526,7 +546,7 @@ impl GlobWalker {
                 only: None,
                 stamp: r.stamp,
             };
-            self.listings.insert(r.dir, listing);
+            self.listings.insert(PathKey::from(r.dir), listing);
         }
         Ok(())
     }
@@ -539,24 +559,38 @@ impl GlobWalker {
         let Some(memory) = &mut self.memory else {
             return;
         };
-        if memory.ahead_taken || threads < 2 {
+        if memory.ahead_taken {
+            return;
+        }
+        if let Some((begun, now)) = memory.begun.take() {
+            memory.ahead_taken = true;
+            memory.ahead_now = now;
+            memory.ahead = begun.finish();
+            return;
+        }
+        if threads < 2 {
             return;
         }
         memory.ahead_taken = true;
-        let mut dirs: Vec<&Path> = memory
-            .prior
-            .dirs
-            .keys()
-            .map(PathBuf::as_path)
-            .filter(|d| beneath(d, root))
-            .collect();
+        // Numbered here: nothing was stamped ahead by another numbering.
+        let mut dirs: Vec<(usize, &Path)> = Vec::with_capacity(memory.prior.dirs.len());
+        for (i, (d, c)) in memory.prior.dirs.iter_mut().enumerate() {
+            c.index = i;
+            if beneath(d, root) {
+                dirs.push((i, &**d));
+            }
+        }
         // By bytes: siblings stay together (a directory's children share its
         // path and a slash), without parsing every path into components.
-        dirs.sort_unstable_by(|a, b| a.as_os_str().cmp(b.as_os_str()));
+        dirs.sort_unstable_by(|a, b| a.1.as_os_str().cmp(b.1.as_os_str()));
         memory.ahead_now = now_ns();
         let stamps = super::walk_parallel::stamp_all(&dirs, threads);
-        memory.ahead.reserve(stamps.len());
-        memory.ahead.extend(stamps);
+        memory.ahead = vec![None; memory.prior.dirs.len()];
+        for (i, l) in stamps {
+            if let Some(slot) = memory.ahead.get_mut(i) {
+                *slot = Some(l);
+            }
+        }
     }
 
     fn count(&mut self, n: usize, root: &str) -> Result<(), GlobError> {
@@ -586,7 +620,7 @@ impl GlobWalker {
                 let p = dir.join(name);
                 // A listing at hand (or a remembered one) answers without
                 // a system call; otherwise one `lstat`.
-                if self.memory.is_some() || self.listings.contains_key(dir) {
+                if self.memory.is_some() || self.listings.contains_key(dir.as_os_str()) {
                     let entries = self.entries(dir, Some(name), root)?;
                     let found = entries
                         .iter()
@@ -653,7 +687,7 @@ impl GlobWalker {
     /// `top` and every directory below it that a `**` enters (links never
     /// followed, the skipped names never entered), each listed once.
     fn tree(&mut self, top: &Path, root: &str) -> Result<Rc<Vec<Node>>, GlobError> {
-        if let Some(t) = self.trees.get(top) {
+        if let Some(t) = self.trees.get(top.as_os_str()) {
             return Ok(Rc::clone(t));
         }
         let mut nodes = Vec::new();
@@ -673,7 +707,7 @@ impl GlobWalker {
             nodes.push(Node { dir, entries, only });
         }
         let nodes = Rc::new(nodes);
-        self.trees.insert(top.to_path_buf(), Rc::clone(&nodes));
+        self.trees.insert(PathKey::from(top), Rc::clone(&nodes));
         Ok(nodes)
     }
 
@@ -702,7 +736,7 @@ impl GlobWalker {
                 self.asked.insert(m.to_string());
             }
         }
-        if let Some(l) = self.listings.get(dir) {
+        if let Some(l) = self.listings.get(dir.as_os_str()) {
             if l.answers(need) {
                 return Ok((Rc::clone(&l.entries), l.only.clone()));
             }
@@ -713,7 +747,13 @@ impl GlobWalker {
             Some(memory) => {
                 // A stamp taken ahead counts from the moment before it was
                 // taken, as one taken here does.
-                let (now, looked) = match memory.ahead.remove(dir) {
+                let ahead = memory
+                    .prior
+                    .dirs
+                    .get(dir.as_os_str())
+                    .and_then(|c| memory.ahead.get_mut(c.index))
+                    .and_then(Option::take);
+                let (now, looked) = match ahead {
                     Some(l) => (memory.ahead_now, Ok(l)),
                     None => (now_ns(), memory.lstat.lstat(dir)),
                 };
@@ -726,7 +766,7 @@ impl GlobWalker {
                         };
                         let trusted = trusts(&mut memory.trusted, memory.trust, stamp.dev, dir);
                         if trusted {
-                            if let Some(c) = memory.prior.dirs.get(dir) {
+                            if let Some(c) = memory.prior.dirs.get(dir.as_os_str()) {
                                 let settled = c.stamp.settled(now);
                                 if c.stamp == stamp
                                     && settled
@@ -741,7 +781,7 @@ impl GlobWalker {
                                     let entries = Rc::clone(&l.entries);
                                     let only = l.only.clone();
                                     self.count(entries.len(), root)?;
-                                    self.listings.insert(dir.to_path_buf(), l);
+                                    self.listings.insert(PathKey::from(dir), l);
                                     return Ok((entries, only));
                                 }
                             }
@@ -778,7 +818,7 @@ impl GlobWalker {
         }
         let out = Rc::new(out);
         self.listings.insert(
-            dir.to_path_buf(),
+            PathKey::from(dir),
             Listing {
                 entries: Rc::clone(&out),
                 only: None,

@@ -548,7 +548,7 @@ fn a_first_walk_read_by_threads_finds_what_the_serial_walk_finds() {
     // The serial walk (something remembered: no read-ahead) agrees.
     let mut prior = super::walk_cache::WalkCache::default();
     prior.dirs.insert(
-        "/nowhere".into(),
+        std::path::Path::new("/nowhere").into(),
         super::walk_cache::CachedDir {
             stamp: super::walk_cache::DirStamp {
                 dev: 0,
@@ -558,6 +558,7 @@ fn a_first_walk_read_by_threads_finds_what_the_serial_walk_finds() {
             },
             set: Default::default(),
             entries: Default::default(),
+            index: super::walk_cache::NOT_READ,
         },
     );
     let mut serial = GlobWalker::new(vec!["out".into()]);
@@ -1467,7 +1468,7 @@ fn a_remembered_walk_is_used_only_while_the_directory_is_unchanged() {
     let (found, w) = walk_pem(&s.project, Default::default());
     assert_eq!(found, [deep.join("old.pem")]);
     let first = w.into_cache().expect("a settled walk is remembered");
-    assert!(first.dirs.contains_key(&deep));
+    assert!(first.dirs.contains_key(deep.as_os_str()));
 
     // Warm: the same answer, and nothing new to remember.
     let (found, w) = walk_pem(&s.project, first.clone());
@@ -1479,7 +1480,7 @@ fn a_remembered_walk_is_used_only_while_the_directory_is_unchanged() {
     // (Without the remembered answer, which would be believed the same.)
     let mut forged = first.clone();
     forged.answers.clear();
-    if let Some(d) = forged.dirs.get_mut(&deep) {
+    if let Some(d) = forged.dirs.get_mut(deep.as_os_str()) {
         d.entries = std::rc::Rc::new(Vec::new());
     }
     assert!(walk_pem(&s.project, forged).0.is_empty());
@@ -1502,7 +1503,7 @@ fn a_directory_changed_just_before_the_walk_is_not_remembered() {
     s.write("fresh/a.pem", "k");
     let (_, w) = walk_pem(&s.project, Default::default());
     let cache = w.into_cache().unwrap_or_default();
-    assert!(!cache.dirs.contains_key(&s.project.join("fresh")));
+    assert!(!cache.dirs.contains_key(s.project.join("fresh").as_os_str()));
 }
 
 /// A filesystem that is not trusted is always read.
@@ -1532,19 +1533,60 @@ fn stamps_taken_ahead_are_the_walks_own() {
         .iter()
         .map(|d| s.project.join(d))
         .collect();
-    let refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let refs: Vec<(usize, &Path)> = dirs.iter().map(PathBuf::as_path).enumerate().collect();
     for threads in [1, 2, 3, 8] {
         let mut got = super::walk_parallel::stamp_all(&refs, threads);
-        got.sort_by(|a, b| a.0.cmp(&b.0));
-        let want: Vec<(PathBuf, crate::sandbox::os::Lstat)> = dirs
+        got.sort_by_key(|a| a.0);
+        let want: Vec<(usize, crate::sandbox::os::Lstat)> = dirs
             .iter()
-            .filter_map(|d| {
+            .enumerate()
+            .filter_map(|(i, d)| {
                 let m = std::fs::symlink_metadata(d).ok()?;
-                Some((d.clone(), crate::sandbox::os::lstat_of(&m)))
+                Some((i, crate::sandbox::os::lstat_of(&m)))
             })
             .collect();
         assert_eq!(got, want, "{threads} threads");
     }
+}
+
+/// Stamps begun from the cache file's bytes, before it is decoded, are
+/// each directory's own, and a walk that takes them still sees a secret
+/// made since the walk was remembered.
+#[test]
+fn stamps_begun_before_the_load_still_find_a_new_secret() {
+    let s = scratch();
+    for d in ["a/x", "a/y", "b"] {
+        s.write(&format!("{d}/f"), "");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    let (found, w) = walk_pem(&s.project, Default::default());
+    assert!(found.is_empty());
+    let bytes = w
+        .into_cache()
+        .expect("a settled walk is remembered")
+        .encode();
+    let decoded = super::walk_cache::WalkCache::decode(&bytes).unwrap();
+    let begun = super::walk_parallel::StampsAhead::start(std::sync::Arc::new(bytes.clone()), 2)
+        .expect("two threads");
+    let stamps = begun.finish();
+    assert_eq!(stamps.len(), decoded.dirs.len());
+    for (d, c) in &decoded.dirs {
+        let m = std::fs::symlink_metadata(&**d).unwrap();
+        assert_eq!(
+            stamps[c.index],
+            Some(crate::sandbox::os::lstat_of(&m)),
+            "{d:?}"
+        );
+    }
+    // A secret planted in a remembered directory, then a warm load that
+    // takes stamps begun before it.
+    s.write("a/y/new.pem", "k");
+    let begun = super::walk_parallel::StampsAhead::start(std::sync::Arc::new(bytes), 2).unwrap();
+    let mut w = GlobWalker::new(vec![]);
+    w.remember(decoded, trust_all, &[]);
+    w.stamps_begun(begun, super::paths::now_ns());
+    let found = w.expand(&s.project.join("**/*.pem")).unwrap();
+    assert_eq!(found, [s.project.join("a/y/new.pem")]);
 }
 
 /// A `**/LAST` pattern's answer is remembered with a digest of its tree
@@ -1572,7 +1614,7 @@ fn a_remembered_answer_holds_only_while_its_whole_tree_is_unchanged() {
     let (listings, learnt) = w.into_listings().expect("remembering");
     assert!(!learnt);
     assert!(
-        listings.dirs.contains_key(&deep),
+        listings.dirs.contains_key(deep.as_os_str()),
         "the check after the session gets them"
     );
 

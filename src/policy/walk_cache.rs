@@ -98,13 +98,52 @@ pub struct CachedDir {
     pub stamp: DirStamp,
     pub set: Rc<BTreeSet<String>>,
     pub entries: Rc<Vec<Entry>>,
+    /// Its place among the directories of the file it was read from
+    /// ([`dir_paths`] lists them in that order); [`NOT_READ`] for a
+    /// listing of this load.
+    pub index: usize,
 }
+
+/// [`CachedDir::index`] of a listing that was not read from a file.
+pub const NOT_READ: usize = usize::MAX;
 
 /// A map keyed by path, hashed with foldhash: a warm load looks up every
 /// directory of the project two or three times, and SipHash was a tenth
 /// of it. foldhash is seeded per process, so a job naming directories
-/// cannot aim collisions at the next load.
-pub type PathMap<V> = HashMap<PathBuf, V, foldhash::fast::RandomState>;
+/// cannot aim collisions at the next load. Look up with `path.as_os_str()`.
+pub type PathMap<V> = HashMap<PathKey, V, foldhash::fast::RandomState>;
+
+/// A path as a map key, hashed and compared as bytes. The walk's paths
+/// are absolute and normalised (no `.`, `..`, doubled or trailing
+/// slash), so equal bytes are equal paths; `Path`'s own hash and
+/// equality parse every component, which was a tenth of a warm load.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PathKey(OsString);
+
+impl std::borrow::Borrow<std::ffi::OsStr> for PathKey {
+    fn borrow(&self) -> &std::ffi::OsStr {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for PathKey {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        std::path::Path::new(&self.0)
+    }
+}
+
+impl From<PathBuf> for PathKey {
+    fn from(p: PathBuf) -> Self {
+        PathKey(p.into_os_string())
+    }
+}
+
+impl From<&std::path::Path> for PathKey {
+    fn from(p: &std::path::Path) -> Self {
+        PathKey(p.as_os_str().to_os_string())
+    }
+}
 
 /// An empty [`PathMap`] with room for `n` paths.
 pub fn path_map<V>(n: usize) -> PathMap<V> {
@@ -273,12 +312,14 @@ impl WalkCache {
                 ctime,
             };
             let entries = Rc::new(entries);
+            let index = dirs.len();
             dirs.insert(
-                path,
+                PathKey::from(path),
                 CachedDir {
                     stamp,
                     set,
                     entries,
+                    index,
                 },
             );
         }
@@ -310,6 +351,38 @@ impl WalkCache {
         }
         r.rest.is_empty().then_some(WalkCache { dirs, answers })
     }
+}
+
+/// Where each directory's path lies in a cache file (offset, length), in
+/// the order [`WalkCache::decode`] numbers them: what the stamps need,
+/// read without decoding the rest (so that they can begin while the rest
+/// is decoded). `None` for a file `decode` would not take as far as its
+/// directories (a later defect is `decode`'s to find: its answer decides).
+pub fn dir_paths(bytes: &[u8]) -> Option<Vec<(usize, usize)>> {
+    let body = bytes.get(..bytes.len().checked_sub(8)?)?;
+    let mut r = Reader { rest: body };
+    if r.take(MAGIC.len())? != MAGIC {
+        return None;
+    }
+    for _ in 0..r.u32()? {
+        for _ in 0..r.u32()? {
+            r.bytes()?;
+        }
+    }
+    let ndirs = r.u32()?;
+    let mut out = Vec::with_capacity(ndirs.min(r.rest.len() / 56));
+    for _ in 0..ndirs {
+        let path = r.bytes()?;
+        let at = body.len() - r.rest.len() - path.len();
+        out.push((at, path.len()));
+        // dev, ino, two times, the set's index.
+        r.take(8 * 6 + 4)?;
+        for _ in 0..r.u32()? {
+            r.take(1)?;
+            r.bytes()?;
+        }
+    }
+    Some(out)
 }
 
 fn put_u32(out: &mut Vec<u8>, n: usize) {
@@ -362,7 +435,7 @@ mod tests {
         let set = Rc::new(BTreeSet::from(["*.pem".to_string(), ".env".to_string()]));
         let mut c = WalkCache::default();
         c.dirs.insert(
-            PathBuf::from("/p/src"),
+            PathKey::from(PathBuf::from("/p/src")),
             CachedDir {
                 stamp: DirStamp {
                     dev: 1,
@@ -381,6 +454,7 @@ mod tests {
                         is_dir: true,
                     },
                 ]),
+                index: NOT_READ,
             },
         );
         c.answers.push(CachedAnswer {
@@ -398,11 +472,32 @@ mod tests {
     fn a_cache_round_trips_with_names_that_are_not_utf8() {
         let bytes = sample().encode();
         let back = WalkCache::decode(&bytes).unwrap();
-        let d = &back.dirs[&PathBuf::from("/p/src")];
+        let d = &back.dirs[std::ffi::OsStr::new("/p/src")];
         assert_eq!(d.stamp.ctime, (5, 6));
         assert_eq!(d.entries[0].name.as_bytes(), b"k\xff.pem");
         assert!(d.set.contains("*.pem"));
         assert_eq!(back.answers, sample().answers);
+    }
+
+    #[test]
+    fn the_paths_the_stamps_take_are_the_decoded_directories_in_order() {
+        let mut c = sample();
+        let second = c.dirs.values().next().unwrap().clone();
+        c.dirs.insert(PathKey::from(PathBuf::from("/p/a")), second);
+        let bytes = c.encode();
+        let back = WalkCache::decode(&bytes).unwrap();
+        let paths = dir_paths(&bytes).unwrap();
+        assert_eq!(paths.len(), 2);
+        for (d, cached) in &back.dirs {
+            let (at, len) = paths[cached.index];
+            assert_eq!(&bytes[at..at + len], d.as_os_str().as_bytes());
+        }
+        for cut in 0..bytes.len() {
+            // Never a panic, never a path outside the bytes.
+            for (at, len) in dir_paths(&bytes[..cut]).unwrap_or_default() {
+                assert!(at + len <= cut);
+            }
+        }
     }
 
     #[test]

@@ -18,10 +18,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use super::walk_cache::{DirStamp, Entry};
-use crate::sandbox::os::{Lstat, LstatAt};
+use super::walk_cache::{DirStamp, Entry, dir_paths};
+use crate::sandbox::os::{Lstat, LstatAt, os_str_from_bytes};
 
 /// One directory as read: its stamp (taken before the read, when the
 /// walker may remember it) and its entries.
@@ -140,16 +140,17 @@ fn read_one(dir: &Path, stamp: StampFn<'_>, seen: &AtomicUsize) -> Option<Read> 
 
 /// The stamps of remembered directories, taken ahead by up to `threads`
 /// threads: a warm load's work is one `lstat` per directory, and the
-/// answers do not depend on each other. `dirs` sorted, so that each
-/// thread's share is a run of siblings and their parent is opened once.
-/// A directory whose `lstat` fails is left out: the walker asks again
-/// and decides as it always does.
-pub fn stamp_all(dirs: &[&Path], threads: usize) -> Vec<(PathBuf, Lstat)> {
+/// answers do not depend on each other. `dirs` (each with its
+/// [`CachedDir::index`](super::walk_cache::CachedDir::index)) sorted, so
+/// that each thread's share is a run of siblings and their parent is
+/// opened once. A directory whose `lstat` fails is left out: the walker
+/// asks again and decides as it always does.
+pub fn stamp_all(dirs: &[(usize, &Path)], threads: usize) -> Vec<(usize, Lstat)> {
     let share = dirs.len().div_ceil(threads.max(1)).max(1);
-    let run = |part: &[&Path]| -> Vec<(PathBuf, Lstat)> {
+    let run = |part: &[(usize, &Path)]| -> Vec<(usize, Lstat)> {
         let mut lstat = LstatAt::new();
         part.iter()
-            .filter_map(|d| Some((d.to_path_buf(), lstat.lstat(d).ok()?)))
+            .filter_map(|(i, d)| Some((*i, lstat.lstat(d).ok()?)))
             .collect()
     };
     let mut parts = dirs.chunks(share);
@@ -165,4 +166,157 @@ pub fn stamp_all(dirs: &[&Path], threads: usize) -> Vec<(PathBuf, Lstat)> {
         }
         out
     })
+}
+
+/// The stamps of every directory of a remembered walk's file, begun on
+/// another thread as soon as the file is read (before it is decoded, the
+/// host probed and the policy parsed), so that they are taken while the
+/// session's other start-up work runs. The walker finishes what is left
+/// when it first needs them ([`StampsAhead::finish`]).
+pub struct StampsAhead {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// The cache file, as read.
+    bytes: Arc<Vec<u8>>,
+    /// Where its directories' paths are ([`dir_paths`]), found once by
+    /// whichever thread comes first.
+    paths: OnceLock<Vec<(usize, usize)>>,
+    next: AtomicUsize,
+    /// The stamps of the chunks done, and how many chunks are done.
+    taken: Mutex<(Vec<(usize, Lstat)>, usize)>,
+    done: Condvar,
+}
+
+/// Directories per chunk: a run of siblings shares one open parent, and
+/// taking a chunk costs one atomic add.
+const CHUNK: usize = 32;
+
+impl Shared {
+    fn paths(&self) -> &[(usize, usize)] {
+        self.paths
+            .get_or_init(|| dir_paths(&self.bytes).unwrap_or_default())
+    }
+
+    /// Take chunks until none is left.
+    fn work(&self) {
+        let paths = self.paths();
+        let mut lstat = LstatAt::new();
+        loop {
+            let start = self.next.fetch_add(CHUNK, Ordering::Relaxed);
+            let Some(part) = paths.get(start..).filter(|p| !p.is_empty()) else {
+                break;
+            };
+            // Counted as done however this chunk ends (a panic included),
+            // so that `finish` never waits for it forever.
+            let mut chunk = ChunkDone {
+                shared: self,
+                mine: Vec::with_capacity(CHUNK),
+            };
+            let mine = &mut chunk.mine;
+            for (i, (at, len)) in part.iter().enumerate().take(CHUNK) {
+                let Some(dir) = self
+                    .bytes
+                    .get(*at..at.saturating_add(*len))
+                    .and_then(os_str_from_bytes)
+                else {
+                    continue;
+                };
+                if let Ok(l) = lstat.lstat(Path::new(dir)) {
+                    mine.push((start + i, l));
+                }
+            }
+        }
+    }
+}
+
+/// A chunk being stamped: its stamps are handed over, and it is counted as
+/// done, when it is dropped.
+struct ChunkDone<'a> {
+    shared: &'a Shared,
+    mine: Vec<(usize, Lstat)>,
+}
+
+impl Drop for ChunkDone<'_> {
+    fn drop(&mut self) {
+        let mut t = self
+            .shared
+            .taken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.0.append(&mut self.mine);
+        t.1 += 1;
+        self.shared.done.notify_all();
+    }
+}
+
+impl StampsAhead {
+    /// Begin stamping the directories of the cache file `bytes` on another
+    /// thread; `None` on one CPU (the walker then stamps as it goes).
+    pub fn start(bytes: Arc<Vec<u8>>, threads: usize) -> Option<StampsAhead> {
+        if threads < 2 {
+            return None;
+        }
+        let shared = Arc::new(Shared {
+            bytes,
+            paths: OnceLock::new(),
+            next: AtomicUsize::new(0),
+            taken: Mutex::new((Vec::new(), 0)),
+            done: Condvar::new(),
+        });
+        let theirs = Arc::clone(&shared);
+        // Detached: `finish` waits for the chunks taken, never for a
+        // thread that a busy machine has not run yet.
+        std::thread::Builder::new()
+            .name("vetto-stamps".into())
+            .spawn(move || theirs.work())
+            .ok()?;
+        Some(StampsAhead { shared })
+    }
+
+    /// Every stamp, by [`CachedDir::index`](super::walk_cache::CachedDir::index):
+    /// the chunks nobody has taken yet are stamped here, then those the
+    /// other thread took are waited for. A directory whose `lstat` failed
+    /// has none (the walker asks again and decides as it always does).
+    pub fn finish(self) -> Vec<Option<Lstat>> {
+        self.shared.work();
+        let n = self.shared.paths().len();
+        let chunks = n.div_ceil(CHUNK);
+        let mut out = vec![None; n];
+        let mut t = self
+            .shared
+            .taken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while t.1 < chunks {
+            // A chunk whose thread panicked is counted all the same; its
+            // directories only get a second look from the walker.
+            t = self
+                .shared
+                .done
+                .wait(t)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        for (i, l) in t.0.iter() {
+            if let Some(slot) = out.get_mut(*i) {
+                *slot = Some(*l);
+            }
+        }
+        out
+    }
+}
+
+impl Drop for StampsAhead {
+    /// Unused (a policy with no `**`, or a load that failed): the other
+    /// thread stops after its chunk.
+    fn drop(&mut self) {
+        self.shared.next.store(usize::MAX / 2, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for StampsAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StampsAhead").finish_non_exhaustive()
+    }
 }

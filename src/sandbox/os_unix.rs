@@ -32,6 +32,11 @@ pub fn os_string_from_bytes(bytes: Vec<u8>) -> Option<OsString> {
     Some(OsString::from_vec(bytes))
 }
 
+/// The name those bytes spell, borrowed.
+pub fn os_str_from_bytes(bytes: &[u8]) -> Option<&OsStr> {
+    Some(OsStr::from_bytes(bytes))
+}
+
 /// (device, inode): the file's identity.
 pub fn file_id(md: &Metadata) -> Option<(u64, u64)> {
     Some((md.dev(), md.ino()))

@@ -187,7 +187,10 @@ fn execute(
     // 4. Policy, then plan: a refusal here means the command never starts.
     request.policy.session_tmp = session_tmp.path().to_path_buf();
     request.policy.report_dir = log_dir.map(Path::to_path_buf);
-    //    The glob walk is remembered between sessions (`walk`).
+    //    The glob walk is remembered between sessions (`walk`); its
+    //    directories are stamped on another CPU while the policy is
+    //    parsed. (Not before the stage starts: the stage's exec then
+    //    competed with the stamps for the CPUs and started later.)
     let (remembered, memory) = walk::recall(&request.policy);
     let walk_dir = memory.dir.clone();
     let (policy, walked) = policy::load_remembering(&request.policy, memory);

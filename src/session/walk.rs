@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::plan::{Plan, Tier};
 use crate::policy::walk_cache::{MAX_BYTES, WalkCache};
+use crate::policy::walk_parallel::StampsAhead;
 use crate::policy::{Access, LoadRequest, Policy, WalkMemory, paths};
 use crate::sandbox::{fs_kind, safe_fs};
 
@@ -47,14 +48,26 @@ pub fn recall(req: &LoadRequest) -> (Option<Remembered>, WalkMemory) {
     let project = paths::normalise_abs(&req.cwd.join(project));
     let name = crate::hash::sha256_hex(&[project.as_os_str().as_encoded_bytes()]);
     let dir = safe_fs::Dir::create(&path, safe_fs::Parents::AsNamed, 0o700).ok();
-    let prior = dir
-        .as_ref()
-        .and_then(|d| read_bounded(&d.join(&name)))
-        .and_then(|bytes| WalkCache::decode(&bytes))
-        .unwrap_or_default();
+    let bytes = dir.as_ref().and_then(|d| read_bounded(&d.join(&name)));
+    // The stamps begin now, on another CPU, while the file is decoded and
+    // the session's other start-up work runs; the walk takes them when it
+    // needs them.
+    let now = paths::now_ns();
+    let (prior, begun) = match bytes {
+        Some(bytes) => {
+            let bytes = std::sync::Arc::new(bytes);
+            let begun = StampsAhead::start(std::sync::Arc::clone(&bytes), paths::walk_threads());
+            let prior = WalkCache::decode(&bytes);
+            // A file that does not decode has nothing to stamp.
+            let begun = begun.filter(|_| prior.is_some()).map(|b| (b, now));
+            (prior.unwrap_or_default(), begun)
+        }
+        None => (WalkCache::default(), None),
+    };
     let memory = WalkMemory {
         dir: path,
         prior,
+        begun,
         trust: fs_kind::honest_change_times,
         keep: &crate::supervisor::persist::REMEMBERED_NAMES,
     };
@@ -63,7 +76,9 @@ pub fn recall(req: &LoadRequest) -> (Option<Remembered>, WalkMemory) {
 
 fn read_bounded(path: &Path) -> Option<Vec<u8>> {
     let file = safe_fs::open_regular(path).ok()?;
-    let mut bytes = Vec::new();
+    // Sized once from the file's length (read in one call, not grown).
+    let len = file.metadata().map_or(0, |m| m.len().min(MAX_BYTES));
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0).saturating_add(1));
     file.take(MAX_BYTES + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= MAX_BYTES).then_some(bytes)
 }

@@ -57,12 +57,13 @@
 //! cold; see docs/benchmarks.md for the remembered case.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Timestamp, Violation};
-use crate::policy::walk_cache::{DirStamp, WalkCache};
+use crate::policy::walk_cache::{DirStamp, Entry, WalkCache};
 use crate::sandbox::os;
 
 /// What this walk needs of a directory besides its subdirectories, as
@@ -109,9 +110,32 @@ pub trait Tree {
     /// and the names [`REMEMBERED_NAMES`] match — when `dir` is known to
     /// have gained and lost no entry since it was listed, nor since
     /// `since`; `None`: it must be listed.
-    fn remembered(&self, dir: &Path, since: Stamp) -> Option<Vec<(OsString, Kind)>> {
+    fn remembered(&self, dir: &Path, since: Stamp) -> Option<Rc<Vec<Entry>>> {
         let _ = (dir, since);
         None
+    }
+}
+
+/// A directory's entries for the walk: as listed now, or as remembered
+/// (shared with the start's walk, not copied).
+enum Listed {
+    Now(Vec<(OsString, Kind)>),
+    Remembered(Rc<Vec<Entry>>),
+}
+
+impl Listed {
+    fn iter(&self) -> impl Iterator<Item = (&OsStr, Kind)> + '_ {
+        let (now, remembered) = match self {
+            Listed::Now(v) => (Some(v), None),
+            Listed::Remembered(r) => (None, Some(r)),
+        };
+        let now = now.into_iter().flatten().map(|(n, k)| (n.as_os_str(), *k));
+        // A remembered listing tells directories from everything else.
+        let remembered = remembered.into_iter().flat_map(|r| r.iter()).map(|e| {
+            let kind = if e.is_dir { Kind::Dir } else { Kind::Other };
+            (e.name.as_os_str(), kind)
+        });
+        now.chain(remembered)
     }
 }
 
@@ -480,9 +504,9 @@ impl<'a> Checker<'a> {
                 self.repository(&dir);
                 continue;
             }
-            for (name, kind) in entries {
-                let child = dir.join(&name);
-                if is_git_name(&name) {
+            for (name, kind) in entries.iter() {
+                let child = dir.join(name);
+                if is_git_name(name) {
                     // The root's own repository was checked on its own.
                     if !is_root {
                         self.nested(&child, kind);
@@ -496,13 +520,13 @@ impl<'a> Checker<'a> {
 
     /// A directory of the walk: remembered when unchanged, else listed.
     /// Either way its entries count against the budget.
-    fn walk_list(&mut self, dir: &Path) -> Option<Vec<(OsString, Kind)>> {
+    fn walk_list(&mut self, dir: &Path) -> Option<Listed> {
         match self.tree.remembered(dir, self.since) {
             Some(entries) if entries.len() <= self.budget => {
                 self.budget -= entries.len();
-                Some(entries)
+                Some(Listed::Remembered(entries))
             }
-            _ => self.list(dir),
+            _ => self.list(dir).map(Listed::Now),
         }
     }
 
@@ -548,11 +572,11 @@ fn is_git_name(name: &OsStr) -> bool {
 /// What git's discovery takes for a git directory: `HEAD`, `objects/`
 /// and `refs/` (a bare repository that `safe.bareRepository = all`, the
 /// default, lets a `git status` in it use).
-fn looks_like_git_dir(entries: &[(OsString, Kind)]) -> bool {
+fn looks_like_git_dir(entries: &Listed) -> bool {
     let has = |n: &str, k: Option<Kind>| {
         entries
             .iter()
-            .any(|(name, kind)| name == n && k.is_none_or(|k| *kind == k))
+            .any(|(name, kind)| name == n && k.is_none_or(|k| kind == k))
     };
     has("HEAD", None) && has("objects", Some(Kind::Dir)) && has("refs", Some(Kind::Dir))
 }
@@ -651,6 +675,8 @@ pub struct Remembering<'a> {
     trusted: RefCell<HashMap<u64, bool>>,
     /// Each remembered directory is stamped through its parent.
     lstat: RefCell<os::LstatAt>,
+    /// Which sets of kept names keep [`REMEMBERED_NAMES`].
+    sets: RefCell<Vec<(Rc<BTreeSet<String>>, bool)>>,
 }
 
 impl<'a> Remembering<'a> {
@@ -661,6 +687,7 @@ impl<'a> Remembering<'a> {
             trust,
             trusted: RefCell::new(HashMap::new()),
             lstat: RefCell::new(os::LstatAt::new()),
+            sets: RefCell::new(Vec::new()),
         }
     }
 }
@@ -678,13 +705,13 @@ impl Tree for Remembering<'_> {
         RealTree.identity(path)
     }
 
-    fn remembered(&self, dir: &Path, since: Stamp) -> Option<Vec<(OsString, Kind)>> {
-        let cached = self.listings.dirs.get(dir)?;
-        if !REMEMBERED_NAMES.iter().all(|n| cached.set.contains(*n)) {
+    fn remembered(&self, dir: &Path, since: Stamp) -> Option<Rc<Vec<Entry>>> {
+        let cached = self.listings.dirs.get(dir.as_os_str())?;
+        if !self.keeps_remembered_names(&cached.set) {
             return None;
         }
         if self.untouched {
-            return Some(remembered_entries(cached));
+            return Some(Rc::clone(&cached.entries));
         }
         let now = DirStamp::of(&self.lstat.borrow_mut().lstat(dir).ok()?)?;
         let (sec, nsec) = now.ctime;
@@ -697,19 +724,22 @@ impl Tree for Remembering<'_> {
             .borrow_mut()
             .entry(now.dev)
             .or_insert_with(|| (self.trust)(dir));
-        trusted.then(|| remembered_entries(cached))
+        trusted.then(|| Rc::clone(&cached.entries))
     }
 }
 
-fn remembered_entries(cached: &crate::policy::walk_cache::CachedDir) -> Vec<(OsString, Kind)> {
-    cached
-        .entries
-        .iter()
-        .map(|e| {
-            let kind = if e.is_dir { Kind::Dir } else { Kind::Other };
-            (e.name.clone(), kind)
-        })
-        .collect()
+impl Remembering<'_> {
+    /// Whether listings kept with `set` keep every [`REMEMBERED_NAMES`]:
+    /// asked once per set (the listings of one load share one or two).
+    fn keeps_remembered_names(&self, set: &Rc<BTreeSet<String>>) -> bool {
+        let mut known = self.sets.borrow_mut();
+        if let Some((_, keeps)) = known.iter().find(|(s, _)| Rc::ptr_eq(s, set)) {
+            return *keeps;
+        }
+        let keeps = REMEMBERED_NAMES.iter().all(|n| set.contains(*n));
+        known.push((Rc::clone(set), keeps));
+        keeps
+    }
 }
 
 /// The findings as violations for the session log: reported, not blocked
@@ -833,11 +863,20 @@ mod tests {
         }
 
         /// As the real one: only for a directory unchanged since `since`.
-        fn remembered(&self, dir: &Path, since: Stamp) -> Option<Vec<(OsString, Kind)>> {
+        fn remembered(&self, dir: &Path, since: Stamp) -> Option<Rc<Vec<Entry>>> {
             let m = self.entries.get(dir)?;
-            (m.kind == Kind::Dir && m.ctime < since)
-                .then(|| self.remembered.get(dir).cloned())
-                .flatten()
+            let listed = (m.kind == Kind::Dir && m.ctime < since)
+                .then(|| self.remembered.get(dir))
+                .flatten()?;
+            Some(Rc::new(
+                listed
+                    .iter()
+                    .map(|(name, kind)| Entry {
+                        name: name.clone(),
+                        is_dir: *kind == Kind::Dir,
+                    })
+                    .collect(),
+            ))
         }
     }
 
@@ -1209,7 +1248,7 @@ mod tests {
         let path = dir.path().to_path_buf();
         let mut cache = WalkCache::default();
         cache.dirs.insert(
-            path.clone(),
+            path.clone().into(),
             CachedDir {
                 stamp: DirStamp {
                     dev: 0,
@@ -1222,6 +1261,7 @@ mod tests {
                     name: ".git".into(),
                     is_dir: true,
                 }]),
+                index: crate::policy::walk_cache::NOT_READ,
             },
         );
         let trust: fn(&Path) -> bool = |_| true;
@@ -1235,7 +1275,10 @@ mod tests {
         );
         assert_eq!(
             Remembering::new(&cache, trust, true).remembered(&path, later),
-            Some(vec![(OsString::from(".git"), Kind::Dir)])
+            Some(Rc::new(vec![Entry {
+                name: ".git".into(),
+                is_dir: true
+            }]))
         );
         Ok(())
     }

@@ -125,6 +125,11 @@ pub fn os_string_from_bytes(bytes: Vec<u8>) -> Option<OsString> {
     String::from_utf8(bytes).ok().map(OsString::from)
 }
 
+/// The name those bytes spell, borrowed, when they are UTF-8.
+pub fn os_str_from_bytes(bytes: &[u8]) -> Option<&OsStr> {
+    std::str::from_utf8(bytes).ok().map(OsStr::new)
+}
+
 /// The standard library gives no stable file identity on Windows.
 pub fn file_id(_md: &Metadata) -> Option<(u64, u64)> {
     None
