@@ -809,20 +809,13 @@ impl RealHost<'_> {
     }
 
     /// The interpreter a script's `#!` line names (`/usr/bin/env NAME`:
-    /// NAME on `PATH`).
+    /// NAME on `PATH`), read by the one parser [`Self::trusted`] judged
+    /// the script with.
     fn shebang(&self, script: &Path) -> Option<PathBuf> {
-        let mut head = [0u8; 256];
-        let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
-        let line = std::str::from_utf8(head.get(..n)?)
-            .ok()?
-            .strip_prefix("#!")?;
-        let mut words = line.lines().next()?.split_whitespace();
-        let first = PathBuf::from(words.next()?);
-        if first.file_name().is_some_and(|f| f == "env") {
-            let name = words.next().filter(|n| !n.starts_with('-'))?;
-            return self.which(name);
+        match shebang_line(script)? {
+            Interpreter::Path(p) => p.is_absolute().then_some(p),
+            Interpreter::Env(_, name) => self.which(&name),
         }
-        first.is_absolute().then_some(first)
     }
 
     /// Go's: the landmark that makes the real program's `../..` its
