@@ -175,24 +175,37 @@ pub struct Walked {
     pub learnt: bool,
 }
 
+/// The walk a remembering load made, kept as the walker held it until
+/// [`Walking::walked`]: turning it into one [`Walked`] is work the
+/// session does once its job has started, not before.
+#[derive(Debug)]
+pub struct Walking(GlobWalker);
+
+impl Walking {
+    /// What was walked; `None` when nothing is remembered.
+    pub fn walked(self) -> Option<Walked> {
+        self.0
+            .into_listings()
+            .map(|(listings, learnt)| Walked { listings, learnt })
+    }
+}
+
 /// [`load`] with a remembered walk; also returns what was walked.
 pub fn load_remembering(
     req: &LoadRequest,
     memory: WalkMemory,
-) -> (Result<Policy, PolicyError>, Option<Walked>) {
+) -> (Result<Policy, PolicyError>, Option<Walking>) {
     load_inner(req, Some(memory))
 }
 
 fn load_inner(
     req: &LoadRequest,
     memory: Option<WalkMemory>,
-) -> (Result<Policy, PolicyError>, Option<Walked>) {
+) -> (Result<Policy, PolicyError>, Option<Walking>) {
     let mut walk_dir = None;
     let mut walker = None;
     let policy = load_walking(req, memory, &mut walk_dir, &mut walker);
-    let learnt = walker
-        .and_then(GlobWalker::into_listings)
-        .map(|(listings, learnt)| Walked { listings, learnt });
+    let learnt = walker.map(Walking);
     let policy = policy.map(|mut p| {
         if let Some(dir) = walk_dir {
             merge::mask_own_dir(

@@ -193,7 +193,7 @@ fn execute(
     //    competed with the stamps for the CPUs and started later.)
     let (remembered, memory) = walk::recall(&request.policy);
     let walk_dir = memory.dir.clone();
-    let (policy, walked) = policy::load_remembering(&request.policy, memory);
+    let (policy, walking) = policy::load_remembering(&request.policy, memory);
     let mut policy = match policy {
         Ok(p) => p,
         Err(e) => {
@@ -323,16 +323,6 @@ fn execute(
         }
     };
 
-    // The walk is written while the job starts (it cannot reach the file).
-    if let (Some(r), Some(w), true) = (&remembered, &walked, sealed) {
-        if w.learnt {
-            r.keep(&w.listings);
-        }
-    }
-    if let (Some(r), true) = (&remembered, sealed) {
-        discovered.keep(r.dir());
-    }
-
     // FULL: the proxy serves the listeners made inside the namespace. If it
     // cannot, the job has no way out at all: closed, not open.
     if let Some(e) = &mut egress {
@@ -359,7 +349,35 @@ fn execute(
         .as_ref()
         .map(egress::Egress::broker)
         .or_else(|| refusing.as_ref().map(egress::RefusingDns::broker));
-    let session = supervisor::run(child, &plan, &signals, &shared_before, sink, broker);
+    // While the job runs (it cannot reach vetto's cache directory): what
+    // the walk held becomes the listings the end's check takes, the walk is
+    // kept for the next session, and the end's walk below the root is done
+    // on those listings ahead (`persist::Clean`).
+    let mut walked = None;
+    let mut clean = None;
+    let meanwhile = || {
+        walked = walking.and_then(policy::Walking::walked);
+        if let (Some(r), Some(w), true) = (&remembered, &walked, sealed) {
+            if w.learnt {
+                r.keep(&w.listings);
+            }
+        }
+        if let (Some(r), true) = (&remembered, sealed) {
+            discovered.keep(r.dir());
+        }
+        clean = walked
+            .as_ref()
+            .and_then(|w| supervisor::persist::Clean::of(&persistence, &w.listings));
+    };
+    let session = supervisor::run(
+        child,
+        &plan,
+        &signals,
+        &shared_before,
+        sink,
+        broker,
+        meanwhile,
+    );
     if let (Some(r), false) = (&remembered, sealed) {
         r.forget_all();
     }
@@ -385,7 +403,13 @@ fn execute(
     //    Directories unchanged since a remembered listing are not read
     //    again, none at all when the job changed no entry.
     let listings = walked.as_ref().map(|w| &w.listings);
-    supervisor::persist::finish(&persistence, listings, session.changed_no_entry(), sink);
+    supervisor::persist::finish(
+        &persistence,
+        listings,
+        session.changed_no_entry(),
+        clean,
+        sink,
+    );
 
     // 8. The session end closes the log.
     let log = log.map(|(path, sink, writer)| {

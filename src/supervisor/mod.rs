@@ -242,7 +242,9 @@ fn scrub_shared(
     (removed, unattributed)
 }
 
-/// Wait for the sandbox to end and return what happened.
+/// Wait for the sandbox to end and return what happened. `meanwhile`
+/// runs once the job's notifications are being answered, before the
+/// waiting: the session's own work that can be done while the job runs.
 pub fn run(
     mut child: Spawned,
     plan: &Plan,
@@ -250,6 +252,7 @@ pub fn run(
     shared_before: &[(PathBuf, HashSet<OsString>)],
     sink: Option<&dyn EventSink>,
     egress: Option<std::sync::Arc<dyn notify::EgressBroker>>,
+    meanwhile: impl FnOnce(),
 ) -> Session {
     let (events, decisions) = mpsc::channel();
     let memory = plan.memory.as_ref();
@@ -281,6 +284,9 @@ pub fn run(
         None => None,
     };
     let start = Instant::now();
+    // A job that ends meanwhile is seen at the first wait below (its
+    // SIGCHLD stays pending).
+    meanwhile();
     let deadline = plan.limits.timeout.map(|t| start + t);
     let mut session = Session {
         outcome: Outcome::Exited(0),

@@ -296,10 +296,105 @@ const SUBTREE_DEPTH: usize = 8;
 /// The whole check: the fixed root paths, the root repository, and the
 /// repositories below the root.
 pub fn check(watch: &Watch, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
+    check_knowing(watch, tree, limits, None)
+}
+
+/// What the walk below the root finds in the start's remembered listings
+/// alone, worked out while the job runs ([`Clean::of`]): when it finds
+/// nothing and the job changes no entry (so that those listings are still
+/// the tree's), the walk at the end would find nothing either.
+#[derive(Debug, Clone, Copy)]
+pub struct Clean {
+    /// Entries the walk counted against the budget.
+    entries: usize,
+}
+
+impl Clean {
+    /// `Some` when walking below the root with the start's listings — as
+    /// the check does when the job changes no entry — takes every
+    /// directory from them and finds nothing: no directory left to list,
+    /// no `.git`, no repository, the budget not reached.
+    pub fn of(watch: &Watch, listings: &WalkCache) -> Option<Clean> {
+        let tree = ListingsOnly {
+            listings,
+            sets: Remembered::default(),
+            asked_more: std::cell::Cell::new(false),
+        };
+        let limits = Limits::default();
+        let mut c = Checker::new(watch, &tree, limits);
+        c.walk(&watch.project);
+        let clean = c.found.is_empty() && c.more == 0 && !tree.asked_more.get();
+        clean.then(|| Clean {
+            entries: limits.entries - c.budget,
+        })
+    }
+}
+
+/// The start's listings and nothing else: anything else the walk asks
+/// for is noted, and makes the walk's answer not [`Clean`].
+struct ListingsOnly<'a> {
+    listings: &'a WalkCache,
+    sets: Remembered,
+    asked_more: std::cell::Cell<bool>,
+}
+
+impl Tree for ListingsOnly<'_> {
+    fn lstat(&self, _: &Path) -> Option<Meta> {
+        self.asked_more.set(true);
+        None
+    }
+
+    fn list(&self, _: &Path, _: usize) -> std::io::Result<Vec<(OsString, Kind)>> {
+        self.asked_more.set(true);
+        Err(std::io::Error::other("not remembered"))
+    }
+
+    fn identity(&self, _: &Path) -> Option<Identity> {
+        self.asked_more.set(true);
+        None
+    }
+
+    fn remembered(&self, dir: &Path, _: Stamp) -> Option<Rc<Vec<Entry>>> {
+        let cached = self.listings.dirs.get(dir.as_os_str())?;
+        self.sets
+            .keeps_names(&cached.set)
+            .then(|| Rc::clone(&cached.entries))
+    }
+}
+
+/// Which sets of kept names keep [`REMEMBERED_NAMES`] (the listings of
+/// one load share one or two sets: asked once each).
+#[derive(Default)]
+struct Remembered(RefCell<Vec<(Rc<BTreeSet<String>>, bool)>>);
+
+impl Remembered {
+    fn keeps_names(&self, set: &Rc<BTreeSet<String>>) -> bool {
+        let mut known = self.0.borrow_mut();
+        if let Some((_, keeps)) = known.iter().find(|(s, _)| Rc::ptr_eq(s, set)) {
+            return *keeps;
+        }
+        let keeps = REMEMBERED_NAMES.iter().all(|n| set.contains(*n));
+        known.push((Rc::clone(set), keeps));
+        keeps
+    }
+}
+
+/// [`check`], skipping the walk below the root where `clean` says it finds
+/// nothing (only pass it when the job changed no entry).
+fn check_knowing(
+    watch: &Watch,
+    tree: &dyn Tree,
+    limits: Limits,
+    clean: Option<Clean>,
+) -> Vec<Finding> {
     let mut c = Checker::new(watch, tree, limits);
     let root = &watch.project;
     c.root(root);
-    c.walk(root);
+    match clean {
+        // The same walk with what the root's checks left of the budget.
+        Some(clean) if clean.entries <= c.budget => c.budget -= clean.entries,
+        _ => c.walk(root),
+    }
     if c.more > 0 {
         c.found.push(Finding {
             path: root.clone(),
@@ -675,8 +770,7 @@ pub struct Remembering<'a> {
     trusted: RefCell<HashMap<u64, bool>>,
     /// Each remembered directory is stamped through its parent.
     lstat: RefCell<os::LstatAt>,
-    /// Which sets of kept names keep [`REMEMBERED_NAMES`].
-    sets: RefCell<Vec<(Rc<BTreeSet<String>>, bool)>>,
+    sets: Remembered,
 }
 
 impl<'a> Remembering<'a> {
@@ -687,7 +781,7 @@ impl<'a> Remembering<'a> {
             trust,
             trusted: RefCell::new(HashMap::new()),
             lstat: RefCell::new(os::LstatAt::new()),
-            sets: RefCell::new(Vec::new()),
+            sets: Remembered::default(),
         }
     }
 }
@@ -707,7 +801,7 @@ impl Tree for Remembering<'_> {
 
     fn remembered(&self, dir: &Path, since: Stamp) -> Option<Rc<Vec<Entry>>> {
         let cached = self.listings.dirs.get(dir.as_os_str())?;
-        if !self.keeps_remembered_names(&cached.set) {
+        if !self.sets.keeps_names(&cached.set) {
             return None;
         }
         if self.untouched {
@@ -725,20 +819,6 @@ impl Tree for Remembering<'_> {
             .entry(now.dev)
             .or_insert_with(|| (self.trust)(dir));
         trusted.then(|| Rc::clone(&cached.entries))
-    }
-}
-
-impl Remembering<'_> {
-    /// Whether listings kept with `set` keep every [`REMEMBERED_NAMES`]:
-    /// asked once per set (the listings of one load share one or two).
-    fn keeps_remembered_names(&self, set: &Rc<BTreeSet<String>>) -> bool {
-        let mut known = self.sets.borrow_mut();
-        if let Some((_, keeps)) = known.iter().find(|(s, _)| Rc::ptr_eq(s, set)) {
-            return *keeps;
-        }
-        let keeps = REMEMBERED_NAMES.iter().all(|n| set.contains(*n));
-        known.push((Rc::clone(set), keeps));
-        keeps
     }
 }
 
@@ -768,18 +848,22 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
 /// its end). `listings`: what the start's glob walk remembered, for the
 /// directories that have not changed since; `untouched`: the job changed
 /// no directory entry at all (`Session::changed_no_entry`), so those
-/// listings are taken without comparing stamps.
+/// listings are taken without comparing stamps; `clean`: the walk below
+/// the root found nothing in those listings ([`Clean::of`]), which then
+/// stands for the walk when `untouched`.
 pub fn finish(
     watch: &Watch,
     listings: Option<&WalkCache>,
     untouched: bool,
+    clean: Option<Clean>,
     sink: Option<&dyn crate::events::log::EventSink>,
 ) {
     let findings = match listings {
-        Some(l) => check(
+        Some(l) => check_knowing(
             watch,
             &Remembering::new(l, crate::sandbox::fs_kind::honest_change_times, untouched),
             Limits::default(),
+            clean.filter(|_| untouched),
         ),
         None => check(watch, &RealTree, Limits::default()),
     };
@@ -978,6 +1062,77 @@ mod tests {
         let found = run(&f);
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].0, "/p/vendor/lib/src/sub/.git");
+    }
+
+    /// The listings a session's start would hand on for what `f` remembers.
+    fn listings_of(f: &Fake) -> WalkCache {
+        let set = Rc::new(REMEMBERED_NAMES.iter().map(|n| n.to_string()).collect());
+        let mut cache = WalkCache::default();
+        for (dir, entries) in &f.remembered {
+            cache.dirs.insert(
+                dir.clone().into(),
+                crate::policy::walk_cache::CachedDir {
+                    stamp: DirStamp {
+                        dev: 0,
+                        ino: 0,
+                        mtime: (0, 0),
+                        ctime: (0, 0),
+                    },
+                    set: Rc::clone(&set),
+                    entries: Rc::new(
+                        entries
+                            .iter()
+                            .map(|(name, kind)| Entry {
+                                name: name.clone(),
+                                is_dir: *kind == Kind::Dir,
+                            })
+                            .collect(),
+                    ),
+                    index: crate::policy::walk_cache::NOT_READ,
+                },
+            );
+        }
+        cache
+    }
+
+    fn watch() -> Watch {
+        Watch {
+            project: "/p".into(),
+            since: SINCE,
+            settled: HashMap::new(),
+        }
+    }
+
+    /// Worked out while the job runs, the walk below the root stands for
+    /// the end's only where it finds nothing from the listings alone: a
+    /// nested repository (remembered or planted under an old name), or a
+    /// directory the listings lack, leaves the walk to the end.
+    #[test]
+    #[expect(clippy::expect_used, reason = "tests")]
+    fn a_walk_worked_out_ahead_never_hides_a_nested_repository() {
+        // Nothing below the root: the walk ahead stands for the end's, and
+        // what the root's own checks find is still found.
+        let mut f = project();
+        for d in ["/p", "/p/src"] {
+            remember(&mut f, d);
+        }
+        let clean = Clean::of(&watch(), &listings_of(&f)).expect("nothing below the root");
+        f.file("/p/.git/hooks/post-checkout", NEW);
+        let ahead = check_knowing(&watch(), &f, Limits::default(), Some(clean));
+        assert_eq!(ahead, check(&watch(), &f, Limits::default()));
+        assert_eq!(ahead.len(), 1, "{ahead:?}");
+
+        // Repositories below the root (the nested `.git` of `/p/w` and
+        // `/p/vendor/lib`): never clean, the end walks and finds them.
+        let mut f = remembered_project();
+        assert!(Clean::of(&watch(), &listings_of(&f)).is_none());
+        f.file("/p/w/.git", NEW);
+        assert_eq!(run(&f), [("/p/w/.git".to_string(), What::Changed)]);
+
+        // A directory the listings do not hold is for the end to list.
+        let mut f = project();
+        remember(&mut f, "/p");
+        assert!(Clean::of(&watch(), &listings_of(&f)).is_none());
     }
 
     fn project() -> Fake {
