@@ -431,7 +431,7 @@ impl GlobWalker {
                 .split(|b| *b == b'/')
                 .any(|c| self.skip.iter().any(|s| s.as_bytes() == c))
         };
-        let mut dirs: Vec<&Path> = Vec::new();
+        let mut dirs: Vec<(&PathKey, &CachedDir)> = Vec::new();
         let mut unchanged = true;
         for (d, cached) in &memory.prior.dirs {
             if !beneath(d, root) || skipped(d) {
@@ -450,26 +450,31 @@ impl GlobWalker {
                 unchanged = false;
                 break;
             }
-            dirs.push(&**d);
+            dirs.push((d, cached));
         }
-        let digest = (unchanged && !dirs.is_empty()).then(|| tree_digest(&mut dirs));
+        let digest = (unchanged && !dirs.is_empty()).then(|| {
+            let mut paths: Vec<&Path> = dirs.iter().map(|(d, _)| &***d).collect();
+            tree_digest(&mut paths)
+        });
         if digest.is_some() {
-            for d in &dirs {
-                if self.listings.contains_key(d.as_os_str()) {
-                    continue;
-                }
-                let Some(c) = memory.prior.dirs.get(d.as_os_str()) else {
-                    continue;
+            // Whether a set of kept names keeps `keep`: asked once per set
+            // (the listings of a load share one or two).
+            let mut sets: Vec<(&Rc<BTreeSet<String>>, bool)> = Vec::new();
+            for (d, c) in dirs {
+                let keeps = match sets.iter().find(|(s, _)| Rc::ptr_eq(s, &c.set)) {
+                    Some((_, k)) => *k,
+                    None => {
+                        let k = memory.keep.iter().all(|k| c.set.contains(*k));
+                        sets.push((&c.set, k));
+                        k
+                    }
                 };
-                if memory.keep.iter().all(|k| c.set.contains(*k)) {
-                    self.listings.insert(
-                        PathKey::from(*d),
-                        Listing {
-                            entries: Rc::clone(&c.entries),
-                            only: Some(Rc::clone(&c.set)),
-                            stamp: Some(c.stamp),
-                        },
-                    );
+                if keeps {
+                    self.listings.entry(d.clone()).or_insert_with(|| Listing {
+                        entries: Rc::clone(&c.entries),
+                        only: Some(Rc::clone(&c.set)),
+                        stamp: Some(c.stamp),
+                    });
                 }
             }
         }

@@ -117,8 +117,10 @@ pub type PathMap<V> = HashMap<PathKey, V, foldhash::fast::RandomState>;
 /// are absolute and normalised (no `.`, `..`, doubled or trailing
 /// slash), so equal bytes are equal paths; `Path`'s own hash and
 /// equality parse every component, which was a tenth of a warm load.
+/// Shared (`Rc`): a remembered directory's key is the same allocation in
+/// the remembered walk, the walk's listings and the end check's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PathKey(OsString);
+pub struct PathKey(Rc<std::ffi::OsStr>);
 
 impl std::borrow::Borrow<std::ffi::OsStr> for PathKey {
     fn borrow(&self) -> &std::ffi::OsStr {
@@ -129,19 +131,19 @@ impl std::borrow::Borrow<std::ffi::OsStr> for PathKey {
 impl std::ops::Deref for PathKey {
     type Target = std::path::Path;
     fn deref(&self) -> &std::path::Path {
-        std::path::Path::new(&self.0)
+        std::path::Path::new(&*self.0)
     }
 }
 
 impl From<PathBuf> for PathKey {
     fn from(p: PathBuf) -> Self {
-        PathKey(p.into_os_string())
+        PathKey(Rc::from(p.into_os_string()))
     }
 }
 
 impl From<&std::path::Path> for PathKey {
     fn from(p: &std::path::Path) -> Self {
-        PathKey(p.as_os_str().to_os_string())
+        PathKey(Rc::from(p.as_os_str()))
     }
 }
 
