@@ -52,6 +52,9 @@
 //! `.git` entry and every repository's config, hooks and info are
 //! `lstat`ed and judged by their own `ctime`, and their small directories
 //! (`hooks/`, `info/`, `.devcontainer/`) are always read.
+//! When the job changed no entry at all, the walk below the root is
+//! worked out on the start's listings while the job runs ([`Clean`]),
+//! and stands at the end only where it found nothing there.
 //! Measured (release build, ext4, a loaded 2-core VM): 50,000 files in
 //! 2,562 directories take 32–39 ms read with a warm page cache, 160 ms
 //! cold; see docs/benchmarks.md for the remembered case.
