@@ -103,6 +103,14 @@ pub mod dead_net {
         pub fn socket(&self, _v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
+        pub fn identity(&self) -> Identity {
+            Identity
+        }
+    }
+    /// No namespace, so no socket is of one.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Identity;
+    impl Identity {
         pub fn holds(&self, _sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
             false
         }

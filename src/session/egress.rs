@@ -68,6 +68,10 @@ struct Broker {
 struct DeadNetUdp {
     state: Mutex<UdpNet>,
     owners: Arc<UdpOwners>,
+    /// The namespace's identity once it runs: every connect asks whether
+    /// its socket is of the dead net, and must not wait on `state`, which
+    /// is held while the helper starts and while it makes a socket.
+    running: std::sync::OnceLock<crate::sandbox::dead_net::Identity>,
 }
 
 #[derive(Debug, Default)]
@@ -99,9 +103,11 @@ impl DeadNetUdp {
     ) -> Result<DeadNetUdp, String> {
         let owners = Arc::new(UdpOwners::default());
         let (net, stub) = launch(names, rules, sink, &owners)?;
+        let running = std::sync::OnceLock::from(net.identity());
         Ok(DeadNetUdp {
             state: Mutex::new(UdpNet::Running { net, stub }),
             owners,
+            running,
         })
     }
 
@@ -114,6 +120,7 @@ impl DeadNetUdp {
         DeadNetUdp {
             state: Mutex::new(UdpNet::Pending { names, rules, sink }),
             owners: Arc::default(),
+            running: std::sync::OnceLock::new(),
         }
     }
 
@@ -129,7 +136,11 @@ impl DeadNetUdp {
             && let UdpNet::Pending { names, rules, sink } = std::mem::take(&mut *state)
         {
             match launch(names, rules, sink, &self.owners) {
-                Ok((net, stub)) => *state = UdpNet::Running { net, stub },
+                Ok((net, stub)) => {
+                    // Before any socket of the net exists.
+                    let _ = self.running.set(net.identity());
+                    *state = UdpNet::Running { net, stub };
+                }
                 Err(why) => eprintln!(
                     "vetto: warning: the job's UDP sockets are refused (no namespace for them: {why})"
                 ),
@@ -148,9 +159,7 @@ impl DeadNetUdp {
     }
 
     fn holds(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
-        self.state
-            .lock()
-            .is_ok_and(|s| matches!(&*s, UdpNet::Running { net, .. } if net.holds(sock)))
+        self.running.get().is_some_and(|net| net.holds(sock))
     }
 
     /// Stop the stub and end the helper (the job is gone).

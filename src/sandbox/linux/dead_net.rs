@@ -92,10 +92,12 @@ impl DeadNet {
         Ok((net, dns))
     }
 
-    /// `sock` was made in this namespace (its network namespace is this
-    /// one: a property of the socket, not of any address).
-    pub fn holds(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool {
-        netns_cookie(sock).is_ok_and(|c| c == self.cookie)
+    /// What tells a socket made in this namespace from any other, copied
+    /// out: checking a socket then needs neither the helper nor a lock.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            cookie: self.cookie,
+        }
     }
 
     /// A UDP socket made in the namespace (close-on-exec, blocking).
@@ -128,6 +130,20 @@ impl Drop for DeadNet {
 
 /// `SO_NETNS_COOKIE` (asm-generic; Linux 5.14).
 const SO_NETNS_COOKIE: libc::c_int = 71;
+
+/// A dead net's network namespace, by its cookie.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity {
+    cookie: u64,
+}
+
+impl Identity {
+    /// `sock` was made in this namespace (its network namespace is this
+    /// one: a property of the socket, not of any address).
+    pub fn holds(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool {
+        netns_cookie(sock).is_ok_and(|c| c == self.cookie)
+    }
+}
 
 /// The cookie of the network namespace `sock` belongs to.
 fn netns_cookie(sock: std::os::fd::BorrowedFd<'_>) -> std::io::Result<u64> {
