@@ -11,7 +11,8 @@
 //! [`WALK_CAP`] directory entries.
 
 use super::walk_cache::{
-    CachedAnswer, CachedDir, DirStamp, Entry, PathKey, PathMap, WalkCache, path_map, tree_digest,
+    CachedAnswer, CachedDir, DirStamp, Entry, KeepsNames, PathKey, PathMap, WalkCache, path_map,
+    tree_digest,
 };
 use super::{Access, FsRule};
 use crate::sandbox::os;
@@ -457,19 +458,9 @@ impl GlobWalker {
             tree_digest(&mut paths)
         });
         if digest.is_some() {
-            // Whether a set of kept names keeps `keep`: asked once per set
-            // (the listings of a load share one or two).
-            let mut sets: Vec<(&Rc<BTreeSet<String>>, bool)> = Vec::new();
+            let mut sets = KeepsNames::new(memory.keep);
             for (d, c) in dirs {
-                let keeps = match sets.iter().find(|(s, _)| Rc::ptr_eq(s, &c.set)) {
-                    Some((_, k)) => *k,
-                    None => {
-                        let k = memory.keep.iter().all(|k| c.set.contains(*k));
-                        sets.push((&c.set, k));
-                        k
-                    }
-                };
-                if keeps {
+                if sets.keeps(&c.set) {
                     self.listings.entry(d.clone()).or_insert_with(|| Listing {
                         entries: Rc::clone(&c.entries),
                         only: Some(Rc::clone(&c.set)),

@@ -152,6 +152,33 @@ pub fn path_map<V>(n: usize) -> PathMap<V> {
     HashMap::with_capacity_and_hasher(n, foldhash::fast::RandomState::default())
 }
 
+/// Whether a set of kept names ([`CachedDir::set`]) keeps every one of
+/// `names`: the listings of one load share one or two sets, so each set
+/// is asked once (by identity) however many listings carry it.
+#[derive(Debug)]
+pub struct KeepsNames {
+    names: &'static [&'static str],
+    known: Vec<(Rc<BTreeSet<String>>, bool)>,
+}
+
+impl KeepsNames {
+    pub fn new(names: &'static [&'static str]) -> Self {
+        KeepsNames {
+            names,
+            known: Vec::new(),
+        }
+    }
+
+    pub fn keeps(&mut self, set: &Rc<BTreeSet<String>>) -> bool {
+        if let Some((_, keeps)) = self.known.iter().find(|(s, _)| Rc::ptr_eq(s, set)) {
+            return *keeps;
+        }
+        let keeps = self.names.iter().all(|n| set.contains(*n));
+        self.known.push((Rc::clone(set), keeps));
+        keeps
+    }
+}
+
 /// What a `**` pattern matched, remembered with the tree it was found
 /// in: while every directory of that tree is as remembered, the pattern
 /// matches the same paths, and a load takes them without walking.

@@ -66,7 +66,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Timestamp, Violation};
-use crate::policy::walk_cache::{DirStamp, Entry, WalkCache};
+use crate::policy::walk_cache::{DirStamp, Entry, KeepsNames, WalkCache};
 use crate::sandbox::os;
 
 /// What this walk needs of a directory besides its subdirectories, as
@@ -365,20 +365,19 @@ impl Tree for ListingsOnly<'_> {
     }
 }
 
-/// Which sets of kept names keep [`REMEMBERED_NAMES`] (the listings of
-/// one load share one or two sets: asked once each).
-#[derive(Default)]
-struct Remembered(RefCell<Vec<(Rc<BTreeSet<String>>, bool)>>);
+/// Which sets of kept names keep [`REMEMBERED_NAMES`], the names the
+/// check reads.
+struct Remembered(RefCell<KeepsNames>);
+
+impl Default for Remembered {
+    fn default() -> Self {
+        Remembered(RefCell::new(KeepsNames::new(&REMEMBERED_NAMES)))
+    }
+}
 
 impl Remembered {
     fn keeps_names(&self, set: &Rc<BTreeSet<String>>) -> bool {
-        let mut known = self.0.borrow_mut();
-        if let Some((_, keeps)) = known.iter().find(|(s, _)| Rc::ptr_eq(s, set)) {
-            return *keeps;
-        }
-        let keeps = REMEMBERED_NAMES.iter().all(|n| set.contains(*n));
-        known.push((Rc::clone(set), keeps));
-        keeps
+        self.0.borrow_mut().keeps(set)
     }
 }
 
@@ -1072,30 +1071,37 @@ mod tests {
         let set = Rc::new(REMEMBERED_NAMES.iter().map(|n| n.to_string()).collect());
         let mut cache = WalkCache::default();
         for (dir, entries) in &f.remembered {
-            cache.dirs.insert(
-                dir.clone().into(),
-                crate::policy::walk_cache::CachedDir {
-                    stamp: DirStamp {
-                        dev: 0,
-                        ino: 0,
-                        mtime: (0, 0),
-                        ctime: (0, 0),
-                    },
-                    set: Rc::clone(&set),
-                    entries: Rc::new(
-                        entries
-                            .iter()
-                            .map(|(name, kind)| Entry {
-                                name: name.clone(),
-                                is_dir: *kind == Kind::Dir,
-                            })
-                            .collect(),
-                    ),
-                    index: crate::policy::walk_cache::NOT_READ,
-                },
-            );
+            let entries = entries
+                .iter()
+                .map(|(name, kind)| Entry {
+                    name: name.clone(),
+                    is_dir: *kind == Kind::Dir,
+                })
+                .collect();
+            cache
+                .dirs
+                .insert(dir.clone().into(), unstamped(&set, entries));
         }
         cache
+    }
+
+    /// A remembered listing of `entries` keeping `set`, with a stamp no
+    /// directory has.
+    fn unstamped(
+        set: &Rc<BTreeSet<String>>,
+        entries: Vec<Entry>,
+    ) -> crate::policy::walk_cache::CachedDir {
+        crate::policy::walk_cache::CachedDir {
+            stamp: DirStamp {
+                dev: 0,
+                ino: 0,
+                mtime: (0, 0),
+                ctime: (0, 0),
+            },
+            set: Rc::clone(set),
+            entries: Rc::new(entries),
+            index: crate::policy::walk_cache::NOT_READ,
+        }
     }
 
     fn watch() -> Watch {
@@ -1400,28 +1406,17 @@ mod tests {
     /// inode) is read again, unless the job changed no entry at all.
     #[test]
     fn a_stale_stamp_is_taken_only_when_the_job_changed_no_entry() -> std::io::Result<()> {
-        use crate::policy::walk_cache::{CachedDir, Entry};
-        use std::rc::Rc;
         let dir = tempfile::tempdir()?;
         let path = dir.path().to_path_buf();
         let mut cache = WalkCache::default();
-        cache.dirs.insert(
-            path.clone().into(),
-            CachedDir {
-                stamp: DirStamp {
-                    dev: 0,
-                    ino: 0,
-                    mtime: (0, 0),
-                    ctime: (0, 0),
-                },
-                set: Rc::new(REMEMBERED_NAMES.iter().map(|n| n.to_string()).collect()),
-                entries: Rc::new(vec![Entry {
-                    name: ".git".into(),
-                    is_dir: true,
-                }]),
-                index: crate::policy::walk_cache::NOT_READ,
-            },
-        );
+        let set = Rc::new(REMEMBERED_NAMES.iter().map(|n| n.to_string()).collect());
+        let git = Entry {
+            name: ".git".into(),
+            is_dir: true,
+        };
+        cache
+            .dirs
+            .insert(path.clone().into(), unstamped(&set, vec![git]));
         let trust: fn(&Path) -> bool = |_| true;
         let later = Stamp {
             sec: i64::MAX,
