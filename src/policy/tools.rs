@@ -328,9 +328,11 @@ pub fn discover(registry: Registry, host: &mut dyn HostView) -> Discovery {
             "pnpm",
             &[(&["config", "get", "registry"], Some(NPM_REGISTRY_VAR))],
         ),
-        // Berry's settings are `YARN_` + the setting in upper snake case;
-        // classic documents no variable of its own for `registry`, and is
-        // told nothing (docs/presets.md).
+        // Berry's settings are `YARN_` + the setting in upper snake case.
+        // Classic reads every `yarn_*` variable as a setting of its own
+        // before its `.yarnrc` files (and a project's `.yarnrc` cannot
+        // override it); berry has no `registry` setting, which is why the
+        // variable is told only when classic answered.
         Registry::Yarn => npm_like(
             &mut d,
             registry,
@@ -341,7 +343,7 @@ pub fn discover(registry: Registry, host: &mut dyn HostView) -> Discovery {
                     &["config", "get", "npmRegistryServer"],
                     Some("YARN_NPM_REGISTRY_SERVER"),
                 ),
-                (&["config", "get", "registry"], None),
+                (&["config", "get", "registry"], Some("YARN_REGISTRY")),
             ],
         ),
         Registry::Pip => pip(&mut d, host),
@@ -1046,7 +1048,7 @@ mod tests {
         );
         let d = discover(Registry::Yarn, &mut classic);
         assert_eq!(hosts(&d), ["y.example:443"]);
-        assert!(d.env.is_empty(), "{:?}", d.env);
+        assert_eq!(told(&d), ["YARN_REGISTRY=https://y.example/"]);
 
         let mut f = Fake::default();
         f.runs.insert(

@@ -1113,13 +1113,12 @@ pub fn discover_remembering(
 /// or an earlier discovery's), or the caller's environment, which the
 /// host's tool saw too (its value is what discovery found, or one that
 /// overrides the file discovery read) and which `[env]` passes or
-/// withholds as usual. npm reads `npm_config_*` in any case.
+/// withholds as usual. npm reads `npm_config_*` and yarn `yarn_*` in any
+/// case.
 fn already_set(name: &str, set: &[(String, String)], env: &[(String, String)]) -> bool {
-    let same = |other: &str| {
-        other == name
-            || (name.to_ascii_lowercase().starts_with("npm_config_")
-                && other.eq_ignore_ascii_case(name))
-    };
+    let lower = name.to_ascii_lowercase();
+    let any_case = lower.starts_with("npm_config_") || lower.starts_with("yarn_");
+    let same = |other: &str| other == name || (any_case && other.eq_ignore_ascii_case(name));
     set.iter().chain(env).any(|(n, _)| same(n))
 }
 
@@ -1715,7 +1714,8 @@ mod tests {
 
     /// What discovery tells the job's tool never replaces a variable the
     /// user chose: one a policy's `[env] set` names, or one of the
-    /// caller's environment (any spelling of npm's `npm_config_*`).
+    /// caller's environment (any spelling of npm's `npm_config_*` and
+    /// yarn's `yarn_*`).
     #[test]
     fn a_variable_the_user_set_is_not_replaced_by_discovery() {
         let pair = |k: &str| (k.to_string(), "x".to_string());
@@ -1726,6 +1726,7 @@ mod tests {
             &[],
             &[pair("NPM_CONFIG_REGISTRY")]
         ));
+        assert!(already_set("YARN_REGISTRY", &[], &[pair("yarn_registry")]));
         assert!(!already_set("GOPROXY", &[pair("goproxy")], &[]));
         assert!(!already_set(
             "PIP_INDEX_URL",
