@@ -244,6 +244,69 @@ fn rejected(url: &str) -> String {
     )
 }
 
+/// A tool's output as discovery reads it and may remember it (the
+/// [`crate::session`]'s memo of answers): every URL's user part and its
+/// query and fragment replaced by `-`, and the values of credential keys
+/// (poetry's `config --list` merges `auth.toml` in: `http-basic.*`,
+/// `pypi-token.*`) replaced by `-`. What discovery derives is the same
+/// either way: a URL with a user part is still refused (its `@` is kept),
+/// one with a query or fragment still not told (its `?` or `#` is kept),
+/// and no parser reads a credential key. A URL ends at whatever any
+/// parser splits on, so its authority here is never longer than the one
+/// [`url_host`] judges.
+pub fn without_credentials(out: &str) -> String {
+    let mut kept = String::with_capacity(out.len());
+    for line in out.split_inclusive('\n') {
+        if let Some((key, _)) = line.split_once('=')
+            && is_credential_key(key)
+        {
+            kept.push_str(key);
+            kept.push_str("= -");
+            if line.ends_with('\n') {
+                kept.push('\n');
+            }
+            continue;
+        }
+        let mut rest = line;
+        while let Some(at) = rest.find("://") {
+            let (before, after) = rest.split_at(at + 3);
+            kept.push_str(before);
+            let end = after
+                .find(|c: char| c.is_whitespace() || "'\",|\\;<>".contains(c))
+                .unwrap_or(after.len());
+            let (url, tail) = after.split_at(end);
+            let (authority, path) = url.split_at(url.find(['/', '?', '#']).unwrap_or(url.len()));
+            match authority.rfind('@') {
+                Some(i) => {
+                    kept.push('-');
+                    kept.push_str(&authority[i..]);
+                }
+                None => kept.push_str(authority),
+            }
+            match path.find(['?', '#']) {
+                Some(i) => {
+                    kept.push_str(&path[..=i]);
+                    kept.push('-');
+                }
+                None => kept.push_str(path),
+            }
+            rest = tail;
+        }
+        kept.push_str(rest);
+    }
+    kept
+}
+
+/// `http-basic.<name>.password`, `pypi-token.<name>`, npm's `_authToken`
+/// and the like.
+fn is_credential_key(key: &str) -> bool {
+    let key = key.trim().to_ascii_lowercase();
+    let first = key.split('.').next().unwrap_or("");
+    let last = key.rsplit(['.', ':', '/']).next().unwrap_or("");
+    ["http-basic", "pypi-token"].contains(&first)
+        || ["password", "token", "_auth", "_authtoken", "_password"].contains(&last)
+}
+
 /// Whether every URL in a setting's value (items split as the tools
 /// split them: spaces, commas, `|`, `name=url`) has neither a query nor a
 /// fragment.
@@ -1123,6 +1186,92 @@ mod tests {
             "{:?}",
             d.env
         );
+    }
+
+    /// A remembered answer is the tool's output without its credentials
+    /// (a token copied out of a masked `~/.npmrc` or poetry's `auth.toml`
+    /// into vetto's memo would be one more copy to steal), and discovery
+    /// finds and tells from it exactly what it does from the output itself.
+    #[test]
+    fn a_remembered_answer_keeps_no_credential_and_means_the_same() {
+        let s = "hunter2";
+        let cases: Vec<(Registry, &str, String)> = vec![
+            (
+                Registry::Npm,
+                "npm config get registry",
+                format!("https://u:{s}@npm.example/\n"),
+            ),
+            (
+                Registry::Npm,
+                "npm config get registry",
+                format!("https://npm.example/?token={s}\n"),
+            ),
+            (
+                Registry::Npm,
+                "npm config get registry",
+                "https://npm.example:4873/\n".into(),
+            ),
+            (
+                Registry::Yarn,
+                "yarn config get registry",
+                format!("https://y.example/#{s}\n"),
+            ),
+            (
+                Registry::Pip,
+                "python3 -m pip config list",
+                format!(
+                    "global.index-url='https://u:{s}@pi.example/simple'\n\
+                     install.index-url='https://pi.example/simple?k={s}'\n\
+                     global.extra-index-url='\\nhttps://a.example/simple\\nhttps://{s}@b.example/simple'\n\
+                     global.trusted-host='pi.example'\n"
+                ),
+            ),
+            (
+                Registry::Pip,
+                "python3 -m pip config list",
+                "global.index-url='https://pi.example/simple'\nglobal.trusted-host='pi.example'\n"
+                    .into(),
+            ),
+            (
+                Registry::Go,
+                "go env GOPROXY GOSUMDB GOPRIVATE GONOPROXY GONOSUMDB GOINSECURE",
+                format!(
+                    "https://ok.example,https://u:{s}@gp.example|direct\nsum.example+k https://s.example/?{s}\n\n\n\n\n"
+                ),
+            ),
+            (
+                Registry::Poetry,
+                "poetry config --list",
+                format!(
+                    "cache-dir = \"/h/.cache/pypoetry\"\n\
+                     http-basic.private.username = \"u\"\n\
+                     http-basic.private.password = \"{s}\"\n\
+                     pypi-token.pypi = \"pypi-{s}\"\n\
+                     repositories.private.url = \"https://p.example/simple/\"\n\
+                     repositories.token.url = \"https://u:{s}@t.example/\"\n"
+                ),
+            ),
+        ];
+        for (registry, asked, out) in cases {
+            let kept = without_credentials(&out);
+            assert!(!kept.contains(s), "{kept}");
+            let run = |text: &str| {
+                let mut f = Fake::default();
+                f.runs.insert(asked.into(), text.into());
+                f.runs.insert(
+                    "python3 -I -c from pip._internal.models.index import PyPI\nprint(PyPI.simple_url)\nprint('https://' + PyPI.file_storage_domain + '/')".into(),
+                    "https://pypi.example/simple/\nhttps://files.example/\n".into(),
+                );
+                let d = discover(registry, &mut f);
+                (hosts(&d), told(&d))
+            };
+            assert_eq!(run(&out), run(&kept), "{out}");
+            assert_eq!(without_credentials(&kept), kept, "not settled: {kept}");
+        }
+        // A registry's token in the path cannot be told from a path: it is
+        // kept, as it is told (docs/presets.md).
+        let path = "https://dl.example/T0KEN/org/repo/\n";
+        assert_eq!(without_credentials(path), path);
     }
 
     /// A URL with a user part (a token, `user:password`) is never allowed

@@ -407,7 +407,9 @@ impl HostView for RealHost<'_> {
                 return Some(out);
             }
         }
-        let out = self.spawn(&path, args, &vars, cwd)?;
+        // Read as it would be remembered, so that a remembered answer and
+        // a fresh one mean the same.
+        let out = tools::without_credentials(&self.spawn(&path, args, &vars, cwd)?);
         if let Some((name, identity, true)) = memo {
             self.learnt.push((name, Memo::encode(&identity, &out)));
         }
@@ -982,7 +984,7 @@ fn file_identity(m: Option<std::fs::Metadata>) -> String {
 
 /// The names of remembered discovery answers in vetto's own directory.
 const MEMO_PREFIX: &str = "discover-";
-const MEMO_MAGIC: &str = "vetto-discover1\n";
+const MEMO_MAGIC: &str = "vetto-discover2\n";
 
 /// Discovery answers remembered between sessions, so that an unchanged
 /// configuration costs no process (`npm config get registry` takes a
@@ -990,7 +992,8 @@ const MEMO_MAGIC: &str = "vetto-discover1\n";
 /// remembered walks (`session::walk`), which is masked from every job
 /// and forgotten whole after a session whose job could have written it:
 /// it holds the identity (device, inode, change times, size, mode) of
-/// every file the answer depends on, and the answer. A file that changed
+/// every file the answer depends on, and the answer without its
+/// credentials ([`tools::without_credentials`]). A file that changed
 /// since, appeared or went away asks the tool again.
 pub struct Memo;
 

@@ -297,16 +297,7 @@ fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Ti
 fn a_changed_npmrc_registry_is_discovered_again(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let bin = w.home.join("bin");
-    put(
-        &w,
-        &bin.join("npm"),
-        "#!/bin/sh\necho ran >> \"$HOME/npm-runs\"\nsed -n 's/^registry *= *//p' \"$HOME/.npmrc\"\n",
-    );
-    w.bare(&["chmod", "755", bin.join("npm").to_str().unwrap_or_default()])
-        .run()
-        .assert_success();
-    let path = format!("{}:{}", bin.display(), util::PATH);
+    let path = counting_npm(&w);
     let session = |registry: &str| {
         let out = w
             .sandboxed_with(&["--preset", "npm"], &["true"])
@@ -340,6 +331,64 @@ fn a_changed_npmrc_registry_is_discovered_again(tier: Tier) {
         "registry=https://the-second.registry.test/\n",
     );
     assert_eq!(session("the-second.registry.test"), 2);
+}
+
+/// A stand-in `npm` that prints the `registry=` of `~/.npmrc` and counts
+/// its runs in `~/npm-runs`; the `PATH` that finds it first.
+fn counting_npm(w: &World) -> String {
+    let bin = w.home.join("bin");
+    put(
+        w,
+        &bin.join("npm"),
+        "#!/bin/sh\necho ran >> \"$HOME/npm-runs\"\nsed -n 's/^registry *= *//p' \"$HOME/.npmrc\"\n",
+    );
+    w.bare(&["chmod", "755", bin.join("npm").to_str().unwrap_or_default()])
+        .run()
+        .assert_success();
+    format!("{}:{}", bin.display(), util::PATH)
+}
+
+/// A registry token in the masked `~/.npmrc` (in the URL's query, where
+/// some registries take it) is not copied into vetto's memo of answers,
+/// which would be one more file to steal it from; the remembered answer
+/// still allows the registry's host, and the token never reaches the
+/// terminal or the job.
+fn a_registry_token_is_not_copied_into_vettos_memo(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let path = counting_npm(&w);
+    let token = "npm_T0kenNotForTheMemo";
+    put(
+        &w,
+        &w.home.join(".npmrc"),
+        &format!("registry=https://tok.registry.test/?token={token}\n"),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    for runs in [1, 1] {
+        let out = w
+            .sandboxed_with(&["--preset", "npm"], &["sh", "-c", "env"])
+            .env("PATH", &path)
+            .run();
+        out.assert_success().assert_stderr_contains(
+            "discovered registries: npm tok.registry.test:443 (npm config get registry)",
+        );
+        assert!(!out.stderr().contains(token), "{}", out.stderr());
+        assert!(!out.stdout().contains(token), "the job was told the token");
+        let asked = std::fs::read_to_string(w.home.join("npm-runs")).unwrap_or_default();
+        assert_eq!(
+            asked.lines().count(),
+            runs,
+            "the second answer is the memo's"
+        );
+    }
+    let memo = memo_files(&w.home);
+    assert_eq!(memo.len(), 1, "{memo:?}");
+    for (name, _, _) in memo {
+        let kept = std::fs::read(w.home.join(".cache/vetto/walk").join(&name)).unwrap_or_default();
+        let kept = String::from_utf8_lossy(&kept);
+        assert!(kept.contains("https://tok.registry.test/?-"), "{kept}");
+        assert!(!kept.contains(token), "the memo keeps the token: {kept}");
+    }
 }
 
 /// The `VETTO_TEST_REQUIRE` item that makes a `python3` without pip fail.
@@ -422,6 +471,7 @@ fn a_changed_pip_conf_index_is_discovered_again(tier: Tier) {
 
 at_every_tier!(
     a_changed_npmrc_registry_is_discovered_again,
+    a_registry_token_is_not_copied_into_vettos_memo,
     a_changed_pip_conf_index_is_discovered_again,
     cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache,
     npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache,
