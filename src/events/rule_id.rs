@@ -269,7 +269,12 @@ impl RuleId {
                 "If the job legitimately writes there, make the path writable in `vetto.toml`:\n\n\
                  ```toml\n[filesystem]\nwrite = [\"<path>\"]\n```\n\n\
                  or pass `--allow-write <path>`. Prefer the narrowest directory: a writable home \
-                 or a writable parent of the project lets a dependency plant code that runs later."
+                 or a writable parent of the project lets a dependency plant code that runs later.\n\n\
+                 A package manager's own cache (`~/.cargo/registry`, `~/.npm`, `~/.cache/pip`, \
+                 `~/go/pkg/mod`, …) is never the answer: the next build outside the sandbox \
+                 trusts what a job put there. Give the tool a vetto-owned cache instead \
+                 (every toolchain preset has one, see docs/caches.md):\n\n\
+                 ```toml\n[filesystem]\ncaches = [\"cargo\"]\n```"
             }
             RuleId::FsReadDenied => {
                 "If the job legitimately reads it, make the path readable in `vetto.toml`:\n\n\

@@ -863,6 +863,38 @@ fn api(d: &mut Discovery, registry: Registry, host: &mut dyn HostView) {
 
 // ───────────────────────────── caches ─────────────────────────────
 
+/// The host's own caches (relative to the home directory, at the tools'
+/// default places) that a vetto-owned cache replaces: a denied write in
+/// one is answered with the cache, never with the host's directory, which
+/// a later build outside the sandbox would trust (docs/caches.md).
+const HOST_CACHES: &[(&str, Cache)] = &[
+    (".cargo/registry", Cache::Cargo),
+    (".cargo/git", Cache::Cargo),
+    (".npm", Cache::Npm),
+    (".pnpm-store", Cache::Pnpm),
+    (".local/share/pnpm", Cache::Pnpm),
+    (".cache/pnpm", Cache::Pnpm),
+    (".cache/yarn", Cache::Yarn),
+    (".yarn/berry", Cache::Yarn),
+    (".cache/pip", Cache::Pip),
+    (".cache/uv", Cache::Uv),
+    (".cache/pypoetry", Cache::Poetry),
+    ("go/pkg/mod", Cache::Go),
+    (".cache/go-build", Cache::Go),
+    (".m2/repository", Cache::Maven),
+    (".gradle", Cache::Gradle),
+];
+
+/// The vetto-owned cache that stands for the host cache `path` lies in,
+/// if it lies in one ([`HOST_CACHES`]).
+pub fn host_cache_of(path: &Path, home: &Path) -> Option<Cache> {
+    let rel = path.strip_prefix(home).ok()?;
+    HOST_CACHES
+        .iter()
+        .find(|(dir, _)| rel.starts_with(dir))
+        .map(|(_, c)| *c)
+}
+
 /// How a sandboxed tool is pointed at its vetto-owned cache `dir`: the
 /// variables to set (`None` value: cannot be expressed, with why). `env`
 /// is the caller's environment (for `MAVEN_OPTS`, which is appended to).

@@ -312,7 +312,19 @@ impl Model {
                     reopened.unwrap_or_default()
                 )
             }
-            RuleId::FsWriteDenied => format!("[filesystem] write = [\"{}\"]", path()),
+            // A host cache is never made writable: its tool gets a
+            // vetto-owned cache (docs/caches.md).
+            RuleId::FsWriteDenied => {
+                let cache = v
+                    .target
+                    .path()
+                    .zip(roots.home.as_deref())
+                    .and_then(|(p, home)| crate::policy::tools::host_cache_of(p, home));
+                match cache {
+                    Some(cache) => format!("[filesystem] caches = [\"{cache}\"]"),
+                    None => format!("[filesystem] write = [\"{}\"]", path()),
+                }
+            }
             RuleId::UnixSocketDenied => format!("[network] unix = [\"{}\"]", path()),
             RuleId::FsReadDenied => format!("[filesystem] read = [\"{}\"]", path()),
             RuleId::GitPersistenceBlocked | RuleId::CiControlFileBlocked => {
@@ -629,6 +641,30 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 4, "the fixture exercises too few suggestions");
+    }
+
+    /// The reports' "to allow" for a write denied in a host cache (the
+    /// `build.rs` planted in `~/.cargo/registry/src`) is the tool's
+    /// vetto-owned cache, never the host's directory.
+    #[test]
+    fn a_write_into_a_host_cache_is_suggested_as_a_vetto_owned_cache() {
+        let model = super::fixture::attack_model();
+        let Some(f) = model
+            .findings
+            .iter()
+            .find(|f| f.violation.rule == crate::events::RuleId::FsWriteDenied)
+        else {
+            panic!("the fixture has a denied write");
+        };
+        let mut f = f.clone();
+        f.violation.target = crate::events::Target::Path {
+            path: format!(
+                "{}/.cargo/registry/src/index/serde-1.0.200/build.rs",
+                super::fixture::HOME
+            )
+            .into(),
+        };
+        assert_eq!(model.suggestion(&f), "[filesystem] caches = [\"cargo\"]");
     }
 
     /// A blocked connection is suggested as the host by name, and never

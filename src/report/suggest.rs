@@ -3,7 +3,8 @@
 //! review, never applied by itself. Attempts that persist code beyond the
 //! job (hooks, CI command files), read secrets or need a refused syscall are
 //! listed as comments, not suggested — and so is any path that would make a
-//! protected or masked path writable ([`reopens_protection`]). Withheld
+//! protected or masked path writable ([`reopens_protection`]), or a host
+//! cache (its vetto-owned cache is suggested instead). Withheld
 //! variables are no violation and never a suggestion.
 //!
 //! Network: the destinations the sessions' egress records show the job
@@ -20,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use crate::events::log::SessionLog;
 use crate::events::{ConnReason, ConnVia, Connection, Event, Roots, RuleId, SessionStart, Target};
+use crate::policy::tools::{Cache, host_cache_of};
 
 /// Comments listing what is deliberately not suggested (the rest are
 /// counted): a job that tried ten thousand names gets a readable file.
@@ -42,6 +44,8 @@ struct Needs {
     refused: BTreeMap<String, u64>,
     /// Presets that fit the sessions' commands and projects.
     presets: BTreeMap<&'static str, crate::policy::markers::Suggestion>,
+    /// Vetto-owned caches for denied writes in a host cache → (count, who).
+    caches: BTreeMap<Cache, (u64, String)>,
 }
 
 /// A TOML policy for the sessions' logs (review it before use). The
@@ -106,6 +110,15 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
                     written(path, &roots)
                 );
                 *needs.refused.entry(what).or_insert(0) += 1;
+                continue;
+            }
+            // A host cache is never suggested: the vetto-owned cache is
+            // (docs/caches.md).
+            if let (RuleId::FsWriteDenied, Target::Path { path }) = (&v.rule, &v.target)
+                && let Some(cache) = roots.home.as_deref().and_then(|h| host_cache_of(path, h))
+            {
+                let e = needs.caches.entry(cache).or_insert((0, who.clone()));
+                e.0 += 1;
                 continue;
             }
             match (&v.rule, &v.target) {
@@ -501,11 +514,27 @@ fn render(needs: &Needs, sessions: usize) -> String {
         .map(|p| format!("\"{p}\""))
         .collect();
     let _ = writeln!(out, "extends = [{}]", extends.join(", "));
+    if !needs.write.is_empty() || !needs.caches.is_empty() {
+        let _ = writeln!(out, "\n[filesystem]");
+    }
     if !needs.write.is_empty() {
-        let _ = writeln!(out, "\n[filesystem]\nwrite = [");
+        let _ = writeln!(out, "write = [");
         for (path, (count, who)) in &needs.write {
             let who = crate::text::name(who);
             let _ = writeln!(out, "    \"{path}\", # ×{count}, by {who}");
+        }
+        let _ = writeln!(out, "]");
+    }
+    if !needs.caches.is_empty() {
+        let _ = writeln!(
+            out,
+            "# Writes denied in the host's own caches: a later build outside the sandbox\n\
+             # would trust what a job put there, so each tool gets a vetto-owned cache instead.\n\
+             caches = ["
+        );
+        for (cache, (count, who)) in &needs.caches {
+            let who = crate::text::name(who);
+            let _ = writeln!(out, "    \"{cache}\", # ×{count}, by {who}");
         }
         let _ = writeln!(out, "]");
     }
@@ -806,9 +835,10 @@ mod tests {
     }
 
     /// The cargo and npm sessions of issue 12: denied writes in a tool's
-    /// home next to its `bin/`, in `node_modules/.bin`, in a policy file,
-    /// and a connection — suggested as the denied subdirectories, the
-    /// host and the presets that fit, never `~/.cargo` or a `bin/`.
+    /// host cache, next to its `bin/`, in `node_modules/.bin`, in a policy
+    /// file, and a connection — suggested as the vetto-owned cache, the
+    /// host and the presets that fit, never `~/.cargo`, its registry or a
+    /// `bin/`.
     #[test]
     fn suggestion_snapshot_for_a_cargo_and_npm_session() {
         let mut events = fixture::attack_session();
@@ -851,8 +881,11 @@ mod tests {
         for never in ["\"~/.cargo\"", "/bin", ".bin", "vetto.toml\"", ".bashrc"] {
             assert!(!rules.contains(never), "{never} suggested:\n{toml}");
         }
-        assert!(rules.contains("\"~/.cargo/registry\""), "{toml}");
-        assert!(rules.contains("\"~/.cargo/registry/cache/x\""), "{toml}");
+        // A host cache is never made writable: the vetto-owned one is
+        // suggested (a planted build.rs in ~/.cargo/registry/src would
+        // run in the next build outside the sandbox).
+        assert!(!rules.contains("~/.cargo/registry"), "{toml}");
+        assert!(rules.contains("caches = [\n    \"cargo\",\n]"), "{toml}");
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
         insta::assert_snapshot!("suggest_cargo_npm", toml);
     }

@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::events::{ConnReason, Connection, RuleId, Target};
+use crate::policy::tools::{Cache, host_cache_of};
 use crate::policy::{Access, markers};
 use crate::report::suggest::write_grant;
 use crate::supervisor::{self, notify::NotifyEvent};
@@ -65,6 +66,8 @@ pub(super) struct Context {
     pub guarded: Vec<PathBuf>,
     /// "did you mean `--preset …`", when one fits the command and project.
     pub preset: Option<String>,
+    /// The vetto-owned caches the policy gives the job's tools.
+    pub caches: Vec<Cache>,
 }
 
 impl Context {
@@ -93,6 +96,7 @@ impl Context {
             home: home.to_path_buf(),
             guarded,
             preset,
+            caches: policy.caches.iter().map(|c| c.cache).collect(),
         }
     }
 }
@@ -152,12 +156,24 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
     };
     let path = target.path().map(PathBuf::from).unwrap_or_default();
     match rule {
-        RuleId::FsWriteDenied => path_fix(
+        // A host cache is never made writable (a later build outside the
+        // sandbox would trust what the job put there): the tool gets a
+        // vetto-owned cache instead (docs/caches.md).
+        RuleId::FsWriteDenied => match host_cache_of(&path, home) {
+            Some(cache) if ctx.caches.contains(&cache) => Fix::None(format!(
+                "no flag: a host cache, which later builds outside the sandbox trust; the job's {cache} already has its vetto-owned cache, so something wrote past it"
+            )),
+            Some(cache) => Fix::Allow {
+                flag: format!("--preset {cache}"),
+                line: format!("[filesystem] caches = [\"{cache}\"]"),
+            },
+            None => path_fix(
             "--allow-write",
             "filesystem",
             "write",
-            write_grant(&path, Some(home), &ctx.guarded),
-        ),
+                write_grant(&path, Some(home), &ctx.guarded),
+            ),
+        },
         // No path: the client could not be read (not dumpable: ssh,
         // gpg-agent), so where it connects is unknown.
         RuleId::UnixSocketDenied if path.as_os_str().is_empty() => Fix::None(
@@ -475,6 +491,7 @@ mod tests {
             home: "/home/u".into(),
             guarded: vec!["/home/u/app/vetto.toml".into(), "/home/u/.ssh".into()],
             preset: None,
+            caches: vec![],
         }
     }
 
@@ -595,14 +612,69 @@ mod tests {
         let out = lines(&decisions, 0, &conns, false, false, &ctx());
         assert_eq!(
             out[0],
-            "vetto: the sandbox denied 19 operation(s), in 12 groups:"
+            "vetto: the sandbox denied 19 operation(s), in 10 groups:"
         );
         assert_eq!(
             out[1],
-            "vetto:   fs-write-denied ~/.npm/_cacache/index-v5/aa/1 (×3, 1 more like it)  — to allow: --allow-write ~/.npm/_cacache/index-v5/aa  (policy: [filesystem] write = [\"~/.npm/_cacache/index-v5/aa\"])"
+            "vetto:   fs-write-denied ~/.npm/_cacache/index-v5/aa/1 (×5, 3 more like it)  — to allow: --preset npm  (policy: [filesystem] caches = [\"npm\"])"
         );
         assert_eq!(out.len(), 5, "{out:?}");
-        assert_eq!(out[4], "vetto:   … and 9 more (-v lists them all)");
+        assert_eq!(out[4], "vetto:   … and 7 more (-v lists them all)");
+
+        let write = [event(
+            "openat",
+            "/home/u/data/out/x.log",
+            Reason::OutsidePolicy,
+        )];
+        assert_eq!(
+            lines(&write, 0, &[], false, false, &ctx())[1],
+            "vetto:   fs-write-denied ~/data/out/x.log  — to allow: --allow-write ~/data/out  (policy: [filesystem] write = [\"~/data/out\"])"
+        );
+    }
+
+    /// A denied write in a host cache (`npm install` writing `~/.npm`, a
+    /// job planting a `build.rs` in `~/.cargo/registry/src`) is answered
+    /// with the tool's vetto-owned cache, never by making the host's
+    /// writable: a later build outside the sandbox would trust it. With
+    /// that cache already in force, no flag is offered at all.
+    #[test]
+    fn a_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache() {
+        let write = |path: &str, ctx: &Context| {
+            let e = [event("openat", path, Reason::OutsidePolicy)];
+            lines(&e, 0, &[], false, false, ctx)[1].clone()
+        };
+        for (path, cache) in [
+            (
+                "/home/u/.cargo/registry/src/index/serde-1.0.200/build.rs",
+                "cargo",
+            ),
+            ("/home/u/.cargo/git/checkouts/x/y", "cargo"),
+            ("/home/u/.npm/_cacache/index-v5/aa/1", "npm"),
+            ("/home/u/.cache/pip/wheels/x.whl", "pip"),
+            ("/home/u/go/pkg/mod/example.com/m@v1/m.go", "go"),
+            ("/home/u/.m2/repository/x/y.jar", "maven"),
+            ("/home/u/.gradle/init.d/evil.gradle", "gradle"),
+        ] {
+            let line = write(path, &ctx());
+            assert!(
+                line.ends_with(&format!(
+                    "— to allow: --preset {cache}  (policy: [filesystem] caches = [\"{cache}\"])"
+                )),
+                "{line}"
+            );
+            assert!(!line.contains("--allow-write"), "{line}");
+            let mut with_cache = ctx();
+            with_cache.caches = vec![
+                crate::policy::tools::Cache::Cargo,
+                crate::policy::tools::Cache::Npm,
+                crate::policy::tools::Cache::Pip,
+                crate::policy::tools::Cache::Go,
+                crate::policy::tools::Cache::Maven,
+                crate::policy::tools::Cache::Gradle,
+            ];
+            let line = write(path, &with_cache);
+            assert!(line.contains("— to allow: no flag: a host cache"), "{line}");
+        }
     }
 
     #[test]
@@ -631,8 +703,12 @@ mod tests {
             );
         }
         assert!(fix_of("~/app/node_modules/.bin/x").contains("a bin/ directory"));
-        // The denied subdirectory, not the tool's home with its bin/.
-        assert!(fix_of("~/.cargo/registry").starts_with("--allow-write ~/.cargo/registry "));
+        // A host cache, not the tool's home with its bin/, nor the cache
+        // itself: the vetto-owned cache.
+        assert_eq!(
+            fix_of("~/.cargo/registry"),
+            "--preset cargo  (policy: [filesystem] caches = [\"cargo\"])"
+        );
         for l in &out {
             let fix = l.split("— to allow: ").nth(1).unwrap_or_default();
             for never in [

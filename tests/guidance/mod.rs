@@ -75,18 +75,22 @@ fn assert_guidance_names_the_host(err: &str, canary: &str) {
     );
 }
 
-/// Runs as an unprivileged user: `node` in a project with `package.json`
-/// creates its cache directory in `$HOME` (bare it can). Sandboxed, the
-/// write is denied and named with the flag and the policy line that allow
-/// exactly that directory, and the preset that fits is named.
-fn a_denied_cache_write_names_the_flag_the_policy_line_and_the_preset(tier: Tier) {
+/// Runs as an unprivileged user: a stand-in for npm (`node`, writing its
+/// cache where `npm_config_cache` says, else `~/.npm`, as npm does) in a
+/// project with `package.json` (bare it creates `~/.npm`). Sandboxed, the
+/// write is denied and answered with the vetto-owned cache — the preset
+/// and its policy line, never `--allow-write ~/.npm`, which would let the
+/// job poison the cache the next unsandboxed `npm install` trusts. Taking
+/// that advice, the same job succeeds and `~/.npm` is still untouched.
+fn a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
     w.write(&w.project.join("package.json"), "{\"name\":\"demo\"}\n");
     let job = [
         "node",
         "-e",
-        "require('fs').mkdirSync(process.env.HOME + '/.npm/_cacache', {recursive: true})",
+        "const c = process.env.npm_config_cache || process.env.HOME + '/.npm';\
+         require('fs').mkdirSync(c + '/_cacache', {recursive: true})",
     ];
     w.bare(&job).run().assert_success();
     assert!(w.home.join(".npm/_cacache").is_dir());
@@ -98,23 +102,33 @@ fn a_denied_cache_write_names_the_flag_the_policy_line_and_the_preset(tier: Tier
     let lines = guidance(&err);
     assert!(
         lines.iter().any(|l| l.contains("fs-write-denied ~/.npm")
-            && l.contains(
-                "to allow: --allow-write ~/.npm  (policy: [filesystem] write = [\"~/.npm\"])"
-            )),
+            && l.contains("to allow: --preset npm  (policy: [filesystem] caches = [\"npm\"])")),
         "{err}"
     );
+    assert!(!err.contains("--allow-write ~/.npm"), "{err}");
     assert!(
         lines
             .iter()
-            .any(|l| l.starts_with("vetto: did you mean `--preset ")
+            .any(|l| l.starts_with("vetto: did you mean `--preset npm`")
                 && l.ends_with("(the project has package.json and the command is node)")),
         "{err}"
     );
-    // With the preset given, it is not suggested again.
-    let with = w.sandboxed_with(&["--preset", "node"], &job).run();
-    assert!(!with.stderr().contains("did you mean"), "{}", with.stderr());
+    // The advice taken: the job writes its vetto-owned cache, and the
+    // preset is not suggested again.
+    let with = w.sandboxed_with(&["--preset", "npm"], &job).run();
+    let err = with.stderr();
+    with.assert_success();
+    assert!(!err.contains("did you mean"), "{err}");
+    assert!(!err.contains("fs-write-denied"), "{err}");
+    // (The preset's discovery runs the host's own npm, outside the
+    // sandbox, which may make `~/.npm/_logs`: the cache is what counts.)
+    assert!(!w.home.join(".npm/_cacache").exists(), "{err}");
+    assert!(
+        w.home.join(".cache/vetto/caches/npm/_cacache").is_dir(),
+        "{err}"
+    );
 }
-at_every_tier!(a_denied_cache_write_names_the_flag_the_policy_line_and_the_preset);
+at_every_tier!(a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache);
 
 /// Runs as an unprivileged user: a job plants a program in `~/.cargo/bin`
 /// (bare it can), which a later unsandboxed `cargo` would run. Sandboxed,
