@@ -1134,6 +1134,41 @@ pub fn cache_root(env: &[(String, String)], home: &Path) -> PathBuf {
         .join("vetto/caches")
 }
 
+/// The vetto-owned cache of `cache` for `project`:
+/// `<root>/<project key>/<tool>`. One per project: what a job plants in
+/// its cache (a `build.rs` in an extracted crate, a built wheel) is
+/// compiled or installed by that project's later sandboxed builds only,
+/// never by another project's, whose sandbox may write that project's
+/// sources and outputs.
+pub fn cache_dir(root: &Path, project: &Path, cache: tools::Cache) -> PathBuf {
+    root.join(project_key(project)).join(cache.to_string())
+}
+
+/// A project's directory name among the caches: its last component
+/// (letters, digits, `-`, `_`, `.` kept, anything else `_`, at most 40
+/// characters, never starting with `.`) and 16 hex digits of the SHA-256
+/// of its whole path, so that two projects of the same name differ.
+pub fn project_key(project: &Path) -> String {
+    let name: String = project
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let name = name.trim_start_matches('.');
+    let name = if name.is_empty() { "project" } else { name };
+    let digest = crate::hash::sha256_hex(&[crate::sandbox::os::os_bytes(project.as_os_str())]);
+    format!("{name}-{}", digest.get(..16).unwrap_or(&digest))
+}
+
 /// Why a cache could not be prepared (the session is refused: the tool
 /// would otherwise fall back on the host's cache).
 #[derive(Debug, thiserror::Error)]
@@ -1173,16 +1208,24 @@ pub fn caches(
         ignored: Default::default(),
     };
     let mut shown = Vec::new();
+    let key = project_key(&policy.project);
+    // A directory below `parent`, made here or, when it exists, opened as
+    // named (the last component never a link) and checked.
+    let made_or_opened =
+        |parent: &safe_fs::Dir, name: &str| match parent.create_dir_new(name, 0o700) {
+            Ok(d) => Ok(d),
+            Err(e) if e.is_exists() => {
+                safe_fs::Dir::open(&parent.join(name), safe_fs::Parents::AsNamed)
+            }
+            Err(e) => Err(e),
+        };
     for rule in policy.caches.clone() {
         let name = rule.cache.to_string();
-        let dir = root.join(&name);
+        let dir = cache_dir(&root, &policy.project, rule.cache);
         if create {
             let d = safe_fs::Dir::create(&root, safe_fs::Parents::Followed, 0o700)
-                .and_then(|r| match r.create_dir_new(&name, 0o700) {
-                    Ok(d) => Ok(d),
-                    Err(e) if e.is_exists() => safe_fs::Dir::open(&dir, safe_fs::Parents::AsNamed),
-                    Err(e) => Err(e),
-                })
+                .and_then(|r| made_or_opened(&r, &key))
+                .and_then(|p| made_or_opened(&p, &name))
                 .map_err(|source| CacheError::Dir {
                     path: dir.clone(),
                     source,
@@ -1736,6 +1779,39 @@ mod tests {
             &[pair("PIP_EXTRA_INDEX_URL")],
             &[pair("UV_INDEX_URL")]
         ));
+    }
+
+    /// Each project has caches of its own, named so that two projects of
+    /// the same name differ and no name can climb, hide or be a path.
+    #[test]
+    fn each_project_has_its_own_cache_directory() {
+        let root = Path::new("/h/.cache/vetto/caches");
+        let a = cache_dir(root, Path::new("/w/one/app"), tools::Cache::Cargo);
+        let b = cache_dir(root, Path::new("/w/two/app"), tools::Cache::Cargo);
+        assert_ne!(a, b);
+        assert_eq!(
+            a.parent(),
+            cache_dir(root, Path::new("/w/one/app"), tools::Cache::Npm).parent()
+        );
+        for key in [
+            project_key(Path::new("/w/one/app")),
+            project_key(Path::new("/w/two/app")),
+        ] {
+            assert!(key.starts_with("app-") && key.len() == 4 + 16, "{key}");
+        }
+        for odd in ["/", "/w/..", "/w/.hidden", "/w/a b\n\u{202e}c", "/w/...."] {
+            let key = project_key(Path::new(odd));
+            assert!(
+                !key.starts_with('.') && !key.contains(['/', ' ', '\n']),
+                "{odd}: {key}"
+            );
+            assert!(
+                key.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+                "{key}"
+            );
+        }
+        assert!(project_key(Path::new(&"x".repeat(300))).len() <= 40 + 17);
     }
 
     /// A job planted `config` beside the user's `config.toml` in the

@@ -3,7 +3,8 @@
 //! `_cacache`) has a later unsandboxed build compile, run or trust it.
 //! Under the toolchain presets the tools use a vetto-owned cache instead
 //! (docs/caches.md): the write fails or lands only there, the host's cache
-//! is unchanged, and the next sandboxed run finds its cache warm.
+//! is unchanged, and the next sandboxed run finds its cache warm — in that
+//! project only: another project's sandboxed build never sees the plant.
 //! Run as the unprivileged test user, at both tiers.
 
 use crate::controls::go::{self, GREETING, MODULE_DIR};
@@ -58,9 +59,8 @@ fn poison_attempt(tier: Tier, preset: &str, var: &str, rel_in_cache: &str, host_
         "the host cache changed under --preset {preset}\n{}",
         out.dump()
     );
-    let vetto_cache = w.home.join(".cache/vetto/caches");
     let landed =
-        std::fs::read_to_string(vetto_cache.join(preset).join(rel_in_cache)).unwrap_or_default();
+        std::fs::read_to_string(w.vetto_cache(preset).join(rel_in_cache)).unwrap_or_default();
     assert_eq!(
         landed,
         EVIL,
@@ -75,6 +75,36 @@ fn poison_attempt(tier: Tier, preset: &str, var: &str, rel_in_cache: &str, host_
         )
         .run();
     again.assert_success().assert_stdout_contains("PWNED");
+    // Another project's sandboxed build, same user and preset, has a
+    // cache of its own: the plant never reaches it (that build may write
+    // its own project's sources and outputs).
+    let other = w.root.join("other-project");
+    w.write(&other.join("README.md"), "another project\n");
+    let project = other.to_str().unwrap_or_default();
+    let elsewhere = w
+        .vetto(&[
+            "run",
+            "--tier",
+            tier.name(),
+            "--project",
+            project,
+            "--preset",
+            preset,
+            "--",
+            "sh",
+            "-c",
+            &format!("cat \"${var}/{rel_in_cache}\" 2>&1; echo \"cache=${var}\""),
+        ])
+        .cwd(&other)
+        .run();
+    elsewhere.assert_success().assert_stdout_lacks("PWNED");
+    assert!(
+        !elsewhere
+            .stdout()
+            .contains(&format!("cache={}\n", w.vetto_cache(preset).display())),
+        "{}",
+        elsewhere.dump()
+    );
     // And an unsandboxed build still reads the host's clean file.
     assert_eq!(host_file(&w, host_rel), CLEAN);
 }
@@ -139,8 +169,8 @@ fn go_module_source_injection_does_not_reach_host_cache(tier: Tier) {
         .assert_success()
         .assert_stdout_contains(GREETING);
     assert!(
-        w.home
-            .join(".cache/vetto/caches/go/mod")
+        w.vetto_cache("go")
+            .join("mod")
             .join(MODULE_DIR)
             .join("greet.go")
             .is_file()

@@ -275,7 +275,7 @@ fn go_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
         "the session log shows go's connection to {PROXY_HOST}, allowed by the discovered rule: {conns:?}\n{}",
         first.dump()
     );
-    let cache = w.home.join(".cache/vetto/caches/go");
+    let cache = w.vetto_cache("go");
     assert!(
         cache
             .join("mod")

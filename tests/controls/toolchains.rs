@@ -187,7 +187,7 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     warm.assert_success()
         .assert_stdout_contains("42")
         .assert_stdout_contains("test result: ok. 1 passed");
-    let cached = w.home.join(".cache/vetto/caches/cargo/registry/cache");
+    let cached = w.vetto_cache("cargo").join("registry/cache");
     assert!(
         cached.is_dir(),
         "the vetto cache holds the crate\n{}",
@@ -236,7 +236,7 @@ fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
         .assert_success()
         .assert_stdout_contains("true")
         .assert_stdout_contains("npm-test-pass");
-    assert!(w.home.join(".cache/vetto/caches/npm/_cacache").is_dir());
+    assert!(w.vetto_cache("npm").join("_cacache").is_dir());
     assert!(
         !w.home.join(".npm/_cacache").exists(),
         "the host's npm cache stayed untouched"
@@ -271,7 +271,7 @@ fn pip_install_into_a_venv_fetches_through_the_proxy_into_a_vetto_cache(tier: Ti
         &w.project.join("test_six.py"),
         "import six\n\ndef test_six_is_the_pinned_one():\n    assert six.__version__ == '1.16.0'\n",
     );
-    let cache = w.home.join(".cache/vetto/caches/pip");
+    let cache = w.vetto_cache("pip");
     let cache_s = cache.to_str().unwrap_or("?");
     // Twice, a fresh venv each time, the same vetto-owned cache. (Whether
     // pip keeps an index response there depends on the index's cache

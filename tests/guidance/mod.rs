@@ -123,10 +123,7 @@ fn a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache(tier: T
     // (The preset's discovery runs the host's own npm, outside the
     // sandbox, which may make `~/.npm/_logs`: the cache is what counts.)
     assert!(!w.home.join(".npm/_cacache").exists(), "{err}");
-    assert!(
-        w.home.join(".cache/vetto/caches/npm/_cacache").is_dir(),
-        "{err}"
-    );
+    assert!(w.vetto_cache("npm").join("_cacache").is_dir(), "{err}");
 }
 at_every_tier!(a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache);
 

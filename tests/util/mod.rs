@@ -1164,6 +1164,15 @@ impl World {
         w
     }
 
+    /// The project's vetto-owned cache of `tool` (docs/caches.md): one per
+    /// project, named as vetto names it.
+    pub fn vetto_cache(&self, tool: &str) -> PathBuf {
+        self.home
+            .join(".cache/vetto/caches")
+            .join(vetto::session::tools::project_key(&self.project))
+            .join(tool)
+    }
+
     fn populate(&self) {
         let f = |rel: &str, body: &str| write_file(&self.root.join(rel), body);
         f(
