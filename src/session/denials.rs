@@ -159,21 +159,28 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
         // A host cache is never made writable (a later build outside the
         // sandbox would trust what the job put there): the tool gets a
         // vetto-owned cache instead (docs/caches.md).
-        RuleId::FsWriteDenied => match host_cache_of(&path, home) {
-            Some(cache) if ctx.caches.contains(&cache) => Fix::None(format!(
-                "no flag: a host cache, which later builds outside the sandbox trust; the job's {cache} already has its vetto-owned cache, so something wrote past it"
-            )),
-            Some(cache) => Fix::Allow {
-                flag: format!("--preset {cache}"),
-                line: format!("[filesystem] caches = [\"{cache}\"]"),
-            },
-            None => path_fix(
-            "--allow-write",
-            "filesystem",
-            "write",
-                write_grant(&path, Some(home), &ctx.guarded),
-            ),
-        },
+        RuleId::FsWriteDenied => {
+            // A protection (a masked file, a bin/) comes first: no flag.
+            let cache = host_cache_of(&path, home).filter(|_| {
+                crate::report::suggest::reopens_protection(&path, &ctx.guarded).is_none()
+            });
+            match cache {
+                Some(cache) if ctx.caches.contains(&cache) => Fix::None(format!(
+                    "no flag: a host cache, which later builds outside the sandbox trust; \
+                     the job's {cache} already has its vetto-owned cache, so something wrote past it"
+                )),
+                Some(cache) => Fix::Allow {
+                    flag: format!("--preset {cache}"),
+                    line: format!("[filesystem] caches = [\"{cache}\"]"),
+                },
+                None => path_fix(
+                    "--allow-write",
+                    "filesystem",
+                    "write",
+                    write_grant(&path, Some(home), &ctx.guarded),
+                ),
+            }
+        }
         // No path: the client could not be read (not dumpable: ssh,
         // gpg-agent), so where it connects is unknown.
         RuleId::UnixSocketDenied if path.as_os_str().is_empty() => Fix::None(
@@ -675,6 +682,16 @@ mod tests {
             let line = write(path, &with_cache);
             assert!(line.contains("— to allow: no flag: a host cache"), "{line}");
         }
+        // A masked file in a host cache is a protection: no flag at all.
+        let mut masked = ctx();
+        masked
+            .guarded
+            .push("/home/u/.gradle/gradle.properties".into());
+        let line = write("/home/u/.gradle/gradle.properties", &masked);
+        assert!(
+            line.ends_with("— to allow: no flag: a protected or masked path of the policy"),
+            "{line}"
+        );
     }
 
     #[test]

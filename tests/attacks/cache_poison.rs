@@ -80,22 +80,17 @@ fn poison_attempt(tier: Tier, preset: &str, var: &str, rel_in_cache: &str, host_
     // its own project's sources and outputs).
     let other = w.root.join("other-project");
     w.write(&other.join("README.md"), "another project\n");
-    let project = other.to_str().unwrap_or_default();
     let elsewhere = w
-        .vetto(&[
-            "run",
-            "--tier",
+        .sandboxed_in(
+            &other,
             tier.name(),
-            "--project",
-            project,
-            "--preset",
-            preset,
-            "--",
-            "sh",
-            "-c",
-            &format!("cat \"${var}/{rel_in_cache}\" 2>&1; echo \"cache=${var}\""),
-        ])
-        .cwd(&other)
+            &["--preset", preset],
+            &[
+                "sh",
+                "-c",
+                &format!("cat \"${var}/{rel_in_cache}\" 2>&1; echo \"cache=${var}\""),
+            ],
+        )
         .run();
     elsewhere.assert_success().assert_stdout_lacks("PWNED");
     assert!(

@@ -1275,12 +1275,17 @@ impl World {
 
     /// `vetto run --tier TIER --project P [OPTIONS] -- ARGV`.
     pub fn sandboxed_at(&self, tier: &str, options: &[&str], argv: &[&str]) -> Run {
-        let project = self.project.to_str().unwrap();
-        let mut args = vec!["run", "--tier", tier, "--project", project];
+        self.sandboxed_in(&self.project, tier, options, argv)
+    }
+
+    /// The same for another project of this world's user, run from it.
+    pub fn sandboxed_in(&self, project: &Path, tier: &str, options: &[&str], argv: &[&str]) -> Run {
+        let dir = project.to_str().unwrap();
+        let mut args = vec!["run", "--tier", tier, "--project", dir];
         args.extend_from_slice(options);
         args.push("--");
         args.extend_from_slice(argv);
-        self.vetto(&args)
+        self.vetto(&args).cwd(project)
     }
 
     pub fn sandboxed(&self, argv: &[&str]) -> Run {
