@@ -1050,7 +1050,9 @@ pub fn chown_checked(target: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<(
 }
 
 /// `utimensat(target, "", times, AT_EMPTY_PATH)`: the inode behind the
-/// descriptor itself; `None` sets both times to now.
+/// descriptor itself; `None` sets both times to now. `utimensat` takes
+/// `AT_EMPTY_PATH` since Linux 5.8, below the 5.19 that notification
+/// needs at all (`host::probe` refuses the tier on an older kernel).
 pub fn utimens_checked(
     target: BorrowedFd<'_>,
     times: Option<[libc::timespec; 2]>,
