@@ -252,8 +252,9 @@ fn rejected(url: &str) -> String {
 /// either way: a URL with a user part is still refused (its `@` is kept),
 /// one with a query or fragment still not told (its `?` or `#` is kept),
 /// and no parser reads a credential key. A URL ends at whatever any
-/// parser splits on, so its authority here is never longer than the one
-/// [`url_host`] judges.
+/// parser splits on (white space, quotes, `,`, `|`, pip's `\n` escape),
+/// so its authority here is never longer than the one [`url_host`]
+/// judges, nor cut short at a character no parser splits on.
 pub fn without_credentials(out: &str) -> String {
     let mut kept = String::with_capacity(out.len());
     for line in out.split_inclusive('\n') {
@@ -272,7 +273,7 @@ pub fn without_credentials(out: &str) -> String {
             let (before, after) = rest.split_at(at + 3);
             kept.push_str(before);
             let end = after
-                .find(|c: char| c.is_whitespace() || "'\",|\\;<>".contains(c))
+                .find(|c: char| c.is_whitespace() || "'\",|\\".contains(c))
                 .unwrap_or(after.len());
             let (url, tail) = after.split_at(end);
             let (authority, path) = url.split_at(url.find(['/', '?', '#']).unwrap_or(url.len()));
@@ -1237,6 +1238,11 @@ mod tests {
                 Registry::Npm,
                 "npm config get registry",
                 format!("https://npm.example/?token={s}\n"),
+            ),
+            (
+                Registry::Npm,
+                "npm config get registry",
+                format!("https://u;{s}<>@npm.example/\n"),
             ),
             (
                 Registry::Npm,
