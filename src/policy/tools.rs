@@ -299,8 +299,12 @@ pub fn without_credentials(out: &str) -> String {
 }
 
 /// `http-basic.<name>.password`, `pypi-token.<name>`, npm's `_authToken`
-/// and the like.
+/// and the like; never a URL with a `=` in it (`https://host/token=…/`,
+/// a registry that takes its token in the path, is told as it is).
 fn is_credential_key(key: &str) -> bool {
+    if key.contains("://") {
+        return false;
+    }
     let key = key.trim().to_ascii_lowercase();
     let first = key.split('.').next().unwrap_or("");
     let last = key.rsplit(['.', ':', '/']).next().unwrap_or("");
@@ -1243,6 +1247,11 @@ mod tests {
                 Registry::Npm,
                 "npm config get registry",
                 format!("https://u;{s}<>@npm.example/\n"),
+            ),
+            (
+                Registry::Npm,
+                "npm config get registry",
+                "https://npm.example/token=T0KEN/\n".into(),
             ),
             (
                 Registry::Npm,
