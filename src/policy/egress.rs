@@ -304,6 +304,34 @@ impl Rules {
     }
 }
 
+/// What would let an allowed name that resolved to the internal address
+/// `ip` be reached, if that is intended — exactly what
+/// [`Rules::check_resolved`] lets through, so that advice given for such a
+/// refusal never leads to the same refusal again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InternalReach {
+    /// A loopback address: a pin of the name to it (`HOST:IP`, as
+    /// `--resolve` and `[network] resolve` take it).
+    Pin(String),
+    /// Any other internal address: an ip rule for that address and port
+    /// (`IP:PORT`, `[V6]:PORT`, as `--allow-domain` and `[network] allow`
+    /// take it). A pin alone does not open it.
+    IpRule(String),
+    /// The cloud metadata service: nothing is proposed.
+    Never,
+}
+
+pub fn internal_reach(host: &str, ip: IpAddr, port: u16) -> InternalReach {
+    match classify(ip) {
+        AddrClass::Metadata => InternalReach::Never,
+        AddrClass::Loopback => InternalReach::Pin(format!("{host}:{ip}")),
+        _ => InternalReach::IpRule(match ip {
+            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+            IpAddr::V4(v4) => format!("{v4}:{port}"),
+        }),
+    }
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
@@ -453,6 +481,31 @@ mod tests {
             Ok(())
         );
         assert_eq!(r.pinned("Allowed.Test."), vec![lo]);
+        // What the advice for each refusal proposes lets it through.
+        for (ip, port) in [
+            ("127.0.0.1", 443),
+            ("10.0.0.1", 443),
+            ("203.0.113.80", 443),
+            ("fd00::5", 8443),
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(r.check_resolved(ip, port, false).is_err(), "{ip}");
+            let r = match internal_reach("allowed.test", ip, port) {
+                InternalReach::Pin(p) => {
+                    let (host, addr) = crate::policy::validate::parse_resolve(&p).unwrap();
+                    assert_eq!((host.as_str(), addr), ("allowed.test", ip));
+                    assert_eq!(r.check_resolved(ip, port, true), Ok(()), "{p}");
+                    continue;
+                }
+                InternalReach::IpRule(e) => rules(&["allowed.test"], &[], &[&e]),
+                InternalReach::Never => panic!("{ip}"),
+            };
+            assert_eq!(r.check_resolved(ip, port, false), Ok(()), "{ip}");
+        }
+        assert_eq!(
+            internal_reach("x.test", "169.254.169.254".parse().unwrap(), 80),
+            InternalReach::Never
+        );
         // A pin does not open the internal network or the metadata service.
         for internal in ["10.0.0.1", "169.254.169.254", "fd00:ec2::254", "100.64.0.1"] {
             assert!(

@@ -422,8 +422,25 @@ impl Model {
                 Ok((name, None)) if !name.starts_with("*.") => format!("{name}:{port}"),
                 _ => return "no policy switch: not a host name".into(),
             },
+            // The name resolved to an internal address: what lets exactly
+            // that through, if it is intended.
             (ConnReason::PrivateAddress, None) => {
-                return "--resolve HOST:IP  (the name resolved to an internal address: pin it only if that is intended)".into();
+                use crate::policy::egress::{InternalReach, internal_reach};
+                let addr = d.addrs.first().and_then(|a| a.parse().ok());
+                return match addr.map(|ip| (ip, internal_reach(&host, ip, port))) {
+                    Some((_, InternalReach::Pin(pin))) => format!(
+                        "[network] resolve = [\"{}\"]  (the name resolved to a loopback address: pin it only if that is intended)",
+                        suggest::toml_basic(&pin)
+                    ),
+                    Some((_, InternalReach::IpRule(entry))) => format!(
+                        "[network] allow = [\"{}\"]  (the name resolved to this internal address: allow it only if that is intended)",
+                        suggest::toml_basic(&entry)
+                    ),
+                    Some((ip, InternalReach::Never)) => format!(
+                        "no policy switch: the name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
+                    ),
+                    None => "an ip rule for the internal address the name resolved to (`[network] allow = [\"IP:PORT\"]`), only if that is intended".into(),
+                };
             }
             _ => {
                 return "no policy switch: the proxy refused the connection itself (see the reason)".into();
@@ -665,6 +682,64 @@ mod tests {
             .into(),
         };
         assert_eq!(model.suggestion(&f), "[filesystem] caches = [\"cargo\"]");
+    }
+
+    /// An allowed name that resolved to an internal address (a registry
+    /// mirror in a reserved range) is suggested the ip rule that lets it
+    /// through, a loopback one the pin: never a pin that would be
+    /// refused again.
+    #[test]
+    fn a_name_resolved_to_an_internal_address_is_suggested_the_rule_that_lets_it_through() {
+        use crate::events::{
+            ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp, violation::Provenance,
+        };
+        let suggestion_for = |addr: &str| {
+            let mut events = super::fixture::egress_session();
+            let c = Connection {
+                time: Timestamp(super::fixture::T0 + 1500),
+                host: Some("mirror.example.test".into()),
+                port: 443,
+                addr: Some(addr.into()),
+                decision: ConnDecision::Denied,
+                reason: ConnReason::PrivateAddress,
+                rule: None,
+                via: ConnVia::Connect,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                process: None,
+                attribution: None,
+                detail: String::new(),
+            };
+            let Some(v) = c.violation(Provenance::Proxy) else {
+                panic!("a refused connection is a violation");
+            };
+            let end = events.len() - 1;
+            events.insert(end, Event::Violation(Box::new(v)));
+            events.insert(end, Event::Connection(Box::new(c)));
+            let log = crate::events::log::SessionLog::parse(&super::fixture::to_jsonl(&events));
+            let Some(model) = super::Model::build(&log) else {
+                panic!("the fixture has a start");
+            };
+            let Some(f) = model.findings.iter().find(|f| {
+                f.violation
+                    .target
+                    .display()
+                    .starts_with("mirror.example.test")
+            }) else {
+                panic!("no finding for the mirror");
+            };
+            model.suggestion(f)
+        };
+        assert_eq!(
+            suggestion_for("203.0.113.80").split("  (").next(),
+            Some("[network] allow = [\"203.0.113.80:443\"]")
+        );
+        assert_eq!(
+            suggestion_for("127.0.0.1").split("  (").next(),
+            Some("[network] resolve = [\"mirror.example.test:127.0.0.1\"]")
+        );
+        assert!(suggestion_for("169.254.169.254").starts_with("no policy switch"));
     }
 
     /// A blocked connection is suggested as the host by name, and never

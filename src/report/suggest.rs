@@ -158,6 +158,11 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
     render(&needs, logs.len())
 }
 
+/// The address a name is, when it is an address literal.
+fn ip_of(host: &str) -> Option<std::net::IpAddr> {
+    host.parse().ok()
+}
+
 /// Who made a connection, for a comment.
 fn conn_who(c: &Connection) -> String {
     match (&c.attribution, &c.process) {
@@ -211,19 +216,44 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
         // A name that is an address literal (`CONNECT 10.0.0.1:443`) is an
         // address.
         let ip = match (&host, &c.addr) {
-            (Some(h), _) => h.parse::<std::net::IpAddr>().ok(),
+            (Some(h), _) => ip_of(h),
             (None, Some(a)) => a.parse::<std::net::IpAddr>().ok(),
             (None, None) => None,
         };
+        // A name that resolved to an internal address: what would let
+        // exactly that through is said, and left to the reader (an
+        // internal address in a policy is a decision, not a finding).
+        let internal = match (&host, c.addr.as_deref().and_then(|a| a.parse().ok())) {
+            (Some(h), Some(ip)) if c.reason == ConnReason::PrivateAddress && ip_of(h).is_none() => {
+                use crate::policy::egress::{InternalReach, internal_reach};
+                Some(match internal_reach(h, ip, c.port) {
+                    InternalReach::Pin(p) => format!(
+                        "its name resolved to the loopback address {ip}: `resolve = [\"{}\"]` pins it, if that is intended",
+                        toml_basic(&p)
+                    ),
+                    InternalReach::IpRule(e) => format!(
+                        "its name resolved to the internal address {ip}: an ip rule `allow = [\"{}\"]` lets it through, if that is intended",
+                        toml_basic(&e)
+                    ),
+                    InternalReach::Never => {
+                        format!("its name resolved to the cloud metadata address {ip}")
+                    }
+                })
+            }
+            _ => None,
+        };
+        if let Some(why) = internal {
+            refuse(format!("{shown} — {why}: not suggested"));
+            continue;
+        }
         // What an allow entry would not change is not suggested: the
-        // proxy's own refusals, and a name that resolved to an internal
-        // address (a pin decides that, not an entry).
+        // proxy's own refusals.
         let why_not = match c.reason {
             ConnReason::AllowedByRule | ConnReason::NotAllowed | ConnReason::UpstreamFailed => None,
             ConnReason::ResolveFailed => Some("the name did not resolve"),
             ConnReason::PrivateAddress if ip.is_some() => None,
             ConnReason::PrivateAddress => Some(
-                "its name resolved to an internal address: pin it with --resolve if that is intended",
+                "its name resolved to an internal address: an ip rule for that address lets it through, if that is intended",
             ),
             ConnReason::DeniedByRule => Some("on the deny list"),
             ConnReason::SniMismatch => {
@@ -832,6 +862,43 @@ mod tests {
             "{toml}"
         );
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// A registry whose name resolved to an internal address is not
+    /// suggested (an internal address in a policy is the reader's call),
+    /// but the comment names the ip rule that would let it through — not
+    /// a pin, which opens loopback only.
+    #[test]
+    fn a_name_resolved_to_an_internal_address_is_named_with_the_rule_that_lets_it_through() {
+        use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Timestamp};
+        let mut events = fixture::egress_session();
+        let end = events.len() - 1;
+        events.insert(
+            end,
+            Event::Connection(Box::new(Connection {
+                time: Timestamp(fixture::T0 + 1500),
+                host: Some("mirror.example.test".into()),
+                port: 443,
+                addr: Some("203.0.113.80".into()),
+                decision: ConnDecision::Denied,
+                reason: ConnReason::PrivateAddress,
+                rule: None,
+                via: ConnVia::Connect,
+                bytes_up: 0,
+                bytes_down: 0,
+                duration_ms: 0,
+                process: None,
+                attribution: None,
+                detail: String::new(),
+            })),
+        );
+        let log = SessionLog::parse(&fixture::to_jsonl(&events));
+        let toml = suggest_with(&[log], |_, _| false);
+        assert!(
+            toml.contains("#   mirror.example.test:443 — its name resolved to the internal address 203.0.113.80: an ip rule `allow = [\"203.0.113.80:443\"]` lets it through, if that is intended: not suggested"),
+            "{toml}"
+        );
+        assert!(!toml.contains("--resolve"), "{toml}");
     }
 
     /// The cargo and npm sessions of issue 12: denied writes in a tool's

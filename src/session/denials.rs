@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::events::{ConnReason, Connection, RuleId, Target};
+use crate::policy::egress::{InternalReach, internal_reach};
 use crate::policy::tools::{Cache, host_cache_of};
 use crate::policy::{Access, markers};
 use crate::report::suggest::write_grant;
@@ -277,11 +278,27 @@ fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
         ConnReason::DeniedByRule => {
             Fix::None("no flag: the policy's [network] deny names it".into())
         }
+        // A name that resolved to an internal address: what lets exactly
+        // that through, if it is intended (a pin alone opens loopback only).
         ConnReason::PrivateAddress if host.parse::<std::net::IpAddr>().is_err() => {
-            Fix::None(format!(
-                "its name resolved to an internal address: --resolve {}:IP pins it, if that is intended",
-                escaped(host)
-            ))
+            match c.addr.as_deref().and_then(|a| a.parse().ok()) {
+                Some(ip) => match internal_reach(host, ip, c.port) {
+                    InternalReach::Pin(pin) => {
+                        let pin = escaped(&pin);
+                        Fix::Allow {
+                            line: format!("[network] resolve = [{}]", quoted(&pin)),
+                            flag: format!("--resolve {pin}"),
+                        }
+                    }
+                    InternalReach::IpRule(entry) => allow_domain(&entry),
+                    InternalReach::Never => Fix::None(format!(
+                        "no flag: its name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
+                    )),
+                },
+                None => Fix::None(
+                    "its name resolved to an internal address: an ip rule for that address (--allow-domain IP:PORT) allows it, if that is intended".into(),
+                ),
+            }
         }
         ConnReason::PrivateAddress => fix(v.rule, &v.target, ctx),
         other => Fix::None(format!("no flag: {}", other.describe())),
@@ -637,6 +654,44 @@ mod tests {
             lines(&write, 0, &[], false, false, &ctx())[1],
             "vetto:   fs-write-denied ~/data/out/x.log  — to allow: --allow-write ~/data/out  (policy: [filesystem] write = [\"~/data/out\"])"
         );
+    }
+
+    /// An allowed registry whose name resolved to an internal address (a
+    /// mirror in a reserved range, a local server): the advice is what
+    /// lets exactly that through — an ip rule for the address, or for a
+    /// loopback address a pin (a pin alone opens loopback only, so
+    /// "--resolve" for any other address led to the same refusal) — and
+    /// nothing for the metadata service.
+    #[test]
+    fn a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through() {
+        let advice = |addr: &str| {
+            let mut c = refused(
+                Some("registry.example.test"),
+                443,
+                ConnReason::PrivateAddress,
+                ConnVia::Connect,
+            );
+            c.addr = Some(addr.into());
+            let out = lines(&[], 0, &[(c, 1)], false, false, &ctx());
+            out[1]
+                .split("— to allow: ")
+                .nth(1)
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(
+            advice("203.0.113.80"),
+            "--allow-domain 203.0.113.80:443  (policy: [network] allow = [\"203.0.113.80:443\"])"
+        );
+        assert_eq!(
+            advice("fd00::5"),
+            "--allow-domain [fd00::5]:443  (policy: [network] allow = [\"[fd00::5]:443\"])"
+        );
+        assert_eq!(
+            advice("127.0.0.1"),
+            "--resolve registry.example.test:127.0.0.1  (policy: [network] resolve = [\"registry.example.test:127.0.0.1\"])"
+        );
+        assert!(advice("169.254.169.254").starts_with("no flag: "));
     }
 
     /// A denied write in a host cache (`npm install` writing `~/.npm`, a

@@ -23,8 +23,8 @@ use crate::{at_every_tier, require};
 
 /// A plain HTTP server on the host's loopback that answers every request
 /// with `body` and counts the requests it saw.
-struct Server {
-    port: u16,
+pub(crate) struct Server {
+    pub(crate) port: u16,
     hits: Arc<AtomicUsize>,
 }
 
@@ -33,7 +33,7 @@ impl Server {
         Server::start_on("127.0.0.1:0", body)
     }
 
-    fn start_on(addr: &str, body: &'static str) -> Server {
+    pub(crate) fn start_on(addr: &str, body: &'static str) -> Server {
         let l = TcpListener::bind(addr).unwrap();
         let port = l.local_addr().unwrap().port();
         let hits = Arc::new(AtomicUsize::new(0));
@@ -65,7 +65,7 @@ impl Server {
         Server { port, hits }
     }
 
-    fn hits(&self) -> usize {
+    pub(crate) fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
     }
 }
@@ -914,7 +914,7 @@ fn an_ipv6_connect_is_redirected_or_refused_like_ipv4_at_fs_only() {
 
 /// The host's own non-loopback address (the one a route out would use),
 /// if it has one: a UDP "connect" picks it without sending anything.
-fn host_address() -> Option<std::net::IpAddr> {
+pub(crate) fn host_address() -> Option<std::net::IpAddr> {
     let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
     s.connect("192.0.2.1:9").ok()?;
     let ip = s.local_addr().ok()?.ip();
