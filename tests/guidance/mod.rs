@@ -435,74 +435,82 @@ fn a_refused_lookup_with_the_network_off_names_the_host() {
     );
 }
 
-/// Runs as an unprivileged user: an allowed name whose answer is an
-/// internal address (a registry mirror on the host's own network address,
-/// here by a pin) is refused, and the guidance names the ip rule that lets
-/// exactly that address through — it used to say `--resolve HOST:IP`,
-/// which opens loopback only, so taking the advice was refused again.
-/// Taken, the advice lets the same request through.
-fn a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through(tier: Tier) {
-    require!(tier.feature());
-    let Some(ip) = crate::attacks::egress::host_address() else {
+/// The servers and the host address of the egress tests are Linux-only.
+#[cfg(target_os = "linux")]
+mod internal_address {
+    use super::*;
+
+    /// Runs as an unprivileged user: an allowed name whose answer is an
+    /// internal address (a registry mirror on the host's own network address,
+    /// here by a pin) is refused, and the guidance names the ip rule that lets
+    /// exactly that address through — it used to say `--resolve HOST:IP`,
+    /// which opens loopback only, so taking the advice was refused again.
+    /// Taken, the advice lets the same request through.
+    pub(super) fn a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through(
+        tier: Tier,
+    ) {
+        require!(tier.feature());
+        let Some(ip) = crate::attacks::egress::host_address() else {
+            assert!(
+                !crate::util::required_by_name("host-address"),
+                "{}: VETTO_TEST_REQUIRE lists host-address, but the host has none",
+                crate::util::test_name()
+            );
+            crate::util::skip::say(
+                &crate::util::test_name(),
+                "the host has no non-loopback address",
+            );
+            return;
+        };
+        let w = World::at(tier);
+        let mirror = crate::attacks::egress::Server::start_on("0.0.0.0:0", "MIRROR-BODY-5e1f");
+        let port = mirror.port;
+        let url = format!("http://mirror.test:{port}/");
+        let job = ["curl", "-s", "-m", "20", &url];
+        let name = format!("mirror.test:{port}");
+        let pin = format!("mirror.test:{ip}");
+        let refused = w
+            .sandboxed_with(&["--allow-domain", &name, "--resolve", &pin], &job)
+            .run();
+        let err = refused.stderr();
+        refused.assert_stdout_lacks("MIRROR-BODY-5e1f");
+        let rule = match ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+            v4 => format!("{v4}:{port}"),
+        };
         assert!(
-            !crate::util::required_by_name("host-address"),
-            "{}: VETTO_TEST_REQUIRE lists host-address, but the host has none",
-            crate::util::test_name()
+            guidance(&err)
+                .iter()
+                .any(|l| l.contains(&format!("net-egress-blocked {name}"))
+                    && l.contains(&format!(
+                        "to allow: --allow-domain {rule}  (policy: [network] allow = [\"{rule}\"])"
+                    ))),
+            "{err}"
         );
-        crate::util::skip::say(
-            &crate::util::test_name(),
-            "the host has no non-loopback address",
+        assert!(!err.contains("--resolve mirror.test"), "{err}");
+        assert_eq!(mirror.hits(), 0, "{err}");
+        // The advice taken.
+        let through = w
+            .sandboxed_with(
+                &[
+                    "--allow-domain",
+                    &name,
+                    "--resolve",
+                    &pin,
+                    "--allow-domain",
+                    &rule,
+                ],
+                &job,
+            )
+            .run();
+        through
+            .assert_success()
+            .assert_stdout_contains("MIRROR-BODY-5e1f");
+        assert!(
+            !through.stderr().contains("net-egress-blocked"),
+            "{}",
+            through.stderr()
         );
-        return;
-    };
-    let w = World::at(tier);
-    let mirror = crate::attacks::egress::Server::start_on("0.0.0.0:0", "MIRROR-BODY-5e1f");
-    let port = mirror.port;
-    let url = format!("http://mirror.test:{port}/");
-    let job = ["curl", "-s", "-m", "20", &url];
-    let name = format!("mirror.test:{port}");
-    let pin = format!("mirror.test:{ip}");
-    let refused = w
-        .sandboxed_with(&["--allow-domain", &name, "--resolve", &pin], &job)
-        .run();
-    let err = refused.stderr();
-    refused.assert_stdout_lacks("MIRROR-BODY-5e1f");
-    let rule = match ip {
-        std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-        v4 => format!("{v4}:{port}"),
-    };
-    assert!(
-        guidance(&err)
-            .iter()
-            .any(|l| l.contains(&format!("net-egress-blocked {name}"))
-                && l.contains(&format!(
-                    "to allow: --allow-domain {rule}  (policy: [network] allow = [\"{rule}\"])"
-                ))),
-        "{err}"
-    );
-    assert!(!err.contains("--resolve mirror.test"), "{err}");
-    assert_eq!(mirror.hits(), 0, "{err}");
-    // The advice taken.
-    let through = w
-        .sandboxed_with(
-            &[
-                "--allow-domain",
-                &name,
-                "--resolve",
-                &pin,
-                "--allow-domain",
-                &rule,
-            ],
-            &job,
-        )
-        .run();
-    through
-        .assert_success()
-        .assert_stdout_contains("MIRROR-BODY-5e1f");
-    assert!(
-        !through.stderr().contains("net-egress-blocked"),
-        "{}",
-        through.stderr()
-    );
+    }
+    at_every_tier!(a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through);
 }
-at_every_tier!(a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through);
