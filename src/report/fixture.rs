@@ -420,6 +420,31 @@ fn conn(
     }
 }
 
+/// A connection the proxy refused for `reason`, made directly (`connect`),
+/// by no known process: `addr` is what the name resolved to, if anything.
+pub fn refused_connection(
+    host: Option<&str>,
+    port: u16,
+    addr: Option<&str>,
+    reason: ConnReason,
+) -> Connection {
+    let mut c = conn(
+        1500,
+        host,
+        port,
+        addr,
+        ConnDecision::Denied,
+        reason,
+        None,
+        ConnVia::Connect,
+        (0, 0),
+        None,
+        None,
+    );
+    c.duration_ms = 0;
+    c
+}
+
 fn curl_proc(pid: u32) -> ProcessInfo {
     ProcessInfo {
         pid,

@@ -690,27 +690,15 @@ mod tests {
     /// refused again.
     #[test]
     fn a_name_resolved_to_an_internal_address_is_suggested_the_rule_that_lets_it_through() {
-        use crate::events::{
-            ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp, violation::Provenance,
-        };
+        use crate::events::{ConnReason, Event, violation::Provenance};
         let suggestion_for = |addr: &str| {
             let mut events = super::fixture::egress_session();
-            let c = Connection {
-                time: Timestamp(super::fixture::T0 + 1500),
-                host: Some("mirror.example.test".into()),
-                port: 443,
-                addr: Some(addr.into()),
-                decision: ConnDecision::Denied,
-                reason: ConnReason::PrivateAddress,
-                rule: None,
-                via: ConnVia::Connect,
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
-                process: None,
-                attribution: None,
-                detail: String::new(),
-            };
+            let c = super::fixture::refused_connection(
+                Some("mirror.example.test"),
+                443,
+                Some(addr),
+                ConnReason::PrivateAddress,
+            );
             let Some(v) = c.violation(Provenance::Proxy) else {
                 panic!("a refused connection is a violation");
             };

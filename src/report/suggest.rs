@@ -870,27 +870,16 @@ mod tests {
     /// a pin, which opens loopback only.
     #[test]
     fn a_name_resolved_to_an_internal_address_is_named_with_the_rule_that_lets_it_through() {
-        use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Timestamp};
         let mut events = fixture::egress_session();
         let end = events.len() - 1;
         events.insert(
             end,
-            Event::Connection(Box::new(Connection {
-                time: Timestamp(fixture::T0 + 1500),
-                host: Some("mirror.example.test".into()),
-                port: 443,
-                addr: Some("203.0.113.80".into()),
-                decision: ConnDecision::Denied,
-                reason: ConnReason::PrivateAddress,
-                rule: None,
-                via: ConnVia::Connect,
-                bytes_up: 0,
-                bytes_down: 0,
-                duration_ms: 0,
-                process: None,
-                attribution: None,
-                detail: String::new(),
-            })),
+            Event::Connection(Box::new(fixture::refused_connection(
+                Some("mirror.example.test"),
+                443,
+                Some("203.0.113.80"),
+                crate::events::ConnReason::PrivateAddress,
+            ))),
         );
         let log = SessionLog::parse(&fixture::to_jsonl(&events));
         let toml = suggest_with(&[log], |_, _| false);

@@ -482,7 +482,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::events::{ConnDecision, ConnVia, Timestamp};
+    use crate::events::{ConnVia, Timestamp};
     use crate::supervisor::notify::{Decision, Reason};
 
     fn event(syscall: &'static str, path: &str, reason: Reason) -> NotifyEvent {
@@ -520,22 +520,10 @@ mod tests {
     }
 
     fn refused(host: Option<&str>, port: u16, reason: ConnReason, via: ConnVia) -> Connection {
-        Connection {
-            time: Timestamp::from(SystemTime::UNIX_EPOCH),
-            host: host.map(str::to_string),
-            port,
-            addr: None,
-            decision: ConnDecision::Denied,
-            reason,
-            rule: None,
-            via,
-            bytes_up: 0,
-            bytes_down: 0,
-            duration_ms: 0,
-            process: None,
-            attribution: None,
-            detail: String::new(),
-        }
+        let mut c = crate::report::fixture::refused_connection(host, port, None, reason);
+        c.time = Timestamp::from(SystemTime::UNIX_EPOCH);
+        c.via = via;
+        c
     }
 
     /// The `npm install` of issue 12, as a user sees its end.

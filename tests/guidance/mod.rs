@@ -450,16 +450,7 @@ mod internal_address {
         tier: Tier,
     ) {
         require!(tier.feature());
-        let Some(ip) = crate::attacks::egress::host_address() else {
-            assert!(
-                !crate::util::required_by_name("host-address"),
-                "{}: VETTO_TEST_REQUIRE lists host-address, but the host has none",
-                crate::util::test_name()
-            );
-            crate::util::skip::say(
-                &crate::util::test_name(),
-                "the host has no non-loopback address",
-            );
+        let Some(ip) = crate::attacks::egress::host_address_or_skip() else {
             return;
         };
         let w = World::at(tier);
