@@ -71,6 +71,19 @@ pub struct PathDecision {
     /// may be connected to, wherever it lies.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unix: Option<UnixSocket>,
+    /// The tool whose host cache the path lies in: such a cache is never
+    /// made writable, the tool gets a vetto-owned one (docs/caches.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_cache: Option<HostCache>,
+}
+
+/// A path in a tool's host cache, and whether the policy gives that tool
+/// its vetto-owned cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct HostCache {
+    pub cache: super::tools::Cache,
+    pub vetto_owned: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -437,6 +450,10 @@ pub fn decide(
         };
         let path = paths::normalise_abs(&raw);
         let mut d = decide_path(policy, query, &path);
+        d.host_cache = super::tools::host_cache_of(&path, home).map(|cache| HostCache {
+            cache,
+            vetto_owned: policy.caches.iter().any(|c| c.cache == cache),
+        });
         if crate::plan::terminal::governs(&policy.fs, &path).is_some()
             && !crate::plan::terminal::own_pts(terminals).contains(&path)
         {
@@ -481,6 +498,7 @@ pub fn decide_path(policy: &Policy, query: &str, path: &Path) -> PathDecision {
         rule,
         glob,
         unix: policy.unix.iter().find(|u| u.path == path).cloned(),
+        host_cache: None,
     }
 }
 
@@ -754,6 +772,24 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
                         "      unix socket: connecting allowed — [network] unix  ← {}",
                         u.origin
                     );
+                }
+                match &p.host_cache {
+                    Some(HostCache {
+                        cache,
+                        vetto_owned: true,
+                    }) => {
+                        let _ = writeln!(
+                            o,
+                            "      {cache}'s host cache: the job's {cache} uses its vetto-owned cache instead ([filesystem] caches)"
+                        );
+                    }
+                    Some(HostCache { cache, .. }) => {
+                        let _ = writeln!(
+                            o,
+                            "      {cache}'s host cache: never made writable (a build outside the sandbox trusts it); --preset {cache} gives {cache} a vetto-owned cache"
+                        );
+                    }
+                    None => {}
                 }
             }
             Decision::Host(h) => {

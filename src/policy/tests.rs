@@ -593,6 +593,42 @@ fn many_patterns_over_one_tree_cost_one_walk() {
     assert!(w.visited() <= 40, "{}", w.visited());
 }
 
+/// `policy explain` of a path in a tool's host cache says it is one: never
+/// made writable, and the preset that gives the tool a vetto-owned cache —
+/// or, with that cache in force, that the tool uses it instead.
+#[test]
+fn explain_says_a_host_cache_is_never_made_writable() {
+    let s = scratch();
+    s.write("plain.toml", "extends = [\"default\"]\n");
+    s.write("npm.toml", "extends = [\"npm\"]\n");
+    let explain = |file: &str, q: &str| {
+        let p = load(&s.req(Some(file))).unwrap();
+        let d = explain::decide(&p, q, &s.project, &s.home, &[]);
+        (d.clone(), explain::render_text(&p, &[d]))
+    };
+    let (d, text) = explain("plain.toml", "~/.npm/_cacache/index-v5/aa");
+    let Decision::Path(d) = d else { panic!() };
+    assert_eq!(
+        d.host_cache,
+        Some(explain::HostCache {
+            cache: tools::Cache::Npm,
+            vetto_owned: false
+        })
+    );
+    assert!(
+        text.contains("npm's host cache: never made writable (a build outside the sandbox trusts it); --preset npm gives npm a vetto-owned cache"),
+        "{text}"
+    );
+    let (_, text) = explain("npm.toml", "~/.npm/_cacache/index-v5/aa");
+    assert!(
+        text.contains("npm's host cache: the job's npm uses its vetto-owned cache instead"),
+        "{text}"
+    );
+    let (d, _) = explain("plain.toml", "~/.cargo/bin/cargo");
+    let Decision::Path(d) = d else { panic!() };
+    assert_eq!(d.host_cache, None);
+}
+
 #[test]
 fn explain_names_the_deciding_rule_for_paths_and_hosts() {
     let s = scratch();
