@@ -1208,7 +1208,6 @@ pub fn caches(
         ignored: Default::default(),
     };
     let mut shown = Vec::new();
-    let key = project_key(&policy.project);
     // A directory below `parent`, made here or, when it exists, opened as
     // named (the last component never a link) and checked.
     let made_or_opened =
@@ -1219,17 +1218,28 @@ pub fn caches(
             }
             Err(e) => Err(e),
         };
+    // The project's directory among the caches, opened once for all its
+    // tools.
+    let project_dir = if create {
+        let key = project_key(&policy.project);
+        let dir = safe_fs::Dir::create(&root, safe_fs::Parents::Followed, 0o700)
+            .and_then(|r| made_or_opened(&r, &key))
+            .map_err(|source| CacheError::Dir {
+                path: root.join(&key),
+                source,
+            })?;
+        Some(dir)
+    } else {
+        None
+    };
     for rule in policy.caches.clone() {
         let name = rule.cache.to_string();
         let dir = cache_dir(&root, &policy.project, rule.cache);
-        if create {
-            let d = safe_fs::Dir::create(&root, safe_fs::Parents::Followed, 0o700)
-                .and_then(|r| made_or_opened(&r, &key))
-                .and_then(|p| made_or_opened(&p, &name))
-                .map_err(|source| CacheError::Dir {
-                    path: dir.clone(),
-                    source,
-                })?;
+        if let Some(project_dir) = &project_dir {
+            let d = made_or_opened(project_dir, &name).map_err(|source| CacheError::Dir {
+                path: dir.clone(),
+                source,
+            })?;
             copy_config(&d, rule.cache, env, home).map_err(|source| CacheError::Dir {
                 path: dir.clone(),
                 source,
