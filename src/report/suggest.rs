@@ -158,11 +158,6 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
     render(&needs, logs.len())
 }
 
-/// The address a name is, when it is an address literal.
-fn ip_of(host: &str) -> Option<std::net::IpAddr> {
-    host.parse().ok()
-}
-
 /// Who made a connection, for a comment.
 fn conn_who(c: &Connection) -> String {
     match (&c.attribution, &c.process) {
@@ -216,27 +211,32 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
         // A name that is an address literal (`CONNECT 10.0.0.1:443`) is an
         // address.
         let ip = match (&host, &c.addr) {
-            (Some(h), _) => ip_of(h),
+            (Some(h), _) => h.parse::<std::net::IpAddr>().ok(),
             (None, Some(a)) => a.parse::<std::net::IpAddr>().ok(),
             (None, None) => None,
         };
         // A name that resolved to an internal address: what would let
         // exactly that through is said, and left to the reader (an
         // internal address in a policy is a decision, not a finding).
-        let internal = match (&host, c.addr.as_deref().and_then(|a| a.parse().ok())) {
-            (Some(h), Some(ip)) if c.reason == ConnReason::PrivateAddress && ip_of(h).is_none() => {
+        let resolved = c
+            .addr
+            .as_deref()
+            .and_then(|a| a.parse::<std::net::IpAddr>().ok());
+        let internal = match (&host, resolved) {
+            // `ip` is `None` for a name (not an address literal).
+            (Some(h), Some(addr)) if c.reason == ConnReason::PrivateAddress && ip.is_none() => {
                 use crate::policy::egress::{InternalReach, internal_reach};
-                Some(match internal_reach(h, ip, c.port) {
+                Some(match internal_reach(h, addr, c.port) {
                     InternalReach::Pin(p) => format!(
-                        "its name resolved to the loopback address {ip}: `resolve = [\"{}\"]` pins it, if that is intended",
+                        "its name resolved to the loopback address {addr}: `resolve = [\"{}\"]` pins it, if that is intended",
                         toml_basic(&p)
                     ),
                     InternalReach::IpRule(e) => format!(
-                        "its name resolved to the internal address {ip}: an ip rule `allow = [\"{}\"]` lets it through, if that is intended",
+                        "its name resolved to the internal address {addr}: an ip rule `allow = [\"{}\"]` lets it through, if that is intended",
                         toml_basic(&e)
                     ),
                     InternalReach::Never => {
-                        format!("its name resolved to the cloud metadata address {ip}")
+                        format!("its name resolved to the cloud metadata address {addr}")
                     }
                 })
             }
