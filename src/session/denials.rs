@@ -278,32 +278,37 @@ fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
         ConnReason::DeniedByRule => {
             Fix::None("no flag: the policy's [network] deny names it".into())
         }
-        // A name that resolved to an internal address: what lets exactly
-        // that through, if it is intended (a pin alone opens loopback only).
         ConnReason::PrivateAddress if host.parse::<std::net::IpAddr>().is_err() => {
-            match c.addr.as_deref().and_then(|a| a.parse().ok()) {
-                Some(ip) => match internal_reach(host, ip, c.port) {
-                    InternalReach::Pin(pin) => {
-                        let pin = escaped(&pin);
-                        Fix::Allow {
-                            line: format!("[network] resolve = [{}]", quoted(&pin)),
-                            flag: format!("--resolve {pin}"),
-                        }
-                    }
-                    InternalReach::IpRule(entry) => allow_domain(&entry),
-                    InternalReach::Never => Fix::None(format!(
-                        "no flag: its name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
-                    )),
-                },
-                None => Fix::None(
-                    "its name resolved to an internal address: an ip rule for that address (--allow-domain IP:PORT) allows it, if that is intended".into(),
-                ),
-            }
+            internal_fix(host, c.addr.as_deref(), c.port)
         }
         ConnReason::PrivateAddress => fix(v.rule, &v.target, ctx),
         other => Fix::None(format!("no flag: {}", other.describe())),
     };
     Some((v.rule, what, fix))
+}
+
+/// An allowed name that resolved to the internal address `addr`: what lets
+/// exactly that through, if it is intended (a pin alone opens loopback
+/// only; [`internal_reach`]).
+fn internal_fix(host: &str, addr: Option<&str>, port: u16) -> Fix {
+    let Some(ip) = addr.and_then(|a| a.parse().ok()) else {
+        return Fix::None(
+            "its name resolved to an internal address: an ip rule for that address (--allow-domain IP:PORT) allows it, if that is intended".into(),
+        );
+    };
+    match internal_reach(host, ip, port) {
+        InternalReach::Pin(pin) => {
+            let pin = escaped(&pin);
+            Fix::Allow {
+                line: format!("[network] resolve = [{}]", quoted(&pin)),
+                flag: format!("--resolve {pin}"),
+            }
+        }
+        InternalReach::IpRule(entry) => allow_domain(&entry),
+        InternalReach::Never => Fix::None(format!(
+            "no flag: its name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
+        )),
+    }
 }
 
 /// The denials, grouped by rule and fix, in the order first seen.
