@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real work under the sandbox, side by side with the same work bare, in one
-# run: `git add -A` of 2,000 new files (every object a notified create at
-# FS-ONLY) and extracting a 2,000-file tarball into the project.
+# run: `git add -A` of 2,000 new files (every object a notified create,
+# except at FULL with `--check-creations after`) and extracting a
+# 2,000-file tarball into the project.
 #
 #   benches/workloads.sh            # builds --release; as root measures as `tester`
 set -euo pipefail
@@ -24,6 +25,7 @@ cd "$p"
     -n 'git add -A, bare' 'git add -A' \
     -n 'git add -A, vetto fs-only' "$v run --tier fs-only -- git add -A" \
     -n 'git add -A, vetto full' "$v run --tier full -- git add -A" \
+    -n 'git add -A, vetto full --check-creations after' "$v run --tier full --check-creations after -- git add -A" \
     -n 'tar x, bare' 'tar xf pkg.tar' \
     -n 'tar x, vetto fs-only' "$v run --tier fs-only -- tar xf pkg.tar" \
     -n 'tar x, vetto full' "$v run --tier full -- tar xf pkg.tar" >/dev/null

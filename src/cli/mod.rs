@@ -221,6 +221,12 @@ pub struct PolicyArgs {
     /// Add a built-in preset (same as `extends`)
     #[arg(long, value_name = "NAME")]
     pub preset: Vec<String>,
+    /// When new entries (a nested `.git`, a protected name) are looked at:
+    /// `live` (default) refuses them as they are made; `after` (FULL only)
+    /// leaves creations to the kernel and reports them after the session,
+    /// at no cost per file
+    #[arg(long = "check-creations", value_name = "live|after", value_parser = ["live", "after"])]
+    pub check_creations: Option<String>,
 }
 
 #[derive(Debug, Args)]

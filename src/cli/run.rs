@@ -70,6 +70,7 @@ impl PolicyArgs {
                 max_memory: self.max_memory.clone(),
                 env_pass: self.env_pass.clone(),
                 presets: self.preset.clone(),
+                check_creations: self.check_creations.clone(),
             },
         })
     }

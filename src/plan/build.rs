@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
 use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, memory, mounts, syscalls};
 use crate::host::HostCaps;
-use crate::policy::{Access, FsRule, NetPolicy, Origin, Policy};
+use crate::policy::{Access, CheckCreations, FsRule, NetPolicy, Origin, Policy};
 
 /// The newest Landlock ABI vetto knows how to use.
 pub const MAX_LANDLOCK_ABI: u8 = 7;
@@ -542,6 +542,15 @@ fn plan_for(
     let console = (tier == Tier::Full)
         .then(|| super::terminal::console(&rules, &options.terminals))
         .flatten();
+    // Only FULL has mounts to keep what exists read-only; below it
+    // creations are checked live whatever the policy says.
+    let creations_after = tier == Tier::Full && policy.check_creations == CheckCreations::After;
+    let mut checked_after = None;
+    // The directories between a writable path and what the mounts keep
+    // beneath it, bound onto themselves so that none can be renamed or
+    // removed (a mount point cannot): else `mv .git .git2` would carry the
+    // read-only `hooks` away and leave a fresh `.git` to fill.
+    let mut pinned = Vec::new();
     let (landlock, notify, prepare_dirs) = if tier >= Tier::FsOnly && host.landlock_abi > 0 {
         let abi = host.landlock_abi.min(MAX_LANDLOCK_ABI);
         let handled = rights::all_for_abi(abi);
@@ -580,6 +589,28 @@ fn plan_for(
             &sandbox_view
         } else {
             view
+        };
+        // `check_creations = "after"`: a path kept read-only (or masked)
+        // beneath a writable one is a mount of its own at FULL, which the
+        // kernel keeps whatever Landlock grants; so Landlock grants the
+        // writable path whole, nothing is carved, and no creation needs the
+        // supervisor. What no mount keeps is checked after the session.
+        let landlock_rules = if creations_after {
+            let (kept_by_mounts, rest) = beneath_writable(landlock_rules);
+            pinned = pinned_ancestors(&kept_by_mounts, &rest, view);
+            checked_after = Some(
+                kept_by_mounts
+                    .into_iter()
+                    .filter(|r| matches!(r.access, Access::Read | Access::Protect))
+                    .filter(
+                        |r| !matches!(view.kind(&r.path), Some(k) if k != fs::EntryKind::Symlink),
+                    )
+                    .map(|r| r.path)
+                    .collect(),
+            );
+            rest
+        } else {
+            landlock_rules
         };
         let mut carved = fs::carve(&landlock_rules, handled, carve_view);
         if tier == Tier::Full
@@ -723,6 +754,14 @@ fn plan_for(
     let namespaces = (tier == Tier::Full).then(|| {
         let console = console.as_ref().map(|(tty, _)| tty.clone());
         let mut mounts = mounts::plan(&policy.fs, view, console);
+        for dir in &pinned {
+            if !mounts.iter().any(|m| m.path() == dir.as_path()) {
+                mounts.push(mounts::Mount::Bind {
+                    path: dir.clone(),
+                    writable: true,
+                });
+            }
+        }
         if let Some(dir) = &session_tmp {
             mounts.push(mounts::Mount::Bind {
                 path: dir.clone(),
@@ -833,7 +872,50 @@ fn plan_for(
         cwd: job_cwd(policy, options),
         degraded,
         seatbelt: None,
+        checked_after,
     }
+}
+
+/// The existing directories strictly between each of `kept` and the
+/// writable rule of `rest` it lies beneath (see `plan_for`'s `pinned`).
+fn pinned_ancestors(kept: &[FsRule], rest: &[FsRule], view: &dyn FsView) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for k in kept {
+        let Some(w) = rest
+            .iter()
+            .filter(|w| w.access == Access::Write && fs::beneath(&k.path, &w.path))
+            .max_by_key(|w| w.path.as_os_str().len())
+        else {
+            continue;
+        };
+        for a in k.path.ancestors().skip(1) {
+            if a == w.path.as_path() || !fs::beneath(a, &w.path) {
+                break;
+            }
+            if view.kind(a) == Some(fs::EntryKind::Dir) {
+                dirs.push(a.to_path_buf());
+            }
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// `rules` split into those beneath a writable rule that grant less than
+/// it (what carving would carve around), and the rest.
+fn beneath_writable(rules: Vec<FsRule>) -> (Vec<FsRule>, Vec<FsRule>) {
+    let writable: Vec<PathBuf> = rules
+        .iter()
+        .filter(|r| r.access == Access::Write)
+        .map(|r| r.path.clone())
+        .collect();
+    rules.into_iter().partition(|r| {
+        r.access != Access::Write
+            && writable
+                .iter()
+                .any(|w| w.as_os_str() != r.path.as_os_str() && fs::beneath(&r.path, w))
+    })
 }
 
 /// Whether the project announces that a build will create this output
@@ -1007,6 +1089,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
                 .into(),
         ],
         seatbelt: None,
+        checked_after: None,
     })
 }
 
@@ -1062,6 +1145,7 @@ fn seatbelt_plan(
         cwd: super::seatbelt::real_path(view, &job_cwd(policy, options)),
         degraded: Vec::new(),
         seatbelt: Some(profile),
+        checked_after: None,
     })
 }
 

@@ -68,6 +68,12 @@ pub struct Plan {
     /// already the real ones Seatbelt matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seatbelt: Option<seatbelt::SeatbeltProfile>,
+    /// `check_creations = "after"` in force (FULL): no creation is
+    /// notified, and these paths, which the policy keeps read-only but no
+    /// mount could (not there at the start, or a link), are checked after
+    /// the session instead (`persistence-planted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_after: Option<Vec<PathBuf>>,
 }
 
 #[cfg(test)]

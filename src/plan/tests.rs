@@ -1220,3 +1220,82 @@ fn snapshot_ioctls_are_refused_and_reflinks_are_not() {
         assert!(!refused(cmd), "{cmd:#x}");
     }
 }
+
+/// `check_creations = "after"` at FULL: the read-only mounts keep what
+/// exists (and the directories on the way to it cannot be moved away), so
+/// nothing is carved and no creation is notified; what no mount keeps (a
+/// protected name not there yet) is left to the check after the session.
+/// Below FULL nothing changes: only the carve keeps `.git/hooks` there.
+#[test]
+fn creations_checked_after_notify_no_creation_at_full_and_keep_every_protection_by_mounts()
+-> Result<(), Refusal> {
+    use super::mounts::Mount;
+    let mut rules = project_rules();
+    rules.push(rule("/p/.husky", Access::Protect));
+    let after = Policy {
+        check_creations: crate::policy::CheckCreations::After,
+        ..policy(rules.clone())
+    };
+    let build = |p: &Policy, tier| {
+        build::build_with_view(
+            p,
+            &HostCaps::everything(),
+            TierRequest::Exactly(tier),
+            &options(),
+            &project_fs(),
+        )
+    };
+    let creations_notified = |plan: &Plan| {
+        plan.seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "mkdir" && r.action == Action::Notify)
+    };
+
+    let live = build(&policy(rules.clone()), Tier::Full)?;
+    assert!(creations_notified(&live) && !live.notify.carved_dirs.is_empty());
+    assert_eq!(live.checked_after, None);
+
+    let plan = build(&after, Tier::Full)?;
+    assert!(plan.notify.carved_dirs.is_empty(), "{:?}", plan.notify);
+    assert!(!creations_notified(&plan));
+    assert!(!plan.seccomp.notifies_every_entry_change());
+    let landlock = plan
+        .landlock
+        .as_ref()
+        .map(|l| l.rules.clone())
+        .unwrap_or_default();
+    assert!(
+        landlock
+            .iter()
+            .any(|r| r.path == Path::new("/p") && r.access & rights::MAKE_REG != 0),
+        "{landlock:?}"
+    );
+    let mounts = plan.namespaces.map(|n| n.mounts).unwrap_or_default();
+    for (path, writable) in [
+        ("/p/.git/hooks", false),
+        ("/p/.git/config", false),
+        ("/p/.git", true),
+    ] {
+        assert!(
+            mounts.contains(&Mount::Bind {
+                path: path.into(),
+                writable
+            }),
+            "{path}: {mounts:?}"
+        );
+    }
+    assert!(mounts.contains(&Mount::MaskFile {
+        path: "/p/.env".into()
+    }));
+    assert_eq!(plan.checked_after, Some(vec![PathBuf::from("/p/.husky")]));
+
+    let below = build(&after, Tier::FsOnly)?;
+    assert_eq!(
+        below.notify.carved_dirs,
+        build(&policy(rules), Tier::FsOnly)?.notify.carved_dirs
+    );
+    assert!(creations_notified(&below));
+    assert_eq!(below.checked_after, None);
+    Ok(())
+}

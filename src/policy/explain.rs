@@ -700,6 +700,13 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
         "  min_tier: {}",
         policy.min_tier.map_or("none".into(), |t| t.to_string())
     );
+    if !policy.check_creations.is_live() {
+        let _ = writeln!(
+            o,
+            "  check_creations: {} (FULL: creations are reported after the session, not refused)",
+            policy.check_creations.as_str()
+        );
+    }
     let e = &policy.env;
     let _ = writeln!(
         o,

@@ -223,6 +223,12 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             Err(e) => diags.plain("--timeout", e, None),
         }
     }
+    if let Some(c) = &o.check_creations {
+        match c.parse() {
+            Ok(check) => layer.check_creations = Some(check),
+            Err(e) => diags.plain("--check-creations", e, None),
+        }
+    }
     match o.max_procs {
         Some(0) => diags.plain("--max-procs", "0 processes; expected at least 1", None),
         n => layer.max_procs = n,
@@ -267,6 +273,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         limits: Limits::default(),
         env: Default::default(),
         min_tier: None,
+        check_creations: Default::default(),
         provenance: Default::default(),
     };
     let mut mode = NetMode::Off;
@@ -301,6 +308,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         p.limits.max_procs = l.max_procs.or(p.limits.max_procs);
         p.limits.max_memory = l.max_memory.or(p.limits.max_memory);
         p.min_tier = l.min_tier.or(p.min_tier);
+        p.check_creations = l.check_creations.unwrap_or(p.check_creations);
         push_unique(&mut p.env.pass, l.env.pass);
         push_unique(&mut p.env.withhold, l.env.withhold);
         push_unique(&mut p.env.pass_exact, l.env.pass_exact);

@@ -55,6 +55,8 @@ pub struct Overrides {
     pub max_memory: Option<String>,
     pub env_pass: Vec<String>,
     pub presets: Vec<String>,
+    /// `--check-creations live|after`.
+    pub check_creations: Option<String>,
 }
 
 impl Overrides {
@@ -72,6 +74,7 @@ impl Overrides {
             && self.max_procs.is_none()
             && self.max_memory.is_none()
             && self.env_pass.is_empty()
+            && self.check_creations.is_none()
     }
 }
 

@@ -264,6 +264,52 @@ pub struct Provenance {
     pub working_tree_differs: Option<bool>,
 }
 
+/// When new directory entries in writable places (a nested `.git`, a
+/// protected name that does not exist yet) are looked at.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckCreations {
+    /// As they are made: every creation is a seccomp notification the
+    /// supervisor decides (refusing a nested `.git` or a protected name,
+    /// naming what the kernel refuses).
+    #[default]
+    Live,
+    /// At FULL, left to the kernel: what exists is kept by read-only
+    /// mounts, and what the job creates is found by the check after the
+    /// session (`persistence-planted`) instead of refused. No creation is
+    /// notified, so a creation costs what it costs bare; a write the kernel
+    /// refuses is not named. Below FULL no mount can keep what exists, so
+    /// creations are checked live there whatever this says.
+    After,
+}
+
+impl CheckCreations {
+    pub fn is_live(&self) -> bool {
+        *self == CheckCreations::Live
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckCreations::Live => "live",
+            CheckCreations::After => "after",
+        }
+    }
+}
+
+impl std::str::FromStr for CheckCreations {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "live" => Ok(CheckCreations::Live),
+            "after" => Ok(CheckCreations::After),
+            other => Err(format!(
+                "unknown creation check `{other}`; expected `live` or `after`"
+            )),
+        }
+    }
+}
+
 /// The resolved policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
@@ -302,6 +348,10 @@ pub struct Policy {
     pub env: EnvPolicy,
     /// The weakest tier this policy accepts (`auto` never goes below it).
     pub min_tier: Option<Tier>,
+    /// `[filesystem] check_creations`: when new directory entries in
+    /// writable places are looked at.
+    #[serde(default, skip_serializing_if = "CheckCreations::is_live")]
+    pub check_creations: CheckCreations,
     /// Which policy this is, from where.
     pub provenance: Provenance,
 }
@@ -328,6 +378,7 @@ impl Policy {
             limits: Limits::default(),
             env: EnvPolicy::default(),
             min_tier: None,
+            check_creations: CheckCreations::Live,
             provenance: Provenance::default(),
         }
     }

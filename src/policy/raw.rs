@@ -47,6 +47,7 @@ pub struct RawFilesystem {
     pub outputs: Vec<Sp<String>>,
     /// vetto-owned caches by tool name (`policy::tools::Cache`).
     pub caches: Vec<Sp<String>>,
+    pub check_creations: Option<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -84,7 +85,15 @@ const TOP: &[&str] = &[
     "limits",
     "env",
 ];
-const FILESYSTEM: &[&str] = &["read", "write", "deny", "protect", "outputs", "caches"];
+const FILESYSTEM: &[&str] = &[
+    "read",
+    "write",
+    "deny",
+    "protect",
+    "outputs",
+    "caches",
+    "check_creations",
+];
 const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve", "unix", "discover"];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
@@ -151,6 +160,10 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             }
                             "caches" => {
                                 fs.caches = w.string_list(v, "a list of cache names");
+                                continue;
+                            }
+                            "check_creations" => {
+                                fs.check_creations = w.string(v, "`live` or `after`");
                                 continue;
                             }
                             _ => continue,

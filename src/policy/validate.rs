@@ -30,6 +30,8 @@ pub enum NetMode {
 pub struct Layer {
     pub source: SourceInfo,
     pub min_tier: Option<Tier>,
+    /// `[filesystem] check_creations`, `--check-creations`.
+    pub check_creations: Option<super::CheckCreations>,
     pub fs: Vec<FsRule>,
     /// The glob rules, unexpanded ([`super::Policy::globs`]).
     pub globs: Vec<FsRule>,
@@ -59,6 +61,7 @@ impl Layer {
         Layer {
             source,
             min_tier: None,
+            check_creations: None,
             fs: Vec::new(),
             globs: Vec::new(),
             outputs: Vec::new(),
@@ -242,6 +245,12 @@ pub fn validate(
         match t.value.parse::<Tier>() {
             Ok(tier) => layer.min_tier = Some(tier),
             Err(e) => diags.at(src, &t.span, e),
+        }
+    }
+    if let Some(c) = &raw.filesystem.check_creations {
+        match c.value.parse() {
+            Ok(check) => layer.check_creations = Some(check),
+            Err(e) => diags.at(src, &c.span, e),
         }
     }
 

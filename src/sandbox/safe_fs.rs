@@ -158,6 +158,28 @@ impl Dir {
         })
     }
 
+    /// The directory `rel` (names only) beneath this one, every component
+    /// opened without following a link.
+    pub fn open_beneath(&self, rel: &Path) -> Result<Dir> {
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(SafeFsError::io("open", &self.path.join(rel), Errno::EINVAL));
+        }
+        let mut dir = Dir::walk(self.fd.as_fd(), rel, None)?;
+        dir.path = self.path.join(rel);
+        Ok(dir)
+    }
+
+    /// Move the entry `name` (whatever it is, a link itself, never its
+    /// target) aside to `NAME.vetto-planted-RANDOM` here, a name nothing
+    /// loads and nobody can have made beforehand; the new name.
+    pub fn set_aside(&self, name: &str) -> Result<String> {
+        self.check_name(name)?;
+        let to = format!("{name}.vetto-planted-{}", random_hex(4)?);
+        renameat(&self.fd, name, &self.fd, to.as_str())
+            .map_err(|e| SafeFsError::io("move aside", &self.join(name), e))?;
+        Ok(to)
+    }
+
     /// The path this directory was opened by (for messages).
     pub fn path(&self) -> &Path {
         &self.path

@@ -251,6 +251,9 @@ fn execute(
     for d in &plan.degraded {
         eprintln!("vetto: warning: degraded: {d}");
     }
+    if let Some(line) = creations_line(&policy, &plan) {
+        eprintln!("vetto: {line}");
+    }
     if let Some(line) = plan::memory::session_line(&plan) {
         eprintln!("vetto: {line}");
     }
@@ -312,7 +315,10 @@ fn execute(
         };
     }
     let shared_before = supervisor::snapshot_shared(&plan);
-    let persistence = supervisor::persist::Watch::start(&policy.project);
+    let persistence = supervisor::persist::Watch::start(
+        &policy.project,
+        plan.checked_after.as_deref().unwrap_or_default(),
+    );
     let mut child = match stage.launch(&plan, &request.command) {
         Ok(child) => child,
         Err(e) => {
@@ -509,4 +515,22 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
             path
         }
     }
+}
+
+/// What `check_creations = "after"` does on this tier: at FULL, that what
+/// the job creates is checked after the session; below it, that nothing
+/// changed (no mount keeps what exists there, so creations stay live).
+fn creations_line(policy: &policy::Policy, plan: &plan::Plan) -> Option<String> {
+    if policy.check_creations.is_live() {
+        return None;
+    }
+    Some(match &plan.checked_after {
+        Some(_) => "creations are checked after the session (check_creations = \"after\"): \
+                    a nested repository or a protected name the job makes is reported, not refused"
+            .into(),
+        None => format!(
+            "check_creations = \"after\" takes effect at the full tier only; at {} creations are checked live",
+            plan.tier
+        ),
+    })
 }

@@ -175,18 +175,24 @@ pub struct Watch {
     /// before it: a `git init`, a checkout, right before vetto), as they
     /// were then. Still so at the end, they are not the job's.
     pub settled: HashMap<PathBuf, Identity>,
+    /// Paths the policy keeps read-only that nothing kept so during the
+    /// session (`Plan::checked_after`): each is judged like the root's
+    /// fixed paths, wherever it lies.
+    pub also: Vec<PathBuf>,
 }
 
 impl Watch {
     /// Call right before the job is launched: one clock read and the
     /// root's fixed paths (a few dozen `lstat`s), nothing that grows with
     /// the project.
-    pub fn start(project: &Path) -> Watch {
-        Watch::start_in(project, &RealTree)
+    /// `also`: [`Watch::also`].
+    pub fn start(project: &Path, also: &[PathBuf]) -> Watch {
+        Watch::start_in(project, also, &RealTree)
     }
 
-    fn start_in(project: &Path, tree: &dyn Tree) -> Watch {
+    fn start_in(project: &Path, also: &[PathBuf], tree: &dyn Tree) -> Watch {
         let mut watch = Watch::at(project, tree);
+        watch.also = also.to_vec();
         let ambiguous = watch.check_root(tree, Limits::default());
         watch.settled = ambiguous
             .into_iter()
@@ -213,6 +219,7 @@ impl Watch {
                 now
             },
             settled: HashMap::new(),
+            also: Vec::new(),
         }
     }
 
@@ -220,6 +227,7 @@ impl Watch {
     fn check_root(&self, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
         let mut c = Checker::new(self, tree, limits);
         c.root(&self.project);
+        c.also(&self.also);
         c.found
     }
 }
@@ -392,6 +400,7 @@ fn check_knowing(
     let mut c = Checker::new(watch, tree, limits);
     let root = &watch.project;
     c.root(root);
+    c.also(&watch.also);
     match clean {
         // The same walk with what the root's checks left of the budget.
         Some(clean) if clean.entries <= c.budget => c.budget -= clean.entries,
@@ -478,11 +487,31 @@ impl<'a> Checker<'a> {
     /// `root/rel`, through directories only: a link on the way is itself
     /// reported when new, and never followed.
     fn path_of(&mut self, root: &Path, rel: &str) {
+        self.path_through(root, rel.split('/').map(OsStr::new));
+    }
+
+    /// Each absolute path of `paths`, as [`Self::path_of`] (the first it
+    /// finds of one already found is not reported twice).
+    fn also(&mut self, paths: &[PathBuf]) {
+        for p in paths {
+            let parts = p.components().filter_map(|c| match c {
+                std::path::Component::Normal(n) => Some(n),
+                _ => None,
+            });
+            let before = self.found.len();
+            self.path_through(Path::new("/"), parts);
+            if self.found.len() > before && self.found[..before].contains(&self.found[before]) {
+                self.found.truncate(before);
+            }
+        }
+    }
+
+    fn path_through<'p>(&mut self, root: &Path, parts: impl Iterator<Item = &'p OsStr>) {
         let mut at = root.to_path_buf();
-        let parts: Vec<&str> = rel.split('/').collect();
-        for (i, part) in parts.iter().enumerate() {
+        let mut parts = parts.peekable();
+        while let Some(part) = parts.next() {
             at.push(part);
-            if i + 1 == parts.len() {
+            if parts.peek().is_none() {
                 self.entry(&at, false);
             } else if self.tree.lstat(&at).map(|m| m.kind) != Some(Kind::Dir) {
                 return;
@@ -872,11 +901,49 @@ pub fn finish(
     for f in &findings {
         eprintln!("{}", line(f));
     }
+    #[cfg(target_os = "linux")]
+    for f in &findings {
+        if let Some(line) = set_aside_planted(watch, f) {
+            eprintln!("vetto: {line}");
+        }
+    }
     if let Some(sink) = sink {
         for v in violations(&findings) {
             sink.emit(crate::events::Event::Violation(Box::new(v)));
         }
     }
+}
+
+/// What the job made at a path the policy keeps read-only but no mount
+/// kept ([`Watch::also`], `check_creations = "after"`) is moved aside, so
+/// that nothing loads it later (a planted `vetto.toml`, a
+/// `.pre-commit-config.yaml`): the end state a refusal as it was made
+/// would have left. Only beneath the project, each directory on the way
+/// opened without following a link (the job may have planted any of
+/// them), the entry itself renamed, never followed. The line to print, if
+/// anything was moved or could not be.
+#[cfg(target_os = "linux")]
+fn set_aside_planted(watch: &Watch, f: &Finding) -> Option<String> {
+    use crate::sandbox::safe_fs::{Dir, Parents};
+    if !matches!(f.what, What::Changed | What::Link) || !watch.also.contains(&f.path) {
+        return None;
+    }
+    let rel = f.path.strip_prefix(&watch.project).ok()?;
+    let name = rel.file_name()?.to_str()?;
+    let shown = crate::text::path_name(&f.path);
+    let moved = Dir::open(&watch.project, Parents::AsNamed)
+        .and_then(|root| match rel.parent() {
+            Some(p) if !p.as_os_str().is_empty() => root.open_beneath(p),
+            _ => Ok(root),
+        })
+        .and_then(|dir| dir.set_aside(name));
+    Some(match moved {
+        Ok(to) => format!("moved {shown} aside to {}", crate::text::escape(&to)),
+        Err(e) => format!(
+            "warning: could not move {shown} aside ({}): remove it before running anything in the project",
+            crate::text::escape(&e.to_string())
+        ),
+    })
 }
 
 /// One line for the terminal, control characters shown escaped.
@@ -1109,6 +1176,7 @@ mod tests {
             project: "/p".into(),
             since: SINCE,
             settled: HashMap::new(),
+            also: Vec::new(),
         }
     }
 
@@ -1162,6 +1230,7 @@ mod tests {
             project: "/p".into(),
             since: SINCE,
             settled: HashMap::new(),
+            also: Vec::new(),
         };
         check(&w, f, Limits::default())
             .into_iter()
@@ -1182,6 +1251,7 @@ mod tests {
             project: "/p".into(),
             since: SINCE,
             settled: HashMap::new(),
+            also: Vec::new(),
         };
         let ambiguous = w.check_root(&f, Limits::default());
         assert_eq!(ambiguous.len(), 3, "{ambiguous:?}");
@@ -1327,6 +1397,7 @@ mod tests {
             project: "/p".into(),
             since: SINCE,
             settled: HashMap::new(),
+            also: Vec::new(),
         };
         let found = check(
             &w,
@@ -1362,6 +1433,7 @@ mod tests {
             project: "/p".into(),
             since: SINCE,
             settled: HashMap::new(),
+            also: Vec::new(),
         };
         let found = check(
             &w,

@@ -60,7 +60,9 @@ fn connecting_to_abstract_unix_socket_outside_is_blocked(tier: Tier) {
     // refused (ECONNREFUSED) or denied, never delivered.
     match tier {
         Tier::FsOnly => p.assert_blocked(),
-        Tier::Full => p.assert_blocked_with(&["EPERM", "EACCES", "ECONNREFUSED"]),
+        Tier::Full | Tier::FullCreationsAfter => {
+            p.assert_blocked_with(&["EPERM", "EACCES", "ECONNREFUSED"])
+        }
     };
     assert_eq!(
         n,

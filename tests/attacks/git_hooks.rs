@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::util::{Out, Tier, World};
-use crate::{at_every_tier, require};
+use crate::{at_every_tier_and_creations_after, require};
 
 const HOOK: &str = "#!/bin/sh\\necho PWNED-by-hook\\n";
 
@@ -86,7 +86,7 @@ fn writing_git_hook_is_blocked(tier: Tier) {
         out.dump()
     );
 }
-at_every_tier!(writing_git_hook_is_blocked);
+at_every_tier_and_creations_after!(writing_git_hook_is_blocked);
 
 /// Runs as an unprivileged user: the job edits `.git/config` (a
 /// `core.hooksPath` and an `fsmonitor` command both run code later).
@@ -104,7 +104,7 @@ fn writing_git_config_is_blocked(tier: Tier) {
     );
     assert_git_intact(&w, &original, &out);
 }
-at_every_tier!(writing_git_config_is_blocked);
+at_every_tier_and_creations_after!(writing_git_config_is_blocked);
 
 /// Runs as an unprivileged user: `mv .git .git2`, then build a fresh `.git`
 /// with a hook (and move the config back).
@@ -121,7 +121,7 @@ fn renaming_git_dir_to_plant_hook_is_blocked(tier: Tier) {
     let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
-at_every_tier!(renaming_git_dir_to_plant_hook_is_blocked);
+at_every_tier_and_creations_after!(renaming_git_dir_to_plant_hook_is_blocked);
 
 /// Runs as an unprivileged user: replace `.git` with a symlink to a
 /// directory the job controls, which holds a hook.
@@ -138,7 +138,7 @@ fn replacing_git_dir_with_symlink_is_blocked(tier: Tier) {
     let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
-at_every_tier!(replacing_git_dir_with_symlink_is_blocked);
+at_every_tier_and_creations_after!(replacing_git_dir_with_symlink_is_blocked);
 
 /// Runs as an unprivileged user: `rm -rf .git`, then recreate it with a hook.
 fn deleting_and_recreating_git_dir_is_blocked(tier: Tier) {
@@ -154,7 +154,7 @@ fn deleting_and_recreating_git_dir_is_blocked(tier: Tier) {
     let original = config_of(&World::at(tier).project).unwrap();
     assert_git_intact(&w, &original, &out);
 }
-at_every_tier!(deleting_and_recreating_git_dir_is_blocked);
+at_every_tier_and_creations_after!(deleting_and_recreating_git_dir_is_blocked);
 
 /// Runs as an unprivileged user: hard-link `.git/config` and a hook into
 /// the project root and into `src/` (fully writable), and write through
@@ -181,7 +181,7 @@ fn hardlinking_git_config_is_blocked(tier: Tier) {
         out.dump()
     );
 }
-at_every_tier!(hardlinking_git_config_is_blocked);
+at_every_tier_and_creations_after!(hardlinking_git_config_is_blocked);
 
 /// Runs as an unprivileged user: the repository uses husky
 /// (`core.hooksPath = .husky`, hooks committed in `.husky/`); the job
@@ -221,4 +221,4 @@ fn writing_husky_hooks_is_blocked(tier: Tier) {
     next.assert_stderr_contains("husky-ok")
         .assert_no_leak("PWNED");
 }
-at_every_tier!(writing_husky_hooks_is_blocked);
+at_every_tier_and_creations_after!(writing_husky_hooks_is_blocked);

@@ -263,3 +263,59 @@ fn in_place_config_write_without_any_new_entry_is_still_found(tier: Tier) {
         .assert_stderr_contains("vendor/lib/.git");
 }
 at_every_tier!(in_place_config_write_without_any_new_entry_is_still_found);
+
+/// Runs as an unprivileged user, at FULL with `--check-creations after`:
+/// no creation is refused as it is made, so the planted repository and a
+/// new hook-manager file (`.pre-commit-config.yaml`, protected) are there
+/// after the job; the check after the session names both, moves the
+/// protected name aside and `vetto ci` exits 3. (Checked live, the creation itself is refused:
+/// `nested_repository_fsmonitor_does_not_run_later`.)
+#[test]
+fn with_creations_checked_after_a_planted_repository_is_reported_after_the_session() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::FullCreationsAfter);
+    let marker = marker_of(&w);
+    let (out, log) = w.ci_sh(&format!(
+        "{}; echo 'repos: []' > .pre-commit-config.yaml; echo script-finished",
+        plant(&marker)
+    ));
+    out.assert_stdout_contains("script-finished")
+        .assert_stderr_contains("creations are checked after the session");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let planted = planted_lines(&log);
+    for path in ["sub/.git", ".pre-commit-config.yaml"] {
+        assert!(
+            planted.iter().any(|l| l.contains(path)),
+            "{path} is not reported: {planted:?}\n{}",
+            out.dump()
+        );
+    }
+    // A protected name is moved aside, so no hook manager loads it.
+    out.assert_stderr_contains("aside to .pre-commit-config.yaml.vetto-planted-");
+    assert!(
+        !w.project.join(".pre-commit-config.yaml").exists(),
+        "{}",
+        out.dump()
+    );
+}
+
+/// Runs as an unprivileged user. Below FULL no mount keeps what exists,
+/// so `--check-creations after` weakens nothing: the nested repository is
+/// still refused as it is made, and the terminal says the option did not
+/// apply.
+#[test]
+fn creations_checked_after_below_full_still_refuse_a_nested_repository() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let script = format!("{}; echo script-finished", plant(&marker_of(&w)));
+    let out = w
+        .sandboxed_with(&["--check-creations", "after"], &["sh", "-c", &script])
+        .run();
+    out.assert_stdout_contains("script-finished")
+        .assert_stderr_contains("takes effect at the full tier only");
+    assert!(
+        !w.project.join("sub/.git").exists(),
+        "sub/.git was created\n{}",
+        out.dump()
+    );
+}

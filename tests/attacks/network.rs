@@ -52,7 +52,7 @@ fn tcp_connect_to_loopback_is_blocked(tier: Tier) {
         let p = w.probe_sandboxed(&["connect-tcp", &addr]);
         match tier {
             Tier::FsOnly => p.assert_blocked(),
-            Tier::Full => p.assert_blocked_with(&["ECONNREFUSED"]),
+            Tier::Full | Tier::FullCreationsAfter => p.assert_blocked_with(&["ECONNREFUSED"]),
         };
         assert_eq!(
             accepted(l),
@@ -65,7 +65,7 @@ fn tcp_connect_to_loopback_is_blocked(tier: Tier) {
     let p = w.probe_sandboxed(&["socket-inet"]);
     match tier {
         Tier::FsOnly => p.assert_blocked(),
-        Tier::Full => p.assert_ok(),
+        Tier::Full | Tier::FullCreationsAfter => p.assert_ok(),
     };
 }
 at_every_tier!(tcp_connect_to_loopback_is_blocked);
@@ -213,7 +213,7 @@ fn dns_tunnel_over_tcp_with_the_network_off_never_leaves(tier: Tier) {
         .collect();
     let by_python = |v: &&serde_json::Value| v["process"].to_string().contains("python3");
     match tier {
-        Tier::Full => {
+        Tier::Full | Tier::FullCreationsAfter => {
             out.assert_stdout_contains(&format!("{stand_in} refused 111"))
                 .assert_stdout_contains("127.0.0.53:53 rcode 3");
             assert!(

@@ -2,7 +2,7 @@
 //! project widens every later run (and the next CI job) without review.
 
 use crate::util::{Tier, World, read};
-use crate::{at_every_tier, require};
+use crate::{at_every_tier, at_every_tier_and_creations_after, require};
 
 const POLICY: &str = "extends = [\"default\"]\n";
 
@@ -34,7 +34,7 @@ fn project_policy_file_is_not_writable(tier: Tier) {
         out.dump()
     );
 }
-at_every_tier!(project_policy_file_is_not_writable);
+at_every_tier_and_creations_after!(project_policy_file_is_not_writable);
 
 /// The policy a job plants to widen every later session: the blank slate
 /// (no default denies), everything readable (the home named too: at FULL
@@ -199,7 +199,7 @@ fn report_directory_is_not_writable(tier: Tier) {
     assert_eq!(read(&victim).as_deref(), Some("victim\n"));
 }
 
-at_every_tier!(
+at_every_tier_and_creations_after!(
     planted_project_policy_never_appears,
     policy_file_inside_the_project_is_not_writable,
     report_directory_is_not_writable

@@ -24,7 +24,7 @@ fn reading_outside_process_environ_is_blocked(tier: Tier) {
     let p = w.probe_sandboxed(&["read-environ", &pid, ENV_CANARY]);
     match tier {
         Tier::FsOnly => p.assert_blocked(),
-        Tier::Full => p.assert_blocked_with(&["ENOENT"]),
+        Tier::Full | Tier::FullCreationsAfter => p.assert_blocked_with(&["ENOENT"]),
     };
 
     let out = w.sh_sandboxed(&format!(

@@ -25,7 +25,7 @@ fn signalling_outside_process_is_blocked(tier: Tier) {
     // At FULL the pid names no process of the sandbox's PID namespace.
     let blocked = match tier {
         Tier::FsOnly => ["EPERM", "EACCES"].as_slice(),
-        Tier::Full => ["ESRCH"].as_slice(),
+        Tier::Full | Tier::FullCreationsAfter => ["ESRCH"].as_slice(),
     };
     let p = w.probe_sandboxed(&["signal", &pid, "TERM"]);
     p.assert_blocked_with(blocked);

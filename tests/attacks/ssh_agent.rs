@@ -81,7 +81,7 @@ fn connecting_to_ssh_agent_socket_is_blocked(tier: Tier) {
     // At FULL the socket is not even in the sandbox's view.
     match tier {
         Tier::FsOnly => p.assert_blocked(),
-        Tier::Full => p.assert_blocked_with(&["ENOENT"]),
+        Tier::Full | Tier::FullCreationsAfter => p.assert_blocked_with(&["ENOENT"]),
     };
     assert_eq!(
         clients,

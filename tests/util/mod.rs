@@ -473,6 +473,9 @@ pub enum Tier {
     FsOnly,
     /// Namespaces and a new root, with Landlock and seccomp on top.
     Full,
+    /// FULL with `--check-creations after`: what exists kept by read-only
+    /// mounts, no creation notified.
+    FullCreationsAfter,
 }
 
 impl Tier {
@@ -480,14 +483,21 @@ impl Tier {
     pub fn name(self) -> &'static str {
         match self {
             Tier::FsOnly => "fs-only",
-            Tier::Full => "full",
+            Tier::Full | Tier::FullCreationsAfter => "full",
         }
     }
     /// What the host must offer for this tier's tests to run.
     pub fn feature(self) -> Feature {
         match self {
             Tier::FsOnly => Feature::FsOnly,
-            Tier::Full => Feature::Full,
+            Tier::Full | Tier::FullCreationsAfter => Feature::Full,
+        }
+    }
+    /// The options of `vetto run` and `vetto ci` this variant of its tier adds.
+    pub fn options(self) -> &'static [&'static str] {
+        match self {
+            Tier::FullCreationsAfter => &["--check-creations", "after"],
+            Tier::FsOnly | Tier::Full => &[],
         }
     }
 }
@@ -512,6 +522,28 @@ macro_rules! at_every_tier {
             #[test]
             fn at_full() {
                 super::$name($crate::util::Tier::Full);
+            }
+        }
+    )+};
+}
+
+/// [`at_every_tier!`], and once more at FULL with `--check-creations
+/// after`: for the protections that read-only mounts keep alone there.
+#[macro_export]
+macro_rules! at_every_tier_and_creations_after {
+    ($($name:ident),+ $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn at_fs_only() {
+                super::$name($crate::util::Tier::FsOnly);
+            }
+            #[test]
+            fn at_full() {
+                super::$name($crate::util::Tier::Full);
+            }
+            #[test]
+            fn at_full_creations_checked_after() {
+                super::$name($crate::util::Tier::FullCreationsAfter);
             }
         }
     )+};
@@ -1282,6 +1314,9 @@ impl World {
     pub fn sandboxed_in(&self, project: &Path, tier: &str, options: &[&str], argv: &[&str]) -> Run {
         let dir = project.to_str().unwrap();
         let mut args = vec!["run", "--tier", tier, "--project", dir];
+        if tier == self.tier.name() {
+            args.extend_from_slice(self.tier.options());
+        }
         args.extend_from_slice(options);
         args.push("--");
         args.extend_from_slice(argv);
@@ -1326,19 +1361,10 @@ impl World {
     /// there (empty when there is none).
     pub fn ci_sh(&self, script: &str) -> (Out, String) {
         let project = self.project.to_str().unwrap_or_default();
-        let out = self
-            .vetto(&[
-                "ci",
-                "--tier",
-                self.tier.name(),
-                "--project",
-                project,
-                "--",
-                "sh",
-                "-c",
-                script,
-            ])
-            .run();
+        let mut args = vec!["ci", "--tier", self.tier.name(), "--project", project];
+        args.extend_from_slice(self.tier.options());
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let out = self.vetto(&args).run();
         let log = std::fs::read_to_string(self.project.join("vetto-report/session.jsonl"))
             .unwrap_or_default();
         (out, log)
