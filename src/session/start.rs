@@ -108,6 +108,14 @@ pub fn session_start(
         }
     }
     enforced.push("seccomp".into());
+    // Said wherever the enforcement is listed (reports, summary): the
+    // live refusal of new entries is what this mode gives up.
+    if plan.checked_after.is_some() {
+        enforced.push(
+            "protected paths by read-only mounts; new entries checked after the session, not refused"
+                .into(),
+        );
+    }
     // The proxy's address only: its credential is the job's, never logged.
     if let (Some(how), Some(addr)) = (plan.egress, proxy) {
         enforced.push(format!(
