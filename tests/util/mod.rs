@@ -513,40 +513,41 @@ impl std::fmt::Display for Tier {
 /// share a name). The tier is also in every failure's command line.
 #[macro_export]
 macro_rules! at_every_tier {
-    ($($name:ident),+ $(,)?) => {$(
-        mod $name {
-            #[test]
-            fn at_fs_only() {
-                super::$name($crate::util::Tier::FsOnly);
-            }
-            #[test]
-            fn at_full() {
-                super::$name($crate::util::Tier::Full);
-            }
-        }
-    )+};
+    ($($name:ident),+ $(,)?) => {
+        $crate::at_tiers!([at_fs_only = FsOnly, at_full = Full] $($name),+);
+    };
 }
 
 /// [`at_every_tier!`], and once more at FULL with `--check-creations
-/// after`: for the protections that read-only mounts keep alone there.
+/// after` (`NAME::at_full_creations_checked_after`): for the protections
+/// that read-only mounts keep alone there.
 #[macro_export]
 macro_rules! at_every_tier_and_creations_after {
-    ($($name:ident),+ $(,)?) => {$(
+    ($($name:ident),+ $(,)?) => {
+        $crate::at_tiers!(
+            [at_fs_only = FsOnly, at_full = Full, at_full_creations_checked_after = FullCreationsAfter]
+            $($name),+
+        );
+    };
+}
+
+/// One module per `NAME`, with a test `TEST` calling `NAME(Tier::TIER)`
+/// for each `TEST = TIER` of the list.
+#[macro_export]
+macro_rules! at_tiers {
+    ($tiers:tt $($name:ident),+) => {
+        $($crate::at_tiers!(@one $tiers $name);)+
+    };
+    (@one [$($test:ident = $tier:ident),+] $name:ident) => {
         mod $name {
-            #[test]
-            fn at_fs_only() {
-                super::$name($crate::util::Tier::FsOnly);
-            }
-            #[test]
-            fn at_full() {
-                super::$name($crate::util::Tier::Full);
-            }
-            #[test]
-            fn at_full_creations_checked_after() {
-                super::$name($crate::util::Tier::FullCreationsAfter);
-            }
+            $(
+                #[test]
+                fn $test() {
+                    super::$name($crate::util::Tier::$tier);
+                }
+            )+
         }
-    )+};
+    };
 }
 
 /// The running test's name (libtest names each test's thread after it).
