@@ -597,11 +597,24 @@ fn plan_for(
         // supervisor. What no mount keeps is checked after the session.
         let landlock_rules = if creations_after {
             let (kept_by_mounts, rest) = beneath_writable(landlock_rules);
-            pinned = pinned_ancestors(&kept_by_mounts, &rest, view);
+            // A masked path needs neither: its mount goes wherever its
+            // directory is moved, still masking, and one not there yet
+            // only ever holds the job's own file.
+            // (Here a mask reads `Protect`, as Landlock treats it at FULL:
+            // told apart by the policy's own rules.)
+            let masked = |p: &Path| {
+                rules
+                    .iter()
+                    .any(|r| r.path == p && r.access == Access::Deny)
+            };
+            let read_only: Vec<FsRule> = kept_by_mounts
+                .into_iter()
+                .filter(|r| matches!(r.access, Access::Read | Access::Protect) && !masked(&r.path))
+                .collect();
+            pinned = pinned_ancestors(&read_only, &rest, view);
             checked_after = Some(
-                kept_by_mounts
+                read_only
                     .into_iter()
-                    .filter(|r| matches!(r.access, Access::Read | Access::Protect))
                     .filter(
                         |r| !matches!(view.kind(&r.path), Some(k) if k != fs::EntryKind::Symlink),
                     )

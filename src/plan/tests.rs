@@ -1232,6 +1232,10 @@ fn creations_checked_after_notify_no_creation_at_full_and_keep_every_protection_
     use super::mounts::Mount;
     let mut rules = project_rules();
     rules.push(rule("/p/.husky", Access::Protect));
+    rules.push(rule("/p/src/main.rs", Access::Deny));
+    // A mask not there yet: what the job creates there is its own file,
+    // never set aside after the session.
+    rules.push(rule("/p/.env.local", Access::Deny));
     let after = Policy {
         check_creations: crate::policy::CheckCreations::After,
         ..policy(rules.clone())
@@ -1288,6 +1292,11 @@ fn creations_checked_after_notify_no_creation_at_full_and_keep_every_protection_
     assert!(mounts.contains(&Mount::MaskFile {
         path: "/p/.env".into()
     }));
+    // A masked file's directory stays free to move: its mask goes with it.
+    assert!(
+        !mounts.iter().any(|m| m.path() == Path::new("/p/src")),
+        "{mounts:?}"
+    );
     assert_eq!(plan.checked_after, Some(vec![PathBuf::from("/p/.husky")]));
 
     let below = build(&after, Tier::FsOnly)?;
