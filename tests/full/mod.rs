@@ -225,6 +225,56 @@ fn hostname_is_vetto() {
     );
 }
 
+/// Runs as an unprivileged user: a program that looks up its own host name
+/// (git's ident does, to build `user@host.domain`) finds `vetto` in the
+/// sandbox's /etc/hosts, as it finds the host's name on the host, instead
+/// of asking DNS: with the network off that query was recorded as a
+/// refused name lookup (a violation the job never meant), and with host
+/// networking it would carry the name to the host's resolver.
+#[test]
+fn the_sandbox_host_name_resolves_without_a_dns_query() {
+    require!(Feature::Full);
+    let w = full();
+    // Both ways of asking: getaddrinfo with the canonical name (git's
+    // ident), and `gethostbyname2` for IPv6 and then IPv4 (`getent hosts`).
+    let script = "python3 -c 'import socket; \
+         found = socket.getaddrinfo(socket.gethostname(), None, 0, 0, 0, socket.AI_CANONNAME); \
+         print(\"addrs=\" + \",\".join(sorted({a[4][0] for a in found})))' \
+         && echo hosts=$(getent hosts \"$(uname -n)\" | awk '{print $1}')";
+    for net in ["off", "host"] {
+        let report = w.root.join(format!("reports-{net}"));
+        let out = w
+            .sandboxed_with(
+                &["--net", net, "--report-dir", report.to_str().unwrap()],
+                &["sh", "-c", script],
+            )
+            .run();
+        out.assert_success();
+        // Loopback only: the sandbox's own name leads nowhere else.
+        for key in ["addrs", "hosts"] {
+            let found = field(&out, key).unwrap_or_default();
+            assert!(
+                !found.is_empty()
+                    && found
+                        .split([',', ' '])
+                        .all(|a| a == "::1" || a.starts_with("127.")),
+                "--net {net}: {key}={found}\n{}",
+                out.dump()
+            );
+        }
+        let log = read(&report.join("session.jsonl")).unwrap();
+        assert!(
+            !log.lines().any(|l| l.contains("\"type\":\"violation\"")),
+            "--net {net}: the lookup of the sandbox's own name was recorded\n{log}"
+        );
+        assert!(
+            !out.stderr().contains("denied"),
+            "--net {net}\n{}",
+            out.dump()
+        );
+    }
+}
+
 /// Runs as an unprivileged user: `/tmp` is the sandbox's own. A file the
 /// job writes to `/tmp` is not on the host's `/tmp` afterwards, and a file
 /// on the host's `/tmp` is not visible inside. Evidence: bare, both work.

@@ -134,6 +134,13 @@ pub fn build_root(plan: &NamespacePlan, traps: &[usize]) -> Result<(), String> {
         }
     }
 
+    // 2c. The sandbox has a host name of its own (set below): a program that
+    //     looks itself up (git's ident, a JVM's InetAddress) finds it in
+    //     /etc/hosts as on a host, rather than asking DNS, which carries
+    //     the name out with host networking and is recorded as a refused
+    //     lookup otherwise.
+    hosts_with_own_name(&plan.hostname)?;
+
     // 3. Switch to the new root and let go of the host's.
     std::env::set_current_dir(NEW).map_err(|e| format!("chdir {NEW}: {e}"))?;
     nix::unistd::pivot_root(".", ".").map_err(|e| format!("pivot_root: {e}"))?;
@@ -154,6 +161,46 @@ pub fn build_root(plan: &NamespacePlan, traps: &[usize]) -> Result<(), String> {
         sys::loopback_up().map_err(|e| format!("bring up loopback: {e}"))?;
     }
     Ok(())
+}
+
+/// At most this much of the view's /etc/hosts is copied into the stand-in
+/// that adds the sandbox's host name; a larger one is left as it is.
+const MAX_HOSTS: u64 = 1 << 20;
+
+/// Cover a regular /etc/hosts in the view with a copy that also names
+/// `hostname` (at 127.0.1.1, as Debian names a host's own, and at ::1). A symlink is
+/// left alone (a bind would follow it outside the new root), and so is a
+/// file that already names it, cannot be read or is too large to copy.
+fn hosts_with_own_name(hostname: &str) -> Result<(), String> {
+    use std::io::Read;
+    let dest = inside(Path::new("/etc/hosts"));
+    if !fs::symlink_metadata(&dest).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
+    let mut hosts = Vec::new();
+    // One the job could not read either is left as it is.
+    if fs::File::open(&dest)
+        .and_then(|f| f.take(MAX_HOSTS + 1).read_to_end(&mut hosts))
+        .is_err()
+    {
+        return Ok(());
+    }
+    let named = String::from_utf8_lossy(&hosts).lines().any(|line| {
+        let entry = line.split('#').next().unwrap_or_default();
+        entry.split_whitespace().skip(1).any(|n| n == hostname)
+    });
+    if named || u64::try_from(hosts.len()).map_or(true, |n| n > MAX_HOSTS) {
+        return Ok(());
+    }
+    if !hosts.is_empty() && !hosts.ends_with(b"\n") {
+        hosts.push(b'\n');
+    }
+    // Both families: a lookup asks for IPv6 first (`gethostbyname2`,
+    // `getent hosts`), and one the file cannot answer goes on to DNS.
+    hosts.extend_from_slice(format!("127.0.1.1\t{hostname}\n::1\t{hostname}\n").as_bytes());
+    let stand_in = Path::new(MASKS).join("hosts");
+    fs::write(&stand_in, hosts).map_err(|e| format!("create {}: {e}", stand_in.display()))?;
+    bind_onto(&stand_in, &dest, false).map_err(|e| format!("/etc/hosts: {e}"))
 }
 
 fn inside(path: &Path) -> PathBuf {
