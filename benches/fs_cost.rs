@@ -15,153 +15,163 @@
 //! fs_cost landlock DIR -- CMD ARG…   # CMD under Landlock alone (`git add`)
 //! ```
 
-use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::fs::OpenOptions;
+    use std::path::{Path, PathBuf};
+    use std::time::Instant;
 
-const CALLS: u32 = 100_000;
+    const CALLS: u32 = 100_000;
 
-/// A readable system file every Linux host has.
-fn system_file() -> &'static Path {
-    ["/usr/lib/os-release", "/etc/os-release", "/etc/passwd"]
-        .into_iter()
-        .map(Path::new)
-        .find(|p| p.is_file())
-        .unwrap_or(Path::new("/etc/passwd"))
-}
-
-/// Nanoseconds per iteration of `f`, run `n` times.
-fn per_call(n: u32, mut f: impl FnMut() -> std::io::Result<()>) -> std::io::Result<f64> {
-    let begin = Instant::now();
-    for _ in 0..n {
-        f()?;
+    /// A readable system file every Linux host has.
+    fn system_file() -> &'static Path {
+        ["/usr/lib/os-release", "/etc/os-release", "/etc/passwd"]
+            .into_iter()
+            .map(Path::new)
+            .find(|p| p.is_file())
+            .unwrap_or(Path::new("/etc/passwd"))
     }
-    Ok(begin.elapsed().as_nanos() as f64 / f64::from(n))
-}
 
-/// One measured call, by name.
-type Call<'a> = Box<dyn FnMut() -> std::io::Result<()> + 'a>;
-
-fn loops(dir: &Path) -> std::io::Result<()> {
-    let file = dir.join("fs-cost-file");
-    std::fs::write(&file, b"x")?;
-    let system = system_file();
-    let created = dir.join("fs-cost-new");
-    let made = dir.join("fs-cost-dir");
-    let rows: [(&str, u32, Call<'_>); 6] = [
-        (
-            "getppid",
-            CALLS,
-            Box::new(|| {
-                let _ = nix::unistd::getppid();
-                Ok(())
-            }),
-        ),
-        (
-            "stat (project)",
-            CALLS,
-            Box::new(|| std::fs::symlink_metadata(&file).map(drop)),
-        ),
-        (
-            "open+close (project)",
-            CALLS,
-            Box::new(|| std::fs::File::open(&file).map(drop)),
-        ),
-        (
-            "open+close (system file)",
-            CALLS,
-            Box::new(|| std::fs::File::open(system).map(drop)),
-        ),
-        (
-            "create+unlink (project)",
-            CALLS / 4,
-            Box::new(|| {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .open(&created)
-                    .map(drop)?;
-                std::fs::remove_file(&created)
-            }),
-        ),
-        (
-            "mkdir+rmdir (project)",
-            CALLS / 4,
-            Box::new(|| {
-                std::fs::create_dir(&made)?;
-                std::fs::remove_dir(&made)
-            }),
-        ),
-    ];
-    for (name, n, mut f) in rows {
-        // One round first, unmeasured: caches and the dentries warm.
-        per_call(n / 10, &mut f)?;
-        println!("{name}\t{:.0}", per_call(n, &mut f)?);
+    /// Nanoseconds per iteration of `f`, run `n` times.
+    fn per_call(n: u32, mut f: impl FnMut() -> std::io::Result<()>) -> std::io::Result<f64> {
+        let begin = Instant::now();
+        for _ in 0..n {
+            f()?;
+        }
+        Ok(begin.elapsed().as_nanos() as f64 / f64::from(n))
     }
-    std::fs::remove_file(&file)
-}
 
-/// Restrict this process as vetto's FULL tier does at most (every right
-/// the host's ABI handles; read and execute beneath `/`, everything beneath
-/// `dir`, the harmless devices), with nothing else around it, then run the loops, or `command`.
-fn landlock_then(dir: &Path, command: &[String]) -> Result<(), String> {
-    use landlock::{
-        ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, path_beneath_rules,
-    };
-    let abi = ABI::V5;
-    let ruleset = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))
-        .and_then(|r| r.create())
-        .and_then(|r| {
-            r.add_rules(path_beneath_rules(
-                [Path::new("/")],
-                AccessFs::from_read(abi) | AccessFs::Execute,
-            ))
-        })
-        .and_then(|r| r.add_rules(path_beneath_rules([dir], AccessFs::from_all(abi))))
-        // As vetto grants them: git opens /dev/null for writing.
-        .and_then(|r| {
-            r.add_rules(path_beneath_rules(
-                ["/dev/null", "/dev/zero", "/dev/urandom"].map(Path::new),
-                AccessFs::from_file(abi),
-            ))
-        })
-        .and_then(|r| r.restrict_self())
-        .map_err(|e| format!("landlock: {e}"))?;
-    if ruleset.ruleset != landlock::RulesetStatus::FullyEnforced {
-        return Err(format!("landlock: only {:?} here", ruleset.ruleset));
+    /// One measured call, by name.
+    type Call<'a> = Box<dyn FnMut() -> std::io::Result<()> + 'a>;
+
+    fn loops(dir: &Path) -> std::io::Result<()> {
+        let file = dir.join("fs-cost-file");
+        std::fs::write(&file, b"x")?;
+        let system = system_file();
+        let created = dir.join("fs-cost-new");
+        let made = dir.join("fs-cost-dir");
+        let rows: [(&str, u32, Call<'_>); 6] = [
+            (
+                "getppid",
+                CALLS,
+                Box::new(|| {
+                    let _ = nix::unistd::getppid();
+                    Ok(())
+                }),
+            ),
+            (
+                "stat (project)",
+                CALLS,
+                Box::new(|| std::fs::symlink_metadata(&file).map(drop)),
+            ),
+            (
+                "open+close (project)",
+                CALLS,
+                Box::new(|| std::fs::File::open(&file).map(drop)),
+            ),
+            (
+                "open+close (system file)",
+                CALLS,
+                Box::new(|| std::fs::File::open(system).map(drop)),
+            ),
+            (
+                "create+unlink (project)",
+                CALLS / 4,
+                Box::new(|| {
+                    OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&created)
+                        .map(drop)?;
+                    std::fs::remove_file(&created)
+                }),
+            ),
+            (
+                "mkdir+rmdir (project)",
+                CALLS / 4,
+                Box::new(|| {
+                    std::fs::create_dir(&made)?;
+                    std::fs::remove_dir(&made)
+                }),
+            ),
+        ];
+        for (name, n, mut f) in rows {
+            // One round first, unmeasured: caches and the dentries warm.
+            per_call(n / 10, &mut f)?;
+            println!("{name}\t{:.0}", per_call(n, &mut f)?);
+        }
+        std::fs::remove_file(&file)
     }
-    match command.split_first() {
-        None => loops(dir).map_err(|e| e.to_string()),
-        Some((program, args)) => {
-            use std::os::unix::process::CommandExt;
-            let e = std::process::Command::new(program).args(args).exec();
-            Err(format!("{program}: {e}"))
+
+    /// Restrict this process as vetto's FULL tier does at most (every right
+    /// the host's ABI handles; read and execute beneath `/`, everything beneath
+    /// `dir`, the harmless devices), with nothing else around it, then run the loops, or `command`.
+    fn landlock_then(dir: &Path, command: &[String]) -> Result<(), String> {
+        use landlock::{
+            ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, path_beneath_rules,
+        };
+        let abi = ABI::V5;
+        let ruleset = Ruleset::default()
+            .handle_access(AccessFs::from_all(abi))
+            .and_then(|r| r.create())
+            .and_then(|r| {
+                r.add_rules(path_beneath_rules(
+                    [Path::new("/")],
+                    AccessFs::from_read(abi) | AccessFs::Execute,
+                ))
+            })
+            .and_then(|r| r.add_rules(path_beneath_rules([dir], AccessFs::from_all(abi))))
+            // As vetto grants them: git opens /dev/null for writing.
+            .and_then(|r| {
+                r.add_rules(path_beneath_rules(
+                    ["/dev/null", "/dev/zero", "/dev/urandom"].map(Path::new),
+                    AccessFs::from_file(abi),
+                ))
+            })
+            .and_then(|r| r.restrict_self())
+            .map_err(|e| format!("landlock: {e}"))?;
+        if ruleset.ruleset != landlock::RulesetStatus::FullyEnforced {
+            return Err(format!("landlock: only {:?} here", ruleset.ruleset));
+        }
+        match command.split_first() {
+            None => loops(dir).map_err(|e| e.to_string()),
+            Some((program, args)) => {
+                use std::os::unix::process::CommandExt;
+                let e = std::process::Command::new(program).args(args).exec();
+                Err(format!("{program}: {e}"))
+            }
+        }
+    }
+
+    pub fn main() {
+        let args: Vec<String> = std::env::args().collect();
+        // `cargo bench` passes `--bench`: with no mode, say how to run it.
+        let (Some(mode), Some(dir)) = (args.get(1), args.get(2)) else {
+            eprintln!("fs_cost: run benches/fs_cost.sh (or `fs_cost loops|landlock DIR`)");
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let result = match mode.as_str() {
+            "loops" => loops(&dir).map_err(|e| e.to_string()),
+            "landlock" => {
+                let command = match args.get(3).map(String::as_str) {
+                    Some("--") => args.get(4..).unwrap_or_default(),
+                    _ => &[],
+                };
+                landlock_then(&dir, command)
+            }
+            other => Err(format!("unknown mode {other:?}")),
+        };
+        if let Err(e) = result {
+            eprintln!("fs_cost in {}: {e}", dir.display());
+            std::process::exit(1);
         }
     }
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    // `cargo bench` passes `--bench`: with no mode, say how to run it.
-    let (Some(mode), Some(dir)) = (args.get(1), args.get(2)) else {
-        eprintln!("fs_cost: run benches/fs_cost.sh (or `fs_cost loops|landlock DIR`)");
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    let result = match mode.as_str() {
-        "loops" => loops(&dir).map_err(|e| e.to_string()),
-        "landlock" => {
-            let command = match args.get(3).map(String::as_str) {
-                Some("--") => args.get(4..).unwrap_or_default(),
-                _ => &[],
-            };
-            landlock_then(&dir, command)
-        }
-        other => Err(format!("unknown mode {other:?}")),
-    };
-    if let Err(e) = result {
-        eprintln!("fs_cost in {}: {e}", dir.display());
-        std::process::exit(1);
-    }
+    #[cfg(target_os = "linux")]
+    linux::main();
+    #[cfg(not(target_os = "linux"))]
+    eprintln!("fs_cost: Landlock and the FULL tier are Linux only");
 }
