@@ -191,6 +191,10 @@ pub mod notify_server {
         pub fn none(&self) -> bool {
             false
         }
+
+        pub fn checked(&self) -> u64 {
+            0
+        }
     }
 
     impl NotifyServer {

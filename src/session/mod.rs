@@ -404,6 +404,10 @@ fn execute(
         options.verbose,
         &denials::Context::new(&policy, &request.command, &request.policy.home),
     );
+    if let Some(line) = creations_hint(&policy, &plan, request.audit, session.entry_calls_checked())
+    {
+        eprintln!("vetto: {line}");
+    }
     // What the job left for other tools to run later is recorded before
     // the session's end, so that `--fail-on violation` counts it.
     //    Directories unchanged since a remembered listing are not read
@@ -520,6 +524,35 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
 /// What `check_creations = "after"` does on this tier: at FULL, that what
 /// the job creates is checked after the session; below it, that nothing
 /// changed (no mount keeps what exists there, so creations stay live).
+/// From this many creation calls checked live on, a FULL session names the
+/// faster mode: `git add` of a few hundred files is below it, a build or an
+/// install above.
+const CREATIONS_HINTED: u64 = 2_000;
+
+/// After a FULL session whose creations were checked live, many of them:
+/// the mode that checks them after the session instead. Only where it
+/// applies (FULL, live, enforcing), so the hint never leads to the line
+/// that says the option did not take effect.
+fn creations_hint(
+    policy: &policy::Policy,
+    plan: &plan::Plan,
+    audit: bool,
+    checked: u64,
+) -> Option<String> {
+    (plan.tier == plan::Tier::Full
+        && policy.check_creations.is_live()
+        && !audit
+        && checked >= CREATIONS_HINTED)
+        .then(|| {
+            format!(
+                "{checked} calls that create, remove or rename entries were checked one by one while the job ran; \
+                 --check-creations after (policy: [filesystem] check_creations = \"after\") keeps protected paths \
+                 by read-only mounts and checks new entries after the session instead, which is faster \
+                 (what it gives up: docs/tiers.md)"
+            )
+        })
+}
+
 fn creations_line(policy: &policy::Policy, plan: &plan::Plan) -> Option<String> {
     if policy.check_creations.is_live() {
         return None;

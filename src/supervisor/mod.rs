@@ -144,6 +144,14 @@ impl Session {
             .as_ref()
             .is_some_and(notify::EntryChanges::none)
     }
+
+    /// How many calls adding, removing or renaming an entry the
+    /// supervisor looked at while the job ran.
+    pub fn entry_calls_checked(&self) -> u64 {
+        self.entry_changes
+            .as_ref()
+            .map_or(0, notify::EntryChanges::checked)
+    }
 }
 
 /// A masked path the job opened, and how often.

@@ -505,3 +505,49 @@ mod internal_address {
     }
     at_every_tier!(a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through);
 }
+
+/// Runs as an unprivileged user: a job that makes 2,100 files at FULL,
+/// where each creation is checked live, is told the mode that checks them
+/// after the session; the same job with that mode, or at FS-ONLY (where
+/// the mode does not apply), and a job making a few files, are not.
+#[test]
+fn many_creations_checked_live_at_full_name_the_after_mode() {
+    require!(Tier::Full.feature());
+    let w = World::at(Tier::Full);
+    let many = "mkdir -p out && cd out && for i in $(seq 2100); do : > f$i; done; echo made";
+    let hinted = |err: &str| {
+        guidance(err)
+            .iter()
+            .any(|l| l.contains("--check-creations after") && l.contains("checked one by one"))
+    };
+    let live = w.sandboxed(&["sh", "-c", many]).run();
+    live.assert_success().assert_stdout_contains("made");
+    assert!(hinted(&live.stderr()), "{}", live.dump());
+    assert!(
+        guidance(&live.stderr())
+            .iter()
+            .any(|l| l.contains("checked one by one") && l.starts_with("vetto: 2")),
+        "the count of checked calls is not named\n{}",
+        live.dump()
+    );
+    std::fs::remove_dir_all(w.project.join("out")).unwrap();
+
+    let after = w
+        .sandboxed_with(&["--check-creations", "after"], &["sh", "-c", many])
+        .run();
+    after.assert_success();
+    assert!(!hinted(&after.stderr()), "{}", after.dump());
+    std::fs::remove_dir_all(w.project.join("out")).unwrap();
+
+    let few = w
+        .sandboxed(&["sh", "-c", "for i in 1 2 3; do : > f$i; done"])
+        .run();
+    few.assert_success();
+    assert!(!hinted(&few.stderr()), "{}", few.dump());
+
+    if crate::util::check(Tier::FsOnly.feature()).is_ok() {
+        let fs_only = w.sandboxed_at("fs-only", &[], &["sh", "-c", many]).run();
+        fs_only.assert_success();
+        assert!(!hinted(&fs_only.stderr()), "{}", fs_only.dump());
+    }
+}

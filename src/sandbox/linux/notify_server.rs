@@ -107,19 +107,34 @@ pub struct NotifyServer {
 }
 
 /// Whether the job asked for any call that adds, removes or renames a
-/// directory entry (set before the call is answered, whatever the answer).
+/// directory entry (set before the call is answered, whatever the answer),
+/// and how many such calls the supervisor looked at.
 #[derive(Debug, Clone, Default)]
-pub struct EntryChanges(Arc<AtomicBool>);
+pub struct EntryChanges {
+    any: Arc<AtomicBool>,
+    checked: Arc<std::sync::atomic::AtomicU64>,
+}
 
 impl EntryChanges {
     /// No such call was notified so far (complete once no task of the job
     /// is left).
     pub fn none(&self) -> bool {
-        !self.0.load(Ordering::SeqCst)
+        !self.any.load(Ordering::SeqCst)
     }
 
-    fn note(&self) {
-        self.0.store(true, Ordering::SeqCst);
+    /// The notified calls that add, remove or rename an entry, so far.
+    pub fn checked(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
+    }
+
+    /// A connect may change an entry too (through what listens).
+    fn note_connect(&self) {
+        self.any.store(true, Ordering::SeqCst);
+    }
+
+    fn note_entry_call(&self) {
+        self.any.store(true, Ordering::SeqCst);
+        self.checked.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -564,8 +579,10 @@ impl Shared {
         // Before any answer: whatever the decision, the job may have
         // changed an entry (the check after the session reads again) —
         // itself, or through whatever listens on the socket it connects to.
-        if n.call.is_creation() || n.call == Call::Connect {
-            self.entry_changes.note();
+        if n.call.is_creation() {
+            self.entry_changes.note_entry_call();
+        } else if n.call == Call::Connect {
+            self.entry_changes.note_connect();
         }
         if let Some(answer) = self.pty_slave_by_path(&n) {
             self.answer(&n, n.call.name(), answer, None, events);
