@@ -5,14 +5,14 @@
 //! `mkdir`+`rmdir` in the project — and print nanoseconds per call.
 //! `benches/fs_cost.sh` runs them bare, under bubblewrap, under a Landlock
 //! domain alone (this binary's `landlock` mode: the rights vetto handles,
-//! read and execute on `/`, everything on the project) and under vetto,
+//! read and execute on `/`, everything on the project, around the loops or
+//! `git add`) and under vetto,
 //! rounds interleaved, and prints the medians side by side (figures in
 //! docs/benchmarks.md).
 //!
 //! ```text
 //! fs_cost loops DIR                  # the loops, in DIR
-//! fs_cost landlock DIR               # the same loops under Landlock alone
-//! fs_cost landlock DIR -- CMD ARG…   # CMD under Landlock alone (`git add`)
+//! fs_cost landlock DIR -- CMD ARG…   # CMD under Landlock alone
 //! ```
 
 #[cfg(target_os = "linux")]
@@ -103,9 +103,10 @@ mod linux {
         std::fs::remove_file(&file)
     }
 
-    /// Restrict this process as vetto's FULL tier does at most (every right
-    /// the host's ABI handles; read and execute beneath `/`, everything beneath
-    /// `dir`, the harmless devices), with nothing else around it, then run the loops, or `command`.
+    /// Restrict this process as vetto's FULL tier does at most (every file
+    /// right, which ABI 5 completes; read and execute beneath `/`,
+    /// everything beneath `dir`, the harmless devices), with nothing else
+    /// around it, then run `command`.
     fn landlock_then(dir: &Path, command: &[String]) -> Result<(), String> {
         use landlock::{
             ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, path_beneath_rules,
@@ -133,33 +134,30 @@ mod linux {
         if ruleset.ruleset != landlock::RulesetStatus::FullyEnforced {
             return Err(format!("landlock: only {:?} here", ruleset.ruleset));
         }
-        match command.split_first() {
-            None => loops(dir).map_err(|e| e.to_string()),
-            Some((program, args)) => {
-                use std::os::unix::process::CommandExt;
-                let e = std::process::Command::new(program).args(args).exec();
-                Err(format!("{program}: {e}"))
-            }
-        }
+        let Some((program, args)) = command.split_first() else {
+            return Err("landlock: no command after `--`".into());
+        };
+        use std::os::unix::process::CommandExt;
+        let e = std::process::Command::new(program).args(args).exec();
+        Err(format!("{program}: {e}"))
     }
 
     pub fn main() {
         let args: Vec<String> = std::env::args().collect();
         // `cargo bench` passes `--bench`: with no mode, say how to run it.
         let (Some(mode), Some(dir)) = (args.get(1), args.get(2)) else {
-            eprintln!("fs_cost: run benches/fs_cost.sh (or `fs_cost loops|landlock DIR`)");
+            eprintln!(
+                "fs_cost: run benches/fs_cost.sh (or `fs_cost loops DIR | fs_cost landlock DIR -- CMD`)"
+            );
             return;
         };
         let dir = PathBuf::from(dir);
         let result = match mode.as_str() {
             "loops" => loops(&dir).map_err(|e| e.to_string()),
-            "landlock" => {
-                let command = match args.get(3).map(String::as_str) {
-                    Some("--") => args.get(4..).unwrap_or_default(),
-                    _ => &[],
-                };
-                landlock_then(&dir, command)
-            }
+            "landlock" => match args.get(3).map(String::as_str) {
+                Some("--") => landlock_then(&dir, args.get(4..).unwrap_or_default()),
+                _ => Err("landlock: DIR -- CMD ARG…".into()),
+            },
             other => Err(format!("unknown mode {other:?}")),
         };
         if let Err(e) = result {

@@ -30,32 +30,29 @@ v="$scratch/vetto"
 b="$p/.bench/fs_cost"
 wrappers=(bare landlock vetto-full-after vetto-full vetto-fs-only)
 command -v bwrap >/dev/null && wrappers+=(bwrap)
-run() {
-    case $1 in
-        bare) "$b" loops "$p" ;;
+# `wrap W CMD…`: CMD as wrapper W runs it.
+wrap() {
+    local w=$1
+    shift
+    case $w in
+        bare) "$@" ;;
         bwrap) bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc \
-            --tmpfs /tmp --bind "$p" "$p" "$b" loops "$p" ;;
-        landlock) "$b" landlock "$p" ;;
-        vetto-full-after) "$v" run --tier full --check-creations after -- "$b" loops "$p" ;;
-        vetto-full) "$v" run --tier full -- "$b" loops "$p" ;;
-        vetto-fs-only) "$v" run --tier fs-only -- "$b" loops "$p" ;;
+            --tmpfs /tmp --bind "$p" "$p" "$@" ;;
+        landlock) "$b" landlock "$p" -- "$@" ;;
+        vetto-full-after) "$v" run --tier full --check-creations after -- "$@" ;;
+        vetto-full) "$v" run --tier full -- "$@" ;;
+        vetto-fs-only) "$v" run --tier fs-only -- "$@" ;;
     esac
 }
+run() { wrap "$1" "$b" loops "$p"; }
 # `git add -A`, timed inside the wrapper too: "wall job" in milliseconds.
 git_add() {
-    local t0=$EPOCHREALTIME w=$1
-    case $w in
-        bare) bash -c "$timed" ;;
-        bwrap) bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc \
-            --tmpfs /tmp --bind "$p" "$p" bash -c "$timed" ;;
-        landlock) "$b" landlock "$p" -- bash -c "$timed" ;;
-        vetto-full-after) "$v" run --tier full --check-creations after -- bash -c "$timed" ;;
-        vetto-full) "$v" run --tier full -- bash -c "$timed" ;;
-        vetto-fs-only) "$v" run --tier fs-only -- bash -c "$timed" ;;
-    esac | { read -r job; echo "$(( (${EPOCHREALTIME/./} - ${t0/./}) / 1000 )) $job"; }
+    local t0=$EPOCHREALTIME
+    wrap "$1" bash -c "$timed" |
+        { read -r job; echo "$(( (${EPOCHREALTIME/./} - ${t0/./}) / 1000 )) $job"; }
 }
 timed='s=$EPOCHREALTIME; git add -A; e=$EPOCHREALTIME; echo $(( (${e/./} - ${s/./}) / 1000 ))'
-export -f run git_add
+export -f wrap run git_add
 export b p v timed
 cd "$p"
 out="$scratch/rows.tsv"
@@ -95,7 +92,7 @@ for o in ops:
         elif w == "bare" or not bare:
             cells.append(f"{m:.0f} ns")
         else:
-            cells.append(f"{m:.0f} ns (+{m - bare:.0f})")
+            cells.append(f"{m:.0f} ns ({m - bare:+.0f})")
     print(f"| {o} | " + " | ".join(cells) + " |")
 print()
 print(f"`git add -A` of 2,000 files, {len(adds) // len(wrappers)} rounds, medians:")

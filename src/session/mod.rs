@@ -521,9 +521,6 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
     }
 }
 
-/// What `check_creations = "after"` does on this tier: at FULL, that what
-/// the job creates is checked after the session; below it, that nothing
-/// changed (no mount keeps what exists there, so creations stay live).
 /// From this many creation calls checked live on, a FULL session names the
 /// faster mode: `git add` of a few hundred files is below it, a build or an
 /// install above.
@@ -553,6 +550,9 @@ fn creations_hint(
         })
 }
 
+/// What `check_creations = "after"` does on this tier: at FULL, that what
+/// the job creates is checked after the session; below it, that nothing
+/// changed (no mount keeps what exists there, so creations stay live).
 fn creations_line(policy: &policy::Policy, plan: &plan::Plan) -> Option<String> {
     if policy.check_creations.is_live() {
         return None;

@@ -111,30 +111,29 @@ pub struct NotifyServer {
 /// and how many such calls the supervisor looked at.
 #[derive(Debug, Clone, Default)]
 pub struct EntryChanges {
-    any: Arc<AtomicBool>,
-    checked: Arc<std::sync::atomic::AtomicU64>,
+    /// A connect may change an entry too (through what listens).
+    connected: Arc<AtomicBool>,
+    calls: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl EntryChanges {
     /// No such call was notified so far (complete once no task of the job
     /// is left).
     pub fn none(&self) -> bool {
-        !self.any.load(Ordering::SeqCst)
+        self.calls.load(Ordering::SeqCst) == 0 && !self.connected.load(Ordering::SeqCst)
     }
 
     /// The notified calls that add, remove or rename an entry, so far.
     pub fn checked(&self) -> u64 {
-        self.checked.load(Ordering::Relaxed)
+        self.calls.load(Ordering::SeqCst)
     }
 
-    /// A connect may change an entry too (through what listens).
     fn note_connect(&self) {
-        self.any.store(true, Ordering::SeqCst);
+        self.connected.store(true, Ordering::SeqCst);
     }
 
     fn note_entry_call(&self) {
-        self.any.store(true, Ordering::SeqCst);
-        self.checked.fetch_add(1, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::SeqCst);
     }
 }
 
