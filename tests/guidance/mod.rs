@@ -513,6 +513,7 @@ mod internal_address {
 #[test]
 fn many_creations_checked_live_at_full_name_the_after_mode() {
     require!(Tier::Full.feature());
+    require!(Tier::FsOnly.feature());
     let w = World::at(Tier::Full);
     let many = "mkdir -p out && cd out && for i in $(seq 2100); do : > f$i; done; echo made";
     let hinted = |err: &str| {
@@ -545,9 +546,7 @@ fn many_creations_checked_live_at_full_name_the_after_mode() {
     few.assert_success();
     assert!(!hinted(&few.stderr()), "{}", few.dump());
 
-    if crate::util::check(Tier::FsOnly.feature()).is_ok() {
-        let fs_only = w.sandboxed_at("fs-only", &[], &["sh", "-c", many]).run();
-        fs_only.assert_success();
-        assert!(!hinted(&fs_only.stderr()), "{}", fs_only.dump());
-    }
+    let fs_only = w.sandboxed_at("fs-only", &[], &["sh", "-c", many]).run();
+    fs_only.assert_success();
+    assert!(!hinted(&fs_only.stderr()), "{}", fs_only.dump());
 }
