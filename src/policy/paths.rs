@@ -152,11 +152,10 @@ struct Memory {
     changed: bool,
     /// How the directories are stamped: through their parents.
     lstat: os::LstatAt,
-    /// Stamps taken ahead by several threads ([`GlobWalker::stamp_ahead`]),
-    /// each used once, and the time just before they were taken.
+    /// Stamps taken ahead by another thread ([`GlobWalker::stamp_ahead`]),
+    /// each used once, and the time just before they were begun.
     ahead: Vec<Option<os::Lstat>>,
     ahead_now: i128,
-    ahead_taken: bool,
     /// Stamps begun before the load ([`super::walk_parallel::StampsAhead`])
     /// and the time just before they were begun.
     begun: Option<(super::walk_parallel::StampsAhead, i128)>,
@@ -251,7 +250,6 @@ impl GlobWalker {
             lstat: os::LstatAt::new(),
             ahead: Vec::new(),
             ahead_now: 0,
-            ahead_taken: false,
             begun: None,
             answers: Vec::new(),
             roots: path_map(0),
@@ -482,7 +480,7 @@ impl GlobWalker {
         // second pattern on) never reads ahead.
         let cold = self.memory.as_ref().is_none_or(|m| m.prior.dirs.is_empty());
         if !cold {
-            self.stamp_ahead(root);
+            self.stamp_ahead();
             return Ok(());
         }
         if self.trees.contains_key(root.as_os_str()) {
@@ -547,45 +545,18 @@ impl GlobWalker {
         Ok(())
     }
 
-    /// A warm load of `root`'s tree: every remembered directory below it is
-    /// stamped by several threads before the serial walk looks at them
-    /// (once per load; alone on one CPU, the walk stamps as it goes).
-    fn stamp_ahead(&mut self, root: &Path) {
-        let threads = walk_threads();
+    /// A warm load: the stamps of the remembered directories, begun on
+    /// another thread when the cache file was read
+    /// ([`super::walk_parallel::StampsAhead`]), are taken once. Without
+    /// them (one CPU, or no thread could be started) the walk stamps each
+    /// directory as it comes to it.
+    fn stamp_ahead(&mut self) {
         let Some(memory) = &mut self.memory else {
             return;
         };
-        if memory.ahead_taken {
-            return;
-        }
         if let Some((begun, now)) = memory.begun.take() {
-            memory.ahead_taken = true;
             memory.ahead_now = now;
             memory.ahead = begun.finish();
-            return;
-        }
-        if threads < 2 {
-            return;
-        }
-        memory.ahead_taken = true;
-        // Numbered here: nothing was stamped ahead by another numbering.
-        let mut dirs: Vec<(usize, &Path)> = Vec::with_capacity(memory.prior.dirs.len());
-        for (i, (d, c)) in memory.prior.dirs.iter_mut().enumerate() {
-            c.index = i;
-            if beneath(d, root) {
-                dirs.push((i, &**d));
-            }
-        }
-        // By bytes: siblings stay together (a directory's children share its
-        // path and a slash), without parsing every path into components.
-        dirs.sort_unstable_by(|a, b| a.1.as_os_str().cmp(b.1.as_os_str()));
-        memory.ahead_now = now_ns();
-        let stamps = super::walk_parallel::stamp_all(&dirs, threads);
-        memory.ahead = vec![None; memory.prior.dirs.len()];
-        for (i, l) in stamps {
-            if let Some(slot) = memory.ahead.get_mut(i) {
-                *slot = Some(l);
-            }
         }
     }
 

@@ -13,8 +13,8 @@
 //! stop as soon as more entries than the cap were read.
 //!
 //! A warm load (a remembered walk, see `walk_cache`) reads almost nothing
-//! but stamps every remembered directory; [`stamp_all`] shares those
-//! stamps among threads the same way.
+//! but stamps every remembered directory; [`StampsAhead`] takes those
+//! stamps on another thread from the moment the cache file is read.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -135,36 +135,6 @@ fn read_one(dir: &Path, stamp: StampFn<'_>, seen: &AtomicUsize) -> Option<Read> 
         dir: dir.to_path_buf(),
         stamp: st,
         entries,
-    })
-}
-
-/// The stamps of remembered directories, taken ahead by up to `threads`
-/// threads: a warm load's work is one `lstat` per directory, and the
-/// answers do not depend on each other. `dirs` (each with its
-/// [`CachedDir::index`](super::walk_cache::CachedDir::index)) sorted, so
-/// that each thread's share is a run of siblings and their parent is
-/// opened once. A directory whose `lstat` fails is left out: the walker
-/// asks again and decides as it always does.
-pub fn stamp_all(dirs: &[(usize, &Path)], threads: usize) -> Vec<(usize, Lstat)> {
-    let share = dirs.len().div_ceil(threads.max(1)).max(1);
-    let run = |part: &[(usize, &Path)]| -> Vec<(usize, Lstat)> {
-        let mut lstat = LstatAt::new();
-        part.iter()
-            .filter_map(|(i, d)| Some((*i, lstat.lstat(d).ok()?)))
-            .collect()
-    };
-    let mut parts = dirs.chunks(share);
-    let Some(own) = parts.next() else {
-        return Vec::new();
-    };
-    std::thread::scope(|s| {
-        let others: Vec<_> = parts.map(|p| s.spawn(move || run(p))).collect();
-        let mut out = run(own);
-        for o in others {
-            // A thread that panicked only costs its share a second look.
-            out.extend(o.join().unwrap_or_default());
-        }
-        out
     })
 }
 
