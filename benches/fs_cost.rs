@@ -13,6 +13,7 @@
 //! ```text
 //! fs_cost loops DIR                  # the loops, in DIR
 //! fs_cost landlock DIR -- CMD ARG…   # CMD under Landlock alone
+//! fs_cost landlock-tree DIR -- CMD …  # the same, reads and writes unhandled
 //! ```
 
 #[cfg(target_os = "linux")]
@@ -103,30 +104,53 @@ mod linux {
         std::fs::remove_file(&file)
     }
 
-    /// Restrict this process as vetto's FULL tier does at most (every file
-    /// right, which ABI 5 completes; read and execute beneath `/`,
-    /// everything beneath `dir`, the harmless devices), with nothing else
-    /// around it, then run `command`.
-    fn landlock_then(dir: &Path, command: &[String]) -> Result<(), String> {
+    /// Which file rights the domain handles.
+    #[derive(Clone, Copy)]
+    enum Handled {
+        /// Every file right, which ABI 5 completes: vetto's FULL tier.
+        All,
+        /// Only what a mount view cannot refuse — creations, removals,
+        /// `REFER`, execution, device `ioctl`s — leaving reads, writes,
+        /// `TRUNCATE` and directory listing to the mounts. What FULL would
+        /// cost if it let the view alone decide them (issue 12).
+        Tree,
+    }
+
+    /// Restrict this process as vetto's FULL tier does at most (the
+    /// `handled` rights; read and execute beneath `/`, everything beneath
+    /// `dir`, the harmless devices), with nothing else around it, then run
+    /// `command`.
+    fn landlock_then(dir: &Path, handled: Handled, command: &[String]) -> Result<(), String> {
         use landlock::{
             ABI, Access, AccessFs, Ruleset, RulesetAttr, RulesetCreatedAttr, path_beneath_rules,
         };
         let abi = ABI::V5;
+        let handled = match handled {
+            Handled::All => AccessFs::from_all(abi),
+            Handled::Tree => {
+                AccessFs::from_all(abi)
+                    & !(AccessFs::ReadFile
+                        | AccessFs::WriteFile
+                        | AccessFs::Truncate
+                        | AccessFs::ReadDir)
+            }
+        };
+        // A rule may grant only handled rights.
         let ruleset = Ruleset::default()
-            .handle_access(AccessFs::from_all(abi))
+            .handle_access(handled)
             .and_then(|r| r.create())
             .and_then(|r| {
                 r.add_rules(path_beneath_rules(
                     [Path::new("/")],
-                    AccessFs::from_read(abi) | AccessFs::Execute,
+                    (AccessFs::from_read(abi) | AccessFs::Execute) & handled,
                 ))
             })
-            .and_then(|r| r.add_rules(path_beneath_rules([dir], AccessFs::from_all(abi))))
+            .and_then(|r| r.add_rules(path_beneath_rules([dir], handled)))
             // As vetto grants them: git opens /dev/null for writing.
             .and_then(|r| {
                 r.add_rules(path_beneath_rules(
                     ["/dev/null", "/dev/zero", "/dev/urandom"].map(Path::new),
-                    AccessFs::from_file(abi),
+                    AccessFs::from_file(abi) & handled,
                 ))
             })
             .and_then(|r| r.restrict_self())
@@ -147,17 +171,24 @@ mod linux {
         // `cargo bench` passes `--bench`: with no mode, say how to run it.
         let (Some(mode), Some(dir)) = (args.get(1), args.get(2)) else {
             eprintln!(
-                "fs_cost: run benches/fs_cost.sh (or `fs_cost loops DIR | fs_cost landlock DIR -- CMD`)"
+                "fs_cost: run benches/fs_cost.sh (or `fs_cost loops DIR | fs_cost landlock[-tree] DIR -- CMD`)"
             );
             return;
         };
         let dir = PathBuf::from(dir);
         let result = match mode.as_str() {
             "loops" => loops(&dir).map_err(|e| e.to_string()),
-            "landlock" => match args.get(3).map(String::as_str) {
-                Some("--") => landlock_then(&dir, args.get(4..).unwrap_or_default()),
-                _ => Err("landlock: DIR -- CMD ARG…".into()),
-            },
+            "landlock" | "landlock-tree" => {
+                let handled = if mode == "landlock" {
+                    Handled::All
+                } else {
+                    Handled::Tree
+                };
+                match args.get(3).map(String::as_str) {
+                    Some("--") => landlock_then(&dir, handled, args.get(4..).unwrap_or_default()),
+                    _ => Err(format!("{mode}: DIR -- CMD ARG…")),
+                }
+            }
             other => Err(format!("unknown mode {other:?}")),
         };
         if let Err(e) = result {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What one file-system call costs per layer of the FULL tier, side by side
 # in one run: bare, bubblewrap (namespaces and mounts), a Landlock domain
-# alone (benches/fs_cost.rs), and vetto at FULL with creations checked
+# alone (benches/fs_cost.rs) handling every file right or only those a
+# mount view cannot refuse (`landlock-tree`), and vetto at FULL with creations checked
 # after the session, at FULL and at FS-ONLY. Then `git add -A` of 2,000
 # files the same ways: the command as a whole, and git alone (timed inside
 # the wrapper). Rounds interleave the wrappers, so a loaded machine hurts
@@ -28,7 +29,7 @@ cp "$repo/$bench" "$p/.bench/fs_cost"
 bench_as_user
 v="$scratch/vetto"
 b="$p/.bench/fs_cost"
-wrappers=(bare landlock vetto-full-after vetto-full vetto-fs-only)
+wrappers=(bare landlock landlock-tree vetto-full-after vetto-full vetto-fs-only)
 command -v bwrap >/dev/null && wrappers+=(bwrap)
 # `wrap W CMD…`: CMD as wrapper W runs it.
 wrap() {
@@ -39,6 +40,7 @@ wrap() {
         bwrap) bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc \
             --tmpfs /tmp --bind "$p" "$p" "$@" ;;
         landlock) "$b" landlock "$p" -- "$@" ;;
+        landlock-tree) "$b" landlock-tree "$p" -- "$@" ;;
         vetto-full-after) "$v" run --tier full --check-creations after -- "$@" ;;
         vetto-full) "$v" run --tier full -- "$@" ;;
         vetto-fs-only) "$v" run --tier fs-only -- "$@" ;;

@@ -1557,8 +1557,8 @@ fn an_untrusted_filesystem_is_never_remembered() {
 }
 
 /// Stamps begun from the cache file's bytes, before it is decoded, are
-/// each directory's own (none for one gone since), and a walk that takes them still sees a secret
-/// made since the walk was remembered.
+/// each directory's own (none for one gone since), and a walk that takes
+/// them still sees a secret made since the walk was remembered.
 #[test]
 fn stamps_begun_before_the_load_still_find_a_new_secret() {
     let s = scratch();
