@@ -33,6 +33,7 @@ const USAGE: &str = "usage: vetto __probe ACTION [ARGS]
 actions:
   io-uring | socket-inet | unshare-user | bpf | perf-event-open | keyctl
   tiocsti | x32-syscall | i386-syscall | landlock-abi | seccomp-notify
+  clone3-newuser | openat2-create   (flags in memory, out of a filter's sight)
   mount-tmpfs [TARGET]          (default target: a path that does not exist)
   ptrace-attach PID | process-vm-read PID
   signal PID SIG                (SIG: a number or a name such as TERM)
@@ -58,6 +59,8 @@ pub enum Action {
     ConnectUnix(PathBuf),
     Signal { pid: i32, sig: i32 },
     UnshareUser,
+    Clone3NewUser,
+    Openat2Create,
     MountTmpfs(PathBuf),
     Bpf,
     PerfEventOpen,
@@ -179,7 +182,8 @@ pub fn parse(args: &[OsString]) -> Result<Action, String> {
     };
     let wanted = match *name {
         "io-uring" | "socket-inet" | "unshare-user" | "bpf" | "perf-event-open" | "keyctl"
-        | "tiocsti" | "x32-syscall" | "i386-syscall" | "landlock-abi" | "seccomp-notify" => 0,
+        | "tiocsti" | "x32-syscall" | "i386-syscall" | "landlock-abi" | "seccomp-notify"
+        | "clone3-newuser" | "openat2-create" => 0,
         "mount-tmpfs" => rest.len().min(1),
         "ptrace-attach" | "process-vm-read" | "connect-tcp" | "udp-send" | "connect-unix"
         | "abstract-connect" => 1,
@@ -193,6 +197,8 @@ pub fn parse(args: &[OsString]) -> Result<Action, String> {
         "io-uring" => Action::IoUring,
         "socket-inet" => Action::SocketInet,
         "unshare-user" => Action::UnshareUser,
+        "clone3-newuser" => Action::Clone3NewUser,
+        "openat2-create" => Action::Openat2Create,
         "bpf" => Action::Bpf,
         "perf-event-open" => Action::PerfEventOpen,
         "keyctl" => Action::Keyctl,
@@ -284,6 +290,12 @@ pub fn perform(action: &Action) -> Report {
             Report::new("signal").with(sys::signal(*pid, *sig), |(), _| {})
         }
         Action::UnshareUser => Report::new("unshare-user").with(sys::unshare_user(), |(), _| {}),
+        Action::Clone3NewUser => {
+            Report::new("clone3-newuser").with(sys::clone3_new_user(), |(), _| {})
+        }
+        Action::Openat2Create => {
+            Report::new("openat2-create").with(sys::openat2_create(), |(), _| {})
+        }
         Action::MountTmpfs(target) => {
             let mut r = Report::new("mount-tmpfs").with(sys::mount_tmpfs(target), |(), _| {});
             r.detail
@@ -373,6 +385,8 @@ mod tests {
     #[test]
     fn parses_every_documented_action() {
         assert_eq!(p(&["io-uring"]), Ok(Action::IoUring));
+        assert_eq!(p(&["clone3-newuser"]), Ok(Action::Clone3NewUser));
+        assert_eq!(p(&["openat2-create"]), Ok(Action::Openat2Create));
         assert_eq!(
             p(&["signal", "12", "TERM"]),
             Ok(Action::Signal { pid: 12, sig: 15 })

@@ -433,6 +433,12 @@ pub mod try_syscall {
     pub fn unshare_user() -> io::Result<()> {
         unsupported()
     }
+    pub fn clone3_new_user() -> io::Result<()> {
+        unsupported()
+    }
+    pub fn openat2_create() -> io::Result<()> {
+        unsupported()
+    }
     pub fn mount_tmpfs(_target: &Path) -> io::Result<()> {
         unsupported()
     }

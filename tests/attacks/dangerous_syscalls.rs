@@ -49,3 +49,20 @@ fn tiocsti_is_blocked(tier: Tier) {
     blocked_inside_allowed_outside(tier, "tiocsti");
 }
 at_every_tier!(tiocsti_is_blocked);
+
+/// Runs as an unprivileged user: the kernel's count of the job's seccomp
+/// filters. Every call the job makes runs each installed filter, so vetto
+/// loads one whatever the plan's actions (`EPERM`, `ENOSYS`, notified).
+/// Evidence: bare, no filter; sandboxed, exactly one.
+fn the_job_runs_under_one_seccomp_filter(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let count = "grep '^Seccomp_filters:' /proc/self/status";
+    w.sh_bare(count)
+        .assert_success()
+        .assert_stdout_contains("Seccomp_filters:\t0");
+    w.sh_sandboxed(count)
+        .assert_success()
+        .assert_stdout_contains("Seccomp_filters:\t1");
+}
+at_every_tier!(the_job_runs_under_one_seccomp_filter);

@@ -228,3 +228,19 @@ fn btrfs_subvolume_ioctl_never_reaches_the_filesystem(tier: Tier) {
         .assert_stdout_contains("script-finished");
 }
 at_every_tier!(btrfs_subvolume_ioctl_never_reaches_the_filesystem);
+
+/// Runs as an unprivileged user: `openat2` with `O_CREAT`, its flags in
+/// memory where the filter that hands creations to the supervisor cannot
+/// see them (a creation the supervisor never saw is one it never checked
+/// against the protected names). Evidence: bare, the call reaches the path
+/// lookup (`ENOENT` for the missing directory); sandboxed, it answers
+/// `ENOSYS` before that, and libc falls back to `openat`.
+fn openat2_hides_o_creat_from_the_filter_in_vain(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let bare = w.probe_bare(&["openat2-create"]);
+    assert_eq!(bare.error(), "ENOENT", "{}", bare.describe());
+    w.probe_sandboxed(&["openat2-create"])
+        .assert_blocked_with(&["ENOSYS"]);
+}
+at_every_tier!(openat2_hides_o_creat_from_the_filter_in_vain);

@@ -24,3 +24,18 @@ fn unshare_user_namespace_is_blocked(tier: Tier) {
     w.probe_sandboxed(&["unshare-user"]).assert_blocked();
 }
 at_every_tier!(unshare_user_namespace_is_blocked);
+
+/// Runs as an unprivileged user: `clone3` with `CLONE_NEWUSER`. Its flags
+/// are in memory, out of the filter's sight, so a filter that only checked
+/// `clone`'s flags would let it make the namespace. Evidence: bare, the
+/// child is made in a new user namespace; sandboxed, `clone3` answers
+/// `ENOSYS` (libc then falls back to `clone`, whose flags are checked).
+fn clone3_hides_new_namespace_flags_from_the_filter_in_vain(tier: Tier) {
+    require!(tier.feature());
+    require!(Feature::Userns);
+    let w = World::at(tier);
+    w.probe_bare(&["clone3-newuser"]).assert_ok();
+    w.probe_sandboxed(&["clone3-newuser"])
+        .assert_blocked_with(&["ENOSYS"]);
+}
+at_every_tier!(clone3_hides_new_namespace_flags_from_the_filter_in_vain);

@@ -1,11 +1,16 @@
 //! `SeccompPlan` → BPF via seccompiler, then loaded by us. No decisions are
 //! made here: the plan says which call gets which action.
 //!
-//! One filter per action (`EPERM`, `ENOSYS`, user notification): the kernel
-//! runs every installed filter and takes the most severe verdict, so a call
-//! that is both denied and notified is denied. seccompiler has no
-//! `SECCOMP_RET_USER_NOTIF`, so the notify filter is compiled with a marked
-//! `SECCOMP_RET_TRACE` and that return value is rewritten.
+//! One filter for every action. seccompiler gives a program one action on
+//! a match, so each action's rules are compiled as a group of their own
+//! (`EPERM`, then `ENOSYS`, then user notification: the plan's order of
+//! strength) and the groups run in turn: where a group would allow, it
+//! jumps to the next, and past the last the call is allowed. A call that
+//! is both denied and notified is denied, as it would be with a filter
+//! per action, but the kernel prepares, JITs and runs one program, not
+//! three (issue 12: as few filters as the semantics allow). seccompiler has
+//! no `SECCOMP_RET_USER_NOTIF`, so the notify group is compiled with a
+//! marked `SECCOMP_RET_TRACE` and that return value is rewritten.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -27,9 +32,13 @@ pub enum SeccompError {
     Build(#[from] seccompiler::Error),
     #[error("cannot compile the syscall filter: no number for `{0}` on this architecture")]
     UnknownSyscall(String),
-    #[error("cannot load the {action} syscall filter: {source}")]
+    #[error(
+        "cannot compile the syscall filter: {0} instructions, more than the kernel's {BPF_MAXINSNS}"
+    )]
+    TooLong(usize),
+    #[error("cannot load the syscall filter ({action}): {source}")]
     Load {
-        action: &'static str,
+        action: String,
         source: std::io::Error,
     },
 }
@@ -38,6 +47,9 @@ const MARK: u32 = 0x7e7e;
 const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
 const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
 const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+const SECCOMP_RET_ALLOW: u32 = 0x7fff_0000;
+/// The longest program the kernel loads (`BPF_MAXINSNS`).
+const BPF_MAXINSNS: usize = 4096;
 /// `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` (5.19): without it a signal
 /// arriving after the supervisor received a notification re-runs the
 /// emulated call (see docs/notify.md).
@@ -50,25 +62,55 @@ const ARCH: (TargetArch, u32, &str) = (TargetArch::x86_64, 0xc000_003e, "x86_64"
 #[cfg(target_arch = "aarch64")]
 const ARCH: (TargetArch, u32, &str) = (TargetArch::aarch64, 0xc000_00b7, "aarch64");
 
-/// Compile and load the plan's filters into this thread (inherited by its
+/// Compile and load the plan's filter into this thread (inherited by its
 /// future children). Returns the notification listener when the plan has
 /// notify rules.
 pub fn install(plan: &SeccompPlan) -> Result<Option<OwnedFd>, SeccompError> {
-    let mut listener = None;
-    // Denied calls go to the supervisor too when it records them: it
-    // answers EPERM itself (and, failing that, the kernel answers ENOSYS).
+    let Some(filter) = program(plan)? else {
+        return Ok(None);
+    };
+    let flags = if filter.notifies {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV
+    } else {
+        0
+    };
+    sys::seccomp_set_filter(&filter.program, flags).map_err(|source| SeccompError::Load {
+        action: filter.actions,
+        source,
+    })
+}
+
+/// The plan as one BPF program.
+struct Program {
+    program: Vec<libc::sock_filter>,
+    /// Whether some call is notified (the filter needs a listener).
+    notifies: bool,
+    /// The actions it has, for messages (`deny, notify`).
+    actions: String,
+}
+
+/// The groups, strongest first: a call the first matches never reaches
+/// the second. Denied calls go to the supervisor too when it records them:
+/// it answers EPERM itself (and, failing that, the kernel answers ENOSYS).
+const GROUPS: [(Action, SeccompAction); 3] = [
+    (Action::Deny, SeccompAction::Errno(libc::EPERM as u32)),
+    (
+        Action::Unsupported,
+        SeccompAction::Errno(libc::ENOSYS as u32),
+    ),
+    (Action::Notify, SeccompAction::Trace(MARK)),
+];
+
+/// The one filter for `plan`, or `None` when it has no rules.
+fn program(plan: &SeccompPlan) -> Result<Option<Program>, SeccompError> {
     let filter_of = |rule: &SyscallRule| match rule.action {
         Action::Deny if plan.record_denials => Action::Notify,
         other => other,
     };
-    for (action, ret) in [
-        (Action::Deny, SeccompAction::Errno(libc::EPERM as u32)),
-        (
-            Action::Unsupported,
-            SeccompAction::Errno(libc::ENOSYS as u32),
-        ),
-        (Action::Notify, SeccompAction::Trace(MARK)),
-    ] {
+    let mut program = prologue();
+    let mut notifies = false;
+    let mut actions = Vec::new();
+    for (action, ret) in GROUPS {
         let rules: Vec<&SyscallRule> = plan
             .rules
             .iter()
@@ -77,21 +119,43 @@ pub fn install(plan: &SeccompPlan) -> Result<Option<OwnedFd>, SeccompError> {
         if rules.is_empty() {
             continue;
         }
-        let program = compile(&rules, ret, action == Action::Notify)?;
-        let flags = if action == Action::Notify {
-            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV
-        } else {
-            0
-        };
-        let fd = sys::seccomp_set_filter(&program, flags).map_err(|source| SeccompError::Load {
-            action: action_name(action),
-            source,
-        })?;
-        if fd.is_some() {
-            listener = fd;
+        let mut group = compile(&rules, ret, action == Action::Notify)?;
+        // Not this group's call: on to the next. A jump of `k` lands `k`
+        // instructions after the next one, so each lands just past the
+        // group's end; seccompiler's own jumps are relative and stay right,
+        // since no instruction is added or removed.
+        let len = group.len();
+        for (at, insn) in group.iter_mut().enumerate() {
+            if insn.code == (libc::BPF_RET | libc::BPF_K) as u16 && insn.k == SECCOMP_RET_ALLOW {
+                *insn = libc::sock_filter {
+                    code: (libc::BPF_JMP | libc::BPF_JA) as u16,
+                    jt: 0,
+                    jf: 0,
+                    k: u32::try_from(len - 1 - at).map_err(|_| SeccompError::TooLong(len))?,
+                };
+            }
         }
+        program.extend(group);
+        notifies |= action == Action::Notify;
+        actions.push(action_name(action));
     }
-    Ok(listener)
+    if actions.is_empty() {
+        return Ok(None);
+    }
+    program.push(libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: SECCOMP_RET_ALLOW,
+    });
+    if program.len() > BPF_MAXINSNS {
+        return Err(SeccompError::TooLong(program.len()));
+    }
+    Ok(Some(Program {
+        program,
+        notifies,
+        actions: actions.join(", "),
+    }))
 }
 
 fn action_name(a: Action) -> &'static str {
@@ -102,8 +166,10 @@ fn action_name(a: Action) -> &'static str {
     }
 }
 
-/// One filter: `rules` get `ret`, everything else is allowed.
-pub fn compile(
+/// One group: `rules` get `ret`, everything else is allowed (seccompiler's
+/// program, architecture check included; [`program`] puts the prologue
+/// before the groups).
+fn compile(
     rules: &[&SyscallRule],
     ret: SeccompAction,
     notify: bool,
@@ -146,19 +212,20 @@ pub fn compile(
             }
         }
     }
-    let mut full = prologue();
-    full.extend(program.iter().map(|i| libc::sock_filter {
-        code: i.code,
-        jt: i.jt,
-        jf: i.jf,
-        k: i.k,
-    }));
-    Ok(full)
+    Ok(program
+        .iter()
+        .map(|i| libc::sock_filter {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect())
 }
 
-/// Before seccompiler's program: calls of a foreign architecture (i386 via
-/// `int 0x80`) and x32 numbers fail with ENOSYS instead of slipping past
-/// rules written for x86_64 numbers (seccompiler would kill the process).
+/// Before the groups: calls of a foreign architecture (i386 via `int 0x80`)
+/// and x32 numbers fail with ENOSYS instead of slipping past rules written
+/// for x86_64 numbers (seccompiler's check would kill the process).
 fn prologue() -> Vec<libc::sock_filter> {
     let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
     let stmt = |code: u32, k: u32| libc::sock_filter {
@@ -373,6 +440,7 @@ fn legacy_syscall_number(name: &str) -> Option<i64> {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
     use crate::plan::syscalls;
@@ -409,6 +477,205 @@ mod tests {
         };
         let compiled = compile(&[&rule], SeccompAction::Errno(1), false);
         assert!(matches!(compiled, Err(SeccompError::UnknownSyscall(n)) if n == "no_such_call"));
+    }
+
+    /// `struct seccomp_data`: `nr`, `arch`, `instruction_pointer`, `args`.
+    struct Data {
+        nr: u32,
+        arch: u32,
+        args: [u64; 6],
+    }
+
+    impl Data {
+        /// The 32-bit word at byte `offset`, as `BPF_LD|BPF_W|BPF_ABS`
+        /// reads it (little-endian halves of the arguments).
+        fn word(&self, offset: u32) -> u32 {
+            match offset {
+                0 => self.nr,
+                4 => self.arch,
+                16..=63 if offset % 4 == 0 => {
+                    let arg = self.args[(offset as usize - 16) / 8];
+                    if offset % 8 == 0 {
+                        arg as u32
+                    } else {
+                        (arg >> 32) as u32
+                    }
+                }
+                _ => panic!("the filter reads seccomp_data at {offset}"),
+            }
+        }
+    }
+
+    /// Run a classic BPF seccomp program as the kernel would, for the
+    /// instructions seccompiler and the prologue emit (any other fails the
+    /// test).
+    fn run(program: &[libc::sock_filter], data: &Data) -> u32 {
+        let (mut pc, mut acc) = (0usize, 0u32);
+        loop {
+            let insn = program[pc];
+            let code = u32::from(insn.code);
+            pc += 1;
+            let jump = |taken: bool| usize::from(if taken { insn.jt } else { insn.jf });
+            match code {
+                c if c == libc::BPF_LD | libc::BPF_W | libc::BPF_ABS => acc = data.word(insn.k),
+                c if c == libc::BPF_ALU | libc::BPF_AND | libc::BPF_K => acc &= insn.k,
+                c if c == libc::BPF_JMP | libc::BPF_JA => pc += insn.k as usize,
+                c if c == libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K => pc += jump(acc == insn.k),
+                c if c == libc::BPF_JMP | libc::BPF_JGT | libc::BPF_K => pc += jump(acc > insn.k),
+                c if c == libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K => pc += jump(acc >= insn.k),
+                c if c == libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K => {
+                    pc += jump(acc & insn.k != 0)
+                }
+                c if c == libc::BPF_RET | libc::BPF_K => return insn.k,
+                other => panic!("unexpected BPF instruction {other:#x} at {}", pc - 1),
+            }
+        }
+    }
+
+    /// The calls to try against a plan: each rule's call with its own
+    /// values in every argument, with none, with all bits, and with
+    /// pseudo-random arguments; a call no rule names; a foreign
+    /// architecture and an x32 number.
+    fn inputs(plan: &SeccompPlan) -> Vec<Data> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let native = ARCH.1;
+        let mut out = Vec::new();
+        let nr = |name: &str| syscall_number(name).map(|n| n as u32);
+        for rule in &plan.rules {
+            let Some(nr) = nr(&rule.name) else { continue };
+            let mut args = [0u64; 6];
+            for check in &rule.when {
+                let (index, value) = match *check {
+                    ArgCheck::Eq { index, value } | ArgCheck::Ne { index, value } => (index, value),
+                    ArgCheck::MaskedEq { index, value, .. } => (index, value),
+                    ArgCheck::AnyBits { index, mask } => (index, mask),
+                };
+                args[usize::from(index)] = value;
+            }
+            out.push(Data {
+                nr,
+                arch: native,
+                args,
+            });
+            out.push(Data {
+                nr,
+                arch: native,
+                args: [0; 6],
+            });
+            out.push(Data {
+                nr,
+                arch: native,
+                args: [u64::MAX; 6],
+            });
+            for _ in 0..32 {
+                let mut args = [0u64; 6];
+                for a in &mut args {
+                    // Mostly small values, as flags and descriptors are.
+                    *a = match next() % 3 {
+                        0 => next() & 0xffff,
+                        1 => next() & 0xffff_ffff,
+                        _ => next(),
+                    };
+                }
+                out.push(Data {
+                    nr,
+                    arch: native,
+                    args,
+                });
+            }
+        }
+        for (nr, arch) in [
+            (nr("getppid"), native),
+            (nr("ptrace"), 0x4000_0003),
+            (nr("getppid").map(|n| n | X32_SYSCALL_BIT), native),
+        ] {
+            let Some(nr) = nr else { continue };
+            out.push(Data {
+                nr,
+                arch,
+                args: [0; 6],
+            });
+        }
+        out
+    }
+
+    /// What a filter per action answered: the first group (strongest
+    /// first) whose own program does not allow the call, else allow.
+    fn per_action(plan: &SeccompPlan, data: &Data) -> u32 {
+        for (action, ret) in GROUPS {
+            let rules: Vec<&SyscallRule> = plan
+                .rules
+                .iter()
+                .filter(|r| match r.action {
+                    Action::Deny if plan.record_denials => Action::Notify == action,
+                    other => other == action,
+                })
+                .collect();
+            if rules.is_empty() {
+                continue;
+            }
+            let mut alone = prologue();
+            alone.extend(compile(&rules, ret, action == Action::Notify).unwrap());
+            let answer = run(&alone, data);
+            if answer != SECCOMP_RET_ALLOW {
+                return answer;
+            }
+        }
+        SECCOMP_RET_ALLOW
+    }
+
+    #[test]
+    fn one_filter_answers_every_call_as_a_filter_per_action_did() {
+        let mut plans = Vec::new();
+        for (net_off, notify_creation, broker) in [(true, true, true), (false, false, false)] {
+            for record_denials in [false, true] {
+                let mut plan = syscalls::plan(net_off, notify_creation, broker);
+                plan.record_denials = record_denials;
+                plans.push(plan.clone());
+                plan.rules.extend(syscalls::metadata_rules());
+                plans.push(plan);
+            }
+        }
+        for plan in &plans {
+            let one = program(plan).unwrap().unwrap();
+            assert_eq!(
+                one.notifies,
+                plan.record_denials || plan.rules.iter().any(|r| r.action == Action::Notify)
+            );
+            let mut answers = std::collections::BTreeSet::new();
+            for data in inputs(plan) {
+                let answer = run(&one.program, &data);
+                assert_eq!(
+                    answer,
+                    per_action(plan, &data),
+                    "call {} (arch {:#x}) with {:x?}",
+                    data.nr,
+                    data.arch,
+                    data.args
+                );
+                answers.insert(answer);
+            }
+            // Every group was reached, and some call was allowed.
+            let enosys = SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+            let eperm = SECCOMP_RET_ERRNO | libc::EPERM as u32;
+            for want in [SECCOMP_RET_ALLOW, enosys, SECCOMP_RET_USER_NOTIF] {
+                if want != SECCOMP_RET_USER_NOTIF || one.notifies {
+                    assert!(answers.contains(&want), "no call answered {want:#x}");
+                }
+            }
+            assert_eq!(answers.contains(&eperm), !plan.record_denials);
+        }
+    }
+
+    #[test]
+    fn a_plan_without_rules_loads_no_filter() {
+        assert!(program(&SeccompPlan::default()).unwrap().is_none());
     }
 
     #[test]

@@ -157,6 +157,87 @@ pub fn unshare_user() -> io::Result<()> {
     Ok(())
 }
 
+/// `clone3` asking for a new user namespace. Its flags are in memory, where
+/// a seccomp filter cannot read them, so the filter's check on `clone`'s
+/// flags would not see `CLONE_NEWUSER` here. Allowed, the child exits at
+/// once and is reaped; blocked, nothing is made.
+pub fn clone3_new_user() -> io::Result<()> {
+    /// `struct clone_args` (`CLONE_ARGS_SIZE_VER0`: the first eight fields).
+    #[repr(C)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+    }
+    let args = CloneArgs {
+        flags: libc::CLONE_NEWUSER as u64,
+        pidfd: 0,
+        child_tid: 0,
+        parent_tid: 0,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: 0,
+        stack_size: 0,
+        tls: 0,
+    };
+    // SAFETY: `args` is a readable `clone_args` of the size passed. Without
+    // CLONE_VM the child runs on a copy of this process and only calls
+    // `_exit`, which is async-signal-safe.
+    let pid = check(unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    })?;
+    if pid == 0 {
+        // SAFETY: the child ends here, running nothing of the parent's.
+        unsafe { libc::_exit(0) }
+    }
+    let pid =
+        libc::pid_t::try_from(pid).map_err(|_| io::Error::from(io::ErrorKind::InvalidData))?;
+    let mut status = 0;
+    // SAFETY: `status` is a writable int; `pid` is our own child.
+    check_int(unsafe { libc::waitpid(pid, &mut status, 0) })?;
+    Ok(())
+}
+
+/// `openat2(AT_FDCWD, "/nonexistent/vetto-probe", {O_CREAT|O_WRONLY})`:
+/// its flags are in memory too, where a filter that notifies `O_CREAT`
+/// cannot see them. Allowed, it fails with `ENOENT` and makes nothing.
+pub fn openat2_create() -> io::Result<()> {
+    /// `struct open_how`.
+    #[repr(C)]
+    struct OpenHow {
+        flags: u64,
+        mode: u64,
+        resolve: u64,
+    }
+    let how = OpenHow {
+        flags: (libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC) as u64,
+        mode: 0o600,
+        resolve: 0,
+    };
+    let path = c"/nonexistent/vetto-probe";
+    // SAFETY: `path` is a NUL-terminated string and `how` a readable
+    // `open_how` of the size passed; both outlive the call.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    })?;
+    drop(own_fd(fd)?);
+    Ok(())
+}
+
 /// `mount("vetto-probe", target, "tmpfs")`. Aim it at a path that does not
 /// exist: the kernel resolves the target before checking privileges, so an
 /// allowed call fails with `ENOENT` and changes nothing, while a call that
