@@ -1,5 +1,5 @@
-# Sourced by benches/metadata.sh, workloads.sh and violation_storm.sh: the
-# steps they share. Each sets globals the scripts then use.
+# Sourced by benches/fs_cost.sh, cargo_build.sh, workloads.sh, metadata.sh and
+# violation_storm.sh: the steps they share. Each sets globals the scripts then use.
 
 # VETTO, built with `cargo build --release` in the repository when unset;
 # `repo` and `user` (BENCH_USER, default tester).
