@@ -1492,6 +1492,64 @@ pub mod testing {
         pub connected: u64,
     }
 
+    /// `raw` as the native-endian words of a racing buffer (`raw` is
+    /// `8 * N` bytes).
+    fn words<const N: usize>(raw: &[u8]) -> [u64; N] {
+        std::array::from_fn(|i| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
+            u64::from_ne_bytes(b)
+        })
+    }
+
+    /// A buffer the kernel reads while another thread flips it between two
+    /// contents, until dropped. Leaked: a call still in the kernel may read
+    /// it after the race.
+    struct Flipping<const N: usize> {
+        /// The kernel and the flipper see the same words; atomics make the
+        /// flipping well-defined on our side.
+        shared: &'static [std::sync::atomic::AtomicU64; N],
+        stop: &'static std::sync::atomic::AtomicBool,
+        flipper: Option<std::thread::JoinHandle<()>>,
+    }
+
+    impl<const N: usize> Flipping<N> {
+        fn start(first: [u64; N], second: [u64; N]) -> Self {
+            use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+            let shared: &'static [AtomicU64; N] =
+                Box::leak(Box::new(std::array::from_fn(|i| AtomicU64::new(first[i]))));
+            let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+            let flipper = std::thread::spawn(move || {
+                let mut flip = false;
+                while !stop.load(Ordering::Relaxed) {
+                    let src = if flip { &first } else { &second };
+                    for (w, v) in shared.iter().zip(src.iter()) {
+                        w.store(*v, Ordering::Relaxed);
+                    }
+                    flip = !flip;
+                }
+            });
+            Flipping {
+                shared,
+                stop,
+                flipper: Some(flipper),
+            }
+        }
+
+        fn as_ptr(&self) -> *const libc::c_void {
+            self.shared.as_ptr().cast()
+        }
+    }
+
+    impl<const N: usize> Drop for Flipping<N> {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(flipper) = self.flipper.take() {
+                let _ = flipper.join();
+            }
+        }
+    }
+
     /// Connect again and again to the address in one shared buffer while
     /// another thread flips it between `allowed` and `denied`, for `secs`.
     /// Run inside a notified job; the denied listener must see nothing.
@@ -1501,7 +1559,6 @@ pub mod testing {
         secs: f64,
     ) -> io::Result<RaceReport> {
         use std::os::unix::ffi::OsStrExt;
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::time::{Duration, Instant};
 
         fn encode(path: &std::path::Path) -> io::Result<[u64; 14]> {
@@ -1512,32 +1569,10 @@ pub mod testing {
             }
             raw[..2].copy_from_slice(&(libc::AF_UNIX as libc::sa_family_t).to_ne_bytes());
             raw[2..2 + bytes.len()].copy_from_slice(bytes);
-            let mut words = [0u64; 14];
-            for (i, w) in words.iter_mut().enumerate() {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
-                *w = u64::from_ne_bytes(b);
-            }
-            Ok(words)
+            Ok(words(&raw))
         }
 
-        let good = encode(allowed)?;
-        let bad = encode(denied)?;
-        // The kernel and the flipper see the same words; atomics make the
-        // flipping well-defined on our side.
-        let shared: &'static [AtomicU64; 14] =
-            Box::leak(Box::new(std::array::from_fn(|i| AtomicU64::new(good[i]))));
-        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let flipper = std::thread::spawn(move || {
-            let mut flip = false;
-            while !stop.load(Ordering::Relaxed) {
-                let src = if flip { &good } else { &bad };
-                for (w, v) in shared.iter().zip(src.iter()) {
-                    w.store(*v, Ordering::Relaxed);
-                }
-                flip = !flip;
-            }
-        });
+        let buffer = Flipping::start(encode(allowed)?, encode(denied)?);
         let deadline = Instant::now() + Duration::from_secs_f64(secs);
         let mut report = RaceReport {
             tries: 0,
@@ -1552,12 +1587,12 @@ pub mod testing {
             }
             // SAFETY: fd is fresh and ours.
             let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-            // SAFETY: `shared` is 112 valid bytes for the program's life;
+            // SAFETY: the buffer is 112 valid bytes for the program's life;
             // the kernel only reads them.
             let ret = unsafe {
                 libc::connect(
                     sock.as_raw_fd(),
-                    shared.as_ptr().cast(),
+                    buffer.as_ptr().cast(),
                     std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t,
                 )
             };
@@ -1566,8 +1601,6 @@ pub mod testing {
                 report.connected += 1;
             }
         }
-        stop.store(true, Ordering::Relaxed);
-        let _ = flipper.join();
         Ok(report)
     }
 
@@ -1576,7 +1609,6 @@ pub mod testing {
     /// Run inside a notified job whose cwd holds `plain`: `protected` must
     /// never move.
     pub fn race_rename(plain: &str, protected: &str, parking: &str, secs: f64) -> io::Result<u64> {
-        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
         use std::time::{Duration, Instant};
 
         fn encode(name: &str) -> io::Result<[u64; 8]> {
@@ -1585,47 +1617,25 @@ pub mod testing {
                 return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG));
             }
             raw[..name.len()].copy_from_slice(name.as_bytes());
-            let mut words = [0u64; 8];
-            for (i, w) in words.iter_mut().enumerate() {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&raw[i * 8..i * 8 + 8]);
-                *w = u64::from_ne_bytes(b);
-            }
-            Ok(words)
+            Ok(words(&raw))
         }
-        let good = encode(plain)?;
-        let bad = encode(protected)?;
         let parking_c = std::ffi::CString::new(parking)
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let plain_c = std::ffi::CString::new(plain)
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let shared: &'static [AtomicU64; 8] =
-            Box::leak(Box::new(std::array::from_fn(|i| AtomicU64::new(good[i]))));
-        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-        let flipper = std::thread::spawn(move || {
-            let mut flip = false;
-            while !stop.load(Ordering::Relaxed) {
-                let src = if flip { &good } else { &bad };
-                for (w, v) in shared.iter().zip(src.iter()) {
-                    w.store(*v, Ordering::Relaxed);
-                }
-                flip = !flip;
-            }
-        });
+        let buffer = Flipping::start(encode(plain)?, encode(protected)?);
         let deadline = Instant::now() + Duration::from_secs_f64(secs);
         let mut tries = 0;
         while Instant::now() < deadline {
-            // SAFETY: `shared` holds a NUL-terminated name (each variant
+            // SAFETY: the buffer holds a NUL-terminated name (each variant
             // ends in zero words) for the program's life; the kernel reads it.
             unsafe {
-                if libc::rename(shared.as_ptr().cast(), parking_c.as_ptr()) == 0 {
+                if libc::rename(buffer.as_ptr().cast(), parking_c.as_ptr()) == 0 {
                     libc::rename(parking_c.as_ptr(), plain_c.as_ptr());
                 }
             }
             tries += 1;
         }
-        stop.store(true, Ordering::Relaxed);
-        let _ = flipper.join();
         Ok(tries)
     }
 
