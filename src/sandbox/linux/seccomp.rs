@@ -7,10 +7,10 @@
 //! strength) and the groups run in turn: where a group would allow, it
 //! jumps to the next, and past the last the call is allowed. A call that
 //! is both denied and notified is denied, as it would be with a filter
-//! per action, but the kernel prepares, JITs and runs one program, not
-//! three (issue 12: as few filters as the semantics allow). seccompiler has
-//! no `SECCOMP_RET_USER_NOTIF`, so the notify group is compiled with a
-//! marked `SECCOMP_RET_TRACE` and that return value is rewritten.
+//! per action, but the kernel prepares, JITs and runs one program (issue
+//! 12: as few filters as the semantics allow). seccompiler has no
+//! `SECCOMP_RET_USER_NOTIF`, so the notify group is compiled with a marked
+//! `SECCOMP_RET_TRACE` and that return value is rewritten.
 
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
@@ -101,21 +101,26 @@ const GROUPS: [(Action, SeccompAction); 3] = [
     (Action::Notify, SeccompAction::Trace(MARK)),
 ];
 
-/// The one filter for `plan`, or `None` when it has no rules.
-fn program(plan: &SeccompPlan) -> Result<Option<Program>, SeccompError> {
-    let filter_of = |rule: &SyscallRule| match rule.action {
+/// The plan's rules that `action`'s group holds: a denial is notified
+/// instead when the supervisor records denials.
+fn group(plan: &SeccompPlan, action: Action) -> Vec<&SyscallRule> {
+    let group_of = |rule: &SyscallRule| match rule.action {
         Action::Deny if plan.record_denials => Action::Notify,
         other => other,
     };
+    plan.rules
+        .iter()
+        .filter(|r| group_of(r) == action)
+        .collect()
+}
+
+/// The one filter for `plan`, or `None` when it has no rules.
+fn program(plan: &SeccompPlan) -> Result<Option<Program>, SeccompError> {
     let mut program = prologue();
     let mut notifies = false;
     let mut actions = Vec::new();
     for (action, ret) in GROUPS {
-        let rules: Vec<&SyscallRule> = plan
-            .rules
-            .iter()
-            .filter(|r| filter_of(r) == action)
-            .collect();
+        let rules = group(plan, action);
         if rules.is_empty() {
             continue;
         }
@@ -609,14 +614,7 @@ mod tests {
     /// first) whose own program does not allow the call, else allow.
     fn per_action(plan: &SeccompPlan, data: &Data) -> u32 {
         for (action, ret) in GROUPS {
-            let rules: Vec<&SyscallRule> = plan
-                .rules
-                .iter()
-                .filter(|r| match r.action {
-                    Action::Deny if plan.record_denials => Action::Notify == action,
-                    other => other == action,
-                })
-                .collect();
+            let rules = group(plan, action);
             if rules.is_empty() {
                 continue;
             }
