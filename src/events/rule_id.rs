@@ -129,7 +129,7 @@ impl RuleId {
                 "A write to .git/hooks or .git/config (persistence beyond the job) was blocked"
             }
             RuleId::PersistencePlanted => {
-                "A nested repository or a file that other tools run later (.envrc, .vscode tasks …) was planted"
+                "A nested repository or a file that other tools run later (hooks, .envrc, editor tasks, agent settings …) was planted"
             }
             RuleId::CiControlFileBlocked => {
                 "A write to a CI control file (GITHUB_ENV, GITHUB_PATH, GITHUB_OUTPUT …) was blocked"
@@ -181,19 +181,27 @@ impl RuleId {
                  or the next job's machine long after this job ended."
             }
             RuleId::PersistencePlanted => {
-                "The job left behind, or tried to create, something that another tool acts on \
+                "The job left behind, or tried to create, something that another tool runs \
                  later, outside the sandbox: a nested git repository (an entry named .git below \
-                 the project root, or a bare repository), a change to any repository's config, \
-                 hooks/ or info/, or a change to .envrc, .vscode/tasks.json, launch.json, \
-                 settings.json, .devcontainer/, .gitattributes, .lfsconfig or .gitmodules at the \
-                 project root. A `git status` from a shell prompt or an IDE in a planted \
-                 repository runs its core.fsmonitor command; direnv, VS Code tasks and dev \
-                 containers run what these files say. Where the seccomp-notify supervisor sees the \
-                 creation (FULL and FS-ONLY, a project with a .git directory), creating, renaming \
-                 into place or symlinking an entry named .git below the root is refused and \
-                 recorded with the process. On every tier vetto compares these files after the \
-                 session (by change time, never following the job's links); what changed there \
-                 is reported with its path, the process being unknown."
+                 the project root, or a bare repository); a change to what a repository's own \
+                 configuration names (its config and every file it includes, core.hooksPath \
+                 wherever it points, hooks/, info/, and any program a config value names by \
+                 path, such as a core.fsmonitor or filter script); a change to an editor's, \
+                 shell's, hook manager's or coding agent's project files (.vscode/, \
+                 .devcontainer/, .envrc, mise.toml, .husky/, .pre-commit-config.yaml, \
+                 .mcp.json, .claude/settings.json and the programs they name); or, under an \
+                 agent preset, a change to what the agent's own settings make it run (hooks, MCP \
+                 servers, notify programs). A `git status` or `git commit`, an editor opening the \
+                 folder, or the agent's next start runs what these say. Where the seccomp-notify \
+                 supervisor sees the creation (FULL and FS-ONLY, a project with a .git \
+                 directory), creating, renaming into place or symlinking an entry named .git \
+                 below the root is refused and recorded with the process. On every tier vetto \
+                 keeps what each of these places holds when the session starts (resolved from \
+                 the configuration as it was then) and compares the content after the session, \
+                 never following the job's links, so a file renamed into place is found \
+                 however old it is; an agent's own settings are put back as they were, the \
+                 session's version set aside for review. What changed is reported with its path \
+                 and the setting that makes it run, the process being unknown."
             }
             RuleId::CiControlFileBlocked => {
                 "The job tried to write to a file that the CI runner reads back between steps \
@@ -304,7 +312,11 @@ impl RuleId {
                  or open the folder in an editor (`git -c core.fsmonitor= status` and \
                  `git config -l --show-origin` inside it are safe ways to look), and delete it if \
                  you did not expect it. If a step really clones repositories into the project \
-                 (`pip install -e git+…`), clone them outside vetto or into `$TMPDIR`."
+                 (`pip install -e git+…`), clone them outside vetto or into `$TMPDIR`. When an \
+                 agent was asked to change a hook, an editor task or its own settings, review the \
+                 change (`git diff`; for the agent's settings, the `.vetto-planted-…` copy vetto \
+                 names) and keep it yourself: what runs on your machine outside the sandbox is \
+                 your decision, not the job's."
             }
             RuleId::CiControlFileBlocked => {
                 "Write step outputs from a separate, trusted step instead. Allowing it:\n\n\

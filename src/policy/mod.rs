@@ -8,6 +8,7 @@
 //! sources were checked, with every problem listed.
 
 pub mod addr;
+pub mod autorun;
 pub mod diag;
 pub mod egress;
 pub mod explain;

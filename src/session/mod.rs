@@ -319,6 +319,11 @@ fn execute(
         &policy.project,
         plan.checked_after.as_deref().unwrap_or_default(),
     );
+    let autorun = supervisor::snapshot::Snapshot::take(autorun_roots(
+        &policy,
+        &request.policy.home,
+        &request.policy.env,
+    ));
     let mut child = match stage.launch(&plan, &request.command) {
         Ok(child) => child,
         Err(e) => {
@@ -418,6 +423,7 @@ fn execute(
         listings,
         session.changed_no_entry(),
         clean,
+        Some(&autorun),
         sink,
     );
 
@@ -446,6 +452,29 @@ fn execute(
     let log = log.map(|path| keep_log(path, &session_tmp));
     drop(session_tmp);
     Ok(Executed::Ran { outcome, log })
+}
+
+/// Where things that run later are looked for: the project, and the
+/// agents' settings in the home directory that the policy lets the job
+/// write (a preset's grant), which are put back when the session changed
+/// what they run (`supervisor::snapshot`).
+fn autorun_roots(
+    policy: &policy::Policy,
+    home: &Path,
+    env: &[(String, String)],
+) -> policy::autorun::Roots {
+    let writable = |p: &Path| {
+        policy::paths::decide(policy.fs.iter().map(|r| (r.path.as_path(), r.access)), p)
+            .is_some_and(|(access, _)| access == policy::Access::Write)
+    };
+    policy::autorun::Roots {
+        project: policy.project.clone(),
+        home: Some(home.to_path_buf()),
+        agent_files: policy::autorun::agent_home_files(home, env)
+            .into_iter()
+            .filter(|(p, _)| !p.starts_with(&policy.project) && writable(p))
+            .collect(),
+    }
 }
 
 fn finish_output(copier: Option<OutputCopier>) {

@@ -9,6 +9,7 @@ use crate::sandbox::os::{Signal, WaitStatus};
 pub mod notify;
 pub mod output;
 pub mod persist;
+pub mod snapshot;
 
 use std::collections::HashSet;
 use std::ffi::OsString;

