@@ -731,6 +731,7 @@ fn plan_for(
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            listen: false,
             metadata: false,
         };
         let landlock = LandlockPlan {
@@ -760,6 +761,7 @@ fn plan_for(
             project: None,
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            listen: false,
             metadata: false,
         };
         (None, notify, Vec::new())
@@ -830,6 +832,7 @@ fn plan_for(
     );
     if tcp_only {
         seccomp.rules.extend(syscalls::tcp_only(udp_dead_net));
+        notify.listen = true;
     } else if udp_dead_net {
         seccomp.rules.extend(syscalls::off_but_dead_net_udp());
     }
@@ -1071,6 +1074,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
         udp_dead_net: false,
+        listen: false,
         metadata: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();

@@ -170,6 +170,14 @@ pub struct NotifyPlan {
     /// listens on port 53. Without it, UDP sockets are refused.
     #[serde(default)]
     pub udp_dead_net: bool,
+    /// Filtered egress without a namespace (FS-ONLY): each `listen()` of
+    /// the job is decided by the supervisor on its own copy of the socket.
+    /// A unix socket, or an internet socket bound to a loopback address,
+    /// is made to listen by the supervisor; an unbound internet socket
+    /// (which the kernel would bind to every interface) or one bound
+    /// elsewhere is refused and recorded.
+    #[serde(default)]
+    pub listen: bool,
     /// Mode, owner and time changes (`chmod`, `chown`, `utimensat`, …),
     /// which Landlock does not restrict: FS-ONLY, where no read-only mount
     /// refuses them. The supervisor performs each on its own descriptor of

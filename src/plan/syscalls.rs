@@ -240,8 +240,9 @@ const DANGEROUS: &[(&str, &str)] = &[
 
 /// The `'static` spelling of a call name this module uses (for events).
 pub fn static_name(name: &str) -> Option<&'static str> {
-    const OTHERS: [&str; 10] = [
+    const OTHERS: [&str; 11] = [
         "socket",
+        "listen",
         "socketpair",
         "sendto",
         "sendmsg",
@@ -536,6 +537,16 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
             "TCP fast open connects without connect(), past the supervisor",
         ));
     }
+    // Landlock refuses bind(); listen() on an unbound socket binds it
+    // itself, to every interface of the host. The socket's family and
+    // address are no argument BPF can read: the supervisor decides
+    // (`NotifyPlan::listen`).
+    rules.push(rule(
+        "listen",
+        Action::Notify,
+        vec![],
+        "listen() on an unbound socket binds it to every interface, past Landlock's bind() rule",
+    ));
     rules
 }
 

@@ -17,6 +17,7 @@ mod git_hooks;
 mod github_env_inject;
 mod home_project;
 mod io_uring;
+mod listeners;
 mod memory_hog;
 mod metadata;
 mod nested_repo;

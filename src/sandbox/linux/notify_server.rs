@@ -288,6 +288,8 @@ struct Shared {
     /// Answer a UDP `socket()` with one from the egress broker's network
     /// namespace that leads nowhere (`NotifyPlan::udp_dead_net`).
     udp_dead_net: bool,
+    /// `NotifyPlan::listen`: each `listen()` is decided here.
+    listen: bool,
     /// The project root's (dev, ino): no `.git` is created below it.
     project: Option<(u64, u64)>,
     /// Set by the first call that could change a directory entry.
@@ -549,6 +551,7 @@ impl Shared {
             pty_peer: plan.pty_peer,
             metadata: plan.metadata,
             udp_dead_net: plan.udp_dead_net,
+            listen: plan.listen,
             broker: plan.broker_unix_connect,
             rules,
             unix_sockets: held.iter().map(|(_, id)| *id).collect(),
@@ -637,6 +640,7 @@ impl Shared {
                     ),
                 }
             }
+            Call::Other if self.listen && n.nr == libc::SYS_listen => (self.listen(&n), None),
             Call::Metadata if self.metadata => self.metadata(&n),
             call if call.is_creation() && (!self.carved.is_empty() || self.audit) => {
                 self.creation(&n)
@@ -653,6 +657,7 @@ impl Shared {
             ),
         };
         let syscall = match answer {
+            _ if self.listen && n.native && n.nr == libc::SYS_listen => "listen",
             Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {
                 self.denied_name(n.nr)
             }
@@ -846,6 +851,64 @@ impl Shared {
                 undo: None,
             },
             Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::OwnPty),
+        }
+    }
+
+    // ----- listeners --------------------------------------------------------
+
+    /// `listen(fd, backlog)` under filtered egress without a namespace
+    /// (FS-ONLY). Landlock refuses `bind()`, but `listen()` on an unbound
+    /// internet socket binds it itself, to `0.0.0.0`/`[::]`: a server the
+    /// host's whole network can reach. Both arguments are registers; the
+    /// supervisor takes the job's socket (the same open file description)
+    /// and decides on its own copy: a unix socket, or an internet socket
+    /// bound to a loopback address, is made to listen by the supervisor on
+    /// that copy — so a socket the job swaps in under the same number after
+    /// the check is never the one that listens. Anything else is refused
+    /// with `EACCES` (as Landlock refuses `bind()`) and recorded with the
+    /// process.
+    fn listen(&self, n: &Notif) -> Answer {
+        let refuse = Answer::Errno(c::EACCES, Decision::Denied(c::EACCES), Reason::Forbidden);
+        let Ok(target) = i32::try_from(n.args[0] as u32) else {
+            return Answer::Errno(c::EBADF, Decision::Emulated, Reason::NotHandled);
+        };
+        let backlog = nix::sys::socket::Backlog::new(n.args[1] as u32 as i32)
+            .unwrap_or(nix::sys::socket::Backlog::MAXCONN);
+        let Ok(pidfd) = sys::pidfd_open_thread(n.tid) else {
+            return self.stale_or(n, refuse);
+        };
+        let sock = match sys::pidfd_getfd(pidfd.as_fd(), target) {
+            Ok(fd) => fd,
+            // Not a descriptor of the job's: the kernel's own answer.
+            Err(e) if e.raw_os_error() == Some(c::EBADF) => {
+                return self.stale_or(
+                    n,
+                    Answer::Errno(c::EBADF, Decision::Emulated, Reason::NotHandled),
+                );
+            }
+            Err(_) => return self.stale_or(n, refuse),
+        };
+        // The thread was alive and blocked in this call throughout: the
+        // descriptor is the one it passed.
+        if !self.listener.id_valid(n.id) {
+            return Answer::Drop;
+        }
+        let allowed = match sys::socket_domain(sock.as_fd()) {
+            Ok(libc::AF_UNIX) => true,
+            Ok(libc::AF_INET | libc::AF_INET6) => sys::local_inet_addr(sock.as_fd())
+                .is_ok_and(|local| local.port() != 0 && local.ip().to_canonical().is_loopback()),
+            // Not a socket: the kernel's own answer.
+            Err(e) if e.raw_os_error() == Some(c::ENOTSOCK) => {
+                return Answer::Errno(c::ENOTSOCK, Decision::Emulated, Reason::NotHandled);
+            }
+            _ => false,
+        };
+        if !allowed {
+            return refuse;
+        }
+        match nix::sys::socket::listen(&sock, backlog) {
+            Ok(()) => Answer::Value(0, Reason::NotHandled),
+            Err(e) => Answer::Errno(e as i32, Decision::Emulated, Reason::NotHandled),
         }
     }
 

@@ -361,6 +361,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "socket" => libc::SYS_socket,
         "socketpair" => libc::SYS_socketpair,
         "connect" => libc::SYS_connect,
+        "listen" => libc::SYS_listen,
         "sendto" => libc::SYS_sendto,
         "sendmsg" => libc::SYS_sendmsg,
         "sendmmsg" => libc::SYS_sendmmsg,
