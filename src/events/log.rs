@@ -66,6 +66,7 @@ pub fn to_line(event: &Event) -> Result<String, serde_json::Error> {
 pub struct LogWriter {
     file: File,
     path: PathBuf,
+    redactions: Redactions,
     pub bytes: u64,
     pub lines: u64,
 }
@@ -101,6 +102,7 @@ impl LogWriter {
         LogWriter {
             file,
             path,
+            redactions: Redactions::default(),
             bytes: 0,
             lines: 0,
         }
@@ -111,6 +113,7 @@ impl LogWriter {
             path: self.path.clone(),
             source: e.into(),
         })?;
+        let line = self.redactions.apply(line);
         self.file
             .write_all(line.as_bytes())
             .map_err(|source| LogError::Write {
@@ -132,13 +135,62 @@ pub trait EventSink: Send {
 /// The sending half handed to the supervisor, the notify handler and the
 /// proxy (clone it freely).
 #[derive(Debug, Clone)]
-pub struct ChannelSink(mpsc::Sender<Event>);
+pub struct ChannelSink(mpsc::Sender<Event>, Redactions);
 
 impl EventSink for ChannelSink {
     fn emit(&self, event: Event) {
         // The writer only goes away after every sender is dropped, or after
         // it panicked; then there is nobody to tell.
         let _ = self.0.send(event);
+    }
+}
+
+impl ChannelSink {
+    /// From now on, `secret` is written as [`REDACTED`] wherever it
+    /// appears in a line of this log.
+    pub fn redact(&self, secret: &str) {
+        self.1.add(secret);
+    }
+}
+
+/// What a redacted secret is written as.
+pub const REDACTED: &str = "[redacted]";
+
+/// The session's own secrets, which the job can still put in what the log
+/// records — the proxy's credential is in its `HTTP_PROXY`, and a job that
+/// runs `curl -x "$HTTP_PROXY"` has it in its argv, which every violation
+/// and connection names. Each line is written with every one of them
+/// replaced, so no record, and no report rendered from the log, holds one.
+#[derive(Debug, Clone, Default)]
+pub struct Redactions(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Redactions {
+    /// Short strings would redact ordinary words: secrets only.
+    const MIN_LEN: usize = 16;
+
+    pub fn add(&self, secret: &str) {
+        if secret.len() >= Self::MIN_LEN
+            && let Ok(mut list) = self.0.lock()
+            && !list.iter().any(|s| s == secret)
+        {
+            list.push(secret.to_string());
+        }
+    }
+
+    /// `line` with every secret replaced. A secret's bytes are ASCII
+    /// letters, digits and `+/=` (hex and base64), which JSON writes as
+    /// they are: the serialised line holds them verbatim.
+    pub fn apply(&self, line: String) -> String {
+        let Ok(list) = self.0.lock() else {
+            return line;
+        };
+        let mut line = line;
+        for secret in list.iter() {
+            if line.contains(secret.as_str()) {
+                line = line.replace(secret.as_str(), REDACTED);
+            }
+        }
+        line
     }
 }
 
@@ -183,12 +235,13 @@ pub fn spawn_writer(path: &Path) -> Result<(ChannelSink, SessionWriter), LogErro
 /// Start the writer thread on a log the caller created.
 pub fn spawn_writer_to(mut writer: LogWriter) -> Result<(ChannelSink, SessionWriter), LogError> {
     let path = writer.path.clone();
+    let redactions = writer.redactions.clone();
     let (tx, rx) = mpsc::channel::<Event>();
     let handle = std::thread::Builder::new()
         .name("vetto-log".into())
         .spawn(move || write_loop(&mut writer, &rx))
         .map_err(|source| LogError::Create { path, source })?;
-    Ok((ChannelSink(tx), SessionWriter { handle }))
+    Ok((ChannelSink(tx, redactions), SessionWriter { handle }))
 }
 
 impl SessionWriter {

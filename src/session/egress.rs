@@ -531,6 +531,14 @@ pub fn start(
         (EgressPlan::Netns, None) => vec![NETNS_PROXY_PORT],
         (EgressPlan::Redirect | EgressPlan::Loopback, _) => Vec::new(),
     };
+    // The credential, as the variables carry it and as a header carries
+    // it, never reaches the log (a job's argv may hold either).
+    if let Some(log) = &sink.log {
+        log.redact(proxy.credential());
+        if let Some(basic) = proxy.proxy_authorization().strip_prefix("Basic ") {
+            log.redact(basic);
+        }
+    }
     let socks = proxy.socks_url(address);
     plan.env
         .set_all(proxy_vars(&proxy.proxy_url(address), &socks));

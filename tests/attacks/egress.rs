@@ -220,6 +220,65 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
 }
 at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 
+/// Runs as an unprivileged user: a job that passes its proxy URL in argv
+/// (`curl -x "$HTTP_PROXY"`), to a destination that is refused, is named
+/// with its argv in the violation and the connection records. The
+/// credential in that argv is written as `[redacted]`: not in the session
+/// log, nor in the SARIF and HTML reports rendered from it.
+fn the_proxy_credential_in_argv_is_redacted_from_every_record(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (opts, dir) = egress_options(&w, allowed.port);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "echo \"PROXY=$HTTP_PROXY\"; curl -s -m 20 -x \"$HTTP_PROXY\" http://denied.test:{}/",
+            denied.port
+        ),
+    );
+    out.assert_ran().assert_stdout_lacks(DENIED_BODY);
+    let secret = out
+        .stdout()
+        .lines()
+        .find_map(|l| l.strip_prefix("PROXY=http://vetto:"))
+        .and_then(|rest| rest.split('@').next())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        secret.len() >= 32,
+        "no credential in HTTP_PROXY\n{}",
+        out.dump()
+    );
+    let refused = blocked(&dir, "denied.test");
+    assert!(
+        refused.iter().any(|v| v["process"]["argv"]
+            .to_string()
+            .contains("vetto:[redacted]@")),
+        "the refusal does not name curl's argv, redacted: {refused:?}\n{}",
+        out.dump()
+    );
+    let written: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(
+        written.len() >= 3,
+        "the reports were not written: {written:?}\n{}",
+        out.dump()
+    );
+    for file in written {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            !text.contains(&secret),
+            "the credential is in {}",
+            file.display()
+        );
+    }
+}
+at_every_tier!(the_proxy_credential_in_argv_is_redacted_from_every_record);
+
 /// openssl's TLS test server on the host's loopback, with a certificate
 /// for `allowed.test` made here; killed when dropped.
 struct TlsServer(std::process::Child);
