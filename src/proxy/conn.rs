@@ -369,8 +369,18 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         };
         let host_for_header = name.unwrap_or(host);
         let mut first = http::origin_request(&head, &host_for_header, port, &path);
-        first.extend_from_slice(&early);
-        pump(shared, rec, client, server, first).await;
+        // One request per connection (the origin was sent `Connection:
+        // close`): its body and no byte after it. An upgrade (WebSocket)
+        // is a tunnel from here on, as CONNECT is.
+        if http::is_upgrade(&head) {
+            first.extend_from_slice(&early);
+            pump(shared, rec, client, server, first, None).await;
+        } else {
+            let mut body = http::body_of(&head);
+            let n = body.take(&early);
+            first.extend_from_slice(&early[..n]);
+            pump(shared, rec, client, server, first, Some(body)).await;
+        }
     }
 }
 
@@ -660,7 +670,7 @@ pub(crate) async fn tunnel(
             }
         }
     }
-    pump(shared, rec, client, server, early).await;
+    pump(shared, rec, client, server, early, None).await;
 }
 
 /// Copy both ways until both sides are done, a side is idle for the idle
@@ -672,6 +682,7 @@ pub(crate) async fn pump(
     mut client: TcpStream,
     mut server: TcpStream,
     first: Vec<u8>,
+    mut body: Option<http::Body>,
 ) {
     let start = Instant::now();
     let last = AtomicU64::new(0);
@@ -686,7 +697,11 @@ pub(crate) async fn pump(
     let up = AtomicU64::new(0);
     let down = AtomicU64::new(0);
     let mut stop = shared.stop.subscribe();
-    let pipes = Pipe::new().and_then(|a| Ok((a, Pipe::new()?)));
+    // A framed request is copied through a buffer, where its end is seen.
+    let pipes = match body {
+        Some(_) => Err(io::Error::other("framed")),
+        None => Pipe::new().and_then(|a| Ok((a, Pipe::new()?))),
+    };
     let result = match pipes {
         // Zero-copy: the bytes stay in the kernel.
         Ok((pipe_up, pipe_down)) => {
@@ -728,19 +743,25 @@ pub(crate) async fn pump(
                         shared,
                         &mut cr,
                         &mut sw,
-                        &up,
-                        &shared.bytes_up,
-                        &last,
-                        start
+                        Counters {
+                            mine: &up,
+                            total: &shared.bytes_up,
+                            last: &last,
+                            start
+                        },
+                        body.as_mut(),
                     ),
                     one_way(
                         shared,
                         &mut sr,
                         &mut cw,
-                        &down,
-                        &shared.bytes_down,
-                        &last,
-                        start
+                        Counters {
+                            mine: &down,
+                            total: &shared.bytes_down,
+                            last: &last,
+                            start
+                        },
+                        None,
                     ),
                 )
             };
@@ -834,25 +855,44 @@ async fn splice_way(
     }
 }
 
+/// The byte counters of one direction of a connection.
+pub(crate) struct Counters<'a> {
+    pub mine: &'a AtomicU64,
+    pub total: &'a AtomicU64,
+    /// When either direction last moved a byte (ms since `start`).
+    pub last: &'a AtomicU64,
+    pub start: Instant,
+}
+
+/// Copy `r` to `w` until `r` ends (then shut `w`'s writing down), or, with
+/// `body`, until that request's body ends (`w` is left open: the server
+/// answers, then closes).
 pub(crate) async fn one_way<R, W>(
     shared: &Shared,
     r: &mut R,
     w: &mut W,
-    mine: &AtomicU64,
-    total: &AtomicU64,
-    last: &AtomicU64,
-    start: Instant,
+    counters: Counters<'_>,
+    mut body: Option<&mut http::Body>,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let Counters {
+        mine,
+        total,
+        last,
+        start,
+    } = counters;
     let idle = shared.limits.idle_timeout;
     let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
     let now_ms = || u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
     let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "idle");
     let mut buf = vec![0u8; BUF];
     loop {
+        if body.as_ref().is_some_and(|b| b.done()) {
+            return Ok(());
+        }
         let n = match timeout(idle, r.read(&mut buf)).await {
             Ok(Ok(0)) => {
                 let _ = w.shutdown().await;
@@ -871,6 +911,10 @@ where
                 "session bytes",
             ));
         }
+        let n = match body.as_mut() {
+            Some(b) => b.take(&buf[..n]),
+            None => n,
+        };
         timeout(idle, w.write_all(&buf[..n]))
             .await
             .map_err(|_| timed_out())??;
@@ -936,7 +980,7 @@ async fn redirected(shared: &Shared, client: TcpStream, peer: SocketAddr, rec: &
     let Ok(server) = open_addr(shared, rec, o.ip, o.port).await else {
         return;
     };
-    pump(shared, rec, client, server, Vec::new()).await;
+    pump(shared, rec, client, server, Vec::new(), None).await;
 }
 
 fn take_redirect(shared: &Shared, peer: SocketAddr) -> Option<super::Original> {

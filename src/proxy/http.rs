@@ -95,6 +95,12 @@ fn check_framing(headers: &[(String, String)]) -> Result<(), &'static str> {
             }
             length = Some(value);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            // The one coding whose end the proxy can find (`Body`); a
+            // request with another is refused by servers anyway (RFC 9112
+            // 6.3), and two readings of it are how requests are smuggled.
+            if !value.eq_ignore_ascii_case("chunked") || chunked {
+                return Err("a Transfer-Encoding other than one chunked");
+            }
             chunked = true;
         }
     }
@@ -102,6 +108,211 @@ fn check_framing(headers: &[(String, String)]) -> Result<(), &'static str> {
         return Err("both Content-Length and Transfer-Encoding");
     }
     Ok(())
+}
+
+/// Where one request's body ends on the connection, as its head frames
+/// it: the proxy forwards one request per plain-HTTP connection (it sends
+/// `Connection: close`), so that a second request pipelined behind the
+/// first — with another `Host`, to whatever else answers at that server's
+/// address — never reaches the server unchecked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// This many bytes still to come.
+    Length(u64),
+    Chunked(Chunk),
+    Done,
+}
+
+/// Where a chunked body is (RFC 9112 7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chunk {
+    /// Reading a size line: the size so far, its digits, whether past a
+    /// `;` extension, whether its CR was seen.
+    Size {
+        size: u64,
+        digits: u8,
+        ext: bool,
+        cr: bool,
+    },
+    /// This many data bytes still to come.
+    Data(u64),
+    /// The CRLF after the data (`true`: CR seen).
+    DataEnd(bool),
+    /// The trailer section: bytes of the current line so far, CR seen.
+    Trailer { line: usize, cr: bool },
+    /// Past the empty line that ends the body.
+    End,
+}
+
+const NEW_SIZE: Chunk = Chunk::Size {
+    size: 0,
+    digits: 0,
+    ext: false,
+    cr: false,
+};
+
+/// The body `head` announces.
+pub(crate) fn body_of(head: &Head) -> Body {
+    if head.header("transfer-encoding").is_some() {
+        return Body::Chunked(NEW_SIZE);
+    }
+    match head.header("content-length").map(str::parse::<u64>) {
+        Some(Ok(0)) | None => Body::Done,
+        Some(Ok(n)) => Body::Length(n),
+        // `check_framing` refused every other value.
+        Some(Err(_)) => Body::Done,
+    }
+}
+
+impl Body {
+    /// Of `bytes`, which follow on the connection, how many belong to this
+    /// request. Anything past its end, and a chunked body that breaks the
+    /// grammar, is not forwarded ([`Body::Done`]).
+    pub(crate) fn take(&mut self, bytes: &[u8]) -> usize {
+        match self {
+            Body::Done => 0,
+            Body::Length(left) => {
+                let n = (*left).min(bytes.len() as u64);
+                *left -= n;
+                if *left == 0 {
+                    *self = Body::Done;
+                }
+                n as usize
+            }
+            Body::Chunked(state) => {
+                let mut state = *state;
+                let mut used = 0;
+                while used < bytes.len() && state != Chunk::End {
+                    let Some((next, n)) = step(state, &bytes[used..]) else {
+                        *self = Body::Done;
+                        return used;
+                    };
+                    used += n;
+                    state = next;
+                }
+                *self = if state == Chunk::End {
+                    Body::Done
+                } else {
+                    Body::Chunked(state)
+                };
+                used
+            }
+        }
+    }
+
+    pub(crate) fn done(&self) -> bool {
+        *self == Body::Done
+    }
+}
+
+/// Most hex digits of a chunk size (a `u64`'s).
+const MAX_SIZE_DIGITS: u8 = 16;
+/// Longest trailer line (the head's own bound is the caller's buffer).
+const MAX_TRAILER_LINE: usize = 8192;
+
+/// One step of a chunked body over `bytes` (not empty): the next state and
+/// the bytes it used; `None` where the body breaks the grammar.
+fn step(state: Chunk, bytes: &[u8]) -> Option<(Chunk, usize)> {
+    let b = bytes[0];
+    Some(match state {
+        Chunk::Size { cr: true, size, .. } if b == b'\n' => {
+            if size == 0 {
+                (Chunk::Trailer { line: 0, cr: false }, 1)
+            } else {
+                (Chunk::Data(size), 1)
+            }
+        }
+        Chunk::Size { cr: true, .. } => return None,
+        Chunk::Size {
+            size, digits, ext, ..
+        } if b == b'\r' && digits > 0 => (
+            Chunk::Size {
+                size,
+                digits,
+                ext,
+                cr: true,
+            },
+            1,
+        ),
+        Chunk::Size {
+            size,
+            digits,
+            ext: true,
+            cr,
+        } => {
+            if b == b'\n' || b == 0 {
+                return None;
+            }
+            (
+                Chunk::Size {
+                    size,
+                    digits,
+                    ext: true,
+                    cr,
+                },
+                1,
+            )
+        }
+        Chunk::Size { size, digits, .. } if b == b';' && digits > 0 => (
+            Chunk::Size {
+                size,
+                digits,
+                ext: true,
+                cr: false,
+            },
+            1,
+        ),
+        Chunk::Size { size, digits, .. } => {
+            let d = (b as char).to_digit(16)?;
+            if digits >= MAX_SIZE_DIGITS {
+                return None;
+            }
+            let size = size.checked_mul(16)?.checked_add(u64::from(d))?;
+            (
+                Chunk::Size {
+                    size,
+                    digits: digits + 1,
+                    ext: false,
+                    cr: false,
+                },
+                1,
+            )
+        }
+        Chunk::Data(left) => {
+            let n = left.min(bytes.len() as u64);
+            let next = if n == left {
+                Chunk::DataEnd(false)
+            } else {
+                Chunk::Data(left - n)
+            };
+            (next, n as usize)
+        }
+        Chunk::DataEnd(false) if b == b'\r' => (Chunk::DataEnd(true), 1),
+        Chunk::DataEnd(true) if b == b'\n' => (NEW_SIZE, 1),
+        Chunk::DataEnd(_) | Chunk::End => return None,
+        Chunk::Trailer { line, cr: true } if b == b'\n' => {
+            if line == 0 {
+                // The empty line: its LF is the body's last byte.
+                (Chunk::End, 1)
+            } else {
+                (Chunk::Trailer { line: 0, cr: false }, 1)
+            }
+        }
+        Chunk::Trailer { cr: true, .. } => return None,
+        Chunk::Trailer { line, cr: false } if b == b'\r' => (Chunk::Trailer { line, cr: true }, 1),
+        Chunk::Trailer { line, .. } => {
+            if line >= MAX_TRAILER_LINE || b == b'\n' {
+                return None;
+            }
+            (
+                Chunk::Trailer {
+                    line: line + 1,
+                    cr: false,
+                },
+                1,
+            )
+        }
+    })
 }
 
 impl Head {
@@ -166,9 +377,7 @@ pub(crate) fn absolute(target: &str) -> Result<(String, u16, String), &'static s
 /// for an upgrade (WebSocket), which then passes through.
 pub(crate) fn origin_request(head: &Head, host: &str, port: u16, path: &str) -> Vec<u8> {
     let connection = head.header("connection").unwrap_or("");
-    let upgrade = connection
-        .split(',')
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let upgrade = is_upgrade(head);
     let named: Vec<String> = connection
         .split(',')
         .map(|t| t.trim().to_ascii_lowercase())
@@ -201,6 +410,14 @@ pub(crate) fn origin_request(head: &Head, host: &str, port: u16, path: &str) -> 
         "Connection: close\r\n\r\n"
     });
     out.into_bytes()
+}
+
+/// Whether the client asks for an upgrade (`Connection: upgrade`).
+pub(crate) fn is_upgrade(head: &Head) -> bool {
+    head.header("connection")
+        .unwrap_or("")
+        .split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// A minimal response the proxy writes itself.
@@ -328,6 +545,73 @@ mod tests {
         assert!(absolute("http://user:pw@a/").is_err());
         assert!(absolute("/relative").is_err());
         assert!(absolute("http://:80/").is_err());
+    }
+
+    /// What of `rest` (the bytes after the head) is forwarded.
+    fn forwarded(head: &str, rest: &[&[u8]]) -> (Vec<u8>, bool) {
+        let h = parse_head(head.as_bytes()).unwrap();
+        let mut body = body_of(&h);
+        let mut out = Vec::new();
+        for piece in rest {
+            let n = body.take(piece);
+            out.extend_from_slice(&piece[..n]);
+        }
+        (out, body.done())
+    }
+
+    #[test]
+    fn a_second_request_pipelined_behind_the_first_is_not_forwarded() {
+        let head = "GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+        let second = b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n";
+        assert_eq!(forwarded(head, &[second]), (Vec::new(), true));
+        let post = "POST http://a.test/ HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
+        assert_eq!(
+            forwarded(post, &[b"he", b"lloGET / HTTP/1.1\r\n"]),
+            (b"hello".to_vec(), true)
+        );
+    }
+
+    #[test]
+    fn a_chunked_body_ends_where_its_last_chunk_and_trailer_end() {
+        let head = "POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let body: &[u8] = b"5;x=y\r\nhello\r\n0\r\nX-T: 1\r\n\r\n";
+        let mut input = body.to_vec();
+        input.extend_from_slice(b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n");
+        assert_eq!(forwarded(head, &[&input]), (body.to_vec(), true));
+        // Byte by byte, the same.
+        let pieces: Vec<&[u8]> = input.chunks(1).collect();
+        assert_eq!(forwarded(head, &pieces), (body.to_vec(), true));
+        // Not yet complete.
+        assert_eq!(
+            forwarded(head, &[b"5\r\nhel"]),
+            (b"5\r\nhel".to_vec(), false)
+        );
+    }
+
+    #[test]
+    fn a_chunked_body_that_breaks_the_grammar_ends_the_forwarding() {
+        let head = "POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        for bad in [
+            &b"zz\r\n"[..],
+            b"5\r\nhelloXX",
+            b"\r\n",
+            b"11111111111111111\r\n",
+        ] {
+            let (out, done) = forwarded(head, &[bad]);
+            assert!(done && out.len() < bad.len(), "{bad:?}: {out:?}");
+        }
+    }
+
+    #[test]
+    fn transfer_codings_other_than_one_chunked_are_refused() {
+        for te in [
+            "gzip, chunked",
+            "identity",
+            "chunked\r\nTransfer-Encoding: chunked",
+        ] {
+            let head = format!("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n");
+            assert!(parse_head(head.as_bytes()).is_err(), "{te}");
+        }
     }
 
     #[test]

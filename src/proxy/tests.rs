@@ -990,10 +990,13 @@ fn the_user_space_copy_counts_bytes_and_times_out() {
             &shared,
             &mut job_side,
             &mut dest_side,
-            &mine,
-            &total,
-            &last,
-            start,
+            conn::Counters {
+                mine: &mine,
+                total: &total,
+                last: &last,
+                start,
+            },
+            None,
         );
         let read = async {
             let mut b = [0u8; 5];

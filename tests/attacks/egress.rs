@@ -279,6 +279,120 @@ fn the_proxy_credential_in_argv_is_redacted_from_every_record(tier: Tier) {
 }
 at_every_tier!(the_proxy_credential_in_argv_is_redacted_from_every_record);
 
+/// A server that reads everything one client sends on a connection (until
+/// it has been quiet for a second) and keeps the `Host` of every request
+/// in it, pipelined ones included.
+struct HostsSeen {
+    port: u16,
+    hosts: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl HostsSeen {
+    fn start() -> HostsSeen {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let hosts = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = hosts.clone();
+        std::thread::spawn(move || {
+            for mut s in l.incoming().flatten() {
+                let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+                let mut all = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = std::io::Read::read(&mut s, &mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    all.extend_from_slice(&buf[..n]);
+                }
+                let text = String::from_utf8_lossy(&all).into_owned();
+                let mut found: Vec<String> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("Host: "))
+                    .map(str::to_string)
+                    .collect();
+                seen.lock().unwrap().append(&mut found);
+                let _ = s.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                );
+            }
+        });
+        HostsSeen { port, hosts }
+    }
+
+    fn hosts(&self) -> Vec<String> {
+        self.hosts.lock().unwrap().clone()
+    }
+}
+
+/// Two requests in one write on one connection, the second for
+/// `other.test`: straight to `127.0.0.1:PORT` bare (argv: `direct PORT`),
+/// through the proxy of `$HTTP_PROXY` sandboxed (`proxy PORT`).
+const PIPELINE: &str = "import base64, os, socket, sys, urllib.parse
+how, port = sys.argv[1], int(sys.argv[2])
+first = 'allowed.test:%d' % port
+if how == 'proxy':
+    p = urllib.parse.urlsplit(os.environ['HTTP_PROXY'])
+    auth = base64.b64encode(('%s:%s' % (p.username, p.password)).encode()).decode()
+    s = socket.create_connection((p.hostname, p.port))
+    target, extra = 'http://%s/' % first, 'Proxy-Authorization: Basic %s\\r\\n' % auth
+else:
+    s = socket.create_connection(('127.0.0.1', port))
+    target, extra = '/', ''
+one = 'GET %s HTTP/1.1\\r\\nHost: %s\\r\\n%s\\r\\n' % (target, first, extra)
+two = 'GET / HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'
+s.sendall((one + two).encode())
+reply = b''
+while True:
+    b = s.recv(4096)
+    if not b:
+        break
+    reply += b
+print(reply.decode(errors='replace').split('\\r\\n')[0], flush=True)
+";
+
+/// Runs as an unprivileged user: a request to an allowed name with a
+/// second one pipelined behind it on the same connection, for another
+/// `Host` (what a shared front end or a virtual host answers with another
+/// site). Bare, the server receives both; through vetto's proxy only the
+/// first, which was checked, reaches it.
+fn a_request_pipelined_behind_an_allowed_one_never_reaches_the_server(tier: Tier) {
+    require!(tier.feature());
+    let bare_server = HostsSeen::start();
+    let w = World::at(tier);
+    let port = bare_server.port.to_string();
+    w.run_bare(&["python3", "-c", PIPELINE, "direct", &port])
+        .assert_success()
+        .assert_stdout_contains("200 OK");
+    assert!(
+        crate::util::eventually(Duration::from_secs(5), || bare_server.hosts().len() == 2),
+        "control: the bare server did not see both requests: {:?}",
+        bare_server.hosts()
+    );
+
+    let server = HostsSeen::start();
+    let (opts, _) = egress_options(&w, server.port);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let port = server.port.to_string();
+    let out = w
+        .sandboxed_with(&opts, &["python3", "-c", PIPELINE, "proxy", &port])
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_success().assert_stdout_contains("200 OK");
+    assert!(
+        crate::util::eventually(Duration::from_secs(5), || !server.hosts().is_empty()),
+        "the allowed request did not arrive\n{}",
+        out.dump()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        server.hosts(),
+        [format!("allowed.test:{port}")],
+        "{}",
+        out.dump()
+    );
+}
+at_every_tier!(a_request_pipelined_behind_an_allowed_one_never_reaches_the_server);
+
 /// openssl's TLS test server on the host's loopback, with a certificate
 /// for `allowed.test` made here; killed when dropped.
 struct TlsServer(std::process::Child);
