@@ -47,6 +47,11 @@ pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind
                 continue;
             }
         };
+        if shared.registered_only.load(Ordering::Relaxed) && !registered(&shared, peer) {
+            shared.strangers.fetch_add(1, Ordering::Relaxed);
+            drop(stream);
+            continue;
+        }
         let Ok(permit) = shared.slots.clone().try_acquire_owned() else {
             let mut rec = Record::new(via_of(&kind));
             if let Some(o) = take_redirect(&shared, peer) {
@@ -981,6 +986,14 @@ async fn redirected(shared: &Shared, client: TcpStream, peer: SocketAddr, rec: &
         return;
     };
     pump(shared, rec, client, server, Vec::new(), None).await;
+}
+
+/// Whether the supervisor registered `peer` (a connect of the job's).
+fn registered(shared: &Shared, peer: SocketAddr) -> bool {
+    shared
+        .redirects
+        .lock()
+        .is_ok_and(|map| map.contains_key(&peer))
 }
 
 fn take_redirect(shared: &Shared, peer: SocketAddr) -> Option<super::Original> {

@@ -173,6 +173,10 @@ pub(crate) struct Shared {
     pub(crate) resolver: resolve::Resolver,
     pub(crate) sink: Arc<dyn EventSink + Sync>,
     pub(crate) redirects: Mutex<HashMap<SocketAddr, Original>>,
+    /// Serve only peers the supervisor registered ([`Proxy::only_registered_peers`]).
+    pub(crate) registered_only: AtomicBool,
+    /// Connections from unregistered peers, closed unserved.
+    pub(crate) strangers: AtomicU64,
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) stopping: AtomicBool,
     pub(crate) stop: watch::Sender<bool>,
@@ -252,6 +256,8 @@ impl Proxy {
             credential,
             sink,
             redirects: Mutex::new(HashMap::new()),
+            registered_only: AtomicBool::new(false),
+            strangers: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
             stop: watch::Sender::new(false),
             connections: AtomicU64::new(0),
@@ -324,6 +330,22 @@ impl Proxy {
         self.runtime
             .spawn(conn::accept_loop(self.shared.clone(), listener, kind));
         Ok(())
+    }
+
+    /// FS-ONLY: the proxy's listeners are on the host's loopback, where any
+    /// process of any user can connect, while every connect of the job's
+    /// is the supervisor's, registered ([`Proxy::expect_redirect`]) before
+    /// it is made. From now on a peer nobody registered is closed as soon
+    /// as it is accepted: it takes no connection slot, is read nothing
+    /// from and recorded nowhere, so a stranger holding idle connections
+    /// costs the session nothing (only counted: [`Proxy::strangers`]).
+    pub fn only_registered_peers(&self) {
+        self.shared.registered_only.store(true, Ordering::Relaxed);
+    }
+
+    /// Connections closed unserved because nobody registered their peer.
+    pub fn strangers(&self) -> u64 {
+        self.shared.strangers.load(Ordering::Relaxed)
     }
 
     /// FS-ONLY: before answering the job's connect, register the redirected

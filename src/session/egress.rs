@@ -492,6 +492,11 @@ pub fn start(
             Some(SocketAddr::from((Ipv6Addr::LOCALHOST, NETNS_REDIRECT_PORT))),
         ),
         EgressPlan::Redirect => {
+            // On the host's loopback: only the job's own connects, which
+            // the supervisor registers, are served.
+            if !audit {
+                proxy.only_registered_peers();
+            }
             let explicit = proxy.listen_host().map_err(EgressError::Listen)?;
             let v4 = redirected(&proxy, Ipv4Addr::LOCALHOST.into()).map_err(EgressError::Listen)?;
             // A host without IPv6 loopback: IPv6 connects are refused.
@@ -765,6 +770,12 @@ impl Egress {
         }
         self.broker.udp.stop();
         let proxy = self.broker.proxy.lock().ok().and_then(|mut p| p.take());
+        if let Some(n) = proxy.as_ref().map(Proxy::strangers).filter(|n| *n > 0) {
+            // Information, never a violation: nothing of the job's.
+            eprintln!(
+                "vetto: {n} connection(s) to the proxy from outside the sandbox (another process on this host) were closed unserved"
+            );
+        }
         let bytes = proxy.map(|p| p.shutdown().bytes()).unwrap_or(0);
         (bytes, self.said.take())
     }

@@ -393,6 +393,75 @@ fn a_request_pipelined_behind_an_allowed_one_never_reaches_the_server(tier: Tier
 }
 at_every_tier!(a_request_pipelined_behind_an_allowed_one_never_reaches_the_server);
 
+/// Runs as an unprivileged user, at FS-ONLY, where the proxy listens on
+/// the host's loopback: a stranger (any process of any user on the host)
+/// opens more idle connections to it than it has slots, presenting
+/// nothing. Evidence: the stranger's connections are accepted (the port is
+/// open to it), yet the job's own request through the proxy then works,
+/// no violation is recorded and `vetto ci` passes; vetto says how many
+/// strangers it closed.
+#[test]
+fn strangers_holding_idle_connections_to_the_proxy_cost_the_session_nothing_at_fs_only() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let project = w.project.to_str().unwrap_or_default();
+    let script = format!(
+        "echo \"PROXY=$HTTP_PROXY\"; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+         curl -s -m 30 http://allowed.test:{a}/"
+    );
+    let mut job = w
+        .vetto(&[
+            "ci",
+            "--tier",
+            "fs-only",
+            "--project",
+            project,
+            "--allow-domain",
+            &format!("allowed.test:{a}"),
+            "--resolve",
+            "allowed.test:127.0.0.1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .timeout(Duration::from_secs(120))
+        .spawn();
+    job.wait_for_stdout("PROXY=", Duration::from_secs(60));
+    job.wait_for_stdout("\n", Duration::from_secs(10));
+    // The proxy's port, as the job's variables name it.
+    let port = job
+        .stdout_so_far()
+        .lines()
+        .find_map(|l| l.strip_prefix("PROXY="))
+        .and_then(|u| u.rsplit(':').next())
+        .and_then(|p| p.trim().parse::<u16>().ok())
+        .expect("the proxy's port in HTTP_PROXY");
+    let strangers: Vec<_> = (0..600)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert!(
+        strangers.len() > 512,
+        "control: the stranger could not open its connections ({})",
+        strangers.len()
+    );
+    w.write(&w.project.join("go"), "");
+    let out = job.wait();
+    drop(strangers);
+    out.assert_stdout_contains(ALLOWED_BODY)
+        .assert_stderr_contains("from outside the sandbox");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let log =
+        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
+    let violations: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
 /// openssl's TLS test server on the host's loopback, with a certificate
 /// for `allowed.test` made here; killed when dropped.
 struct TlsServer(std::process::Child);

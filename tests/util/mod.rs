@@ -970,6 +970,11 @@ impl Running {
         }
     }
 
+    /// What the command printed on stdout so far.
+    pub fn stdout_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
     /// Send `sig` to the command itself (vetto, for a sandboxed run).
     pub fn signal(&self, sig: i32) {
         send_signal(self.pid(), sig);
