@@ -232,7 +232,7 @@ impl RuleId {
                  tiers. The proxy refuses a name no `allow` entry names (a name without a port \
                  allows 80 and 443 only), one a `deny` entry names, an address the job chose that \
                  no ip rule names, an internal answer (loopback, private, link-local, CGNAT, the \
-                 metadata address) that no ip rule names (a --resolve pin reaches loopback only), \
+                 metadata address) that no ip rule names and no --resolve pin puts that name at, \
                  or a TLS server name that disagrees with the allowed host; the DNS stub refuses \
                  to resolve a name that is not allowed (the target is the queried name); the \
                  supervisor refuses a direct connect() past the proxy (FS-ONLY, ECONNREFUSED). \

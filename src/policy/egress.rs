@@ -286,15 +286,19 @@ impl Rules {
     }
 
     /// May an allowed name's resolved address `ip` be connected to?
-    /// `pinned`: the address came from a `--resolve` pin for the name. A pin
-    /// makes a loopback address usable (a local server the user runs); the
-    /// other internal classes — private networks, link-local, CGNAT and
-    /// the metadata addresses — need an IP rule even when pinned, so a pin
-    /// alone never opens the internal network or the cloud's credentials.
+    /// `pinned`: the address came from a `--resolve` pin for the name. A
+    /// pin says "this name is at this address": it makes that address
+    /// usable for that name alone — a local server, a corporate mirror at
+    /// 10.x, a registry gateway in a reserved range — still decided by the
+    /// name and checked against the TLS server name, while the address by
+    /// number stays closed. Only the metadata service (which hands out the
+    /// machine's credentials) and what is no destination (unspecified,
+    /// multicast, broadcast) stay refused even when pinned. Unpinned, an
+    /// internal address needs an IP rule.
     pub fn check_resolved(&self, ip: IpAddr, port: u16, pinned: bool) -> Result<(), AddrClass> {
         let class = classify(ip);
         if class.is_public()
-            || (pinned && class == AddrClass::Loopback)
+            || (pinned && pin_opens(class))
             || self.ip_rules.iter().any(|r| r.matches(ip, port))
         {
             Ok(())
@@ -304,31 +308,43 @@ impl Rules {
     }
 }
 
+/// Whether a pin of a name to an address of `class` lets that name reach it.
+fn pin_opens(class: AddrClass) -> bool {
+    !matches!(
+        class,
+        AddrClass::Metadata | AddrClass::Unspecified | AddrClass::Multicast | AddrClass::Broadcast
+    )
+}
+
 /// What would let an allowed name that resolved to the internal address
 /// `ip` be reached, if that is intended — exactly what
 /// [`Rules::check_resolved`] lets through, so that advice given for such a
 /// refusal never leads to the same refusal again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InternalReach {
-    /// A loopback address: a pin of the name to it (`HOST:IP`, as
-    /// `--resolve` and `[network] resolve` take it).
+    /// A pin of the name to that address (`HOST:IP`, as `--resolve` and
+    /// `[network] resolve` take it): that name alone reaches it, still
+    /// checked by name and TLS server name. Never an address rule, which
+    /// would drop both checks and open every host behind the address.
     Pin(String),
-    /// Any other internal address: an ip rule for that address and port
-    /// (`IP:PORT`, `[V6]:PORT`, as `--allow-domain` and `[network] allow`
-    /// take it). A pin alone does not open it.
-    IpRule(String),
-    /// The cloud metadata service: nothing is proposed.
-    Never,
+    /// Nothing is proposed: why.
+    Never(&'static str),
 }
 
-pub fn internal_reach(host: &str, ip: IpAddr, port: u16) -> InternalReach {
-    match classify(ip) {
-        AddrClass::Metadata => InternalReach::Never,
-        AddrClass::Loopback => InternalReach::Pin(format!("{host}:{ip}")),
-        _ => InternalReach::IpRule(match ip {
-            IpAddr::V6(v6) => format!("[{v6}]:{port}"),
-            IpAddr::V4(v4) => format!("{v4}:{port}"),
-        }),
+pub fn internal_reach(host: &str, ip: IpAddr) -> InternalReach {
+    let class = classify(ip);
+    if class == AddrClass::Metadata {
+        InternalReach::Never(
+            "the cloud metadata address, which hands out the machine's credentials",
+        )
+    } else if !pin_opens(class) {
+        InternalReach::Never(
+            "an address that is no destination (a name blocked by its DNS, or misconfigured)",
+        )
+    } else if host.is_empty() || host.parse::<IpAddr>().is_ok() {
+        InternalReach::Never("an address, not a name: only a name can be pinned")
+    } else {
+        InternalReach::Pin(format!("{host}:{ip}"))
     }
 }
 
@@ -481,39 +497,45 @@ mod tests {
             Ok(())
         );
         assert_eq!(r.pinned("Allowed.Test."), vec![lo]);
-        // What the advice for each refusal proposes lets it through.
+        // What the advice for each refusal proposes lets that name through
+        // and nothing else.
         for (ip, port) in [
             ("127.0.0.1", 443),
             ("10.0.0.1", 443),
             ("203.0.113.80", 443),
+            ("198.18.0.7", 443),
             ("fd00::5", 8443),
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(r.check_resolved(ip, port, false).is_err(), "{ip}");
-            let r = match internal_reach("allowed.test", ip, port) {
-                InternalReach::Pin(p) => {
-                    let (host, addr) = crate::policy::validate::parse_resolve(&p).unwrap();
-                    assert_eq!((host.as_str(), addr), ("allowed.test", ip));
-                    assert_eq!(r.check_resolved(ip, port, true), Ok(()), "{p}");
-                    continue;
-                }
-                InternalReach::IpRule(e) => rules(&["allowed.test"], &[], &[&e]),
-                InternalReach::Never => panic!("{ip}"),
+            let InternalReach::Pin(p) = internal_reach("allowed.test", ip) else {
+                panic!("{ip}");
             };
-            assert_eq!(r.check_resolved(ip, port, false), Ok(()), "{ip}");
+            let (host, addr) = crate::policy::validate::parse_resolve(&p).unwrap();
+            assert_eq!((host.as_str(), addr), ("allowed.test", ip));
+            assert_eq!(r.check_resolved(ip, port, true), Ok(()), "{p}");
+            // The address by number stays closed.
+            assert!(!r.decide_addr(ip, port).allowed, "{ip}");
         }
-        assert_eq!(
-            internal_reach("x.test", "169.254.169.254".parse().unwrap(), 80),
-            InternalReach::Never
-        );
-        // A pin does not open the internal network or the metadata service.
-        for internal in ["10.0.0.1", "169.254.169.254", "fd00:ec2::254", "100.64.0.1"] {
+        for never in [
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "100.100.100.200",
+            "0.0.0.0",
+            "224.0.0.1",
+        ] {
+            let ip: IpAddr = never.parse().unwrap();
             assert!(
-                r.check_resolved(internal.parse().unwrap(), 443, true)
-                    .is_err(),
-                "{internal}"
+                matches!(internal_reach("x.test", ip), InternalReach::Never(_)),
+                "{never}"
             );
+            assert!(r.check_resolved(ip, 443, true).is_err(), "{never}");
         }
+        // No name, no pin (`--resolve :127.0.0.1` was once proposed).
+        assert!(matches!(
+            internal_reach("", "127.0.0.1".parse().unwrap()),
+            InternalReach::Never(_)
+        ));
     }
 
     #[test]

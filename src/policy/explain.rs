@@ -324,7 +324,7 @@ fn decide_name(query: &str, host: &str, port: Option<u16>, rules: &Rules) -> Hos
         d.notes.push(
             "resolved by vetto on the host, and only that answer is connected to; an internal \
              answer (loopback, private, link-local, CGNAT, multicast, metadata) is refused unless \
-             an ip rule names it (a --resolve pin reaches loopback only)"
+             an ip rule names it or a --resolve pin puts this name there (never the metadata service)"
                 .into(),
         );
         return d;

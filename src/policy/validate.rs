@@ -717,6 +717,11 @@ pub fn parse_ip_rule(s: &str) -> Option<Result<IpRange, String>> {
             "a /0 range would allow every address; use [network] mode = \"host\" for unrestricted network",
         )));
     }
+    if ip.is_unspecified() && prefix == full {
+        return Some(Err(bad(
+            "the unspecified address is no destination (a connect to it reaches this host's own services); name the service's own address or name",
+        )));
+    }
     Some(Ok((ip, prefix, port)))
 }
 
@@ -760,6 +765,18 @@ pub fn env_name(s: &str, exact: bool) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_unspecified_address_is_no_ip_rule_and_an_empty_host_no_pin() {
+        for bad in ["0.0.0.0:8080", "0.0.0.0", "[::]:443"] {
+            assert!(
+                matches!(parse_ip_rule(bad), Some(Err(e)) if e.contains("no destination")),
+                "{bad}"
+            );
+        }
+        assert!(matches!(parse_ip_rule("0.0.0.0/8"), Some(Ok(_))));
+        assert!(parse_resolve(":127.0.0.1").is_err());
+    }
 
     #[test]
     fn durations() {

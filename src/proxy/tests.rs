@@ -403,17 +403,14 @@ fn the_proxy_refuses_a_client_without_the_session_credential() {
 }
 
 #[test]
-fn internal_addresses_are_refused_without_an_ip_rule() {
+fn internal_addresses_are_refused_without_an_ip_rule_or_a_pin_of_the_name() {
     let (l, port) = bind();
     let mut config = pinned_config(port);
     // `localhost` resolves (on the host, /etc/hosts) to loopback; no pin.
     config.allow.push(allow("localhost", port));
-    // Pinned to the metadata service and a private address: a pin alone is
-    // not enough for those.
+    // Pinned to the metadata service: a pin never opens that.
     config.allow.push(allow("metadata.test", port));
-    config.allow.push(allow("intranet.test", port));
     config.pins.push(pin("metadata.test", "169.254.169.254"));
-    config.pins.push(pin("intranet.test", "10.0.0.1"));
     let h = Harness::new(config);
     let token = h.token();
     let heads = h.run(async {
@@ -422,7 +419,6 @@ fn internal_addresses_are_refused_without_an_ip_rule() {
         for target in [
             format!("localhost:{port}"),
             format!("metadata.test:{port}"),
-            format!("intranet.test:{port}"),
             format!("127.0.0.1:{port}"),
             format!("[::ffff:127.0.0.1]:{port}"),
         ] {
@@ -434,11 +430,46 @@ fn internal_addresses_are_refused_without_an_ip_rule() {
         assert!(head.starts_with("HTTP/1.1 403"), "{head}");
     }
     let (_, conns, viols) = h.finish();
-    assert_eq!(conns.len(), 5);
+    assert_eq!(conns.len(), 4);
     for c in &conns {
         assert_eq!(c.reason, ConnReason::PrivateAddress, "{c:?}");
     }
-    assert_eq!(viols.len(), 5);
+    assert_eq!(viols.len(), 4);
+}
+
+/// A name pinned to a private address (a corporate mirror at 10.x) is
+/// decided by the name: the proxy connects to the pinned address for that
+/// name alone (here nothing listens at 10.255.255.1 within the timeout,
+/// so the connect fails — it is tried, not refused), while the address by
+/// number is refused as internal.
+#[test]
+fn a_name_pinned_to_a_private_address_is_tried_and_the_address_by_number_is_not() {
+    let (_l, port) = bind();
+    let mut config = pinned_config(port);
+    config.allow.push(allow("intranet.test", port));
+    config.pins.push(pin("intranet.test", "10.255.255.1"));
+    config.limits.connect_timeout = std::time::Duration::from_millis(300);
+    let h = Harness::new(config);
+    let token = h.token();
+    h.run(async {
+        connect(h.addr, &format!("intranet.test:{port}"), Some(&token)).await;
+        connect(h.addr, &format!("10.255.255.1:{port}"), Some(&token)).await;
+    });
+    let (_, conns, _) = h.finish();
+    let by_name = conns
+        .iter()
+        .find(|c| c.host.as_deref() == Some("intranet.test"));
+    assert!(
+        by_name.is_some_and(|c| c.reason != ConnReason::PrivateAddress),
+        "{conns:?}"
+    );
+    let by_number = conns.iter().find(|c| c.host.is_none());
+    assert!(
+        by_number
+            .is_some_and(|c| c.reason == ConnReason::PrivateAddress
+                && c.addr.as_deref() == Some("10.255.255.1")),
+        "{conns:?}"
+    );
 }
 
 #[test]

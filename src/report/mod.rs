@@ -427,19 +427,15 @@ impl Model {
             (ConnReason::PrivateAddress, None) => {
                 use crate::policy::egress::{InternalReach, internal_reach};
                 let addr = d.addrs.first().and_then(|a| a.parse().ok());
-                return match addr.map(|ip| (ip, internal_reach(&host, ip, port))) {
+                return match addr.map(|ip| (ip, internal_reach(&host, ip))) {
                     Some((_, InternalReach::Pin(pin))) => format!(
-                        "[network] resolve = [\"{}\"]  (the name resolved to a loopback address: pin it only if that is intended)",
+                        "[network] resolve = [\"{}\"]  (the name resolved to this internal address: pin it, for this name alone, only if that is intended)",
                         suggest::toml_basic(&pin)
                     ),
-                    Some((_, InternalReach::IpRule(entry))) => format!(
-                        "[network] allow = [\"{}\"]  (the name resolved to this internal address: allow it only if that is intended)",
-                        suggest::toml_basic(&entry)
-                    ),
-                    Some((ip, InternalReach::Never)) => format!(
-                        "no policy switch: the name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
-                    ),
-                    None => "an ip rule for the internal address the name resolved to (`[network] allow = [\"IP:PORT\"]`), only if that is intended".into(),
+                    Some((ip, InternalReach::Never(why))) => {
+                        format!("no policy switch: the name resolved to {ip}, {why}")
+                    }
+                    None => "a pin of the name to the internal address it resolved to (`[network] resolve = [\"NAME:IP\"]`), only if that is intended".into(),
                 };
             }
             _ => {
@@ -721,7 +717,7 @@ mod tests {
         };
         assert_eq!(
             suggestion_for("203.0.113.80").split("  (").next(),
-            Some("[network] allow = [\"203.0.113.80:443\"]")
+            Some("[network] resolve = [\"mirror.example.test:203.0.113.80\"]")
         );
         assert_eq!(
             suggestion_for("127.0.0.1").split("  (").next(),

@@ -226,18 +226,12 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
             // `ip` is `None` for a name (not an address literal).
             (Some(h), Some(addr)) if c.reason == ConnReason::PrivateAddress && ip.is_none() => {
                 use crate::policy::egress::{InternalReach, internal_reach};
-                Some(match internal_reach(h, addr, c.port) {
+                Some(match internal_reach(h, addr) {
                     InternalReach::Pin(p) => format!(
-                        "its name resolved to the loopback address {addr}: `resolve = [\"{}\"]` pins it, if that is intended",
+                        "its name resolved to the internal address {addr}: `resolve = [\"{}\"]` pins it, for this name alone, if that is intended",
                         toml_basic(&p)
                     ),
-                    InternalReach::IpRule(e) => format!(
-                        "its name resolved to the internal address {addr}: an ip rule `allow = [\"{}\"]` lets it through, if that is intended",
-                        toml_basic(&e)
-                    ),
-                    InternalReach::Never => {
-                        format!("its name resolved to the cloud metadata address {addr}")
-                    }
+                    InternalReach::Never(why) => format!("its name resolved to {addr}, {why}"),
                 })
             }
             _ => None,
@@ -253,7 +247,7 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
             ConnReason::ResolveFailed => Some("the name did not resolve"),
             ConnReason::PrivateAddress if ip.is_some() => None,
             ConnReason::PrivateAddress => Some(
-                "its name resolved to an internal address: an ip rule for that address lets it through, if that is intended",
+                "its name resolved to an internal address: a pin of the name to it (`resolve`) lets that name alone through, if that is intended",
             ),
             ConnReason::DeniedByRule => Some("on the deny list"),
             ConnReason::SniMismatch => {
@@ -866,8 +860,8 @@ mod tests {
 
     /// A registry whose name resolved to an internal address is not
     /// suggested (an internal address in a policy is the reader's call),
-    /// but the comment names the ip rule that would let it through — not
-    /// a pin, which opens loopback only.
+    /// but the comment names the pin that would let that name alone
+    /// through — never an address rule.
     #[test]
     fn a_name_resolved_to_an_internal_address_is_named_with_the_rule_that_lets_it_through() {
         let mut events = fixture::egress_session();
@@ -884,10 +878,10 @@ mod tests {
         let log = SessionLog::parse(&fixture::to_jsonl(&events));
         let toml = suggest_with(&[log], |_, _| false);
         assert!(
-            toml.contains("#   mirror.example.test:443 — its name resolved to the internal address 203.0.113.80: an ip rule `allow = [\"203.0.113.80:443\"]` lets it through, if that is intended: not suggested"),
+            toml.contains("#   mirror.example.test:443 — its name resolved to the internal address 203.0.113.80: `resolve = [\"mirror.example.test:203.0.113.80\"]` pins it, for this name alone, if that is intended: not suggested"),
             "{toml}"
         );
-        assert!(!toml.contains("--resolve"), "{toml}");
+        assert!(!toml.contains("203.0.113.80:443"), "{toml}");
     }
 
     /// The cargo and npm sessions of issue 12: denied writes in a tool's

@@ -200,6 +200,16 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
         // and never a resolver, which would only carry lookups.
         RuleId::NetEgressBlocked => match target {
             Target::Address { port: Some(53), .. } => Fix::None(RESOLVER_NO_NAME.into()),
+            // `0.0.0.0`/`::` is no destination (the kernel sends such a
+            // connect to this host's own services): no rule names it.
+            Target::Address { addr, .. }
+                if addr.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) =>
+            {
+                Fix::None(
+                    "no flag: the unspecified address is no destination (a connect to it reaches this host's own services); allow the service by its name or address"
+                        .into(),
+                )
+            }
             // A name the DNS stub refused: the name is the entry, if it
             // is one a flag takes as it is (the job chose its bytes: not
             // `*.x`, which would allow a whole domain, nor `x:443`, nor
@@ -278,8 +288,10 @@ fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
         ConnReason::DeniedByRule => {
             Fix::None("no flag: the policy's [network] deny names it".into())
         }
-        ConnReason::PrivateAddress if host.parse::<std::net::IpAddr>().is_err() => {
-            internal_fix(host, c.addr.as_deref(), c.port)
+        ConnReason::PrivateAddress
+            if !host.is_empty() && host.parse::<std::net::IpAddr>().is_err() =>
+        {
+            internal_fix(host, c.addr.as_deref())
         }
         ConnReason::PrivateAddress => fix(v.rule, &v.target, ctx),
         other => Fix::None(format!("no flag: {}", other.describe())),
@@ -288,15 +300,15 @@ fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
 }
 
 /// An allowed name that resolved to the internal address `addr`: what lets
-/// exactly that through, if it is intended (a pin alone opens loopback
-/// only; [`internal_reach`]).
-fn internal_fix(host: &str, addr: Option<&str>, port: u16) -> Fix {
+/// exactly that name through, if it is intended — a pin of the name to
+/// that address, never an address rule ([`internal_reach`]).
+fn internal_fix(host: &str, addr: Option<&str>) -> Fix {
     let Some(ip) = addr.and_then(|a| a.parse().ok()) else {
         return Fix::None(
-            "its name resolved to an internal address: an ip rule for that address (--allow-domain IP:PORT) allows it, if that is intended".into(),
+            "its name resolved to an internal address: a pin of the name to that address (--resolve NAME:IP) allows that name alone, if that is intended".into(),
         );
     };
-    match internal_reach(host, ip, port) {
+    match internal_reach(host, ip) {
         InternalReach::Pin(pin) => {
             let pin = escaped(&pin);
             Fix::Allow {
@@ -304,10 +316,9 @@ fn internal_fix(host: &str, addr: Option<&str>, port: u16) -> Fix {
                 flag: format!("--resolve {pin}"),
             }
         }
-        InternalReach::IpRule(entry) => allow_domain(&entry),
-        InternalReach::Never => Fix::None(format!(
-            "no flag: its name resolved to the cloud metadata address {ip}, which hands out the machine's credentials"
-        )),
+        InternalReach::Never(why) => {
+            Fix::None(format!("no flag: its name resolved to {ip}, {why}"))
+        }
     }
 }
 
@@ -651,10 +662,31 @@ mod tests {
 
     /// An allowed registry whose name resolved to an internal address (a
     /// mirror in a reserved range, a local server): the advice is what
-    /// lets exactly that through — an ip rule for the address, or for a
-    /// loopback address a pin (a pin alone opens loopback only, so
-    /// "--resolve" for any other address led to the same refusal) — and
-    /// nothing for the metadata service.
+    /// lets exactly that name through — a pin of the name to the address,
+    /// still checked by name and TLS server name, never an address rule
+    /// (which would open every host behind it) — and nothing for the
+    /// metadata service.
+    /// A connect to `0.0.0.0:PORT` (what the kernel takes for this host)
+    /// gets no advice: an ip rule for the unspecified address is refused
+    /// by the policy, and would name no destination.
+    #[test]
+    fn a_connect_to_the_unspecified_address_is_advised_no_address_rule() {
+        for addr in ["0.0.0.0", "::"] {
+            let fix = fix(
+                RuleId::NetEgressBlocked,
+                &Target::Address {
+                    addr: addr.into(),
+                    port: Some(8080),
+                },
+                &ctx(),
+            );
+            assert!(
+                matches!(&fix, Fix::None(why) if why.contains("no destination")),
+                "{addr}"
+            );
+        }
+    }
+
     #[test]
     fn a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through() {
         let advice = |addr: &str| {
@@ -674,11 +706,11 @@ mod tests {
         };
         assert_eq!(
             advice("203.0.113.80"),
-            "--allow-domain 203.0.113.80:443  (policy: [network] allow = [\"203.0.113.80:443\"])"
+            "--resolve registry.example.test:203.0.113.80  (policy: [network] resolve = [\"registry.example.test:203.0.113.80\"])"
         );
         assert_eq!(
             advice("fd00::5"),
-            "--allow-domain [fd00::5]:443  (policy: [network] allow = [\"[fd00::5]:443\"])"
+            "--resolve registry.example.test:fd00::5  (policy: [network] resolve = [\"registry.example.test:fd00::5\"])"
         );
         assert_eq!(
             advice("127.0.0.1"),

@@ -47,11 +47,13 @@ fn registry_reachable(w: &World, preset: &str) -> Result<Vec<String>, String> {
         }
         // Where this host's resolver answers with an address the proxy
         // treats as internal (a registry mirror in a reserved range), the
-        // test names that address; elsewhere the rule is never needed.
-        let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "443"));
+        // test pins the name there — the rule vetto's advice names, which
+        // keeps the name and TLS checks — never an address rule; elsewhere
+        // the pin is the address the name has anyway.
+        let host = hostport.rsplit_once(':').map_or(hostport, |(h, _)| h);
         let addrs = w.bare(&["getent", "ahostsv4", host]).run().stdout();
         for addr in addrs.lines().filter_map(|l| l.split_whitespace().next()) {
-            let rule = format!("{addr}:{port}");
+            let rule = format!("{host}:{addr}");
             if !rules.contains(&rule) {
                 rules.push(rule);
             }
@@ -59,7 +61,7 @@ fn registry_reachable(w: &World, preset: &str) -> Result<Vec<String>, String> {
     }
     Ok(rules
         .into_iter()
-        .flat_map(|r| ["--allow-domain".to_string(), r])
+        .flat_map(|r| ["--resolve".to_string(), r])
         .collect())
 }
 

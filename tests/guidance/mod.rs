@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::util::{Out, Tier, World};
+use crate::util::{self, Out, Tier, World, skip};
 use crate::{at_every_tier, require};
 
 /// The guidance lines (vetto's own, on stderr) of a run.
@@ -440,13 +440,12 @@ fn a_refused_lookup_with_the_network_off_names_the_host() {
 mod internal_address {
     use super::*;
 
-    /// Runs as an unprivileged user: an allowed name whose answer is an
-    /// internal address (a registry mirror on the host's own network address,
-    /// here by a pin) is refused, and the guidance names the ip rule that lets
-    /// exactly that address through — it used to say `--resolve HOST:IP`,
-    /// which opens loopback only, so taking the advice was refused again.
-    /// Taken, the advice lets the same request through.
-    pub(super) fn a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through(
+    /// Runs as an unprivileged user: a mirror on the host's own network
+    /// address (an internal one), reached by an allowed name pinned there
+    /// (`--resolve`) — the name is still decided and its address by number
+    /// stays closed: a request to it by number is refused and recorded,
+    /// and the advice for it names that address, not a pin.
+    pub(super) fn a_name_pinned_to_an_internal_address_reaches_it_and_the_address_by_number_does_not(
         tier: Tier,
     ) {
         require!(tier.feature());
@@ -456,54 +455,124 @@ mod internal_address {
         let w = World::at(tier);
         let mirror = crate::attacks::egress::Server::start_on("0.0.0.0:0", "MIRROR-BODY-5e1f");
         let port = mirror.port;
-        let url = format!("http://mirror.test:{port}/");
-        let job = ["curl", "-s", "-m", "20", &url];
         let name = format!("mirror.test:{port}");
         let pin = format!("mirror.test:{ip}");
-        let refused = w
-            .sandboxed_with(&["--allow-domain", &name, "--resolve", &pin], &job)
-            .run();
-        let err = refused.stderr();
-        refused.assert_stdout_lacks("MIRROR-BODY-5e1f");
-        let rule = match ip {
+        let by_number = match ip {
             std::net::IpAddr::V6(v6) => format!("[{v6}]:{port}"),
             v4 => format!("{v4}:{port}"),
         };
+        let script = format!(
+            "curl -s -m 20 http://mirror.test:{port}/; echo; curl -s -m 20 http://{by_number}/; echo rc=$?"
+        );
+        let out = w
+            .sandboxed_with(
+                &["--allow-domain", &name, "--resolve", &pin],
+                &["sh", "-c", &script],
+            )
+            .run();
+        out.assert_stdout_contains("MIRROR-BODY-5e1f");
+        assert_eq!(
+            mirror.hits(),
+            1,
+            "the address by number was reached\n{}",
+            out.dump()
+        );
+        let err = out.stderr();
         assert!(
             guidance(&err)
                 .iter()
-                .any(|l| l.contains(&format!("net-egress-blocked {name}"))
-                    && l.contains(&format!(
-                        "to allow: --allow-domain {rule}  (policy: [network] allow = [\"{rule}\"])"
-                    ))),
+                .any(|l| l.contains("net-egress-blocked")
+                    && l.contains(&by_number)
+                    && l.contains(&format!("to allow: --allow-domain {by_number}"))),
             "{err}"
         );
-        assert!(!err.contains("--resolve mirror.test"), "{err}");
-        assert_eq!(mirror.hits(), 0, "{err}");
-        // The advice taken.
+    }
+    at_every_tier!(
+        a_name_pinned_to_an_internal_address_reaches_it_and_the_address_by_number_does_not
+    );
+
+    /// Runs as an unprivileged user, where the package registries resolve
+    /// to an internal address (these machines: a reserved range): an
+    /// allowed registry is refused, and the guidance names the pin of that
+    /// name to that address — never an address rule, which would drop the
+    /// name and TLS checks. Taken, the advice lets the same HTTPS request
+    /// through, checked by name and server name; no new refusal.
+    pub(super) fn an_allowed_name_that_resolves_internally_is_told_the_pin_that_lets_it_through(
+        tier: Tier,
+    ) {
+        require!(tier.feature());
+        let w = World::at(tier);
+        let host = "registry.npmjs.org";
+        let url = format!("https://{host}/");
+        let reachable = w
+            .bare(&["curl", "-sS", "-m", "20", "-o", "/dev/null", &url])
+            .run()
+            .code()
+            == 0;
+        let addr = w
+            .bare(&["getent", "ahostsv4", host])
+            .run()
+            .stdout()
+            .lines()
+            .find_map(|l| l.split_whitespace().next().map(str::to_string));
+        let internal = addr
+            .as_deref()
+            .and_then(|a| a.parse::<std::net::Ipv4Addr>().ok())
+            .is_some_and(|ip| {
+                let [a, b, c, _] = ip.octets();
+                ip.is_private()
+                    || (a == 198 && (b & 0xfe) == 18)
+                    || (a == 100 && (b & 0xc0) == 64)
+                    || matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113))
+                    || a >= 240
+            });
+        let (Some(addr), true, true) = (addr, reachable, internal) else {
+            assert!(
+                !util::required_by_name("registry") || reachable,
+                "{}: VETTO_TEST_REQUIRE lists registry, but {url} is unreachable",
+                util::test_name()
+            );
+            skip::say(
+                &util::test_name(),
+                &format!(
+                    "{host} is unreachable here, or resolves to a public address: nothing to advise"
+                ),
+            );
+            return;
+        };
+        let job = [
+            "curl",
+            "-sS",
+            "-m",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "code=%{http_code}",
+            &url,
+        ];
+        let refused = w.sandboxed_with(&["--allow-domain", host], &job).run();
+        let err = refused.stderr();
+        let pin = format!("{host}:{addr}");
+        assert!(
+            guidance(&err)
+                .iter()
+                .any(|l| l.contains("net-egress-blocked")
+                    && l.contains(&format!("to allow: --resolve {pin}"))),
+            "{err}"
+        );
+        assert!(!err.contains(&format!("--allow-domain {addr}")), "{err}");
         let through = w
-            .sandboxed_with(
-                &[
-                    "--allow-domain",
-                    &name,
-                    "--resolve",
-                    &pin,
-                    "--allow-domain",
-                    &rule,
-                ],
-                &job,
-            )
+            .sandboxed_with(&["--allow-domain", host, "--resolve", &pin], &job)
             .run();
-        through
-            .assert_success()
-            .assert_stdout_contains("MIRROR-BODY-5e1f");
+        through.assert_success().assert_stdout_contains("code=");
         assert!(
             !through.stderr().contains("net-egress-blocked"),
             "{}",
             through.stderr()
         );
     }
-    at_every_tier!(a_name_resolved_to_an_internal_address_is_told_the_rule_that_lets_it_through);
+    at_every_tier!(an_allowed_name_that_resolves_internally_is_told_the_pin_that_lets_it_through);
 }
 
 /// Runs as an unprivileged user: a job that makes 2,100 files at FULL,
