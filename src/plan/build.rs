@@ -830,6 +830,9 @@ fn plan_for(
         !notify.carved_dirs.is_empty() || !notify.shared_dirs.is_empty(),
         notify.broker_unix_connect,
     );
+    if own_netns {
+        seccomp.rules.extend(syscalls::vsock_off());
+    }
     if tcp_only {
         seccomp.rules.extend(syscalls::tcp_only(udp_dead_net));
         notify.listen = true;

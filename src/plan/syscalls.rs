@@ -130,6 +130,7 @@ impl SeccompPlan {
 mod uapi {
     pub const AF_UNIX: u64 = 1;
     pub const AF_NETLINK: u64 = 16;
+    pub const AF_VSOCK: u64 = 40;
     pub const NETLINK_ROUTE: u64 = 0;
     pub const SOCK_DGRAM: u64 = 2;
     pub const SOCK_RAW: u64 = 3;
@@ -447,6 +448,19 @@ fn socket_families(inet: &[u64], why: &str, netlink_why: &str) -> Vec<SyscallRul
             netlink_why,
         ),
     ]
+}
+
+/// FULL without `--net host`: the network namespace is the wall, but
+/// `AF_VSOCK` does not go through it — a vsock socket reaches the
+/// hypervisor's host (CID 2) and other VMs from any namespace. Refused at
+/// `socket()`. (Below FULL the family lists already refuse it.)
+pub fn vsock_off() -> Vec<SyscallRule> {
+    vec![rule(
+        "socket",
+        Action::Deny,
+        vec![family_is(uapi::AF_VSOCK)],
+        "vsock reaches the hypervisor's host past the network namespace",
+    )]
 }
 
 /// Filtered egress without a namespace (FS-ONLY): the job may create TCP

@@ -296,6 +296,19 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         rec.via = ConnVia::Socks5;
         return socks::serve(shared, client, buf, rec).await;
     }
+    // SOCKS4 (a client configured with `socks4://`): answered at once with
+    // its own "rejected" reply, so it fails fast instead of waiting for a
+    // request head that never comes while it holds a connection slot.
+    if buf.first() == Some(&4) {
+        rec.via = ConnVia::Socks5;
+        let _ = client.write_all(&socks::SOCKS4_REJECTED).await;
+        rec.refuse(
+            shared,
+            ConnReason::Malformed,
+            "SOCKS4 is not spoken: SOCKS5 is (ALL_PROXY=socks5h://…)".into(),
+        );
+        return;
+    }
     let end = loop {
         if let Some(end) = http::head_end(&buf) {
             break end;

@@ -65,6 +65,9 @@ impl Input {
     }
 }
 
+/// A SOCKS4 reply: version 0, code 91 (request rejected or failed).
+pub(crate) const SOCKS4_REJECTED: [u8; 8] = [0, 91, 0, 0, 0, 0, 0, 0];
+
 fn reply(code: u8) -> [u8; 10] {
     [5, code, 0, 1, 0, 0, 0, 0, 0, 0]
 }

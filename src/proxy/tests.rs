@@ -796,6 +796,32 @@ fn socks5h_with_the_credential_reaches_an_allowed_name_and_nothing_else() {
     );
 }
 
+/// A SOCKS4 client gets SOCKS4's own refusal at once (it used to get
+/// nothing, waiting out the idle timeout while holding a slot), recorded.
+#[test]
+fn a_socks4_client_is_refused_at_once() {
+    let (_l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let answer = h.run(async {
+        let mut s = TcpStream::connect(h.addr).await.unwrap();
+        let mut msg = vec![4, 1];
+        msg.extend(port.to_be_bytes());
+        msg.extend([127, 0, 0, 1]);
+        msg.extend(b"vetto\0");
+        s.write_all(&msg).await.unwrap();
+        let mut b = [0u8; 8];
+        tokio::time::timeout(std::time::Duration::from_secs(5), s.read_exact(&mut b))
+            .await
+            .expect("an answer within 5 s")
+            .unwrap();
+        b
+    });
+    assert_eq!(answer, [0, 91, 0, 0, 0, 0, 0, 0]);
+    let (_, conns, _) = h.finish();
+    assert_eq!(conns.len(), 1);
+    assert_eq!(conns[0].reason, ConnReason::Malformed, "{conns:?}");
+}
+
 /// FULL: the job connects to a DNS-stub address (here 127.0.0.2) on the
 /// destination's port; the proxy knows the name from the address.
 #[cfg(target_os = "linux")] // rustls/rcgen: Linux-only dev-dependencies (Cargo.toml)

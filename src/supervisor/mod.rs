@@ -655,7 +655,7 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
     let (process, attribution) = process_and_package(d.process.clone().unwrap_or_default());
     let path = d.path.clone().unwrap_or_default();
     let (rule, target) = if d.reason == notify::Reason::Forbidden {
-        let rule = if matches!(d.syscall, "socket" | "listen") {
+        let rule = if matches!(d.syscall, "socket" | "listen" | "connect") {
             RuleId::NetSocketDenied
         } else {
             RuleId::SyscallDenied

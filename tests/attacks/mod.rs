@@ -38,4 +38,5 @@ mod terminals;
 mod unix_allow;
 mod unix_datagram;
 mod userns;
+mod vsock;
 mod walk_cache;

@@ -31,6 +31,7 @@ pub fn say(test: &str, reason: &str) {
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
 /// | `ipv6` | an IPv6 loopback (`[::1]` binds) | attacks::egress |
+/// | `vsock` | a vsock that reaches a hypervisor's host bare (a VM runner) | attacks::vsock |
 /// | `host-address` | a non-loopback address of the host (a destination outside FULL's namespace) | attacks::egress |
 /// | `resolv-conf` | `/etc/resolv.conf` is a file (or a link naming 127.0.0.53), which FULL replaces with its DNS stub's | guidance::a_refused_lookup_with_the_network_off_names_the_host |
 #[allow(

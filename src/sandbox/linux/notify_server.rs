@@ -658,6 +658,8 @@ impl Shared {
         };
         let syscall = match answer {
             _ if self.listen && n.native && n.nr == libc::SYS_listen => "listen",
+            // A refused connect of another family (vsock, netlink): named.
+            Answer::Errno(_, _, Reason::Forbidden) if n.call == Call::Connect => "connect",
             Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {
                 self.denied_name(n.nr)
             }
