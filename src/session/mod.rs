@@ -31,6 +31,7 @@ use crate::{exit, host, sandbox, supervisor};
 
 mod admit;
 mod appcontainer;
+mod configs;
 mod denials;
 mod dns;
 mod egress;
@@ -214,6 +215,10 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     }
+    // npm's own configuration, without the credentials the policy masks
+    // (written once the session's temporary directory exists).
+    let npmrc_copy = configs::npmrc(&mut policy, env, home);
+    tool_lines.extend(npmrc_copy.as_ref().map(|c| c.line.clone()));
     // Which policy is in force, from where (and when the working tree's
     // copy is not it).
     eprintln!("vetto: {}", policy.provenance.line());
@@ -259,6 +264,9 @@ fn execute(
     }
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
+        if let Some(Err(e)) = npmrc_copy.as_ref().map(configs::Copy::write) {
+            eprintln!("vetto: warning: npm gets no user configuration: {e}");
+        }
     }
     // Whatever happens from here, the spares do not outlive the session.
     let _spares = RemoveOnDrop(plan.notify.spares.as_ref().map(|p| p.dir.clone()));

@@ -46,3 +46,64 @@ fn npm_postinstall_cannot_read_npmrc_token(tier: Tier) {
     );
 }
 at_every_tier!(npm_postinstall_cannot_read_npmrc_token);
+
+/// Runs as an unprivileged user, under `--preset npm`, with a `~/.npmrc`
+/// that holds a registry token next to npm's settings (what
+/// `actions/setup-node` writes). npm reading its own configuration is no
+/// finding: it sees its settings (`color=false` here) without the token,
+/// and `vetto ci` passes with zero violations. A package's script in the
+/// same job that reads `~/.npmrc` is still refused, recorded as
+/// `secret-read-denied` at FULL (FS-ONLY: refused by Landlock, unseen),
+/// and gets nothing; the copy npm reads holds no token either.
+fn npm_reads_its_own_settings_without_the_token_and_no_finding(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(
+        &w.home.join(".npmrc"),
+        &format!(
+            "color=false\nupdate-notifier=false\n//registry.npmjs.org/:_authToken={NPM_CANARY}\n"
+        ),
+    );
+    let ci = |script: &str| {
+        let project = w.project.to_str().unwrap_or_default();
+        let mut args = vec!["ci", "--tier", w.tier.name(), "--project", project];
+        args.extend_from_slice(w.tier.options());
+        args.extend_from_slice(&["--preset", "npm", "--", "sh", "-c", script]);
+        let out = w.vetto(&args).run();
+        let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
+            .unwrap_or_default();
+        (out, log)
+    };
+    let (out, log) = ci("npm config get color; cat \"$npm_config_userconfig\"");
+    out.assert_stdout_contains("false")
+        .assert_no_leak(NPM_CANARY);
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let violations: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+    out.assert_stderr_contains("without its credentials");
+
+    let (out, log) = ci("npm config get color; cat \"$HOME/.npmrc\"; echo postinstall-finished");
+    out.assert_stdout_contains("postinstall-finished")
+        .assert_no_leak(NPM_CANARY);
+    if tier == Tier::Full {
+        assert_eq!(out.code(), 3, "{}", out.dump());
+        let reads: Vec<_> = log
+            .lines()
+            .filter(|l| {
+                l.contains("\"type\":\"violation\"") && l.contains("\"secret-read-denied\"")
+            })
+            .collect();
+        assert!(
+            !reads.is_empty()
+                && reads
+                    .iter()
+                    .all(|l| l.contains(".npmrc") && !l.contains("node")),
+            "the script's read, and only it, is recorded: {reads:?}\n{}",
+            out.dump()
+        );
+    }
+}
+at_every_tier!(npm_reads_its_own_settings_without_the_token_and_no_finding);

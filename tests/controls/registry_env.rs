@@ -56,8 +56,10 @@ fn session(w: &World, preset: &str, host: &str, reports: &Path, script: &str) ->
 const NPM_MIRROR: &str = "npm-mirror.test";
 
 /// Runs as an unprivileged user: `registry=` in the masked `~/.npmrc`
-/// names a mirror. The job's npm without `npm_config_registry` reports
-/// its public default; as started it reports the mirror, and `npm
+/// names a mirror. The job's npm without `npm_config_registry` and the
+/// credential-free copy of the file vetto points it at
+/// (`npm_config_userconfig`) reports its public default: the masked file
+/// itself is never read; as started it reports the mirror, and `npm
 /// install` of the mirror's one package works through the proxy.
 fn npm_mirror_in_a_masked_npmrc_is_used_by_the_job(tier: Tier) {
     require!(tier.feature());
@@ -79,7 +81,7 @@ fn npm_mirror_in_a_masked_npmrc_is_used_by_the_job(tier: Tier) {
         "npm",
         NPM_MIRROR,
         &reports,
-        "echo \"without: $(env -u npm_config_registry npm config get registry)\"; \
+        "echo \"without: $(env -u npm_config_registry -u npm_config_userconfig -u NPM_CONFIG_USERCONFIG npm config get registry)\"; \
          echo \"with: $(npm config get registry)\"; \
          npm install --no-audit --no-fund --fetch-retries=0 vetto-canary >/dev/null 2>&1; echo install-rc=$?; \
          node -e 'console.log(require(\"vetto-canary\"))'",
