@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::util::{self, Out, Tier, World, skip};
+use crate::util::{Out, Tier, World};
 use crate::{at_every_tier, require};
 
 /// The guidance lines (vetto's own, on stderr) of a run.
@@ -528,12 +528,12 @@ mod internal_address {
             });
         let (Some(addr), true, true) = (addr, reachable, internal) else {
             assert!(
-                !util::required_by_name("registry") || reachable,
+                !crate::util::required_by_name("registry") || reachable,
                 "{}: VETTO_TEST_REQUIRE lists registry, but {url} is unreachable",
-                util::test_name()
+                crate::util::test_name()
             );
-            skip::say(
-                &util::test_name(),
+            crate::util::skip::say(
+                &crate::util::test_name(),
                 &format!(
                     "{host} is unreachable here, or resolves to a public address: nothing to advise"
                 ),
