@@ -389,6 +389,13 @@ const TOOL_HOMES: &[&str] = &[
     ".config",
 ];
 
+/// Whether `dir`'s name is one of [`TOOL_HOMES`].
+fn is_tool_home_name(dir: &Path) -> bool {
+    dir.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| TOOL_HOMES.contains(&n))
+}
+
 /// Granting `dir` would grant more than the denied subdirectory below it:
 /// the root, the home directory, a tool home that holds programs
 /// ([`TOOL_HOMES`]), or a directory that has a `bin` of its own.
@@ -396,13 +403,7 @@ fn wider_than_denied(dir: &Path, home: Option<&Path>) -> bool {
     if dir.parent().is_none() || home.is_some_and(|h| dir == h) {
         return true;
     }
-    let tool_home = home.is_some_and(|h| {
-        dir.parent() == Some(h)
-            && dir
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| TOOL_HOMES.contains(&n))
-    });
+    let tool_home = home.is_some_and(|h| dir.parent() == Some(h) && is_tool_home_name(dir));
     tool_home || ["bin", ".bin", "sbin"].iter().any(|b| dir.join(b).is_dir())
 }
 
@@ -428,6 +429,13 @@ pub(crate) fn write_grant(
     // A device is granted by itself, never its directory (all of /dev).
     if path.starts_with("/dev") {
         return Ok(path.to_path_buf());
+    }
+    // The tool home itself (the job made `~/.cargo` where there was none):
+    // granting it grants its `bin/` to come, whatever existed before.
+    if path.parent().is_some_and(|dir| home == Some(dir)) && is_tool_home_name(path) {
+        return Err(
+            "a tool's home, which holds its programs: use the tool's preset and its vetto-owned cache",
+        );
     }
     match path.parent() {
         Some(dir)
@@ -812,6 +820,22 @@ mod tests {
     /// A denied write into a protected path (a hook manager's directory, a
     /// masked credential directory) is never turned into a writable rule:
     /// not the path, not its directory.
+    /// Issue P10, item 5: a job that made `~/.cargo` (absent before the
+    /// audited run) is never proposed `write = ["~/.cargo"]`, nor any tool
+    /// home; its own subdirectories may be.
+    #[test]
+    fn a_tool_home_the_job_made_is_never_proposed() {
+        let home = Path::new("/h");
+        for tool in [".cargo", "go", ".local", ".config"] {
+            let path = home.join(tool);
+            assert!(write_grant(&path, Some(home), &[]).is_err(), "{tool}");
+        }
+        assert_eq!(
+            write_grant(&home.join(".cargo/registry/index"), Some(home), &[]),
+            Ok(home.join(".cargo/registry"))
+        );
+    }
+
     #[test]
     fn never_suggests_writing_a_protected_or_masked_path() {
         let mut events = fixture::attack_session();
