@@ -433,9 +433,7 @@ pub(crate) fn write_grant(
     // The tool home itself (the job made `~/.cargo` where there was none):
     // granting it grants its `bin/` to come, whatever existed before.
     if path.parent().is_some_and(|dir| home == Some(dir)) && is_tool_home_name(path) {
-        return Err(
-            "a tool's home, which holds its programs: use the tool's preset and its vetto-owned cache",
-        );
+        return Err("a tool's home, which will hold its programs (its bin/): never granted whole");
     }
     match path.parent() {
         Some(dir)
