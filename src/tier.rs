@@ -34,6 +34,25 @@ impl Tier {
     }
 }
 
+impl Tier {
+    /// The attempts this tier refuses without vetto seeing them, so that a
+    /// clean verdict is never read as "none attempted" (issue P10, item 7).
+    /// Every report names them.
+    pub fn unobserved(self) -> &'static [&'static str] {
+        match self {
+            Tier::Full => {
+                &["a read or write of a path outside the sandbox's view (it does not exist there)"]
+            }
+            Tier::FsOnly => &[
+                "a read Landlock refuses, masked secrets included",
+                "a write into an existing file outside the writable paths, opened without O_CREAT",
+            ],
+            Tier::Seccomp => &["any file access: this tier isolates no files"],
+            Tier::Seatbelt => &["a file access the Seatbelt profile refuses"],
+        }
+    }
+}
+
 impl fmt::Display for Tier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

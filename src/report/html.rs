@@ -48,6 +48,8 @@ struct View {
     style: &'static str,
     verdict: &'static str,
     verdict_text: &'static str,
+    /// What this tier refuses without vetto seeing it.
+    unobserved: &'static [&'static str],
     command: String,
     status: String,
     tier: String,
@@ -363,6 +365,7 @@ impl View {
             style: STYLE,
             verdict,
             verdict_text,
+            unobserved: s.tier.unobserved(),
             command: m.command_line(),
             status,
             tier: s.tier.to_string(),

@@ -41,6 +41,14 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         None => "unknown".into(),
     };
     let _ = writeln!(out, "| exit status | {status} |");
+    let unobserved = model.start.tier.unobserved();
+    if !unobserved.is_empty() {
+        let _ = writeln!(
+            out,
+            "| not observed at this tier | {} (refused, but not recorded) |",
+            unobserved.join("; ")
+        );
+    }
     let _ = writeln!(
         out,
         "| tier | {}{} |",

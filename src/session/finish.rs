@@ -206,6 +206,14 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
         if model.start.audit { " (audit)" } else { "" },
         human_ms(model.duration_ms())
     );
+    let unobserved = model.start.tier.unobserved();
+    if !unobserved.is_empty() {
+        let _ = writeln!(
+            s,
+            "  not observed at this tier (refused, but not recorded): {}",
+            unobserved.join("; ")
+        );
+    }
     if model.total_violations > 0 {
         let _ = writeln!(
             s,

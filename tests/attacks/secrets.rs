@@ -88,3 +88,45 @@ fn overwriting_masked_dotenv_is_blocked(tier: Tier) {
     );
 }
 at_every_tier!(overwriting_masked_dotenv_is_blocked);
+
+/// Runs as an unprivileged user: a job reads `~/.ssh/id_rsa`. Bare it
+/// gets the key. Sandboxed it gets nothing at both tiers; FULL records the
+/// read (`secret-read-denied`), FS-ONLY cannot see it (Landlock refuses
+/// unseen) — so there the terminal, `summary.md` and `report.html` say
+/// that such reads are not observed at this tier, and a clean verdict is
+/// never read as "none attempted".
+fn every_report_names_what_the_tier_cannot_observe(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare("cat ~/.ssh/id_rsa")
+        .assert_stdout_contains(SSH_CANARY);
+    let (out, log) = w.ci_sh("cat ~/.ssh/id_rsa; echo script-finished");
+    out.assert_stdout_contains("script-finished")
+        .assert_no_leak(SSH_CANARY)
+        .assert_stderr_contains("not observed at this tier");
+    let recorded = log
+        .lines()
+        .any(|l| l.contains("\"type\":\"violation\"") && l.contains("secret-read-denied"));
+    let reports = w.project.join("vetto-report");
+    let summary = std::fs::read_to_string(reports.join("summary.md")).unwrap_or_default();
+    let html = std::fs::read_to_string(reports.join("report.html")).unwrap_or_default();
+    match tier {
+        Tier::Full => assert!(recorded, "{log}"),
+        _ => {
+            assert!(!recorded, "{log}");
+            for (what, text) in [
+                ("terminal", out.stderr()),
+                ("summary.md", summary.clone()),
+                ("report.html", html.clone()),
+            ] {
+                assert!(
+                    text.contains("masked secrets included"),
+                    "{what} does not say secret reads go unseen:\n{text}"
+                );
+            }
+        }
+    }
+    assert!(summary.contains("not observed at this tier"), "{summary}");
+    assert!(html.contains("not observed at this tier"), "{html}");
+}
+at_every_tier!(every_report_names_what_the_tier_cannot_observe);
