@@ -698,57 +698,83 @@ pub fn runs_changed(before: &str, after: &str) -> Vec<String> {
     names.into_iter().collect()
 }
 
+/// An in-memory tree for the tests of resolution and of the snapshot.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
+    use std::cell::RefCell;
     use std::collections::BTreeMap;
+    use std::ffi::OsString;
+    use std::path::{Path, PathBuf};
 
-    use super::*;
+    use super::{Files, Kind};
 
-    /// Paths to contents (`None`: a directory).
+    /// Paths to contents (`None`: a directory); changed between calls.
     #[derive(Default)]
-    struct Fake(BTreeMap<PathBuf, Option<Vec<u8>>>);
+    pub(crate) struct Fake(pub(crate) RefCell<BTreeMap<PathBuf, Option<Vec<u8>>>>);
 
     impl Fake {
-        fn file(&mut self, path: &str, content: &str) -> &mut Self {
+        pub(crate) fn file(&self, path: &str, content: &str) -> &Self {
             let p = PathBuf::from(path);
+            let mut m = self.0.borrow_mut();
             for a in p.ancestors().skip(1) {
-                self.0.entry(a.to_path_buf()).or_insert(None);
+                m.entry(a.to_path_buf()).or_insert(None);
             }
-            self.0.insert(p, Some(content.as_bytes().to_vec()));
+            m.insert(p, Some(content.as_bytes().to_vec()));
             self
         }
 
-        fn dir(&mut self, path: &str) -> &mut Self {
-            let p = PathBuf::from(path);
-            for a in p.ancestors() {
-                self.0.entry(a.to_path_buf()).or_insert(None);
+        pub(crate) fn dir(&self, path: &str) -> &Self {
+            let mut m = self.0.borrow_mut();
+            for a in Path::new(path).ancestors() {
+                m.entry(a.to_path_buf()).or_insert(None);
             }
             self
+        }
+
+        /// `mv from to`, with everything below.
+        pub(crate) fn rename(&self, from: &str, to: &str) {
+            let mut m = self.0.borrow_mut();
+            let moved: Vec<_> = m.keys().filter(|p| p.starts_with(from)).cloned().collect();
+            for p in moved {
+                let v = m.remove(&p).unwrap_or(None);
+                let rel = p.strip_prefix(from).unwrap_or(Path::new(""));
+                m.insert(Path::new(to).join(rel), v);
+            }
+        }
+    }
+
+    fn kind(content: &Option<Vec<u8>>) -> Kind {
+        if content.is_some() {
+            Kind::File
+        } else {
+            Kind::Dir
         }
     }
 
     impl Files for Fake {
         fn kind(&self, path: &Path) -> Option<Kind> {
-            self.0
-                .get(path)
-                .map(|c| if c.is_some() { Kind::File } else { Kind::Dir })
+            self.0.borrow().get(path).map(kind)
         }
         fn read(&self, path: &Path, _: u64) -> Option<Vec<u8>> {
-            self.0.get(path).cloned().flatten()
+            self.0.borrow().get(path).cloned().flatten()
         }
         fn list(&self, dir: &Path, _: usize) -> Option<Vec<(OsString, Kind)>> {
             Some(
                 self.0
+                    .borrow()
                     .iter()
                     .filter(|(p, _)| p.parent() == Some(dir))
-                    .map(|(p, c)| {
-                        let kind = if c.is_some() { Kind::File } else { Kind::Dir };
-                        (p.file_name().unwrap_or_default().to_os_string(), kind)
-                    })
+                    .map(|(p, c)| (p.file_name().unwrap_or_default().to_os_string(), kind(c)))
                     .collect(),
             )
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::Fake;
+    use super::*;
 
     fn roots() -> Roots {
         Roots {
@@ -771,7 +797,7 @@ mod tests {
 
     #[test]
     fn hooks_path_in_the_repository_config_is_watched_as_a_tree() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file("/p/.git/config", "[core]\n\thooksPath = .githooks\n");
         let r = resolve(&roots(), &f);
         let Some(l) = find(&r, "/p/.githooks") else {
@@ -783,7 +809,7 @@ mod tests {
 
     #[test]
     fn includes_are_followed_relative_to_the_including_file_and_what_they_name_is_watched() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file(
             "/p/.git/config",
             "[include]\n\tpath = ../.gitconfig-project\n[includeIf \"gitdir:/p/\"]\n\tpath = ~/work.inc\n",
@@ -805,7 +831,7 @@ mod tests {
 
     #[test]
     fn an_include_cycle_ends() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file("/p/.git/config", "[include]\npath = ../a\n")
             .file("/p/a", "[include]\npath = b\n")
             .file("/p/b", "[include]\npath = a\n");
@@ -815,7 +841,7 @@ mod tests {
 
     #[test]
     fn a_linked_worktree_is_followed_to_its_git_and_common_directories() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file("/p/.git", "gitdir: /main/.git/worktrees/p\n")
             .file("/main/.git/worktrees/p/commondir", "../..\n")
             .file("/main/.git/config", "[core]\nhooksPath = /main/hooks\n");
@@ -833,7 +859,7 @@ mod tests {
 
     #[test]
     fn a_project_inside_a_repository_watches_that_repository() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.dir("/r/.git").dir("/r/p");
         let mut roots = roots();
         roots.project = PathBuf::from("/r/p");
@@ -845,7 +871,7 @@ mod tests {
 
     #[test]
     fn submodules_are_repositories_with_their_worktrees() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file(
             "/p/.git/modules/lib/config",
             "[core]\n\tworktree = ../../../lib\n\tfsmonitor = ./watch\n",
@@ -858,7 +884,7 @@ mod tests {
 
     #[test]
     fn program_values_that_are_not_paths_name_nothing() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file(
             "/p/.git/config",
             "[core]\n\tfsmonitor = true\n\tpager = less -R\n[alias]\n\tx = !git log\n\ty = \"!./run.sh arg\"\n[credential]\n\thelper = https://x/y\n",
@@ -874,7 +900,7 @@ mod tests {
 
     #[test]
     fn an_agents_settings_name_their_programs() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         f.file(
             "/p/.mcp.json",
             r#"{"mcpServers":{"s":{"command":"node","args":["./srv/index.js"]}}}"#,
@@ -951,7 +977,7 @@ mod tests {
 
     #[test]
     fn locations_are_bounded() {
-        let mut f = Fake::default();
+        let f = Fake::default();
         let mut config = String::from("[alias]\n");
         for i in 0..(MAX_LOCATIONS + 10) {
             config.push_str(&format!("\ta{i} = !./bin/{i}\n"));

@@ -89,13 +89,8 @@ pub struct Stamp {
     pub nsec: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Dir,
-    File,
-    Symlink,
-    Other,
-}
+/// What an entry is (the same vocabulary as the content snapshot's).
+pub use crate::policy::autorun::Kind;
 
 /// What `lstat` says about an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -788,7 +783,8 @@ impl Tree for RealTree {
     }
 }
 
-fn kind_of(ft: std::fs::FileType) -> Kind {
+/// An entry's kind from its file type (never following a link).
+pub(crate) fn kind_of(ft: std::fs::FileType) -> Kind {
     if ft.is_symlink() {
         Kind::Symlink
     } else if ft.is_dir() {

@@ -32,6 +32,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::persist::kind_of;
 use crate::policy::autorun::{self, Compare, Files, Kind, Location, Roots};
 
 /// Entries compared per tree location (a hooks directory, `.vscode/`).
@@ -348,76 +349,10 @@ impl Files for RealFiles {
     }
 }
 
-fn kind_of(ft: std::fs::FileType) -> Kind {
-    if ft.is_symlink() {
-        Kind::Symlink
-    } else if ft.is_dir() {
-        Kind::Dir
-    } else if ft.is_file() {
-        Kind::File
-    } else {
-        Kind::Other
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
-
     use super::*;
-
-    /// Paths to contents (`None`: a directory); changed between take and
-    /// compare.
-    #[derive(Default)]
-    struct Fake(RefCell<BTreeMap<PathBuf, Option<Vec<u8>>>>);
-
-    impl Fake {
-        fn file(&self, path: &str, content: &str) -> &Self {
-            let p = PathBuf::from(path);
-            let mut m = self.0.borrow_mut();
-            for a in p.ancestors().skip(1) {
-                m.entry(a.to_path_buf()).or_insert(None);
-            }
-            m.insert(p, Some(content.as_bytes().to_vec()));
-            self
-        }
-
-        /// `mv from to`, with everything below.
-        fn rename(&self, from: &str, to: &str) {
-            let mut m = self.0.borrow_mut();
-            let moved: Vec<_> = m.keys().filter(|p| p.starts_with(from)).cloned().collect();
-            for p in moved {
-                let v = m.remove(&p).unwrap_or(None);
-                let rel = p.strip_prefix(from).unwrap_or(Path::new(""));
-                m.insert(Path::new(to).join(rel), v);
-            }
-        }
-    }
-
-    impl Files for Fake {
-        fn kind(&self, path: &Path) -> Option<Kind> {
-            self.0
-                .borrow()
-                .get(path)
-                .map(|c| if c.is_some() { Kind::File } else { Kind::Dir })
-        }
-        fn read(&self, path: &Path, _: u64) -> Option<Vec<u8>> {
-            self.0.borrow().get(path).cloned().flatten()
-        }
-        fn list(&self, dir: &Path, _: usize) -> Option<Vec<(OsString, Kind)>> {
-            Some(
-                self.0
-                    .borrow()
-                    .iter()
-                    .filter(|(p, _)| p.parent() == Some(dir))
-                    .map(|(p, c)| {
-                        let kind = if c.is_some() { Kind::File } else { Kind::Dir };
-                        (p.file_name().unwrap_or_default().to_os_string(), kind)
-                    })
-                    .collect(),
-            )
-        }
-    }
+    use crate::policy::autorun::testing::Fake;
 
     fn roots() -> Roots {
         Roots {
