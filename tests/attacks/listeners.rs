@@ -10,17 +10,22 @@ use crate::util::{self, Tier, World};
 use crate::{at_every_tier, require};
 
 /// Listens without binding; writes `refused ERRNO` or the port to
-/// `listen.out`, then waits a few seconds for one peer.
-const LISTEN_UNBOUND: &str = "import socket, sys
+/// `listen.out` (renamed into place, so never seen half-written), then
+/// waits a few seconds for one peer.
+const LISTEN_UNBOUND: &str = "import os, socket, sys
+def say(what):
+    # Whole or not at all: the test reads the file as soon as it exists.
+    with open('listen.out.tmp', 'w') as f:
+        f.write(what)
+    os.rename('listen.out.tmp', 'listen.out')
 s = socket.socket()
 try:
     s.listen()
 except OSError as e:
-    open('listen.out', 'w').write('refused %d' % e.errno)
+    say('refused %d' % e.errno)
     sys.exit(0)
 s.settimeout(4)
-open('listen.out.tmp', 'w').write(str(s.getsockname()[1]))
-import os; os.rename('listen.out.tmp', 'listen.out')
+say(str(s.getsockname()[1]))
 try:
     s.accept()
     print('a peer got in', flush=True)
