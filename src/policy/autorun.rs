@@ -56,6 +56,8 @@ pub trait Files {
     fn read(&self, path: &Path, max: u64) -> Option<Vec<u8>>;
     /// Up to `max` entries of a directory.
     fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>>;
+    /// A symbolic link's target (never followed).
+    fn read_link(&self, path: &Path) -> Option<OsString>;
 }
 
 /// How a change at a location is judged.
@@ -709,8 +711,12 @@ pub(crate) mod testing {
     use super::{Files, Kind};
 
     /// Paths to contents (`None`: a directory); changed between calls.
+    /// A content starting with [`LINK`] is a symbolic link to the rest.
     #[derive(Default)]
     pub(crate) struct Fake(pub(crate) RefCell<BTreeMap<PathBuf, Option<Vec<u8>>>>);
+
+    /// What a link's content starts with in a [`Fake`].
+    const LINK: &[u8] = b"\0link:";
 
     impl Fake {
         pub(crate) fn file(&self, path: &str, content: &str) -> &Self {
@@ -731,6 +737,17 @@ pub(crate) mod testing {
             self
         }
 
+        /// `ln -sf to path`.
+        pub(crate) fn link(&self, path: &str, to: &str) -> &Self {
+            let mut target = LINK.to_vec();
+            target.extend_from_slice(to.as_bytes());
+            self.file(path, "");
+            self.0
+                .borrow_mut()
+                .insert(PathBuf::from(path), Some(target));
+            self
+        }
+
         /// `mv from to`, with everything below.
         pub(crate) fn rename(&self, from: &str, to: &str) {
             let mut m = self.0.borrow_mut();
@@ -744,10 +761,10 @@ pub(crate) mod testing {
     }
 
     fn kind(content: &Option<Vec<u8>>) -> Kind {
-        if content.is_some() {
-            Kind::File
-        } else {
-            Kind::Dir
+        match content {
+            Some(c) if c.starts_with(LINK) => Kind::Symlink,
+            Some(_) => Kind::File,
+            None => Kind::Dir,
         }
     }
 
@@ -756,7 +773,17 @@ pub(crate) mod testing {
             self.0.borrow().get(path).map(kind)
         }
         fn read(&self, path: &Path, _: u64) -> Option<Vec<u8>> {
-            self.0.borrow().get(path).cloned().flatten()
+            self.0
+                .borrow()
+                .get(path)
+                .cloned()
+                .flatten()
+                .filter(|c| !c.starts_with(LINK))
+        }
+        fn read_link(&self, path: &Path) -> Option<OsString> {
+            let content = self.0.borrow().get(path).cloned().flatten()?;
+            let to = content.strip_prefix(LINK)?;
+            Some(OsString::from(String::from_utf8_lossy(to).into_owned()))
         }
         fn list(&self, dir: &Path, _: usize) -> Option<Vec<(OsString, Kind)>> {
             Some(

@@ -258,9 +258,9 @@ fn seen_at(path: &Path, compare: Compare, files: &dyn Files, keep: bool) -> Seen
         None => Seen::Absent,
         Some(Kind::Dir) => Seen::Dir,
         Some(Kind::Other) => Seen::Other,
-        Some(Kind::Symlink) => match std::fs::read_link(path) {
-            Ok(to) => Seen::Link(to.into_os_string()),
-            Err(e) => Seen::Unreadable(e.to_string()),
+        Some(Kind::Symlink) => match files.read_link(path) {
+            Some(to) => Seen::Link(to),
+            None => Seen::Unreadable("a link whose target cannot be read".into()),
         },
         Some(Kind::File) => match files.read(path, autorun::MAX_CONFIG) {
             None => Seen::Unreadable(format!(
@@ -334,6 +334,10 @@ impl Files for RealFiles {
         let mut bytes = Vec::new();
         f.take(max + 1).read_to_end(&mut bytes).ok()?;
         (bytes.len() as u64 <= max).then_some(bytes)
+    }
+
+    fn read_link(&self, path: &Path) -> Option<OsString> {
+        std::fs::read_link(path).ok().map(PathBuf::into_os_string)
     }
 
     fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>> {
@@ -437,6 +441,21 @@ mod tests {
         assert_eq!(changes[0].keys, ["hooks"]);
         assert!(snap.restorable(&changes[0]));
         assert!(changes[0].describe().contains("hooks"));
+    }
+
+    /// A watched file replaced by a link (to a script outside the
+    /// project, or the user's own file) is a change, named as a link and
+    /// never followed.
+    #[test]
+    fn a_watched_file_replaced_by_a_link_is_a_change() {
+        let f = Fake::default();
+        f.file("/p/.envrc", "use nix");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.link("/p/.envrc", "/tmp/evil");
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].after, Seen::Link("/tmp/evil".into()));
+        assert!(changes[0].describe().contains("symbolic link"));
     }
 
     #[test]
