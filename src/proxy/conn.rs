@@ -363,18 +363,29 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
             Ok(x) => x,
             Err(why) => return bad_request(shared, rec, &mut client, why).await,
         };
-        let Some((server, name)) = open_or_answer(shared, rec, &mut client, &host, port).await
-        else {
-            return;
-        };
-        if client
-            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            return;
+        const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
+        match decide(shared, rec, &host, port).await {
+            Err(()) => {
+                let _ = client.write_all(&refusal_response(rec)).await;
+            }
+            // A bare address is dialled before the answer, so a failure
+            // is a 502 the client can show.
+            Ok(Target::Addr(ip)) => {
+                let Ok(server) = dial(shared, rec, SocketAddr::new(ip, port)).await else {
+                    let _ = client.write_all(&refusal_response(rec)).await;
+                    return;
+                };
+                if client.write_all(ESTABLISHED).await.is_ok() {
+                    tunnel(shared, rec, client, server, None, early).await;
+                }
+            }
+            // A name is dialled only once the job's first bytes agree.
+            Ok(Target::Name(route)) => {
+                if client.write_all(ESTABLISHED).await.is_ok() {
+                    tunnel_named(shared, rec, client, route, early).await;
+                }
+            }
         }
-        tunnel(shared, rec, client, server, name.as_deref(), early).await;
     } else {
         rec.via = ConnVia::Http;
         let (host, port, path) = match http::absolute(&head.target) {
@@ -444,34 +455,73 @@ fn refusal_response(rec: &Record) -> Vec<u8> {
     }
 }
 
-/// Decide and connect to `host:port` as the job named it (a name or an IP
-/// literal). Returns the stream and, for a name, the normalised name the
-/// TLS server name must agree with.
+/// What the rules made of `host:port` as the job named it, before any
+/// connection: a bare address (dialled at once: no server name to agree
+/// with), or a name whose connection waits for the job's first bytes.
+pub(crate) enum Target {
+    Addr(IpAddr),
+    Name(Route),
+}
+
+/// An allowed name, resolved and checked: where its connection goes once
+/// the job's TLS server name (if it speaks TLS) agrees with it.
+pub(crate) struct Route {
+    /// The normalised name the TLS server name must agree with.
+    pub(crate) name: String,
+    port: u16,
+    through: Through,
+}
+
+enum Through {
+    /// The configured upstream proxy, which resolves the name itself.
+    Upstream,
+    /// These addresses in turn (pinned, or resolved and checked).
+    Addrs(Vec<IpAddr>),
+}
+
+/// Decide `host:port` as the job named it (a name or an IP literal):
+/// the refusal is recorded here, and no connection is made.
+pub(crate) async fn decide(
+    shared: &Shared,
+    rec: &mut Record,
+    host: &str,
+    port: u16,
+) -> Result<Target, ()> {
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = literal.parse::<IpAddr>() {
+        return decide_addr(shared, rec, ip, port).map(|()| Target::Addr(ip));
+    }
+    route(shared, rec, host, port).await.map(Target::Name)
+}
+
+/// Decide and connect at once (a plain-HTTP request, whose server name is
+/// its `Host`, which vetto writes itself).
 pub(crate) async fn open(
     shared: &Shared,
     rec: &mut Record,
     host: &str,
     port: u16,
 ) -> Result<(TcpStream, Option<String>), ()> {
-    let literal = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    if let Ok(ip) = literal.parse::<IpAddr>() {
-        return open_addr(shared, rec, ip, port).await.map(|s| (s, None));
+    match decide(shared, rec, host, port).await? {
+        Target::Addr(ip) => dial(shared, rec, SocketAddr::new(ip, port))
+            .await
+            .map(|s| (s, None)),
+        Target::Name(r) => connect_route(shared, rec, &r)
+            .await
+            .map(|s| (s, Some(r.name))),
     }
-    open_name(shared, rec, host, port)
-        .await
-        .map(|(s, n)| (s, Some(n)))
 }
 
 /// A bare address: only an IP rule allows it (or `--audit`).
-pub(crate) async fn open_addr(
+pub(crate) fn decide_addr(
     shared: &Shared,
     rec: &mut Record,
     ip: IpAddr,
     port: u16,
-) -> Result<TcpStream, ()> {
+) -> Result<(), ()> {
     rec.target(None, port);
     rec.addr = Some(ip.to_string());
     let d = shared.rules.decide_addr(ip, port);
@@ -485,10 +535,14 @@ pub(crate) async fn open_addr(
             return Err(());
         }
     }
-    dial(shared, rec, SocketAddr::new(ip, port)).await
+    Ok(())
 }
 
-async fn dial(shared: &Shared, rec: &mut Record, to: SocketAddr) -> Result<TcpStream, ()> {
+pub(crate) async fn dial(
+    shared: &Shared,
+    rec: &mut Record,
+    to: SocketAddr,
+) -> Result<TcpStream, ()> {
     match timeout(shared.limits.connect_timeout, TcpStream::connect(to)).await {
         Ok(Ok(s)) => {
             let _ = s.set_nodelay(true);
@@ -509,14 +563,13 @@ async fn dial(shared: &Shared, rec: &mut Record, to: SocketAddr) -> Result<TcpSt
 }
 
 /// A name: the rules decide, then vetto resolves it itself (or takes its
-/// pins), refuses internal answers that no pin or IP rule names, and
-/// connects to the first usable pinned address.
-pub(crate) async fn open_name(
+/// pins) and refuses internal answers that no pin or IP rule names.
+pub(crate) async fn route(
     shared: &Shared,
     rec: &mut Record,
     host: &str,
     port: u16,
-) -> Result<(TcpStream, String), ()> {
+) -> Result<Route, ()> {
     rec.target(Some(host), port);
     let d = shared.rules.decide_name(host, port);
     rec.rule = d.rule;
@@ -528,17 +581,12 @@ pub(crate) async fn open_name(
         return Err(());
     }
     let pins = shared.rules.pinned(&name);
-    if pins.is_empty()
-        && let Some(up) = &shared.upstream
-    {
-        return super::upstream::connect(shared, up, &name, port)
-            .await
-            .map(|s| {
-                rec.addr = Some(format!("{}:{}", up.host, up.port));
-                rec.detail = "through the upstream proxy".into();
-                (s, name.clone())
-            })
-            .map_err(|e| rec.fail(ConnReason::UpstreamFailed, format!("upstream proxy: {e}")));
+    if pins.is_empty() && shared.upstream.is_some() {
+        return Ok(Route {
+            name,
+            port,
+            through: Through::Upstream,
+        });
     }
     let (addrs, pinned) = if pins.is_empty() {
         match shared.resolver.resolve(&name, port).await {
@@ -559,35 +607,128 @@ pub(crate) async fn open_name(
     } else {
         (pins, true)
     };
-    let mut refused = None;
-    for ip in &addrs {
-        match shared.rules.check_resolved(*ip, port, pinned) {
-            Ok(()) => {}
+    let mut usable = Vec::with_capacity(addrs.len());
+    let mut internal = None;
+    for ip in addrs {
+        match shared.rules.check_resolved(ip, port, pinned) {
+            Ok(()) => usable.push(ip),
             Err(class) => {
-                refused.get_or_insert((*ip, class));
-                continue;
+                internal.get_or_insert((ip, class));
             }
-        }
-        rec.addr = Some(ip.to_string());
-        if let Ok(s) = dial(shared, rec, SocketAddr::new(*ip, port)).await {
-            rec.outcome = None;
-            return Ok((s, name));
         }
     }
-    match refused {
-        // Every address was internal (or the usable ones failed): under
-        // --audit the first internal one is still tried.
-        Some((ip, class)) if rec.outcome.is_none() => {
-            rec.addr = Some(ip.to_string());
-            let detail = format!("{name} resolved to {ip}, which is {}", class.as_str());
-            if !rec.refuse(shared, ConnReason::PrivateAddress, detail) {
-                return Err(());
-            }
-            dial(shared, rec, SocketAddr::new(ip, port))
-                .await
-                .map(|s| (s, name))
+    if usable.is_empty()
+        && let Some((ip, class)) = internal
+    {
+        // Every address was internal: under --audit the first one is
+        // still tried.
+        rec.addr = Some(ip.to_string());
+        let detail = format!("{name} resolved to {ip}, which is {}", class.as_str());
+        if !rec.refuse(shared, ConnReason::PrivateAddress, detail) {
+            return Err(());
         }
-        _ => Err(()),
+        usable.push(ip);
+    }
+    Ok(Route {
+        name,
+        port,
+        through: Through::Addrs(usable),
+    })
+}
+
+/// Connect along `route`: the first address that answers.
+async fn connect_route(shared: &Shared, rec: &mut Record, route: &Route) -> Result<TcpStream, ()> {
+    let addrs = match &route.through {
+        Through::Upstream => {
+            let Some(up) = &shared.upstream else {
+                rec.fail(ConnReason::UpstreamFailed, "no upstream proxy".into());
+                return Err(());
+            };
+            return match super::upstream::connect(shared, up, &route.name, route.port).await {
+                Ok(s) => {
+                    rec.addr = Some(format!("{}:{}", up.host, up.port));
+                    rec.detail = "through the upstream proxy".into();
+                    Ok(s)
+                }
+                Err(e) => {
+                    rec.fail(ConnReason::UpstreamFailed, format!("upstream proxy: {e}"));
+                    Err(())
+                }
+            };
+        }
+        Through::Addrs(a) => a,
+    };
+    let before = rec.outcome;
+    for ip in addrs {
+        rec.addr = Some(ip.to_string());
+        if let Ok(s) = dial(shared, rec, SocketAddr::new(*ip, route.port)).await {
+            // An earlier address's failure is not this connection's.
+            rec.outcome = before;
+            return Ok(s);
+        }
+    }
+    if addrs.is_empty() {
+        rec.fail(ConnReason::ResolveFailed, "no address".into());
+    }
+    Err(())
+}
+
+/// Ports whose protocols always have the client speak first (implicit TLS,
+/// HTTP): a connection there waits for the job's first bytes, however late.
+const CLIENT_FIRST: &[u16] = &[
+    80, 443, 465, 563, 636, 853, 989, 990, 992, 993, 994, 995, 5061, 6697, 8443, 9443,
+];
+
+/// Ports whose protocols have the server speak first (FTP, SSH, telnet,
+/// SMTP, POP3, NNTP, IMAP, submission, MySQL, ManageSieve): dialled at once.
+const SERVER_FIRST: &[u16] = &[21, 22, 23, 25, 110, 119, 143, 587, 2525, 3306, 4190];
+
+/// Elsewhere, how long the job's first bytes are awaited before the server
+/// is dialled anyway (a server-first protocol on an unusual port).
+const FIRST_BYTES_GRACE: Duration = Duration::from_millis(300);
+
+/// A tunnel to a name: the job's first bytes are read, and a TLS server
+/// name checked, *before* the server is dialled, so a refused handshake
+/// never opens a connection to the allowed server (nor tells it anything).
+pub(crate) async fn tunnel_named(
+    shared: &Shared,
+    rec: &mut Record,
+    mut client: TcpStream,
+    route: Route,
+    mut early: Vec<u8>,
+) {
+    if early.is_empty() && !SERVER_FIRST.contains(&route.port) {
+        let grace = (!CLIENT_FIRST.contains(&route.port)).then_some(FIRST_BYTES_GRACE);
+        let read = read_some(shared, &mut client, &mut early, sni::MAX_HELLO + 4096);
+        let got = match grace {
+            Some(g) => timeout(g, read).await.ok(),
+            None => Some(read.await),
+        };
+        match got {
+            // The server may speak first: dial, and read on in `tunnel`.
+            None => {}
+            Some(Ok(0)) => return,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                if e.kind() == io::ErrorKind::TimedOut {
+                    rec.detail = "closed: idle timeout".into();
+                }
+                return;
+            }
+        }
+    }
+    if !early.is_empty()
+        && !hello_agrees(shared, rec, &mut client, &mut early, Some(&route.name)).await
+    {
+        return;
+    }
+    let Ok(server) = connect_route(shared, rec, &route).await else {
+        return;
+    };
+    if early.is_empty() {
+        tunnel(shared, rec, client, server, Some(&route.name), early).await;
+    } else {
+        pump(shared, rec, client, server, early, None).await;
     }
 }
 
@@ -646,49 +787,62 @@ pub(crate) async fn tunnel(
             }
         }
     }
-    if early.first().is_some_and(|&b| sni::looks_like_tls(b)) {
-        loop {
-            match sni::client_hello(&early) {
-                Hello::Incomplete => {
-                    match read_some(shared, &mut client, &mut early, sni::MAX_HELLO + 4096).await {
-                        Ok(n) if n > 0 => continue,
-                        Ok(_) => return,
-                        Err(e) => {
-                            let (r, d) = read_refusal(&e);
-                            rec.refuse(shared, r, format!("{d} (TLS ClientHello)"));
-                            return;
-                        }
+    if !hello_agrees(shared, rec, &mut client, &mut early, name).await {
+        return;
+    }
+    pump(shared, rec, client, server, early, None).await;
+}
+
+/// If the job's first bytes are a TLS ClientHello (read on until whole,
+/// bounded), whether its server name is `name`; a refusal is recorded.
+/// Bytes that are not TLS agree (there is no name in them to check).
+async fn hello_agrees(
+    shared: &Shared,
+    rec: &mut Record,
+    client: &mut TcpStream,
+    early: &mut Vec<u8>,
+    name: Option<&str>,
+) -> bool {
+    if !early.first().is_some_and(|&b| sni::looks_like_tls(b)) {
+        return true;
+    }
+    loop {
+        match sni::client_hello(early) {
+            Hello::Incomplete => {
+                match read_some(shared, client, early, sni::MAX_HELLO + 4096).await {
+                    Ok(n) if n > 0 => continue,
+                    Ok(_) => return false,
+                    Err(e) => {
+                        let (r, d) = read_refusal(&e);
+                        rec.refuse(shared, r, format!("{d} (TLS ClientHello)"));
+                        return false;
                     }
                 }
-                Hello::Invalid => {
-                    rec.refuse(
+            }
+            Hello::Invalid => {
+                rec.refuse(
+                    shared,
+                    ConnReason::Malformed,
+                    "unreadable TLS ClientHello".into(),
+                );
+                return false;
+            }
+            Hello::Complete(sni) => {
+                let Some(name) = name else {
+                    return true;
+                };
+                return match &sni {
+                    None => rec.refuse(shared, ConnReason::SniMissing, String::new()),
+                    Some(s) if normalise_name(s).as_deref() != Some(name) => rec.refuse(
                         shared,
-                        ConnReason::Malformed,
-                        "unreadable TLS ClientHello".into(),
-                    );
-                    return;
-                }
-                Hello::Complete(sni) => {
-                    if let Some(name) = name {
-                        let ok = match &sni {
-                            None => rec.refuse(shared, ConnReason::SniMissing, String::new()),
-                            Some(s) if normalise_name(s).as_deref() != Some(name) => rec.refuse(
-                                shared,
-                                ConnReason::SniMismatch,
-                                format!("the ClientHello names {}", printable(s)),
-                            ),
-                            Some(_) => true,
-                        };
-                        if !ok {
-                            return;
-                        }
-                    }
-                    break;
-                }
+                        ConnReason::SniMismatch,
+                        format!("the ClientHello names {}", printable(s)),
+                    ),
+                    Some(_) => true,
+                };
             }
         }
     }
-    pump(shared, rec, client, server, early, None).await;
 }
 
 /// Copy both ways until both sides are done, a side is idle for the idle
@@ -970,10 +1124,10 @@ async fn transparent(
         );
         return;
     };
-    let Ok((server, name)) = open_name(shared, rec, &name, local.port()).await else {
+    let Ok(route) = route(shared, rec, &name, local.port()).await else {
         return;
     };
-    tunnel(shared, rec, client, server, Some(&name), Vec::new()).await;
+    tunnel_named(shared, rec, client, route, Vec::new()).await;
 }
 
 /// FS-ONLY: a connect the supervisor redirected here.
@@ -989,13 +1143,16 @@ async fn redirected(shared: &Shared, client: TcpStream, peer: SocketAddr, rec: &
     rec.process = o.process;
     rec.attribution = o.attribution;
     if let Some(name) = o.name {
-        let Ok((server, name)) = open_name(shared, rec, &name, o.port).await else {
+        let Ok(route) = route(shared, rec, &name, o.port).await else {
             return;
         };
-        tunnel(shared, rec, client, server, Some(&name), Vec::new()).await;
+        tunnel_named(shared, rec, client, route, Vec::new()).await;
         return;
     }
-    let Ok(server) = open_addr(shared, rec, o.ip, o.port).await else {
+    if decide_addr(shared, rec, o.ip, o.port).is_err() {
+        return;
+    }
+    let Ok(server) = dial(shared, rec, SocketAddr::new(o.ip, o.port)).await else {
         return;
     };
     pump(shared, rec, client, server, Vec::new(), None).await;

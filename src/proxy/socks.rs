@@ -3,7 +3,7 @@
 //! name (`socks5h://`) is decided and resolved by vetto like any name, a
 //! bare address only by an IP rule.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -11,7 +11,9 @@ use tokio::net::TcpStream;
 use crate::events::{ConnDecision, ConnReason};
 
 use super::Shared;
-use super::conn::{Record, open, open_addr, read_refusal, read_some, tunnel};
+use super::conn::{
+    Record, Target, decide, decide_addr, dial, read_refusal, read_some, tunnel, tunnel_named,
+};
 use super::http::constant_time_eq;
 
 /// RFC 1928 reply codes.
@@ -87,26 +89,37 @@ pub(crate) async fn serve(
     let mut input = Input { buf: first, pos: 0 };
     match handshake(shared, &mut client, &mut input, rec).await {
         Ok(Some((dest, port))) => {
-            let opened = match &dest {
-                Dest::Name(n) => open(shared, rec, n, port).await,
-                Dest::Addr(ip) => open_addr(shared, rec, *ip, port).await.map(|s| (s, None)),
+            let target = match dest {
+                Dest::Name(n) => decide(shared, rec, &n, port).await,
+                Dest::Addr(ip) => decide_addr(shared, rec, ip, port).map(|()| Target::Addr(ip)),
             };
-            let (server, name) = match opened {
-                Ok(x) => x,
-                Err(()) => {
-                    let code = match rec_outcome(rec) {
-                        Some(ConnDecision::Failed) => HOST_UNREACHABLE,
-                        _ => NOT_ALLOWED,
-                    };
-                    let _ = client.write_all(&reply(code)).await;
-                    return;
-                }
+            let refused = |rec: &Record| match rec_outcome(rec) {
+                Some(ConnDecision::Failed) => HOST_UNREACHABLE,
+                _ => NOT_ALLOWED,
             };
-            if client.write_all(&reply(SUCCEEDED)).await.is_err() {
-                return;
-            }
             let early = input.buf[input.pos..].to_vec();
-            tunnel(shared, rec, client, server, name.as_deref(), early).await;
+            match target {
+                Err(()) => {
+                    let _ = client.write_all(&reply(refused(rec))).await;
+                }
+                // A bare address is dialled before the reply, so a failure
+                // is a reply the client can show.
+                Ok(Target::Addr(ip)) => {
+                    let Ok(server) = dial(shared, rec, SocketAddr::new(ip, port)).await else {
+                        let _ = client.write_all(&reply(refused(rec))).await;
+                        return;
+                    };
+                    if client.write_all(&reply(SUCCEEDED)).await.is_ok() {
+                        tunnel(shared, rec, client, server, None, early).await;
+                    }
+                }
+                // A name is dialled only once the job's first bytes agree.
+                Ok(Target::Name(route)) => {
+                    if client.write_all(&reply(SUCCEEDED)).await.is_ok() {
+                        tunnel_named(shared, rec, client, route, early).await;
+                    }
+                }
+            }
         }
         Ok(None) => {}
         Err((reason, detail)) => {

@@ -359,6 +359,39 @@ fn sni_naming_another_host_than_the_connect_target_is_refused() {
     assert_eq!(viols.len(), 1);
 }
 
+/// Domain fronting must not even reach the allowed server: the name is
+/// checked before vetto dials (the hello comes with the CONNECT, so the
+/// test waits on nothing).
+#[test]
+fn a_fronted_handshake_never_opens_a_connection_to_the_allowed_server() {
+    let (l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let token = h.token();
+    h.run(async {
+        let mut s = TcpStream::connect(h.addr).await.unwrap();
+        let mut req = format!(
+            "CONNECT allowed.test:{port} HTTP/1.1\r\nHost: allowed.test:{port}\r\n\
+             Proxy-Authorization: {token}\r\n\r\n"
+        )
+        .into_bytes();
+        req.extend(sni::tests::hello(Some("denied.test")));
+        s.write_all(&req).await.unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out).await;
+    });
+    let (_, conns, _) = h.finish();
+    assert_eq!(only(&conns).reason, ConnReason::SniMismatch);
+    // A dial would have left a connection in the listener's queue.
+    l.set_nonblocking(true).unwrap();
+    let queued = l.accept();
+    assert!(
+        queued
+            .as_ref()
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "the allowed server was dialled: {queued:?}"
+    );
+}
+
 #[test]
 fn a_tls_client_hello_without_a_server_name_is_refused_for_a_name_rule() {
     let (l, port) = bind();

@@ -1271,6 +1271,97 @@ for sni in ['allowed.test', 'denied.test']:
 PY"#;
 at_every_tier!(a_connect_whose_tls_server_name_disagrees_is_refused);
 
+/// Runs as an unprivileged user: a fronted handshake (a `CONNECT` for the
+/// allowed name, a ClientHello naming another) never even opens a
+/// connection to the allowed server — the server learns nothing of the
+/// attempt, not its timing, not the job's address. Evidence: bare, the same
+/// handshake reaches the server; sandboxed, the server accepts nothing for
+/// it, and exactly one connection for the handshake that names it. Port 443
+/// (a client-first port: vetto waits for the hello however late it comes)
+/// on a loopback address of the tier's own.
+fn a_fronted_handshake_never_reaches_the_allowed_server(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let ip = match tier {
+        Tier::Full => "127.0.0.2",
+        _ => "127.0.0.3",
+    };
+    let server = CountingServer::start(&format!("{ip}:443"));
+    w.sh_bare(&format!(
+        "python3 - <<'PY'\nimport socket, ssl\ns = socket.create_connection(('{ip}', 443), 20)\n\
+         c = ssl.create_default_context()\nc.check_hostname = False\nc.verify_mode = ssl.CERT_NONE\n\
+         try:\n    c.wrap_socket(s, server_hostname='denied.test')\nexcept Exception:\n    pass\n\
+         print('bare done')\nPY"
+    ))
+    .assert_stdout_contains("bare done");
+    assert!(
+        crate::util::eventually(Duration::from_secs(20), || server.accepted() == 1),
+        "bare, the handshake does not reach the server"
+    );
+    let dir = w.root.join("reports");
+    let opts = vec![
+        "--allow-domain".to_string(),
+        "allowed.test:443".into(),
+        "--resolve".into(),
+        format!("allowed.test:{ip}"),
+        "--report-dir".into(),
+        dir.to_str().unwrap().into(),
+    ];
+    let script = PY_FRONTING
+        .replace("{PORT}", "443")
+        .replace("['allowed.test', 'denied.test']", "['denied.test']");
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran()
+        .assert_stdout_contains("denied.test refused");
+    assert_eq!(
+        server.accepted(),
+        1,
+        "the fronted handshake opened a connection to the allowed server\n{}",
+        out.dump()
+    );
+    let conns = events(&dir, "connection");
+    assert!(
+        conns.iter().any(|c| c["reason"] == "sni-mismatch"),
+        "{conns:?}"
+    );
+    // The handshake that names the server is dialled (once).
+    let script = PY_FRONTING
+        .replace("{PORT}", "443")
+        .replace("['allowed.test', 'denied.test']", "['allowed.test']");
+    let out = run_sh(&w, &opts, &script);
+    out.assert_ran();
+    assert!(
+        crate::util::eventually(Duration::from_secs(20), || server.accepted() == 2),
+        "the allowed handshake did not reach the server\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(a_fronted_handshake_never_reaches_the_allowed_server);
+
+/// A listener that counts the connections it accepts and closes each.
+struct CountingServer {
+    count: Arc<AtomicUsize>,
+}
+
+impl CountingServer {
+    fn start(addr: &str) -> CountingServer {
+        let l = TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind {addr}: {e}"));
+        let count = Arc::new(AtomicUsize::new(0));
+        let c = count.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                drop(s);
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        CountingServer { count }
+    }
+
+    fn accepted(&self) -> usize {
+        self.count.load(Ordering::SeqCst)
+    }
+}
+
 /// Runs as an unprivileged user: `git clone` over HTTP from a local git
 /// server (a bare repository served as static files, git's "dumb" HTTP)
 /// works through the proxy with only that host allowed, and the same
