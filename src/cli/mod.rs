@@ -221,6 +221,10 @@ pub struct PolicyArgs {
     /// Add a built-in preset (same as `extends`)
     #[arg(long, value_name = "NAME")]
     pub preset: Vec<String>,
+    /// Apply no preset chosen from the command and the project's marker
+    /// file (`npm` with `package.json` → `--preset npm`)
+    #[arg(long = "no-auto-preset")]
+    pub no_auto_preset: bool,
     /// When new entries (a nested `.git`, a protected name) are looked at:
     /// `live` (default) refuses them as they are made; `after` (FULL only)
     /// leaves creations to the kernel and reports them after the session,

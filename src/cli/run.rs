@@ -25,7 +25,15 @@ impl RunArgs {
     pub fn request(&self) -> anyhow::Result<session::Request> {
         Ok(session::Request {
             // The session names its own directories.
-            policy: self.policy.load_request(Path::new(""), None)?,
+            policy: LoadRequest {
+                job: (!self.policy.no_auto_preset).then(|| {
+                    self.command
+                        .iter()
+                        .map(|a| a.to_string_lossy().into_owned())
+                        .collect()
+                }),
+                ..self.policy.load_request(Path::new(""), None)?
+            },
             tier: self.tier,
             allow_degraded: self.allow_degraded,
             audit: self.audit,
@@ -72,6 +80,7 @@ impl PolicyArgs {
                 presets: self.preset.clone(),
                 check_creations: self.check_creations.clone(),
             },
+            job: None,
         })
     }
 }

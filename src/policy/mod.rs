@@ -100,6 +100,9 @@ pub struct LoadRequest {
     /// The caller's environment (names and values), for `GITHUB_ENV` & co.
     pub env: Vec<(String, String)>,
     pub overrides: Overrides,
+    /// The job's command, when a preset may be chosen from it (`vetto run`
+    /// and `vetto ci` without `--no-auto-preset`): see [`auto_preset`].
+    pub job: Option<Vec<String>>,
 }
 
 /// A policy that could not be loaded; `Display` renders every diagnostic
@@ -146,6 +149,36 @@ fn add_default(stack: &mut Vec<&'static str>, order: &mut Vec<PresetSource>, dia
         order,
         diags,
     );
+}
+
+/// The preset chosen for an ordinary job (issue P10: zero flags for `vetto
+/// ci -- npm test`): the toolchain's preset when the project's marker file
+/// and the command agree (`package.json` and `npm`), so the toolchain's own
+/// housekeeping (`~/.npm/_logs`, cargo's package-cache lock) and its
+/// registries are allowed. Never when the user chose: a `--preset`, a
+/// policy file that names its presets (`extends`) or says `auto_preset =
+/// false`, `--no-auto-preset`. Never an agent's preset (those grant the
+/// agent's home and its model's hosts: a choice to make by name).
+fn auto_preset(
+    req: &LoadRequest,
+    project: &Path,
+    file: Option<&raw::RawPolicy>,
+) -> Option<AutoPreset> {
+    let argv = req.job.as_deref()?;
+    if !req.overrides.presets.is_empty() {
+        return None;
+    }
+    if let Some(raw) = file
+        && (raw.extends_at.is_some() || raw.auto_preset.as_ref().is_some_and(|a| !a.value))
+    {
+        return None;
+    }
+    let fit = markers::suggest(argv, |m| project.join(m).is_file(), &[])?;
+    Some(AutoPreset {
+        preset: fit.preset.to_string(),
+        marker: fit.marker?.to_string(),
+        command: fit.command.to_string(),
+    })
 }
 
 /// Parse, merge and resolve the policy for one invocation.
@@ -285,6 +318,17 @@ fn load_walking(
     if file_raw.is_none() {
         add_default(&mut stack, &mut order, &mut diags);
     }
+    let auto = auto_preset(req, &project, file_raw.as_ref());
+    if let Some(a) = &auto {
+        merge::add_preset(
+            presets::PRESETS,
+            &a.preset,
+            Asker::Option,
+            &mut stack,
+            &mut order,
+            &mut diags,
+        );
+    }
     for name in &req.overrides.presets {
         merge::add_preset(
             presets::PRESETS,
@@ -402,6 +446,7 @@ fn load_walking(
             })
         }),
         presets: req.overrides.presets.clone(),
+        auto_preset: auto,
         command_line: !req.overrides.is_empty(),
         working_tree_differs,
     };
@@ -553,6 +598,7 @@ pub fn check_file(path: &Path) -> Result<(), PolicyError> {
         report_dir: None,
         env: Vec::new(),
         overrides: Overrides::default(),
+        job: None,
     };
     load(&req).map(drop)
 }

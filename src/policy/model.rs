@@ -256,12 +256,24 @@ pub struct Provenance {
     pub blank_slate: Option<Origin>,
     /// `--preset` options, in order.
     pub presets: Vec<String>,
+    /// The preset chosen because the project's marker and the command agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_preset: Option<AutoPreset>,
     /// Command-line options shaped the policy too.
     pub command_line: bool,
     /// With `--policy-ref`: whether the working tree's copy of the file
     /// differs from the one in force (a missing copy differs from a found
     /// one). `None` when nothing was compared.
     pub working_tree_differs: Option<bool>,
+}
+
+/// A preset applied without being named: the project has `marker` and the
+/// command is `command` (`package.json`, `npm` → `npm`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AutoPreset {
+    pub preset: String,
+    pub marker: String,
+    pub command: String,
 }
 
 /// When new directory entries in writable places (a nested `.git`, a

@@ -17,6 +17,7 @@ impl Default for Provenance {
             extends_implicit: true,
             blank_slate: None,
             presets: Vec::new(),
+            auto_preset: None,
             command_line: false,
             working_tree_differs: None,
         }
@@ -31,6 +32,13 @@ impl Provenance {
             self.digest.get(..SHOWN_DIGEST).unwrap_or(&self.digest)
         );
         let mut extra = Vec::new();
+        if let Some(a) = &self.auto_preset {
+            extra.push(format!(
+                "preset {} (the project has {} and the command is {}; \
+                 --no-auto-preset or `auto_preset = false` leaves it out)",
+                a.preset, a.marker, a.command
+            ));
+        }
         if !self.presets.is_empty() {
             extra.push(format!("--preset {}", self.presets.join(", ")));
         }

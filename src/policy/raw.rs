@@ -32,6 +32,8 @@ pub struct RawPolicy {
     /// it extends `default`; `extends = []` is the blank slate.
     pub extends_at: Option<Range<usize>>,
     pub min_tier: Option<Sp<String>>,
+    /// `auto_preset = false`: no preset is chosen from the command.
+    pub auto_preset: Option<Sp<bool>>,
     pub filesystem: RawFilesystem,
     pub network: RawNetwork,
     pub limits: RawLimits,
@@ -80,6 +82,7 @@ pub struct RawEnv {
 const TOP: &[&str] = &[
     "extends",
     "min_tier",
+    "auto_preset",
     "filesystem",
     "network",
     "limits",
@@ -144,6 +147,7 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
             "min_tier" => {
                 raw.min_tier = w.string(value, "a tier name (`full`, `fs-only` or `seccomp`)")
             }
+            "auto_preset" => raw.auto_preset = w.boolean(value, "`true` or `false`"),
             "filesystem" => {
                 if let Some(t) = w.table(value, "filesystem") {
                     w.unknown_keys(t, Some("filesystem"), FILESYSTEM);
@@ -347,6 +351,24 @@ impl Walker<'_, '_> {
             _ => {
                 self.mismatch(v, expected, None);
                 Vec::new()
+            }
+        }
+    }
+
+    fn boolean(&mut self, v: &Spanned<DeValue<'_>>, expected: &str) -> Option<Sp<bool>> {
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(Sp {
+                value: *b,
+                span: v.span(),
+            }),
+            DeValue::String(s) if matches!(s.as_ref(), "true" | "false") => {
+                let help = Some(format!("write it without quotes: {s}"));
+                self.mismatch(v, expected, help);
+                None
+            }
+            _ => {
+                self.mismatch(v, expected, None);
+                None
             }
         }
     }

@@ -25,6 +25,7 @@ fn req(cwd: &Path, project: &Path, home: &Path, policy_file: Option<&str>) -> Lo
         report_dir: None,
         env: Vec::new(),
         overrides: Overrides::default(),
+        job: None,
     }
 }
 
@@ -1695,5 +1696,88 @@ fn a_remembered_answer_is_only_for_its_own_pattern_and_skips() {
     assert_eq!(
         w.expand(&s.project.join("**/k.pem")).unwrap(),
         [s.project.join("a/k.pem")]
+    );
+}
+
+/// Zero flags for an ordinary job: the preset whose marker the project has
+/// and whose command runs is applied, and named where it came from.
+#[test]
+fn an_npm_job_in_an_npm_project_gets_the_npm_preset_by_itself() {
+    let s = scratch();
+    s.write("package.json", "{}");
+    let job = |argv: &[&str]| Some(argv.iter().map(|a| a.to_string()).collect());
+    let load_for = |argv: &[&str], file: Option<&str>, presets: &[&str]| {
+        let mut r = s.req(file);
+        r.job = job(argv);
+        r.overrides.presets = presets.iter().map(|p| p.to_string()).collect();
+        load(&r).unwrap()
+    };
+    let p = load_for(&["sh", "-c", "npm install && npm test"], None, &[]);
+    let auto = p.provenance.auto_preset.clone().expect("npm is applied");
+    assert_eq!(
+        (
+            auto.preset.as_str(),
+            auto.marker.as_str(),
+            auto.command.as_str()
+        ),
+        ("npm", "package.json", "npm")
+    );
+    assert!(p.sources.iter().any(|s| s.name == "preset:npm"));
+    assert!(p.provenance.line().contains(
+        "plus preset npm (the project has package.json and the command is npm; \
+         --no-auto-preset or `auto_preset = false` leaves it out)"
+    ));
+    // The user chose: a preset named, a file naming its presets or saying
+    // no, no job (`policy explain`), an agent, a command of another toolchain.
+    assert_eq!(
+        load_for(&["npm", "test"], None, &["node"])
+            .provenance
+            .auto_preset,
+        None
+    );
+    s.write("a.toml", "extends = [\"default\"]\n");
+    assert_eq!(
+        load_for(&["npm", "test"], Some("a.toml"), &[])
+            .provenance
+            .auto_preset,
+        None
+    );
+    s.write("b.toml", "auto_preset = false\n");
+    assert_eq!(
+        load_for(&["npm", "test"], Some("b.toml"), &[])
+            .provenance
+            .auto_preset,
+        None
+    );
+    s.write("c.toml", "auto_preset = true\n");
+    assert!(
+        load_for(&["npm", "test"], Some("c.toml"), &[])
+            .provenance
+            .auto_preset
+            .is_some()
+    );
+    assert_eq!(load(&s.req(None)).unwrap().provenance.auto_preset, None);
+    assert_eq!(
+        load_for(&["claude"], None, &[]).provenance.auto_preset,
+        None
+    );
+    assert_eq!(
+        load_for(&["cargo", "build"], None, &[])
+            .provenance
+            .auto_preset,
+        None
+    );
+}
+
+#[test]
+fn auto_preset_written_as_a_string_is_refused_with_the_spelling_that_works() {
+    let s = scratch();
+    s.write("vetto.toml", "auto_preset = \"false\"\n");
+    let err = load(&s.req(None)).expect_err("a string is not a boolean");
+    assert!(err.rendered.contains("vetto.toml:1:15"), "{}", err.rendered);
+    assert!(
+        err.rendered.contains("write it without quotes: false"),
+        "{}",
+        err.rendered
     );
 }

@@ -988,6 +988,7 @@ mod tests {
                 presets: vec!["claude-code".into()],
                 ..Default::default()
             },
+            job: None,
         };
         let policy = crate::policy::load(&req).unwrap_or_else(|e| panic!("{e}"));
         let there: Vec<PathBuf> = [

@@ -207,6 +207,7 @@ fn resolve_tier(world: &World, options: &Options) -> Result<Resolved, VerifyErro
         report_dir: None,
         env: env.clone(),
         overrides: overrides(options),
+        job: None,
     };
     let policy = policy::load(&request).map_err(|e| VerifyError::Policy(e.to_string()))?;
     let caps = crate::host::probe();

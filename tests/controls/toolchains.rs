@@ -471,7 +471,127 @@ fn a_changed_pip_conf_index_is_discovered_again(tier: Tier) {
     session("the-second.index.test");
 }
 
+/// `vetto ci --tier T --project P [OPTIONS] -- sh -c SCRIPT`, the
+/// session log beside.
+fn ci(w: &World, options: &[&str], script: &str, path: Option<String>) -> (util::Out, String) {
+    let project = w.project.to_str().unwrap_or_default();
+    let mut args = vec!["ci", "--tier", w.tier.name(), "--project", project];
+    args.extend_from_slice(w.tier.options());
+    args.extend_from_slice(options);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let mut run = w.vetto(&args).timeout(std::time::Duration::from_secs(300));
+    if let Some(p) = path {
+        run = run.env("PATH", p);
+    }
+    let out = run.run();
+    let log =
+        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
+    (out, log)
+}
+
+/// The violations a session log holds, one line each.
+fn violations(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect()
+}
+
+/// Zero flags for an ordinary job (issue P10 item 2): `vetto ci -- npm
+/// install && npm test` in a project with `package.json` applies the npm
+/// preset by itself, says so in one line, and ends `CLEAN` — where without
+/// it (`--no-auto-preset`, the old behaviour) npm's own housekeeping
+/// (`~/.npm/_logs`) and its registry were violations. The only options are
+/// this machine's registry pins (`--resolve`, see `registry_reachable`).
+fn an_ordinary_npm_job_needs_no_flags(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let pins = require_registry!(w, "npm");
+    let pins: Vec<&str> = pins.iter().map(String::as_str).collect();
+    put(
+        &w,
+        &w.project.join("package.json"),
+        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"},\
+         \"scripts\":{\"test\":\"node test.js\"}}\n",
+    );
+    put(
+        &w,
+        &w.project.join("test.js"),
+        "const isOdd = require('is-odd');\nif (!isOdd(3) || isOdd(4)) { process.exit(1); }\nconsole.log('npm-test-pass');\n",
+    );
+    let script = "npm install --no-audit --no-fund && npm test";
+    // (npm's retries are turned off where the network is: they only wait.)
+    let before = "npm install --no-audit --no-fund --fetch-retries=0 && npm test";
+    let (out, log) = ci(
+        &w,
+        &[&["--no-auto-preset"][..], &pins].concat(),
+        before,
+        None,
+    );
+    assert!(
+        out.code() != 0 && !violations(&log).is_empty(),
+        "without the preset the job is expected to fail as before\n{}",
+        out.dump()
+    );
+    let (out, log) = ci(&w, &pins, script, None);
+    out.assert_success()
+        .assert_stdout_contains("npm-test-pass")
+        .assert_stderr_contains(
+            "plus preset npm (the project has package.json and the command is npm;",
+        )
+        .assert_stderr_contains("CLEAN");
+    assert_eq!(violations(&log), Vec::<&str>::new(), "{}", out.dump());
+}
+
+/// The same for cargo: `vetto ci -- cargo test` in a crate (no
+/// dependencies) applies the cargo preset, so cargo's package-cache lock
+/// in `~/.cargo` is no violation. The one option lends the test user the
+/// test runner's toolchain (on a developer's machine it is in `~/.rustup`,
+/// which the preset reads).
+fn an_ordinary_cargo_job_needs_no_flags(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let Some(tc) = toolchain() else {
+        skip::say(
+            &util::test_name(),
+            "no Rust toolchain to lend the test user",
+        );
+        return;
+    };
+    put(
+        &w,
+        &w.project.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    );
+    put(
+        &w,
+        &w.project.join("src/lib.rs"),
+        "#[test]\nfn adds() { assert_eq!(1 + 1, 2); }\n",
+    );
+    let tc_s = tc.to_str().unwrap_or_default();
+    let script = "cargo test -q 2>&1";
+    let (out, log) = ci(
+        &w,
+        &["--no-auto-preset", "--allow-read", tc_s],
+        script,
+        Some(path_with(tc)),
+    );
+    assert!(
+        out.code() != 0 && !violations(&log).is_empty(),
+        "without the preset the job is expected to fail as before\n{}",
+        out.dump()
+    );
+    let _ = std::fs::remove_dir_all(w.project.join("target"));
+    let (out, log) = ci(&w, &["--allow-read", tc_s], script, Some(path_with(tc)));
+    out.assert_success()
+        .assert_stdout_contains("test result: ok. 1 passed")
+        .assert_stderr_contains("plus preset cargo (the project has Cargo.toml")
+        .assert_stderr_contains("CLEAN");
+    assert_eq!(violations(&log), Vec::<&str>::new(), "{}", out.dump());
+}
+
 at_every_tier!(
+    an_ordinary_cargo_job_needs_no_flags,
+    an_ordinary_npm_job_needs_no_flags,
     a_changed_npmrc_registry_is_discovered_again,
     a_registry_token_is_not_copied_into_vettos_memo,
     a_changed_pip_conf_index_is_discovered_again,

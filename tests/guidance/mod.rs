@@ -96,7 +96,9 @@ fn a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache(tier: T
     assert!(w.home.join(".npm/_cacache").is_dir());
     std::fs::remove_dir_all(w.home.join(".npm")).unwrap();
 
-    let ran = w.sandboxed(&job).run();
+    // (Without `--no-auto-preset` the preset is applied by itself: the
+    // project's marker and the command agree; see the end of this test.)
+    let ran = w.sandboxed_with(&["--no-auto-preset"], &job).run();
     let err = ran.stderr();
     assert!(!w.home.join(".npm").exists(), "{err}");
     let lines = guidance(&err);
@@ -124,6 +126,16 @@ fn a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache(tier: T
     // sandbox, which may make `~/.npm/_logs`: the cache is what counts.)
     assert!(!w.home.join(".npm/_cacache").exists(), "{err}");
     assert!(w.vetto_cache("npm").join("_cacache").is_dir(), "{err}");
+    // No flag at all: the same preset, chosen and said.
+    let auto = w.sandboxed(&job).run();
+    let err = auto.stderr();
+    auto.assert_success();
+    assert!(
+        err.contains("plus preset npm (the project has package.json and the command is node;"),
+        "{err}"
+    );
+    assert!(!err.contains("fs-write-denied"), "{err}");
+    assert!(!w.home.join(".npm/_cacache").exists(), "{err}");
 }
 at_every_tier!(a_denied_write_into_a_host_cache_is_answered_with_a_vetto_owned_cache);
 
