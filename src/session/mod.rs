@@ -215,10 +215,11 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     }
-    // npm's own configuration, without the credentials the policy masks
-    // (written once the session's temporary directory exists).
-    let npmrc_copy = configs::npmrc(&mut policy, env, home);
-    tool_lines.extend(npmrc_copy.as_ref().map(|c| c.line.clone()));
+    // The tools' own configuration (npm's, pip's, a netrc), without the
+    // credentials the policy masks (written once the session's temporary
+    // directory exists).
+    let config_copies = configs::copies(&mut policy, env, home);
+    tool_lines.extend(config_copies.iter().map(|c| c.line.clone()));
     // Which policy is in force, from where (and when the working tree's
     // copy is not it).
     eprintln!("vetto: {}", policy.provenance.line());
@@ -264,8 +265,10 @@ fn execute(
     }
     if plan.session_tmp.is_some() {
         session_tmp.create()?;
-        if let Some(Err(e)) = npmrc_copy.as_ref().map(configs::Copy::write) {
-            eprintln!("vetto: warning: npm gets no user configuration: {e}");
+        for c in &config_copies {
+            if let Err(e) = c.write() {
+                eprintln!("vetto: warning: {}", c.unwritten(&e));
+            }
         }
     }
     // Whatever happens from here, the spares do not outlive the session.

@@ -107,3 +107,86 @@ fn npm_reads_its_own_settings_without_the_token_and_no_finding(tier: Tier) {
     }
 }
 at_every_tier!(npm_reads_its_own_settings_without_the_token_and_no_finding);
+
+const PIP_CANARY: &str = "CANARY-pip-index-token-5c1e";
+const NETRC_CANARY: &str = "CANARY-netrc-password-93ab";
+
+/// Runs as an unprivileged user, with a user `pip.conf` whose index URL
+/// carries a token and a `~/.netrc` with a password for that index (a
+/// private-index setup). pip reading its own configuration, and Python's
+/// requests (pip's own copy) looking in the netrc as it does on every
+/// request, are no finding: pip sees its settings (`timeout = 7`, the
+/// index without its user part), requests finds no password, and `vetto
+/// ci` passes with zero violations. Bare, both tools get the secrets. A
+/// script in the same job that reads either file is still refused,
+/// recorded as `secret-read-denied` at FULL, and gets nothing.
+fn pip_reads_its_own_settings_without_the_index_token_and_no_finding(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(
+        &w.home.join(".config/pip/pip.conf"),
+        &format!(
+            "[global]\ntimeout = 7\nindex-url = https://ci:{PIP_CANARY}@pypi.corp.test/simple\n"
+        ),
+    );
+    w.write(
+        &w.home.join(".netrc"),
+        &format!("machine pypi.corp.test\n  login ci\n  password {NETRC_CANARY}\n"),
+    );
+    let tools = "python3 -m pip config list --disable-pip-version-check; \
+                 python3 -c \"from pip._vendor.requests.utils import get_netrc_auth as a; \
+                 print('netrc:', a('https://pypi.corp.test/simple'))\"";
+    w.sh_bare(tools)
+        .assert_stdout_contains(PIP_CANARY)
+        .assert_stdout_contains(NETRC_CANARY);
+    let ci = |script: &str| {
+        let project = w.project.to_str().unwrap_or_default();
+        let mut args = vec!["ci", "--tier", w.tier.name(), "--project", project];
+        args.extend_from_slice(w.tier.options());
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        let out = w.vetto(&args).run();
+        let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
+            .unwrap_or_default();
+        (out, log)
+    };
+    let (out, log) = ci(tools);
+    out.assert_stdout_contains("global.timeout='7'")
+        .assert_stdout_contains("https://pypi.corp.test/simple")
+        .assert_stdout_contains("netrc: None")
+        .assert_no_leak(PIP_CANARY)
+        .assert_no_leak(NETRC_CANARY)
+        .assert_stderr_contains(
+            "/.config/pip/pip.conf without its credentials (1 removed; PIP_CONFIG_FILE set for the job)",
+        );
+    // At FS-ONLY with the network off, importing urllib3 (for requests)
+    // probes IPv6 with a socket bound to `::1`: that `socket()` is refused
+    // and recorded today (loopback for the job's own use is issue P11), so
+    // there the verdict is not asserted, only that nothing else is found.
+    let violations: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .filter(|l| tier == Tier::Full || !l.contains("\"net-socket-denied\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+    if tier == Tier::Full {
+        assert_eq!(out.code(), 0, "{}", out.dump());
+    }
+
+    let (out, log) =
+        ci("cat \"$HOME/.config/pip/pip.conf\" \"$HOME/.netrc\"; echo script-finished");
+    out.assert_stdout_contains("script-finished")
+        .assert_no_leak(PIP_CANARY)
+        .assert_no_leak(NETRC_CANARY);
+    if tier == Tier::Full {
+        assert_eq!(out.code(), 3, "{}", out.dump());
+        for file in ["pip.conf", ".netrc"] {
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("\"secret-read-denied\"") && l.contains(file)),
+                "the script's read of {file} is not recorded\n{}",
+                out.dump()
+            );
+        }
+    }
+}
+at_every_tier!(pip_reads_its_own_settings_without_the_index_token_and_no_finding);
