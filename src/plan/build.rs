@@ -1044,9 +1044,14 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
             });
         }
     }
-    let mut seccomp = syscalls::plan(policy.net == NetPolicy::Off, true, true);
+    // Audit learns the network by name (issue P10 item 4): unless the
+    // policy gives the job the host's network, every connection goes
+    // through the proxy, which lets it through and records its name —
+    // also where the policy has no network at all, so `policy suggest`
+    // proposes the names, not `mode = "host"`.
+    let audit_egress = !matches!(policy.net, NetPolicy::Host);
+    let mut seccomp = syscalls::plan(false, true, true);
     seccomp.record_denials = true;
-    let audit_egress = matches!(policy.net, NetPolicy::Allow { .. });
     let notify = NotifyPlan {
         carved_dirs: Vec::new(),
         broker_unix_connect: true,

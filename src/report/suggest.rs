@@ -573,7 +573,7 @@ fn render(needs: &Needs, sessions: usize) -> String {
         (Some((count, who)), true) => {
             let _ = writeln!(
                 out,
-                "\n[network]\n# ×{count}, by {}: no destination was recorded; an audited run with a network policy names the hosts\nmode = \"host\"",
+                "\n[network]\n# ×{count}, by {}: no destination was recorded by name (a UDP or raw socket, or a run before audits went through the proxy)\nmode = \"host\"",
                 crate::text::name(who)
             );
         }

@@ -438,6 +438,9 @@ fn config(
     audit: bool,
     env: &[(String, String)],
 ) -> Result<proxy::Config, EgressError> {
+    let upstream =
+        proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+            .transpose()?;
     let NetPolicy::Allow {
         hosts,
         deny,
@@ -445,11 +448,14 @@ fn config(
         resolve,
     } = net
     else {
-        return Ok(proxy::Config::default());
+        // No rules: under `--audit` (the only plan with egress and no
+        // network policy) every destination is let through and recorded.
+        return Ok(proxy::Config {
+            upstream,
+            audit,
+            ..proxy::Config::default()
+        });
     };
-    let upstream =
-        proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
-            .transpose()?;
     Ok(proxy::Config {
         allow: hosts.clone(),
         deny: deny.clone(),

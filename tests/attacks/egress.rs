@@ -1069,6 +1069,60 @@ fn audit_lets_every_destination_through_the_proxy_and_records_it() {
     );
 }
 
+/// Runs as an unprivileged user: `--audit` with no network policy at all
+/// (the default, `off`) still sends every connection through the proxy
+/// and records it by name, so `vetto policy suggest` proposes the names —
+/// not `mode = "host"`, which gives up the very egress protection the
+/// audit was meant to teach (issue P10 item 4). Evidence: the request
+/// arrives, the session log has it as an observed connection to
+/// `localhost`, and the suggestion allows exactly `localhost:PORT`.
+/// (Audit has one tier of its own: no Landlock, no namespaces.)
+#[test]
+fn audit_without_a_network_policy_learns_the_names_the_job_contacted() {
+    require!(Tier::FsOnly.feature());
+    let w = World::at(Tier::FsOnly);
+    let server = Server::start(ALLOWED_BODY);
+    let port = server.port;
+    let dir = w.root.join("reports");
+    let out = w
+        .vetto(&[
+            "ci",
+            "--audit",
+            "--project",
+            w.project.to_str().unwrap(),
+            "--report-dir",
+            dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            // (`--noproxy ''`: through the proxy even for localhost, which
+            // the job's NO_PROXY names.)
+            &format!("curl -s -m 20 --noproxy '' http://localhost:{port}/"),
+        ])
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_success().assert_stdout_contains(ALLOWED_BODY);
+    let conns = events(&dir, "connection");
+    assert!(
+        conns
+            .iter()
+            .any(|c| c["host"] == "localhost" && c["decision"] == "observed"),
+        "{conns:?}\n{}",
+        out.dump()
+    );
+    let suggested = w
+        .vetto(&[
+            "policy",
+            "suggest",
+            dir.join("session.jsonl").to_str().unwrap(),
+        ])
+        .run();
+    suggested
+        .assert_success()
+        .assert_stdout_contains(&format!("\"localhost:{port}\""))
+        .assert_stdout_lacks("mode = \"host\"");
+}
+
 /// Runs as an unprivileged user, at FS-ONLY: a process that made itself
 /// non-dumpable (as ssh and gpg-agent do) hides its memory and descriptors
 /// from a same-uid supervisor, which then cannot decide on its connect: the
