@@ -230,10 +230,52 @@ pub fn attribute(process: &ProcessInfo, read: &dyn Fn(&Path) -> Option<String>) 
                 process.cwd.join(p)
             }
         });
-    std::iter::once(process.exe.clone())
+    let paths: Vec<PathBuf> = std::iter::once(process.exe.clone())
         .chain(argv_paths)
         .chain(std::iter::once(process.cwd.clone()))
-        .find_map(|p| attribute_path(&lexical_normalise(&p), read))
+        .map(|p| lexical_normalise(&p))
+        .collect();
+    paths
+        .iter()
+        .find_map(|p| attribute_path(p, read))
+        .or_else(|| {
+            // A Python source distribution being built: pip runs its
+            // `setup.py` (or the PEP 517 backend that runs it) in the
+            // unpacked sdist, whose `PKG-INFO` names it. The working
+            // directory, or the directory of a script in argv.
+            std::iter::once(process.cwd.as_path())
+                .chain(paths.iter().skip(1).filter_map(|p| p.parent()))
+                .find_map(|dir| sdist(dir, read))
+        })
+}
+
+/// The sdist unpacked at `dir`, from its `PKG-INFO` (core metadata: the
+/// `Name:` and `Version:` of the header); `None` without one.
+fn sdist(dir: &Path, read: &dyn Fn(&Path) -> Option<String>) -> Option<Package> {
+    let manifest = dir.join("PKG-INFO");
+    let text = read(&manifest)?;
+    let mut header = text.lines().take_while(|l| !l.trim().is_empty());
+    let mut field = |name: &str| {
+        header
+            .by_ref()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then(|| v.trim().to_string())
+            })
+            .filter(|v| !v.is_empty())
+    };
+    // Core metadata orders them: Metadata-Version, Name, Version.
+    field("Metadata-Version")?;
+    let name = field("Name")?;
+    let version = field("Version");
+    Some(Package {
+        ecosystem: Ecosystem::Pypi,
+        name,
+        version,
+        manifest,
+    })
 }
 
 /// The package a single path lies in, if any.
@@ -542,6 +584,35 @@ mod tests {
         let pkg = attribute(&p, &fake_fs).unwrap_or_else(|| panic!("not attributed"));
         assert_eq!(pkg.name, "@scope/pkg");
         assert_eq!(pkg.version.as_deref(), Some("1.2.3"));
+    }
+
+    #[test]
+    fn a_setup_py_in_an_unpacked_sdist_is_attributed_to_its_distribution() {
+        let read = |p: &Path| {
+            (p == Path::new("/tmp/pip-install-x/evil_1a2b/PKG-INFO")).then(|| {
+                "Metadata-Version: 2.1\nName: evil-pkg\nVersion: 6.6.6\nSummary: x\n\nName: not-me\n"
+                    .to_string()
+            })
+        };
+        // setup.py run by pip (cwd: the sdist), and a shell it starts.
+        for p in [
+            proc_(
+                "/usr/bin/python3.11",
+                &["python3", "-c", "exec(open('setup.py').read())", "egg_info"],
+                "/tmp/pip-install-x/evil_1a2b",
+            ),
+            proc_(
+                "/usr/bin/python3.11",
+                &["python3", "/tmp/pip-install-x/evil_1a2b/setup.py"],
+                "/",
+            ),
+        ] {
+            let pkg = attribute(&p, &read).unwrap_or_else(|| panic!("not attributed"));
+            assert_eq!(pkg.display(), "pypi:evil-pkg@6.6.6");
+        }
+        // A PKG-INFO without core metadata's first field is not one.
+        let bad = |_: &Path| Some("Name: x\n".to_string());
+        assert_eq!(attribute(&proc_("/bin/sh", &["sh"], "/w"), &bad), None);
     }
 
     #[test]
