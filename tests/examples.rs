@@ -423,7 +423,9 @@ fn there_is_an_example_for_each_kind_of_job() {
         .iter()
         .filter_map(|p| p.file_stem().and_then(|s| s.to_str()).map(str::to_owned))
         .collect();
-    for kind in ["npm", "cargo", "pytest", "agent", "matrix", "audit"] {
+    for kind in [
+        "npm", "cargo", "pytest", "agent", "matrix", "audit", "services",
+    ] {
         assert!(
             names.contains(kind),
             "examples/workflows/{kind}.yml is missing"

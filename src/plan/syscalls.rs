@@ -241,9 +241,10 @@ const DANGEROUS: &[(&str, &str)] = &[
 
 /// The `'static` spelling of a call name this module uses (for events).
 pub fn static_name(name: &str) -> Option<&'static str> {
-    const OTHERS: [&str; 11] = [
+    const OTHERS: [&str; 12] = [
         "socket",
         "listen",
+        "bind",
         "socketpair",
         "sendto",
         "sendmsg",
@@ -566,23 +567,28 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
 
 /// The network off without a namespace of the job's own (FS-ONLY), where
 /// vetto can make a network namespace that leads nowhere
-/// (`NotifyPlan::udp_dead_net`): as the network-off families, except that
-/// an internet UDP socket (protocol 0 or UDP) is notified and answered
-/// with a socket made there, whose DNS stub refuses every name. Every
-/// other internet socket (TCP, raw, ICMP ping, UDP-Lite …) is refused.
-pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
+/// (`NotifyPlan::udp_dead_net`, `tcp_dead_net`): as the network-off
+/// families, except that an internet UDP socket (protocol 0 or UDP) or TCP
+/// socket (protocol 0 or TCP) is notified and answered with a socket made
+/// there: a DNS stub that refuses every name, and the job's own loopback
+/// (its test servers) but no other. `bind()` is notified: Landlock refuses
+/// TCP binds to the job, and the supervisor performs those on a socket of
+/// that namespace. Every other internet socket (raw, ICMP ping, UDP-Lite,
+/// SCTP, MPTCP …) is refused.
+pub fn off_but_dead_net() -> Vec<SyscallRule> {
     use uapi::*;
-    const WHY: &str = "the network is off: only UDP sockets, made by vetto in a network namespace that leads nowhere";
+    const WHY: &str = "the network is off: only UDP and TCP sockets, made by vetto in a network namespace that leads nowhere";
     let mut rules = socket_families(
         &[AF_INET, AF_INET6],
         "the network is off",
         "the network is off (only route netlink, for interface listing)",
     );
     for family in [AF_INET, AF_INET6] {
-        // Every type value the mask leaves but UDP's, not only the types
-        // Linux has now: what the filter does not name it lets through.
+        // Every type value the mask leaves but UDP's and TCP's, not only
+        // the types Linux has now: what the filter does not name it lets
+        // through.
         for kind in 0..=SOCK_TYPE_MASK {
-            if kind != SOCK_DGRAM {
+            if kind != SOCK_DGRAM && kind != SOCK_STREAM {
                 rules.push(rule(
                     "socket",
                     Action::Deny,
@@ -591,26 +597,35 @@ pub fn off_but_dead_net_udp() -> Vec<SyscallRule> {
                 ));
             }
         }
-        rules.push(rule(
-            "socket",
-            Action::Deny,
-            vec![
-                family_is(family),
-                ArgCheck::Ne { index: 2, value: 0 },
-                ArgCheck::Ne {
-                    index: 2,
-                    value: IPPROTO_UDP,
-                },
-            ],
-            WHY,
-        ));
-        rules.push(rule(
-            "socket",
-            Action::Notify,
-            vec![family_is(family), type_is(SOCK_DGRAM)],
-            "the network is off: a UDP socket is made by vetto in a network namespace that leads nowhere",
-        ));
+        for (kind, protocol) in [(SOCK_DGRAM, IPPROTO_UDP), (SOCK_STREAM, IPPROTO_TCP)] {
+            rules.push(rule(
+                "socket",
+                Action::Deny,
+                vec![
+                    family_is(family),
+                    type_is(kind),
+                    ArgCheck::Ne { index: 2, value: 0 },
+                    ArgCheck::Ne {
+                        index: 2,
+                        value: protocol,
+                    },
+                ],
+                WHY,
+            ));
+            rules.push(rule(
+                "socket",
+                Action::Notify,
+                vec![family_is(family), type_is(kind)],
+                "the network is off: the socket is made by vetto in a network namespace that leads nowhere",
+            ));
+        }
     }
+    rules.push(rule(
+        "bind",
+        Action::Notify,
+        vec![],
+        "a TCP socket of the namespace that leads nowhere is bound by the supervisor (Landlock refuses the job's)",
+    ));
     rules
 }
 

@@ -774,7 +774,8 @@ fn full_with_the_network_off_has_a_dns_stub_that_answers_no_name() -> Result<(),
 }
 
 #[test]
-fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> Result<(), Refusal> {
+fn fs_only_with_the_network_off_makes_udp_and_tcp_sockets_where_they_lead_nowhere()
+-> Result<(), Refusal> {
     let build = |host: &HostCaps| {
         build::build_with_view(
             &policy(project_rules()),
@@ -801,17 +802,26 @@ fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> R
     };
     let plan = build(&HostCaps::everything())?;
     assert!(plan.notify.udp_dead_net);
+    assert!(plan.notify.tcp_dead_net);
     assert_eq!(plan.notify.net_connect, fs::NetConnect::Closed);
     for family in [2, 10] {
-        // UDP notified (made by vetto in its namespace); TCP and raw refused.
+        // UDP and TCP notified (made by vetto in its namespace); raw
+        // refused.
         assert!(socket_rule(&plan, Action::Notify, family, 2));
-        assert!(socket_rule(&plan, Action::Deny, family, 1));
+        assert!(socket_rule(&plan, Action::Notify, family, 1));
         assert!(socket_rule(&plan, Action::Deny, family, 3));
-        assert!(!socket_rule(&plan, Action::Deny, family, 2));
     }
+    // The job's binds are the supervisor's to perform.
+    assert!(
+        plan.seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "bind" && r.action == Action::Notify)
+    );
     // Decided as the filter decides (the strongest matching rule), over
-    // every type value and a few protocols: only UDP is notified, nothing
-    // internet passes unasked (SOCK_PACKET, 10, is a packet socket).
+    // every type value and a few protocols: only UDP and TCP are notified,
+    // nothing internet passes unasked (SOCK_PACKET, 10, is a packet
+    // socket; 132 is SCTP, 262 MPTCP).
     let verdict = |plan: &Plan, args: [u64; 3]| {
         plan.seccomp
             .rules
@@ -839,9 +849,11 @@ fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> R
     for family in [2, 10] {
         for kind in 0..16u64 {
             for flags in [0, 0o4000, 0o2_000_000] {
-                for protocol in [0, 1, 6, 17, 136] {
+                for protocol in [0, 1, 6, 17, 132, 136, 262] {
                     let got = verdict(&plan, [family, kind | flags, protocol]);
-                    let want = if kind == 2 && (protocol == 0 || protocol == 17) {
+                    let want = if (kind == 2 && (protocol == 0 || protocol == 17))
+                        || (kind == 1 && (protocol == 0 || protocol == 6))
+                    {
                         Action::Notify
                     } else {
                         Action::Deny
@@ -858,6 +870,7 @@ fn fs_only_with_the_network_off_makes_udp_sockets_where_they_lead_nowhere() -> R
     // Without user namespaces: every internet socket refused, as before.
     let plan = build(&without_userns())?;
     assert!(!plan.notify.udp_dead_net);
+    assert!(!plan.notify.tcp_dead_net);
     assert!(plan.seccomp.rules.iter().any(|r| {
         r.name == "socket"
             && r.action == Action::Deny

@@ -164,11 +164,15 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
     }
     for h in &o.allow_domain {
         match validate::parse_allow(h) {
-            Ok(validate::Allowed::Host(host, port)) => layer.allow.push(HostPattern {
-                host,
-                port,
-                origin: origin("--allow-domain", h),
-            }),
+            Ok(validate::Allowed::Host(host, port)) => {
+                let o = origin("--allow-domain", h);
+                layer.ips.extend(validate::localhost_rules(&host, port, &o));
+                layer.allow.push(HostPattern {
+                    host,
+                    port,
+                    origin: o,
+                });
+            }
             Ok(validate::Allowed::Ip(net, prefix, port)) => layer.ips.push(IpRule {
                 net,
                 prefix,

@@ -1781,3 +1781,28 @@ fn auto_preset_written_as_a_string_is_refused_with_the_spelling_that_works() {
         err.rendered
     );
 }
+
+/// A CI `services:` database on the host's loopback: `localhost:PORT`
+/// stands for the name and for both loopback addresses at that port (a
+/// client that ignores the proxy variables connects by address), and for
+/// nothing else.
+#[test]
+fn localhost_with_a_port_allows_the_host_loopback_addresses_at_that_port() {
+    let s = scratch();
+    let mut r = s.req(None);
+    r.overrides.allow_domain = vec!["localhost:5432".into(), "db.test:5432".into()];
+    let p = load(&r).unwrap();
+    let NetPolicy::Allow { hosts, ips, .. } = &p.net else {
+        panic!("{:?}", p.net);
+    };
+    assert!(hosts.iter().any(|h| h.host == "localhost"));
+    let rules: Vec<String> = ips.iter().map(ToString::to_string).collect();
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    for ip in ["127.0.0.1", "::1"] {
+        let ip: std::net::IpAddr = ip.parse().unwrap();
+        assert!(
+            ips.iter().any(|r| r.net == ip && r.port == Some(5432)),
+            "{rules:?}"
+        );
+    }
+}

@@ -264,11 +264,15 @@ pub fn validate(
     });
     for h in &net.allow {
         match parse_allow(&h.value) {
-            Ok(Allowed::Host(host, port)) => layer.allow.push(HostPattern {
-                host,
-                port,
-                origin: origin(&h.span, &h.value),
-            }),
+            Ok(Allowed::Host(host, port)) => {
+                let o = origin(&h.span, &h.value);
+                layer.ips.extend(localhost_rules(&host, port, &o));
+                layer.allow.push(HostPattern {
+                    host,
+                    port,
+                    origin: o,
+                });
+            }
             Ok(Allowed::Ip(net, prefix, port)) => layer.ips.push(IpRule {
                 net,
                 prefix,
@@ -608,6 +612,27 @@ pub enum Allowed {
 
 /// A host pattern, or an address range (`10.1.2.0/24:5432`, `192.0.2.7`,
 /// `[2001:db8::/32]:443`, `2001:db8::1`).
+/// `localhost[:PORT]` stands for the host's loopback addresses too: a
+/// client that ignores the proxy variables (psql, a JDBC or Go driver)
+/// resolves it itself and connects to `127.0.0.1` or `::1` by address.
+pub fn localhost_rules(host: &str, port: Option<u16>, origin: &Origin) -> Vec<IpRule> {
+    if host != "localhost" {
+        return Vec::new();
+    }
+    [
+        (std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST), 32),
+        (std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST), 128),
+    ]
+    .into_iter()
+    .map(|(net, prefix)| IpRule {
+        net,
+        prefix,
+        port,
+        origin: origin.clone(),
+    })
+    .collect()
+}
+
 pub fn parse_allow(s: &str) -> Result<Allowed, (String, Option<String>)> {
     match parse_ip_rule(s) {
         Some(rule) => rule

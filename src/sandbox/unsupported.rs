@@ -100,7 +100,11 @@ pub mod dead_net {
         pub fn start() -> std::io::Result<Started> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
-        pub fn socket(&self, _v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
+        pub fn socket(
+            &self,
+            _v6: bool,
+            _stream: bool,
+        ) -> std::io::Result<crate::sandbox::os::OwnedFd> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
         pub fn identity(&self) -> Identity {

@@ -212,6 +212,20 @@ fn header_only(id: u16, rcode: u8) -> Vec<u8> {
     out
 }
 
+/// `z.y.x.127.in-addr.arpa` or `::1`'s `1.0.…0.ip6.arpa`: the reverse
+/// name of a loopback address.
+fn is_loopback_reverse(name: &str) -> bool {
+    if let Some(v4) = name.strip_suffix(".127.in-addr.arpa") {
+        let labels: Vec<&str> = v4.split('.').collect();
+        return labels.len() == 3 && labels.iter().all(|l| l.parse::<u8>().is_ok());
+    }
+    let Some(v6) = name.strip_suffix(".ip6.arpa") else {
+        return false;
+    };
+    let nibbles: Vec<&str> = v6.split('.').collect();
+    nibbles.len() == 32 && nibbles[0] == "1" && nibbles[1..].iter().all(|n| *n == "0")
+}
+
 /// Decide one query: the reply, and the record of a refused name.
 fn respond(
     query: &[u8],
@@ -223,6 +237,13 @@ fn respond(
         Err(Some(id)) => return (Some(header_only(id, FORMERR)), None),
         Err(None) => return (None, None),
     };
+    // The job asking the name of its own loopback (Python's
+    // `socket.getfqdn("::1")` when a test server binds it, where
+    // /etc/hosts has no `::1` line): nothing the policy allows or refuses,
+    // and a query here carries nothing out anyway. No such name, unrecorded.
+    if is_loopback_reverse(&q.name) {
+        return (Some(answer(query, &q, NXDOMAIN, None)), None);
+    }
     if !rules.allows(&q.name) {
         return (Some(answer(query, &q, NXDOMAIN, None)), Some(q.name));
     }
@@ -644,6 +665,23 @@ mod tests {
         Answerable {
             allow: vec![pat("allowed.test", Some(8443)), pat("*.example.com", None)],
             deny: vec![pat("evil.example.com", None)],
+        }
+    }
+
+    #[test]
+    fn only_the_loopback_addresses_reverse_names_are_unrecorded() {
+        let v6_loopback = format!("1{}.ip6.arpa", ".0".repeat(31));
+        assert!(is_loopback_reverse(&v6_loopback));
+        assert!(is_loopback_reverse("1.0.0.127.in-addr.arpa"));
+        for recorded in [
+            "2.0.0.127.in-addr.arpa.exfil.test",
+            "data.0.0.127.in-addr.arpa",
+            "1.0.0.10.in-addr.arpa",
+            "127.in-addr.arpa",
+            &format!("2{}.ip6.arpa", ".0".repeat(31)),
+            &format!("1{}.ip6.arpa", ".0".repeat(30)),
+        ] {
+            assert!(!is_loopback_reverse(recorded), "{recorded}");
         }
     }
 

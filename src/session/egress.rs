@@ -124,11 +124,14 @@ impl DeadNetUdp {
         }
     }
 
-    /// A UDP socket made there for `process`, which the supervisor keeps a
-    /// copy of (`None`: there is no such namespace).
+    /// A UDP (or, `stream`, TCP) socket made there for `process`; of a UDP
+    /// one the supervisor keeps a copy, to name who asked the DNS stub
+    /// (never of a TCP one, whose peer would then never see it closed).
+    /// `None`: there is no such namespace.
     fn socket(
         &self,
         v6: bool,
+        stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
         let mut state = self.state.lock().ok()?;
@@ -142,14 +145,17 @@ impl DeadNetUdp {
                     *state = UdpNet::Running { net, stub };
                 }
                 Err(why) => eprintln!(
-                    "vetto: warning: the job's UDP sockets are refused (no namespace for them: {why})"
+                    "vetto: warning: the job's UDP (and, with the network off, TCP) sockets are refused (no namespace for them: {why})"
                 ),
             }
         }
         let UdpNet::Running { net, .. } = &*state else {
             return None;
         };
-        let made = net.socket(v6);
+        let made = net.socket(v6, stream);
+        if stream {
+            return Some(made);
+        }
         Some(made.and_then(|fd| {
             let copy = fd.try_clone()?;
             self.owners
@@ -290,6 +296,21 @@ impl EgressBroker for Broker {
             .is_some_and(|p| p.audit() || p.decide_addr(to.ip().to_canonical(), to.port()).allowed)
     }
 
+    fn allows_host_loopback(&self, to: SocketAddr) -> bool {
+        let ip = to.ip().to_canonical();
+        // A synthetic address stands for a name: the DNS stub's, not the
+        // host's loopback.
+        if !ip.is_loopback() || self.name_of(ip).is_some() {
+            return false;
+        }
+        let Ok(proxy) = self.proxy.lock() else {
+            return false;
+        };
+        proxy
+            .as_ref()
+            .is_some_and(|p| p.decide_addr(ip, to.port()).allowed)
+    }
+
     fn expect(
         &self,
         local: SocketAddr,
@@ -343,12 +364,13 @@ impl EgressBroker for Broker {
         }
     }
 
-    fn udp_socket(
+    fn dead_net_socket(
         &self,
         v6: bool,
+        stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        self.udp.socket(v6, process)
+        self.udp.socket(v6, stream, process)
     }
 
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
@@ -838,6 +860,10 @@ impl EgressBroker for DnsAskers {
         false
     }
 
+    fn allows_host_loopback(&self, _: SocketAddr) -> bool {
+        false
+    }
+
     fn names_process(&self, to: SocketAddr) -> bool {
         DnsAskers::is_stub(to)
     }
@@ -857,12 +883,13 @@ impl EgressBroker for DnsAskers {
         }
     }
 
-    fn udp_socket(
+    fn dead_net_socket(
         &self,
         v6: bool,
+        stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        self.udp.socket(v6, process)
+        self.udp.socket(v6, stream, process)
     }
 
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {

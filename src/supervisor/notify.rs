@@ -25,6 +25,10 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
     /// Whether the proxy allows `to` by address (an IP rule, or a pin and
     /// a rule for the name pinned there).
     fn allows(&self, to: std::net::SocketAddr) -> bool;
+    /// FULL: whether an IP rule allows `to`, a loopback address, which is
+    /// then the host's (a CI service, a database on `127.0.0.1:5432`)
+    /// rather than the job's own, reached through the proxy.
+    fn allows_host_loopback(&self, to: std::net::SocketAddr) -> bool;
     /// Whether the proxy wants to know which process made a connect to
     /// `to` that is performed as asked (its explicit or transparent
     /// listeners): then the connect is registered with [`Self::expect`]
@@ -38,17 +42,18 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
         original: std::net::SocketAddr,
         process: Option<crate::sandbox::ProcessFacts>,
     );
-    /// FS-ONLY (`NotifyPlan::udp_dead_net`): a UDP socket of this family
-    /// made in vetto's network namespace that leads nowhere, for
-    /// `process` (who later sends from it). `None`: there is no such
-    /// namespace, and the socket is refused.
-    fn udp_socket(
+    /// FS-ONLY (`NotifyPlan::udp_dead_net`, `tcp_dead_net`): a UDP (or,
+    /// `stream`, TCP) socket of this family made in vetto's network
+    /// namespace that leads nowhere, for `process` (who later sends from
+    /// it). `None`: there is no such namespace, and the socket is refused.
+    fn dead_net_socket(
         &self,
         v6: bool,
+        stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>>;
-    /// `sock` is one made by [`Self::udp_socket`]'s namespace: whatever it
-    /// connects to is in that namespace, and is performed as asked.
+    /// `sock` is one made by [`Self::dead_net_socket`]'s namespace:
+    /// whatever it binds or connects to is in that namespace.
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool;
 }
 
@@ -105,9 +110,10 @@ pub enum Reason {
     /// the supervisor (`ioctl(TIOCGPTPEER)` where the host's `/dev/pts` is
     /// shared and Landlock grants only the job's own terminal there).
     OwnPty,
-    /// A UDP socket made in vetto's network namespace that leads nowhere
-    /// (FS-ONLY, filtered egress): the job's own business, not recorded.
-    DeadNetUdp,
+    /// A socket made in vetto's network namespace that leads nowhere, or
+    /// its bind or connect there (FS-ONLY: UDP under filtered egress, UDP
+    /// and TCP with the network off): the job's own business, not recorded.
+    DeadNet,
     /// A connection out of the sandbox's own network namespace, whose only
     /// interface is loopback (FULL, network off): refused with
     /// `ENETUNREACH`, as the missing route would refuse it.

@@ -23,7 +23,7 @@ setup(name="evilpkg", version="6.6.6", py_modules=[])
 /// is printed; sandboxed, it is not, and the attempt is recorded with the
 /// package that made it (`pypi:evilpkg@6.6.6`, from the sdist's
 /// `PKG-INFO`), not just `python3` — the secret read at FULL (where the
-/// mask sees reads), the socket at FS-ONLY (where reads are unseen).
+/// mask sees reads), the connect out at FS-ONLY (where reads are unseen).
 fn a_setup_py_that_steals_is_recorded_with_its_package(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
@@ -65,7 +65,7 @@ fn a_setup_py_that_steals_is_recorded_with_its_package(tier: Tier) {
     let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap_or_default();
     let rule = match tier {
         Tier::Full => "secret-read-denied",
-        _ => "net-socket-denied",
+        _ => "net-egress-blocked",
     };
     let by_package: Vec<&str> = log
         .lines()

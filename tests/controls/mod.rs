@@ -197,6 +197,7 @@ fn git_and_compiler_work_without_root_dotenv(tier: Tier) {
 at_every_tier!(git_and_compiler_work_without_root_dotenv);
 mod agent;
 pub mod go;
+mod local_servers;
 mod registry_env;
 mod round_trip;
 mod toolchains;

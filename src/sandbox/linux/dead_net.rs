@@ -1,5 +1,7 @@
 //! A network namespace that leads nowhere, for the job's UDP sockets under
-//! filtered egress at FS-ONLY (`NotifyPlan::udp_dead_net`).
+//! filtered egress at FS-ONLY (`NotifyPlan::udp_dead_net`), and its TCP
+//! sockets too with the network off (`NotifyPlan::tcp_dead_net`): the
+//! job's own servers on loopback, and nothing else.
 //!
 //! A socket keeps the network namespace it was created in for its whole
 //! life: whatever the job sends on a socket made here, to whatever address
@@ -15,8 +17,8 @@
 //! The namespace is made by a helper, `vetto __dead-net PARENT`, re-executed
 //! from `/proc/self/exe` (a process with threads cannot `unshare` a user
 //! namespace). Its standard input is a unix socket to vetto: it first sends
-//! the stub's sockets, then answers each one-byte request (`4` or `6`) with
-//! a UDP socket of that family (a four-byte errno, and the socket with
+//! the stub's sockets, then answers each one-byte request (`4` or `6`: UDP,
+//! `t` or `T`: TCP) with a socket of that family (a four-byte errno, and the socket with
 //! `SCM_RIGHTS` when it is zero). It dies with vetto (`PR_SET_DEATHSIG`)
 //! and when vetto closes its end.
 
@@ -100,13 +102,20 @@ impl DeadNet {
         }
     }
 
-    /// A UDP socket made in the namespace (close-on-exec, blocking).
-    pub fn socket(&self, v6: bool) -> std::io::Result<OwnedFd> {
+    /// A UDP (or, `stream`, TCP) socket made in the namespace
+    /// (close-on-exec, blocking).
+    pub fn socket(&self, v6: bool, stream: bool) -> std::io::Result<OwnedFd> {
         let sock = self
             .requests
             .lock()
             .map_err(|_| std::io::Error::other("the dead-net helper is gone"))?;
-        (&*sock).write_all(if v6 { b"6" } else { b"4" })?;
+        let request: &[u8; 1] = match (v6, stream) {
+            (false, false) => b"4",
+            (true, false) => b"6",
+            (false, true) => b"t",
+            (true, true) => b"T",
+        };
+        (&*sock).write_all(request)?;
         let (tag, fds) = super::receive_fds::<1>(&sock)
             .ok_or_else(|| std::io::Error::other("the dead-net helper ended"))?;
         match (tag, fds.into_iter().next()) {
@@ -368,17 +377,14 @@ fn helper(parent: i32) -> Result<(), ()> {
         if requests.read_exact(&mut request).is_err() {
             return Ok(());
         }
-        let family = match request[0] {
-            b'4' => AddressFamily::Inet,
-            b'6' => AddressFamily::Inet6,
+        let (family, kind, protocol) = match request[0] {
+            b'4' => (AddressFamily::Inet, SockType::Datagram, SockProtocol::Udp),
+            b'6' => (AddressFamily::Inet6, SockType::Datagram, SockProtocol::Udp),
+            b't' => (AddressFamily::Inet, SockType::Stream, SockProtocol::Tcp),
+            b'T' => (AddressFamily::Inet6, SockType::Stream, SockProtocol::Tcp),
             _ => return Err(()),
         };
-        match nix::sys::socket::socket(
-            family,
-            SockType::Datagram,
-            SockFlag::SOCK_CLOEXEC,
-            SockProtocol::Udp,
-        ) {
+        match nix::sys::socket::socket(family, kind, SockFlag::SOCK_CLOEXEC, protocol) {
             Ok(s) => send(requests.as_raw_fd(), 0, &[s.as_raw_fd()])?,
             Err(e) => send(
                 requests.as_raw_fd(),

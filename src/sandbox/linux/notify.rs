@@ -1075,6 +1075,33 @@ pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
     Ok(())
 }
 
+/// `bind(sock, addr)` with raw address bytes (the supervisor's copy).
+pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    if addr.len() > SOCKADDR_MAX {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // Aligned storage: the kernel copies `len` bytes from it.
+    // SAFETY: an all-zero sockaddr_storage is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: addr.len() <= sizeof(sockaddr_storage), regions don't overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            addr.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            addr.len(),
+        );
+    }
+    // SAFETY: storage is valid for addr.len() bytes; a plain syscall.
+    cvt(unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&storage as *const libc::sockaddr_storage).cast(),
+            addr.len() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// `connect(sock, addr)` with raw address bytes (the supervisor's copy).
 pub fn connect_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     if addr.len() > SOCKADDR_MAX {

@@ -288,6 +288,9 @@ struct Shared {
     /// Answer a UDP `socket()` with one from the egress broker's network
     /// namespace that leads nowhere (`NotifyPlan::udp_dead_net`).
     udp_dead_net: bool,
+    /// A TCP `socket()` too, and the job's `bind()` performed here
+    /// (`NotifyPlan::tcp_dead_net`).
+    tcp_dead_net: bool,
     /// `NotifyPlan::listen`: each `listen()` is decided here.
     listen: bool,
     /// The project root's (dev, ino): no `.git` is created below it.
@@ -551,6 +554,7 @@ impl Shared {
             pty_peer: plan.pty_peer,
             metadata: plan.metadata,
             udp_dead_net: plan.udp_dead_net,
+            tcp_dead_net: plan.tcp_dead_net,
             listen: plan.listen,
             broker: plan.broker_unix_connect,
             rules,
@@ -631,8 +635,11 @@ impl Shared {
             Call::Ioctl if self.pty_peer && n.args[1] as u32 == sys::TIOCGPTPEER as u32 => {
                 (self.pty_peer(&n), None)
             }
+            Call::Other if self.tcp_dead_net && n.nr == libc::SYS_bind => {
+                (self.dead_net_bind(&n), None)
+            }
             Call::Other if self.udp_dead_net && n.nr == libc::SYS_socket => {
-                match self.udp_socket(&n) {
+                match self.dead_net_socket(&n) {
                     Some(answer) => (answer, None),
                     None => (
                         Answer::Errno(c::EPERM, Decision::Denied(c::EPERM), Reason::Forbidden),
@@ -756,7 +763,7 @@ impl Shared {
             && matches!(reason, Reason::NotCarved | Reason::NotHandled))
             && reason != Reason::OwnPty
             && reason != Reason::Metadata
-            && reason != Reason::DeadNetUdp
+            && reason != Reason::DeadNet
         {
             let _ = events.send(NotifyEvent {
                 tid: n.tid,
@@ -914,16 +921,17 @@ impl Shared {
         }
     }
 
-    // ----- UDP sockets from a network namespace that leads nowhere -------
+    // ----- Sockets from a network namespace that leads nowhere ----------
 
     /// `socket(AF_INET or AF_INET6, SOCK_DGRAM, 0 or IPPROTO_UDP)` at
-    /// FS-ONLY with filtered egress: answered with a socket the egress
-    /// broker made in its namespace with only loopback, where every
-    /// destination is local and vetto's DNS stub listens on port 53. The
-    /// arguments are registers: nothing the job can still change is read.
-    /// `None`: not such a socket, or no such namespace: refused (EPERM,
-    /// recorded) as the filter refuses every other.
-    fn udp_socket(&self, n: &Notif) -> Option<Answer> {
+    /// FS-ONLY (and with the network off `SOCK_STREAM, 0 or IPPROTO_TCP`
+    /// too, `tcp_dead_net`): answered with a socket the egress broker made
+    /// in its namespace with only loopback, where every destination is
+    /// local and vetto's DNS stub listens on port 53. The arguments are
+    /// registers: nothing the job can still change is read. `None`: not
+    /// such a socket, or no such namespace: refused (EPERM, recorded) as
+    /// the filter refuses every other.
+    fn dead_net_socket(&self, n: &Notif) -> Option<Answer> {
         let (domain, kind, protocol) = (
             n.args[0] as u32 as i32,
             n.args[1] as u32 as i32,
@@ -935,21 +943,23 @@ impl Shared {
             _ => return None,
         };
         let flags = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
-        if kind & !flags != libc::SOCK_DGRAM || !matches!(protocol, 0 | libc::IPPROTO_UDP) {
-            return None;
-        }
+        let stream = match (kind & !flags, protocol) {
+            (libc::SOCK_DGRAM, 0 | libc::IPPROTO_UDP) => false,
+            (libc::SOCK_STREAM, 0 | libc::IPPROTO_TCP) if self.tcp_dead_net => true,
+            _ => return None,
+        };
         let egress = self.egress.as_ref()?;
         let process = self.describe(n.tid);
         if !self.listener.id_valid(n.id) {
             return Some(Answer::Drop);
         }
-        let fd = match egress.udp_socket(v6, process)? {
+        let fd = match egress.dead_net_socket(v6, stream, process)? {
             Ok(fd) => fd,
             Err(e) => {
                 return Some(Answer::Errno(
                     sys::errno_of(&e),
                     Decision::Emulated,
-                    Reason::DeadNetUdp,
+                    Reason::DeadNet,
                 ));
             }
         };
@@ -960,15 +970,75 @@ impl Shared {
             return Some(Answer::Errno(
                 sys::errno_of(&e),
                 Decision::Emulated,
-                Reason::DeadNetUdp,
+                Reason::DeadNet,
             ));
         }
         Some(Answer::Fd {
             fd,
             cloexec: kind & libc::SOCK_CLOEXEC != 0,
-            reason: Reason::DeadNetUdp,
+            reason: Reason::DeadNet,
             undo: None,
         })
+    }
+
+    /// `bind()` with the network off at FS-ONLY (`tcp_dead_net`): on a
+    /// socket of the namespace that leads nowhere, performed here on our
+    /// copy of it with the address as copied once — any address there is
+    /// that namespace's, so there is nothing to decide, and Landlock (which
+    /// refuses TCP binds to the job) does not hold the supervisor. Any
+    /// other socket: the kernel decides, under the job's own Landlock
+    /// domain, as if nothing had been notified.
+    fn dead_net_bind(&self, n: &Notif) -> Answer {
+        let einval = Answer::Errno(c::EINVAL, Decision::Emulated, Reason::DeadNet);
+        let Ok(target) = i32::try_from(n.args[0] as u32) else {
+            return Answer::Errno(c::EBADF, Decision::Emulated, Reason::NotHandled);
+        };
+        let len = n.args[2] as u32 as usize;
+        if len > SOCKADDR_MAX {
+            return einval;
+        }
+        let Ok(pidfd) = sys::pidfd_open_thread(n.tid) else {
+            return self.stale_or(n, Answer::Continue(Reason::NotHandled));
+        };
+        let sock = match sys::pidfd_getfd(pidfd.as_fd(), target) {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(c::EBADF) => {
+                return self.stale_or(
+                    n,
+                    Answer::Errno(c::EBADF, Decision::Emulated, Reason::NotHandled),
+                );
+            }
+            Err(_) => return self.stale_or(n, Answer::Continue(Reason::NotHandled)),
+        };
+        let ours = matches!(
+            sys::socket_domain(sock.as_fd()),
+            Ok(libc::AF_INET | libc::AF_INET6)
+        ) && self
+            .egress
+            .as_ref()
+            .is_some_and(|e| e.is_dead_net(sock.as_fd()));
+        if !ours {
+            return self.stale_or(n, Answer::Continue(Reason::NotHandled));
+        }
+        let mut addr = [0u8; SOCKADDR_MAX];
+        match sys::read_remote(n.tid, n.args[1], &mut addr[..len]) {
+            Ok(got) if got == len => {}
+            _ => {
+                return self.stale_or(
+                    n,
+                    Answer::Errno(c::EFAULT, Decision::Emulated, Reason::DeadNet),
+                );
+            }
+        }
+        // The thread was alive and blocked in this call through the reads:
+        // the descriptor and the bytes are the ones it passed.
+        if !self.listener.id_valid(n.id) {
+            return Answer::Drop;
+        }
+        match sys::bind_raw(sock.as_fd(), &addr[..len]) {
+            Ok(()) => Answer::Value(0, Reason::DeadNet),
+            Err(e) => Answer::Errno(sys::errno_of(&e), Decision::Emulated, Reason::DeadNet),
+        }
     }
 
     /// `open*("/dev/pts/N", O_RDWR | O_NOCTTY)`: the slave of a pty by the
@@ -1890,6 +1960,16 @@ impl Shared {
                     Route::Refuse if self.udp_dead_net => refused = Some(Answer::Refused(to)),
                     Route::Refuse => return (Err(Answer::Refused(to)), None),
                 }
+            } else if self.net_connect == NetConnect::LoopbackOnly
+                && self
+                    .egress
+                    .as_ref()
+                    .is_some_and(|e| e.allows_host_loopback(to))
+            {
+                // FULL with an IP rule for a loopback address: the host's
+                // service there (a CI `services:` database), through the
+                // proxy, for programs that ignore the proxy variables too.
+                redirect = Some((to, false));
             } else if self.refuses(to) {
                 // FULL with filtered egress: an address an IP rule allows
                 // goes to the proxy's redirected listener in the namespace.
@@ -1994,11 +2074,28 @@ impl Shared {
                 .egress
                 .as_ref()
                 .is_some_and(|e| e.is_dead_net(sock.as_fd()));
+        let stream = || matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM);
         let connect = if dead_net {
             // Decided on the socket itself (our copy of it), not on a
             // number the job can re-point: it can only reach the
-            // namespace it was made in. Performed as asked.
-            Connect::Raw(addr, len, Reason::DeadNetUdp)
+            // namespace it was made in. Performed as asked — but a TCP
+            // connect to anything but loopback (the job's own servers) is
+            // an attempt to leave, refused and recorded, as at FULL; and
+            // one to port 53 is DNS over TCP to a resolver, never the
+            // job's own: refused (no stub serves TCP there) and recorded.
+            match inet_addr(&addr[..len]) {
+                Some(to) if self.tcp_dead_net && stream() => {
+                    let ip = to.ip().to_canonical();
+                    if !ip.is_loopback() && !ip.is_unspecified() {
+                        return (Err(Answer::Unreachable(to)), shown);
+                    }
+                    if to.port() == 53 {
+                        return (Err(Answer::Refused(to)), shown);
+                    }
+                    Connect::Raw(addr, len, Reason::DeadNet)
+                }
+                _ => Connect::Raw(addr, len, Reason::DeadNet),
+            }
         } else if let Some(answer) = refused {
             return (Err(answer), shown);
         } else if domain != c::AF_UNIX
@@ -2013,7 +2110,7 @@ impl Shared {
             // Allowed by address: to the proxy, never to `to` itself (a
             // DNS query: to the DNS stub). Only a TCP internet socket can
             // be handed over.
-            let stream = matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM);
+            let stream = stream();
             let v6 = domain == c::AF_INET6;
             let via = self.egress.as_ref().and_then(|e| {
                 if dns {

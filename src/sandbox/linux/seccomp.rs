@@ -362,6 +362,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         "socketpair" => libc::SYS_socketpair,
         "connect" => libc::SYS_connect,
         "listen" => libc::SYS_listen,
+        "bind" => libc::SYS_bind,
         "sendto" => libc::SYS_sendto,
         "sendmsg" => libc::SYS_sendmsg,
         "sendmmsg" => libc::SYS_sendmmsg,

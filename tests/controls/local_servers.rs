@@ -1,0 +1,209 @@
+//! A test suite's own servers on loopback, with the network off (issue
+//! P11): an HTTP test server on port 0, a Node app under test, the IPv6
+//! probe urllib3 makes at import. At FULL the job's network namespace is
+//! its own; at FS-ONLY its TCP sockets are made in vetto's namespace that
+//! leads nowhere. Either way the job's loopback is the job's: the host's
+//! loopback services stay out of reach, and a connection anywhere else is
+//! refused and recorded.
+
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::util::{Tier, World};
+use crate::{at_every_tier, require};
+
+/// Python's `http.server` on `127.0.0.1:0` and on `[::1]:0`, fetched with
+/// urllib, after importing urllib3 (pip's copy), whose import binds a
+/// socket to `::1` to see whether IPv6 works.
+const PY_SERVER: &str = r#"python3 - <<'PY'
+import http.server, socket, threading, urllib.request
+from pip._vendor import urllib3
+print("urllib3 ipv6:", urllib3.util.connection.HAS_IPV6)
+class V6(http.server.HTTPServer):
+    address_family = socket.AF_INET6
+for cls, host, url in [(http.server.HTTPServer, "127.0.0.1", "127.0.0.1"), (V6, "::1", "[::1]")]:
+    srv = cls((host, 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    body = urllib.request.urlopen(f"http://{url}:{srv.server_address[1]}/served.txt", timeout=20).read()
+    print("python", host, body.decode().strip())
+    srv.shutdown()
+PY"#;
+
+/// Node's `http.createServer().listen(0)` (every address), fetched on
+/// `127.0.0.1`.
+const NODE_SERVER: &str = r#"node -e "
+const http = require('http');
+const srv = http.createServer((q, r) => r.end('node-served')).listen(0, () => {
+  http.get({host: '127.0.0.1', port: srv.address().port}, r => {
+    let b = ''; r.on('data', d => b += d); r.on('end', () => { console.log('node', b); srv.close(); });
+  });
+});""#;
+
+/// Runs as an unprivileged user, `vetto ci` with no flags (the network
+/// off): a test suite's servers on loopback work and the verdict is clean.
+/// Evidence: the same script bare prints the same; before issue P11, at
+/// FS-ONLY the first `socket()` was refused and recorded.
+fn a_test_suites_loopback_servers_work_with_the_network_off(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(&w.project.join("served.txt"), "served-from-loopback\n");
+    let script = format!("{PY_SERVER}\n{NODE_SERVER}");
+    let expect = [
+        "urllib3 ipv6: True",
+        "python 127.0.0.1 served-from-loopback",
+        "python ::1 served-from-loopback",
+        "node node-served",
+    ];
+    let bare = w.sh_bare(&script);
+    for e in expect {
+        bare.assert_stdout_contains(e);
+    }
+    let (out, log) = w.ci_sh(&script);
+    for e in expect {
+        out.assert_stdout_contains(e);
+    }
+    out.assert_stderr_contains("CLEAN");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let violations: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+}
+
+/// A listener of the host's (the test runner's) that counts connections.
+struct HostService {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl HostService {
+    fn start() -> HostService {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                drop(s);
+                count.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        HostService { port, accepted }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// Runs as an unprivileged user, the network off: a job that reaches for
+/// a service on the host's loopback (a database, a docker API on TCP, a
+/// language server) finds none — the job's loopback is its own — and a
+/// connection to any other address is refused and recorded with the
+/// process. Evidence: bare, the same connect reaches the host's service.
+fn the_hosts_loopback_services_stay_out_of_reach_with_the_network_off(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let host = HostService::start();
+    let script = format!(
+        "python3 - <<'PY'\nimport socket\nfor addr in [('127.0.0.1', {}), ('192.0.2.1', 80)]:\n    \
+         try:\n        socket.create_connection(addr, 10).close(); print('reached', addr[0])\n    \
+         except OSError as e:\n        print('refused', addr[0], e.errno)\nPY",
+        host.port
+    );
+    w.sh_bare(&script)
+        .assert_stdout_contains("reached 127.0.0.1");
+    assert!(
+        crate::util::eventually(std::time::Duration::from_secs(20), || host.accepted() == 1),
+        "bare, the host's service is not reached"
+    );
+    let (out, log) = w.ci_sh(&script);
+    out.assert_stdout_contains("refused 127.0.0.1 111")
+        .assert_stdout_contains("refused 192.0.2.1");
+    assert_eq!(
+        host.accepted(),
+        1,
+        "the job reached the host's service\n{}",
+        out.dump()
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("192.0.2.1")
+            && l.contains("python3")),
+        "the connect out is not recorded with the process\n{log}\n{}",
+        out.dump()
+    );
+}
+
+at_every_tier!(
+    a_test_suites_loopback_servers_work_with_the_network_off,
+    the_hosts_loopback_services_stay_out_of_reach_with_the_network_off
+);
+
+/// A host service that answers each connection with a line.
+fn banner_service() -> (u16, Arc<AtomicUsize>) {
+    use std::io::Write;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = s.write_all(b"host-service-banner\n");
+        }
+    });
+    (port, accepted)
+}
+
+/// Runs as an unprivileged user: a CI `services:` database on the host's
+/// loopback, reached by a client that ignores the proxy variables (psql,
+/// a JDBC or Go driver: a plain socket here), with one allow rule — by
+/// address (`127.0.0.1:PORT`) or by name (`localhost:PORT`) — at both
+/// tiers, recorded as a connection with the process. Evidence: without
+/// the rule the same client is refused and the service sees nothing.
+fn a_host_service_on_loopback_is_reached_with_one_allow_rule(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (port, accepted) = banner_service();
+    let client = |host: &str| {
+        format!(
+            "python3 -c \"import socket; s = socket.create_connection(('{host}', {port}), 10); \
+             print('got', s.makefile().readline().strip())\" 2>&1 || echo refused"
+        )
+    };
+    let (out, _) = w.ci_sh(&client("127.0.0.1"));
+    out.assert_stdout_contains("refused");
+    assert_eq!(accepted.load(Ordering::SeqCst), 0, "{}", out.dump());
+    for (rule, host) in [
+        (format!("127.0.0.1:{port}"), "127.0.0.1"),
+        (format!("localhost:{port}"), "localhost"),
+    ] {
+        let dir = w.root.join(format!("reports-{host}"));
+        let out = w
+            .sandboxed_with(
+                &[
+                    "--allow-domain",
+                    &rule,
+                    "--report-dir",
+                    dir.to_str().unwrap_or_default(),
+                ],
+                &["sh", "-c", &client(host)],
+            )
+            .run();
+        out.assert_stdout_contains("got host-service-banner");
+        let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap_or_default();
+        assert!(
+            log.lines().any(|l| l.contains("\"type\":\"connection\"")
+                && l.contains("\"decision\":\"allowed\"")
+                && l.contains(&format!("\"port\":{port}"))
+                && l.contains("python3")),
+            "the connection is not recorded with the process\n{log}\n{}",
+            out.dump()
+        );
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+at_every_tier!(a_host_service_on_loopback_is_reached_with_one_allow_rule);
