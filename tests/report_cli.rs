@@ -26,8 +26,12 @@ fn report_rerenders_sarif_html_and_summary_from_a_session_log() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Each report written is said, where it went.
+    let said = String::from_utf8_lossy(&out.stderr);
     for f in ["vetto.sarif", "report.html", "summary.md"] {
         assert!(tmp.path().join(f).is_file(), "{f} missing");
+        let line = format!("vetto: wrote {}", tmp.path().join(f).display());
+        assert!(said.contains(&line), "{line} not said:\n{said}");
     }
     let sarif = tmp.path().join("only.sarif");
     let out = Command::new(env!("CARGO_BIN_EXE_vetto"))
@@ -39,6 +43,12 @@ fn report_rerenders_sarif_html_and_summary_from_a_session_log() {
         .unwrap();
     assert!(out.status.success());
     assert!(sarif.is_file());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        said.matches("vetto: wrote ").count(),
+        1,
+        "only the report asked for is written:\n{said}"
+    );
 }
 
 #[test]

@@ -48,11 +48,18 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         category: args.category,
         ..Default::default()
     };
-    let errors = report::write_outputs(&model, &outputs, &opts);
-    for e in &errors {
-        eprintln!("vetto: error: {}", error_chain(e));
+    let mut failed = false;
+    // Each report, as it went: what was written where, or why not.
+    for (path, written) in report::write_outputs(&model, &outputs, &opts) {
+        match written {
+            Ok(()) => eprintln!("vetto: wrote {}", crate::text::path_name(&path)),
+            Err(e) => {
+                failed = true;
+                eprintln!("vetto: error: {}", error_chain(&e));
+            }
+        }
     }
-    if errors.is_empty() {
+    if !failed {
         Ok(ExitCode::SUCCESS)
     } else {
         Ok(ExitCode::from(crate::exit::REFUSED))

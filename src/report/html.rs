@@ -335,7 +335,12 @@ impl View {
                 m.skipped_lines
             ));
         }
-        if !s.degraded.is_empty() {
+        if s.audit {
+            warnings.push(
+                "--audit: nothing was enforced; what the policy would refuse was recorded as observed."
+                    .into(),
+            );
+        } else if !s.degraded.is_empty() {
             warnings.push(
                 "This tier did not enforce every rule of the policy (--allow-degraded).".into(),
             );
@@ -596,6 +601,32 @@ mod tests {
             "unescaped <script> in the report"
         );
         assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    /// An audited session enforced nothing by choice: its report says so,
+    /// and does not claim the tier was accepted weaker (`--allow-degraded`).
+    #[test]
+    fn an_audit_report_says_audit_not_allow_degraded() {
+        let mut events = fixture::attack_session();
+        for e in &mut events {
+            if let crate::events::Event::SessionStart(s) = e {
+                s.audit = true;
+                s.degraded = vec![
+                    "--audit: nothing is enforced; what the policy would refuse is recorded as observed"
+                        .into(),
+                ];
+            }
+        }
+        let log = crate::events::log::SessionLog::parse(&fixture::to_jsonl(&events));
+        let html = render(&crate::report::Model::build(&log).unwrap()).unwrap();
+        assert!(
+            html.contains("--audit: nothing was enforced"),
+            "audit not said"
+        );
+        assert!(
+            !html.contains("--allow-degraded"),
+            "claims --allow-degraded"
+        );
     }
 
     #[test]

@@ -527,7 +527,7 @@ pub fn write_outputs(
     model: &Model,
     outputs: &Outputs,
     sarif_opts: &sarif::SarifOptions,
-) -> Vec<ReportError> {
+) -> Vec<(PathBuf, Result<(), ReportError>)> {
     let targets = [
         (Kind::Sarif, &outputs.sarif),
         (Kind::Html, &outputs.html),
@@ -537,9 +537,10 @@ pub fn write_outputs(
         .into_iter()
         .filter_map(|(kind, path)| {
             let path = path.as_ref()?;
-            kind.render(model, sarif_opts)
-                .and_then(|bytes| write_file(path, &bytes))
-                .err()
+            let written = kind
+                .render(model, sarif_opts)
+                .and_then(|bytes| write_file(path, &bytes));
+            Some((path.clone(), written))
         })
         .collect()
 }

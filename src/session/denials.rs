@@ -281,8 +281,20 @@ fn what(rule: RuleId, target: &Target, home: &Path) -> String {
 /// member: the fix follows from why it was refused.
 fn connection(c: &Connection, ctx: &Context) -> Option<(RuleId, String, Fix)> {
     let v = c.violation(crate::events::violation::Provenance::Proxy)?;
-    let what = what(v.rule, &v.target, &ctx.home);
+    let mut what = what(v.rule, &v.target, &ctx.home);
     let host = c.host.as_deref().unwrap_or_default();
+    // Not the allowlist: the name was allowed, its address was not. Say
+    // so, or the user reads "blocked" as "add it to the allowlist".
+    if c.reason == ConnReason::PrivateAddress
+        && !host.is_empty()
+        && host.parse::<std::net::IpAddr>().is_err()
+        && let Some(ip) = c.addr.as_deref().and_then(|a| a.parse().ok())
+    {
+        what.push_str(&format!(
+            " (it resolved to {ip}, which is {})",
+            crate::policy::addr::classify(ip).as_str()
+        ));
+    }
     let fix = match c.reason {
         ConnReason::NotAllowed | ConnReason::DnsRefused => fix(v.rule, &v.target, ctx),
         ConnReason::DeniedByRule => {
@@ -717,6 +729,20 @@ mod tests {
             "--resolve registry.example.test:127.0.0.1  (policy: [network] resolve = [\"registry.example.test:127.0.0.1\"])"
         );
         assert!(advice("169.254.169.254").starts_with("no flag: "));
+        // Why, before the advice: the name was allowed, its address not.
+        let mut c = refused(
+            Some("registry.example.test"),
+            443,
+            ConnReason::PrivateAddress,
+            ConnVia::Connect,
+        );
+        c.addr = Some("203.0.113.80".into());
+        let out = lines(&[], 0, &[(c, 1)], false, false, &ctx());
+        assert!(
+            out[1].contains("registry.example.test:443 (it resolved to 203.0.113.80, which is "),
+            "{}",
+            out[1]
+        );
     }
 
     /// A denied write in a host cache (`npm install` writing `~/.npm`, a
