@@ -538,6 +538,14 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
             TcpStubAt::HostLoopback => m.remove(&peer),
             TcpStubAt::JobNamespace => m.get(&peer).cloned(),
         });
+        // On the host's loopback anyone may connect: only a connect the
+        // supervisor registered is the job's. A stranger is closed at
+        // once, unanswered and unrecorded: it costs the session nothing
+        // (no client slot held, no violation in its verdict).
+        if shared.at == TcpStubAt::HostLoopback && who.is_none() {
+            drop(stream);
+            continue;
+        }
         shared.clients.fetch_add(1, Ordering::SeqCst);
         let client = shared.clone();
         let spawned = std::thread::Builder::new()
@@ -803,6 +811,39 @@ mod tests {
         assert_eq!(refused.host.as_deref(), Some("canary.denied.test"));
         assert_eq!(refused.process.unwrap().pid, 7);
         assert!(events.iter().any(|e| matches!(e, Event::Violation(_))));
+    }
+
+    /// Another user's process on the host connects to the stub's port on
+    /// loopback: it gets no answer and the session records nothing.
+    #[test]
+    fn a_stranger_on_the_hosts_loopback_gets_nothing_from_the_tcp_stub() {
+        use crate::events::log::VecSink;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let at = listener.local_addr().unwrap();
+        let sink = Arc::new(VecSink::default());
+        let stub = TcpStub::start(
+            vec![listener],
+            TcpStubAt::HostLoopback,
+            Arc::new(Mutex::new(Names::default())),
+            rules(),
+            sink.clone(),
+            Askers::default(),
+        )
+        .unwrap();
+        let mut stranger = std::net::TcpStream::connect(at).unwrap();
+        stranger
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let q = query("canary.denied.test", TYPE_A);
+        let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&q);
+        // The stub may already have closed it: a write error is fine.
+        let _ = stranger.write_all(&framed);
+        let mut got = Vec::new();
+        let _ = stranger.read_to_end(&mut got);
+        assert!(got.is_empty(), "a stranger was answered");
+        stub.stop();
+        assert!(sink.0.lock().unwrap().is_empty(), "a stranger was recorded");
     }
 
     #[test]
