@@ -118,6 +118,22 @@ fn toolchain() -> Option<&'static Path> {
     .as_deref()
 }
 
+/// The lent toolchain ([`toolchain`]), or a visible SKIP.
+macro_rules! require_toolchain {
+    () => {
+        match toolchain() {
+            Some(tc) => tc,
+            None => {
+                skip::say(
+                    &util::test_name(),
+                    "no Rust toolchain to lend the test user",
+                );
+                return;
+            }
+        }
+    };
+}
+
 /// Write `path` as the test user.
 fn put(w: &World, path: &Path, body: &str) {
     let path = path.to_str().unwrap_or_default();
@@ -145,13 +161,7 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     let w = World::at(tier);
     let ips = require_registry!(w, "cargo");
     let ips_s: Vec<&str> = ips.iter().map(String::as_str).collect();
-    let Some(tc) = toolchain() else {
-        skip::say(
-            &util::test_name(),
-            "no Rust toolchain to lend the test user",
-        );
-        return;
-    };
+    let tc = require_toolchain!();
     put(
         &w,
         &w.project.join("Cargo.toml"),
@@ -201,6 +211,22 @@ fn cargo_build_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     );
 }
 
+/// A package with one dependency (`is-odd`) and a test script that
+/// requires it, printing `npm-test-pass`.
+fn npm_demo(w: &World) {
+    put(
+        w,
+        &w.project.join("package.json"),
+        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"},\
+         \"scripts\":{\"test\":\"node test.js\"}}\n",
+    );
+    put(
+        w,
+        &w.project.join("test.js"),
+        "const isOdd = require('is-odd');\nif (!isOdd(3) || isOdd(4)) { process.exit(1); }\nconsole.log('npm-test-pass');\n",
+    );
+}
+
 /// `npm install` and `npm test` (a test script that requires the
 /// dependency) of a package with one dependency under `--preset npm`,
 /// then both again `--offline` from the warm vetto-owned cache.
@@ -209,17 +235,7 @@ fn npm_install_fetches_through_the_proxy_into_a_warm_vetto_cache(tier: Tier) {
     let w = World::at(tier);
     let ips = require_registry!(w, "npm");
     let ips_s: Vec<&str> = ips.iter().map(String::as_str).collect();
-    put(
-        &w,
-        &w.project.join("package.json"),
-        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"},\
-         \"scripts\":{\"test\":\"node test.js\"}}\n",
-    );
-    put(
-        &w,
-        &w.project.join("test.js"),
-        "const isOdd = require('is-odd');\nif (!isOdd(3) || isOdd(4)) { process.exit(1); }\nconsole.log('npm-test-pass');\n",
-    );
+    npm_demo(&w);
     let run = |args: &str| {
         w.sandboxed_with(
             &[&["--preset", "npm"][..], &ips_s].concat(),
@@ -507,17 +523,7 @@ fn an_ordinary_npm_job_needs_no_flags(tier: Tier) {
     let w = World::at(tier);
     let pins = require_registry!(w, "npm");
     let pins: Vec<&str> = pins.iter().map(String::as_str).collect();
-    put(
-        &w,
-        &w.project.join("package.json"),
-        "{\"name\":\"demo\",\"version\":\"1.0.0\",\"private\":true,\"dependencies\":{\"is-odd\":\"3.0.1\"},\
-         \"scripts\":{\"test\":\"node test.js\"}}\n",
-    );
-    put(
-        &w,
-        &w.project.join("test.js"),
-        "const isOdd = require('is-odd');\nif (!isOdd(3) || isOdd(4)) { process.exit(1); }\nconsole.log('npm-test-pass');\n",
-    );
+    npm_demo(&w);
     let script = "npm install --no-audit --no-fund && npm test";
     // (npm's retries are turned off where the network is: they only wait.)
     let before = "npm install --no-audit --no-fund --fetch-retries=0 && npm test";
@@ -550,13 +556,7 @@ fn an_ordinary_npm_job_needs_no_flags(tier: Tier) {
 fn an_ordinary_cargo_job_needs_no_flags(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let Some(tc) = toolchain() else {
-        skip::say(
-            &util::test_name(),
-            "no Rust toolchain to lend the test user",
-        );
-        return;
-    };
+    let tc = require_toolchain!();
     put(
         &w,
         &w.project.join("Cargo.toml"),

@@ -966,26 +966,27 @@ pub fn local_inet_addr(sock: BorrowedFd<'_>) -> io::Result<std::net::SocketAddr>
 
 /// `bind(sock, addr)` for an internet address.
 pub fn bind_inet(sock: BorrowedFd<'_>, addr: std::net::SocketAddr) -> io::Result<()> {
-    let bytes = inet_bytes(addr);
+    bind_raw(sock, &inet_bytes(addr))
+}
+
+/// Raw address bytes (the supervisor's copy) in aligned storage, which the
+/// kernel reads `addr.len()` bytes of.
+fn storage_of(addr: &[u8]) -> io::Result<libc::sockaddr_storage> {
+    if addr.len() > SOCKADDR_MAX {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
     // SAFETY: an all-zero sockaddr_storage is valid.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: bytes.len() <= sizeof(sockaddr_storage), regions don't overlap.
+    // SAFETY: addr.len() <= sizeof(sockaddr_storage) (SOCKADDR_MAX), the
+    // regions don't overlap.
     unsafe {
         std::ptr::copy_nonoverlapping(
-            bytes.as_ptr(),
+            addr.as_ptr(),
             (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-            bytes.len(),
+            addr.len(),
         );
     }
-    // SAFETY: storage is valid for bytes.len() bytes.
-    cvt(unsafe {
-        libc::bind(
-            sock.as_raw_fd(),
-            (&storage as *const libc::sockaddr_storage).cast(),
-            bytes.len() as libc::socklen_t,
-        )
-    })?;
-    Ok(())
+    Ok(storage)
 }
 
 /// The open file description is in non-blocking mode (shared with the job).
@@ -1077,20 +1078,7 @@ pub fn truncate_to_zero(fd: BorrowedFd<'_>) -> io::Result<()> {
 
 /// `bind(sock, addr)` with raw address bytes (the supervisor's copy).
 pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
-    if addr.len() > SOCKADDR_MAX {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // Aligned storage: the kernel copies `len` bytes from it.
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: addr.len() <= sizeof(sockaddr_storage), regions don't overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            addr.as_ptr(),
-            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-            addr.len(),
-        );
-    }
+    let storage = storage_of(addr)?;
     // SAFETY: storage is valid for addr.len() bytes; a plain syscall.
     cvt(unsafe {
         libc::bind(
@@ -1104,20 +1092,7 @@ pub fn bind_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
 
 /// `connect(sock, addr)` with raw address bytes (the supervisor's copy).
 pub fn connect_raw(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
-    if addr.len() > SOCKADDR_MAX {
-        return Err(io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // Aligned storage: the kernel copies `len` bytes from it.
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    // SAFETY: addr.len() <= sizeof(sockaddr_storage), regions don't overlap.
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            addr.as_ptr(),
-            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
-            addr.len(),
-        );
-    }
+    let storage = storage_of(addr)?;
     loop {
         // SAFETY: storage is valid for addr.len() bytes.
         let ret = unsafe {
