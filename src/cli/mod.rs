@@ -164,6 +164,9 @@ pub struct ExplainArgs {
     /// Machine-readable output
     #[arg(long)]
     pub json: bool,
+    /// With PATH|HOST: the whole policy too, not only the answers
+    #[arg(long)]
+    pub all: bool,
     /// Paths or host names to decide
     #[arg(value_name = "PATH|HOST")]
     pub queries: Vec<String>,

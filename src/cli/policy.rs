@@ -66,8 +66,11 @@ pub fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             "{}",
             serde_json::to_string_pretty(&out).context("cannot render JSON")?
         );
-    } else {
+    } else if decisions.is_empty() || args.all {
         print!("{}", explain::render_text(&policy, &decisions));
+    } else {
+        // The answers first: what was asked is what the reader wants.
+        print!("{}", explain::render_answers(&policy, &decisions));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -572,6 +572,24 @@ fn fmt_size(b: u64) -> String {
 }
 
 /// Human-readable rendering of the resolved policy and the decisions.
+/// `policy explain PATH|HOST`: the answers first, then which policy gave
+/// them (the whole policy is [`render_text`]'s, with `--all`).
+pub fn render_answers(policy: &Policy, decisions: &[Decision]) -> String {
+    let mut answers = String::new();
+    render_decisions(&mut answers, decisions);
+    let mut o = answers.trim_start_matches('\n').to_string();
+    let _ = writeln!(
+        o,
+        "\n{} — project {} (the whole policy: --all)",
+        policy.provenance.line(),
+        policy.project.display()
+    );
+    if let Some(l) = policy.provenance.differs_line() {
+        let _ = writeln!(o, "{l}");
+    }
+    o
+}
+
 pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "project: {}", policy.project.display());
@@ -733,6 +751,12 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             set.join(" ")
         }
     );
+    render_decisions(&mut o, decisions);
+    o
+}
+
+/// The answers to `policy explain PATH|HOST`, one per query.
+fn render_decisions(o: &mut String, decisions: &[Decision]) {
     if !decisions.is_empty() {
         let _ = writeln!(o, "\ndecisions:");
     }
@@ -816,7 +840,6 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             }
         }
     }
-    o
 }
 
 #[cfg(test)]

@@ -233,6 +233,15 @@ fn policy_explain_says_which_rule_decides_a_host() {
         .assert_stdout_contains(
             "pinned to 169.254.169.254 by `meta.test:169.254.169.254` (--resolve meta.test:169.254.169.254), which is a cloud metadata address",
         );
+    // The answers first, and only they; the whole policy with --all.
+    assert!(out.stdout().starts_with("decisions:\n"), "{}", out.dump());
+    out.assert_stdout_lacks("filesystem (")
+        .assert_stdout_contains("(the whole policy: --all)");
+    w.vetto(&["policy", "explain", "--all", "denied.test"])
+        .run()
+        .assert_success()
+        .assert_stdout_contains("filesystem (")
+        .assert_stdout_contains("denied.test: blocked");
     let json = w
         .vetto(&[
             "policy",
