@@ -472,11 +472,9 @@ fn said(job: &Captured) -> String {
         .stderr
         .lines()
         .map(str::trim)
-        .find(|l| {
-            !l.is_empty()
-                && !l.starts_with("vetto: withheld")
-                && !l.starts_with("vetto: warning: degraded")
-        })
+        // The job's own words: vetto's lines (the policy line, what it
+        // withheld, its guidance) are no evidence of what the job met.
+        .find(|l| !l.is_empty() && !l.starts_with("vetto:"))
         .unwrap_or("nothing");
     let mut s: String = line.chars().take(140).collect();
     if s.len() < line.len() {
@@ -599,6 +597,16 @@ mod tests {
             "vetto: withheld 2 credential-like variable(s) from the job: A, B\ncat: x: Permission denied\n",
         );
         assert_eq!(said(&job), "cat: x: Permission denied");
+        let job = captured(
+            1,
+            "",
+            "vetto: policy: the built-in default sha256:233e91824556c255\nvetto: npm reads ~/.npmrc without its credentials\nsh: 1: cannot create /x: Read-only file system\n",
+        );
+        assert_eq!(said(&job), "sh: 1: cannot create /x: Read-only file system");
+        assert_eq!(
+            said(&captured(0, "", "vetto: policy: the built-in default\n")),
+            "nothing"
+        );
         assert_eq!(said(&captured(1, REFUSED, "noise")), "EPERM");
     }
 
