@@ -563,3 +563,34 @@ fn docs_examples_packaging_and_sarif_name_one_repository() {
         );
     }
 }
+
+/// The digests the docs show for the built-in default policy are the
+/// digest the policy line prints today (the first 16 hex digits of
+/// `policies/default.toml`'s SHA-256): a stale one tells a reader the
+/// policy changed when it did not, or the reverse.
+#[test]
+fn the_default_policy_digest_in_the_docs_is_todays() {
+    let text = std::fs::read(root().join("policies/default.toml")).unwrap_or_default();
+    let today = vetto::hash::sha256_hex(&[&text]);
+    let shown = &today[..16];
+    let mut seen = 0;
+    for doc in ["README.md", "docs/policy.md"] {
+        let body = std::fs::read_to_string(root().join(doc)).unwrap_or_default();
+        for (at, _) in body.match_indices("the built-in default sha256:") {
+            let digest: String = body[at + "the built-in default sha256:".len()..]
+                .chars()
+                .take_while(char::is_ascii_hexdigit)
+                .collect();
+            // (`sha256:…`: a placeholder, shown as one.)
+            if digest.is_empty() {
+                continue;
+            }
+            assert_eq!(digest, shown, "{doc} shows a stale default-policy digest");
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 2,
+        "the docs no longer show the default policy's digest"
+    );
+}
