@@ -64,16 +64,7 @@ fn npm_reads_its_own_settings_without_the_token_and_no_finding(tier: Tier) {
             "color=false\nupdate-notifier=false\n//registry.npmjs.org/:_authToken={NPM_CANARY}\n"
         ),
     );
-    let ci = |script: &str| {
-        let project = w.project.to_str().unwrap_or_default();
-        let mut args = vec!["ci", "--tier", w.tier.name(), "--project", project];
-        args.extend_from_slice(w.tier.options());
-        args.extend_from_slice(&["--preset", "npm", "--", "sh", "-c", script]);
-        let out = w.vetto(&args).run();
-        let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
-            .unwrap_or_default();
-        (out, log)
-    };
+    let ci = |script: &str| w.ci_sh_with(&["--preset", "npm"], script);
     let (out, log) = ci("npm config get color; cat \"$npm_config_userconfig\"");
     out.assert_stdout_contains("false")
         .assert_no_leak(NPM_CANARY);
@@ -139,16 +130,7 @@ fn pip_reads_its_own_settings_without_the_index_token_and_no_finding(tier: Tier)
     w.sh_bare(tools)
         .assert_stdout_contains(PIP_CANARY)
         .assert_stdout_contains(NETRC_CANARY);
-    let ci = |script: &str| {
-        let project = w.project.to_str().unwrap_or_default();
-        let mut args = vec!["ci", "--tier", w.tier.name(), "--project", project];
-        args.extend_from_slice(w.tier.options());
-        args.extend_from_slice(&["--", "sh", "-c", script]);
-        let out = w.vetto(&args).run();
-        let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
-            .unwrap_or_default();
-        (out, log)
-    };
+    let ci = |script: &str| w.ci_sh(script);
     let (out, log) = ci(tools);
     out.assert_stdout_contains("global.timeout='7'")
         .assert_stdout_contains("https://pypi.corp.test/simple")

@@ -1366,9 +1366,15 @@ impl World {
     /// tier, reports in the project's default place, and the session log
     /// there (empty when there is none).
     pub fn ci_sh(&self, script: &str) -> (Out, String) {
+        self.ci_sh_with(&[], script)
+    }
+
+    /// The same with `options` before the command.
+    pub fn ci_sh_with(&self, options: &[&str], script: &str) -> (Out, String) {
         let project = self.project.to_str().unwrap_or_default();
         let mut args = vec!["ci", "--tier", self.tier.name(), "--project", project];
         args.extend_from_slice(self.tier.options());
+        args.extend_from_slice(options);
         args.extend_from_slice(&["--", "sh", "-c", script]);
         let out = self.vetto(&args).run();
         let log = std::fs::read_to_string(self.project.join("vetto-report/session.jsonl"))
