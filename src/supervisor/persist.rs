@@ -23,7 +23,13 @@
 //! of the project, whatever its size — and an entry whose `ctime` is not
 //! before the session's start was created or changed during the session.
 //! A file the job did not touch keeps its old stamp and its content is the
-//! user's own.
+//! user's own. Stamps alone cannot tell a repository completed in this
+//! session from files an earlier session left (`mv sub/HEAD.x sub/HEAD`:
+//! the config keeps the earlier stamp), so a repository is also judged by
+//! whether it was one at the start: the start's glob walk listed every
+//! directory but `.git` and the `outputs` directories before the job ran,
+//! with `HEAD`, `objects/`, `refs/` and `.git` in its listings
+//! ([`What::Became`]).
 //!
 //! **What is looked at.** At the project root: `.envrc`, `.vscode/{tasks,
 //! launch,settings}.json`, `.devcontainer/` (everything in it),
@@ -111,6 +117,11 @@ pub trait Tree {
     /// (inode, size, stamps, content or link target); `None` when it
     /// cannot be read.
     fn identity(&self, path: &Path) -> Option<Identity>;
+    /// A directory's device and inode (`lstat`); `None` when unknown.
+    fn dir_id(&self, path: &Path) -> Option<(u64, u64)> {
+        let _ = path;
+        None
+    }
     /// The entries of directory `dir` as remembered — every subdirectory
     /// and the names [`REMEMBERED_NAMES`] match — when `dir` is known to
     /// have gained and lost no entry since it was listed, nor since
@@ -266,6 +277,11 @@ pub enum What {
     /// or changed `count` entries of config, hooks or info (`first` names
     /// one).
     Repository { count: usize, first: PathBuf },
+    /// A directory below the project root that is a repository now and
+    /// was not this one when the session began: made, replaced, or
+    /// completed by a rename (a `HEAD` renamed into place), whatever its
+    /// files' stamps.
+    Became,
     /// Not checked: a directory that cannot be listed, or the walk's
     /// limit was reached here.
     Unchecked(String),
@@ -286,6 +302,7 @@ impl What {
                 if *count == 1 { "y" } else { "ies" },
                 first.display()
             ),
+            What::Became => "a repository that was not this one when the session began (made, replaced, or completed by a rename during the session)".into(),
             What::Unchecked(why) => format!("not checked: {why}"),
             What::More(n) => format!("and {n} more finding(s) not listed"),
             What::Runs(how) => how.clone(),
@@ -313,7 +330,7 @@ const SUBTREE_DEPTH: usize = 8;
 /// The whole check: the fixed root paths, the root repository, and the
 /// repositories below the root.
 pub fn check(watch: &Watch, tree: &dyn Tree, limits: Limits) -> Vec<Finding> {
-    check_knowing(watch, tree, limits, None)
+    check_knowing(watch, tree, limits, None, None)
 }
 
 /// What the walk below the root finds in the start's remembered listings
@@ -402,8 +419,13 @@ fn check_knowing(
     tree: &dyn Tree,
     limits: Limits,
     clean: Option<Clean>,
+    start: Option<&WalkCache>,
 ) -> Vec<Finding> {
     let mut c = Checker::new(watch, tree, limits);
+    c.start = start.map(|listings| AtStart {
+        listings,
+        sets: Remembered::default(),
+    });
     let root = &watch.project;
     c.root(root);
     c.also(&watch.also);
@@ -421,8 +443,43 @@ fn check_knowing(
     c.found
 }
 
+/// What the start's glob walk listed, before the job ran: which
+/// directories below the root were repositories then. Its listings hold
+/// every subdirectory and the names [`REMEMBERED_NAMES`] match, so
+/// `HEAD`, `objects/`, `refs/` and `.git` are in them when they were
+/// there. A listing stands for the start whatever changed since.
+struct AtStart<'a> {
+    listings: &'a WalkCache,
+    sets: Remembered,
+}
+
+impl AtStart<'_> {
+    fn listing(&self, dir: &Path) -> Option<Listed> {
+        let cached = self.listings.dirs.get(dir.as_os_str())?;
+        self.sets
+            .keeps_names(&cached.set)
+            .then(|| Listed::Remembered(Rc::clone(&cached.entries)))
+    }
+
+    /// Whether `dir` was a git directory (`HEAD`, `objects/`, `refs/`),
+    /// and its device and inode then; `None`: the start did not list it.
+    fn was_git_dir(&self, dir: &Path) -> Option<(bool, (u64, u64))> {
+        let stamp = self.listings.dirs.get(dir.as_os_str())?.stamp;
+        self.listing(dir)
+            .map(|l| (looks_like_git_dir(&l), (stamp.dev, stamp.ino)))
+    }
+
+    /// Whether `dir` held a `.git` entry; `None`: not listed.
+    fn had_git_entry(&self, dir: &Path) -> Option<bool> {
+        self.listing(dir)
+            .map(|l| l.iter().any(|(name, _)| is_git_name(name)))
+    }
+}
+
 struct Checker<'a> {
     tree: &'a dyn Tree,
+    /// The start's listings, where the session had them.
+    start: Option<AtStart<'a>>,
     since: Stamp,
     settled: &'a HashMap<PathBuf, Identity>,
     budget: usize,
@@ -435,6 +492,7 @@ impl<'a> Checker<'a> {
     fn new(watch: &'a Watch, tree: &'a dyn Tree, limits: Limits) -> Self {
         Checker {
             tree,
+            start: None,
             since: watch.since,
             settled: &watch.settled,
             budget: limits.entries,
@@ -633,7 +691,7 @@ impl<'a> Checker<'a> {
                 continue;
             };
             if !is_root && looks_like_git_dir(&entries) {
-                self.repository(&dir);
+                self.bare(&dir);
                 continue;
             }
             for (name, kind) in entries.iter() {
@@ -641,7 +699,7 @@ impl<'a> Checker<'a> {
                 if is_git_name(name) {
                     // The root's own repository was checked on its own.
                     if !is_root {
-                        self.nested(&child, kind);
+                        self.nested(&dir, &child, kind);
                     }
                 } else if kind == Kind::Dir {
                     stack.push((child, false));
@@ -662,13 +720,47 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// A `.git` below the root: a link or a `gitdir:` file is judged by
-    /// its own stamp, a directory by what is in it.
-    fn nested(&mut self, path: &Path, kind: Kind) {
-        if kind == Kind::Dir {
-            self.repository(path);
-        } else {
+    /// A `.git` below the root, in `dir`: a link or a `gitdir:` file is
+    /// judged by its own stamp (a rename stamps it too), a directory that
+    /// was not there at the start is new whatever its files' stamps, one
+    /// that was is judged by what is in it.
+    fn nested(&mut self, dir: &Path, path: &Path, kind: Kind) {
+        if kind != Kind::Dir {
             self.entry(path, false);
+        } else if self.start.as_ref().and_then(|s| s.had_git_entry(dir)) == Some(false) {
+            self.push(path.to_path_buf(), What::Became);
+        } else {
+            self.repository(path);
+        }
+    }
+
+    /// A directory below the root that git takes for a git directory now
+    /// (a bare repository, or a worktree's through `core.worktree`). Its
+    /// config and hooks may carry an earlier session's stamps: what counts
+    /// is whether it was one when this session began. Where the start's
+    /// walk did not list it (an `outputs` directory, a policy without a
+    /// `**` pattern), a `HEAD` stamped during the session, or `objects/`
+    /// or `refs/` made or renamed into it (which stamps the directory
+    /// too), says the same.
+    fn bare(&mut self, dir: &Path) {
+        let became = match self.start.as_ref().and_then(|s| s.was_git_dir(dir)) {
+            // Replaced by another directory (`rm -rf sub; mv stage sub`).
+            Some((true, then)) => self.tree.dir_id(dir).is_some_and(|now| now != then),
+            Some((false, _)) => true,
+            None => {
+                let new = |name: &str| {
+                    self.tree
+                        .lstat(&dir.join(name))
+                        .is_some_and(|m| m.ctime >= self.since)
+                };
+                let dir_new = self.tree.lstat(dir).is_some_and(|m| m.ctime >= self.since);
+                new("HEAD") || (dir_new && (new("objects") || new("refs")))
+            }
+        };
+        if became {
+            self.push(dir.to_path_buf(), What::Became);
+        } else {
+            self.repository(dir);
         }
     }
 
@@ -717,6 +809,10 @@ fn looks_like_git_dir(entries: &Listed) -> bool {
 pub struct RealTree;
 
 impl Tree for RealTree {
+    fn dir_id(&self, path: &Path) -> Option<(u64, u64)> {
+        os::file_id(&std::fs::symlink_metadata(path).ok()?)
+    }
+
     fn lstat(&self, path: &Path) -> Option<Meta> {
         let md = std::fs::symlink_metadata(path).ok()?;
         // Windows keeps no change time: the modification time, which a
@@ -837,6 +933,10 @@ impl Tree for Remembering<'_> {
         RealTree.identity(path)
     }
 
+    fn dir_id(&self, path: &Path) -> Option<(u64, u64)> {
+        RealTree.dir_id(path)
+    }
+
     fn remembered(&self, dir: &Path, since: Stamp) -> Option<Rc<Vec<Entry>>> {
         let cached = self.listings.dirs.get(dir.as_os_str())?;
         if !self.sets.keeps_names(&cached.set) {
@@ -903,6 +1003,7 @@ pub fn finish(
             &Remembering::new(l, crate::sandbox::fs_kind::honest_change_times, untouched),
             Limits::default(),
             clean.filter(|_| untouched),
+            Some(l),
         ),
         None => check(watch, &RealTree, Limits::default()),
     };
@@ -1008,6 +1109,8 @@ mod tests {
         unlistable: Vec<PathBuf>,
         /// Listings as the start's glob walk left them.
         remembered: BTreeMap<PathBuf, Vec<(OsString, Kind)>>,
+        /// Directories' device and inode, where a test gives them.
+        ids: BTreeMap<PathBuf, (u64, u64)>,
     }
 
     impl Fake {
@@ -1044,6 +1147,10 @@ mod tests {
                 .filter_map(|(p, m)| Some((p.file_name()?.to_os_string(), m.kind)))
                 .take(max)
                 .collect())
+        }
+
+        fn dir_id(&self, path: &Path) -> Option<(u64, u64)> {
+            self.ids.get(path).copied()
         }
 
         fn identity(&self, path: &Path) -> Option<Identity> {
@@ -1231,7 +1338,7 @@ mod tests {
         }
         let clean = Clean::of(&watch(), &listings_of(&f)).expect("nothing below the root");
         f.file("/p/.git/hooks/post-checkout", NEW);
-        let ahead = check_knowing(&watch(), &f, Limits::default(), Some(clean));
+        let ahead = check_knowing(&watch(), &f, Limits::default(), Some(clean), None);
         assert_eq!(ahead, check(&watch(), &f, Limits::default()));
         assert_eq!(ahead.len(), 1, "{ahead:?}");
 
@@ -1371,6 +1478,108 @@ mod tests {
             assert!(paths.contains(&p), "{p} missing from {found:?}");
         }
         assert!(found.contains(&("/p/b/.git".into(), What::Link)));
+    }
+
+    /// The check with what the start's walk listed (`start`, taken from
+    /// the fake before the job's changes).
+    fn run_from(f: &Fake, start: &WalkCache) -> Vec<(String, What)> {
+        check_knowing(&watch(), f, Limits::default(), None, Some(start))
+            .into_iter()
+            .map(|x| (x.path.display().to_string(), x.what))
+            .collect()
+    }
+
+    /// Session 1 leaves `sub/` with a config that runs a program,
+    /// `objects/`, `refs/` and `HEAD.x`: not a repository, nothing to
+    /// report. Session 2 renames `HEAD.x` to `HEAD`: `sub` is a repository
+    /// whose config carries session 1's stamp. It was not one at the start:
+    /// new, whatever the stamps say.
+    #[test]
+    fn a_directory_completed_into_a_repository_by_a_rename_is_new() {
+        let mut f = project();
+        f.file("/p/sub/config", OLD)
+            .file("/p/sub/HEAD.x", OLD)
+            .add("/p/sub/objects", Kind::Dir, OLD)
+            .add("/p/sub/refs", Kind::Dir, OLD);
+        for d in ["/p", "/p/src", "/p/sub"] {
+            remember(&mut f, d);
+        }
+        let start = listings_of(&f);
+        assert_eq!(run_from(&f, &start), []);
+        f.entries.remove(Path::new("/p/sub/HEAD.x"));
+        // Even a HEAD whose stamp the rename had left old.
+        f.file("/p/sub/HEAD", OLD).add("/p/sub", Kind::Dir, NEW);
+        assert_eq!(run_from(&f, &start), [("/p/sub".to_string(), What::Became)]);
+        // Without the start's listing the stamps decide: the renamed HEAD
+        // carries the session's.
+        f.file("/p/sub/HEAD", NEW);
+        assert_eq!(run(&f), [("/p/sub".to_string(), What::Became)]);
+    }
+
+    /// A bare repository the project already had (a fixture remote) into
+    /// which the job pushes: its objects change, nothing that runs does.
+    #[test]
+    fn a_push_into_an_existing_bare_repository_is_no_finding() {
+        let mut f = project();
+        f.file("/p/remote.git/config", OLD)
+            .file("/p/remote.git/HEAD", OLD)
+            .add("/p/remote.git/objects", Kind::Dir, OLD)
+            .add("/p/remote.git/refs", Kind::Dir, OLD);
+        for d in ["/p", "/p/src", "/p/remote.git"] {
+            remember(&mut f, d);
+        }
+        let start = listings_of(&f);
+        f.file("/p/remote.git/objects/ab/cdef", NEW)
+            .add("/p/remote.git/objects", Kind::Dir, NEW)
+            .file("/p/remote.git/refs/heads/main", NEW);
+        assert_eq!(run_from(&f, &start), []);
+        assert_eq!(run(&f), []);
+        // Its config changed: found as before.
+        f.file("/p/remote.git/config", NEW);
+        assert_eq!(run_from(&f, &start).len(), 1);
+    }
+
+    /// `rm -rf sub; mv stage sub`: a repository where one was, but another
+    /// directory.
+    #[test]
+    fn a_repository_replaced_by_another_directory_is_new() {
+        let mut f = project();
+        f.file("/p/sub/config", OLD)
+            .file("/p/sub/HEAD", OLD)
+            .add("/p/sub/objects", Kind::Dir, OLD)
+            .add("/p/sub/refs", Kind::Dir, OLD);
+        for d in ["/p", "/p/src", "/p/sub"] {
+            remember(&mut f, d);
+        }
+        let mut start = listings_of(&f);
+        if let Some(d) = start.dirs.get_mut(Path::new("/p/sub").as_os_str()) {
+            d.stamp.dev = 1;
+            d.stamp.ino = 7;
+        }
+        f.ids.insert("/p/sub".into(), (1, 7));
+        assert_eq!(run_from(&f, &start), []);
+        f.ids.insert("/p/sub".into(), (1, 8));
+        assert_eq!(run_from(&f, &start), [("/p/sub".to_string(), What::Became)]);
+    }
+
+    /// A nested `.git` directory where the start's listing had none (the
+    /// supervisor refuses making one; this holds where it could not see).
+    #[test]
+    fn a_nested_git_directory_absent_at_the_start_is_new() {
+        let mut f = project();
+        f.add("/p/w", Kind::Dir, OLD);
+        for d in ["/p", "/p/src", "/p/w"] {
+            remember(&mut f, d);
+        }
+        let start = listings_of(&f);
+        f.file("/p/w/.git/config", OLD)
+            .file("/p/w/.git/HEAD", OLD)
+            .add("/p/w", Kind::Dir, NEW);
+        assert_eq!(
+            run_from(&f, &start),
+            [("/p/w/.git".to_string(), What::Became)]
+        );
+        assert_eq!(run(&f), []);
     }
 
     #[test]

@@ -134,6 +134,77 @@ fn task_renamed_into_vscode_in_a_later_session_is_reported(tier: Tier) {
 }
 at_every_tier!(task_renamed_into_vscode_in_a_later_session_is_reported);
 
+/// Session 1 leaves `sub/` with a config whose fsmonitor runs a program
+/// and `core.worktree = ..`, `objects/`, `refs/` and `HEAD.x`: not a
+/// repository, so nothing runs and nothing is reported.
+fn stage_repository(marker: &Path) -> String {
+    format!(
+        "mkdir -p sub/objects sub/refs && printf 'ref: refs/heads/main\\n' > sub/HEAD.x && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tworktree = ..\\n\\tfsmonitor = \"echo pwned > {}\"\\n' \
+         > sub/config",
+        marker.display()
+    )
+}
+
+/// Session 2 completes it: with `HEAD` in place, git takes `sub` for a
+/// git directory, and the next `git status` in `sub/` runs the
+/// fsmonitor. Its config keeps session 1's change time.
+const COMPLETE_REPOSITORY: &str = "mv sub/HEAD.x sub/HEAD";
+
+/// Runs as an unprivileged user. Bare, the two steps make `git status` in
+/// `sub/` run the planted fsmonitor; sandboxed, session 1 is clean and
+/// session 2 reports `sub` as a repository that was not one when it
+/// began, and `vetto ci` exits 3.
+fn repository_completed_by_a_rename_in_a_later_session_is_reported(tier: Tier) {
+    require!(tier.feature());
+    let bare = World::at(tier);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&format!(
+        "{} && {COMPLETE_REPOSITORY}",
+        stage_repository(&marker)
+    ))
+    .assert_success();
+    bare.bare(&["git", "status", "--short"])
+        .cwd(bare.project.join("sub"))
+        .run();
+    assert!(
+        marker.exists(),
+        "control: the completed repository's fsmonitor did not run"
+    );
+
+    let w = World::at(tier);
+    let marker = marker_of(&w);
+    let (first, log) = w.ci_sh(&stage_repository(&marker));
+    assert_eq!(first.code(), 0, "session 1 {}", first.dump());
+    assert!(planted_lines(&log).is_empty(), "session 1: {log}");
+    let (out, log) = w.ci_sh(&format!("{COMPLETE_REPOSITORY} && echo script-finished"));
+    out.assert_stdout_contains("script-finished");
+    assert_planted(
+        &out,
+        &log,
+        &["/sub\"", "was not this one when the session began"],
+    );
+}
+at_every_tier!(repository_completed_by_a_rename_in_a_later_session_is_reported);
+
+/// Runs as an unprivileged user. Control: the project holds a bare
+/// repository (a test's fixture remote) and the job pushes into it — its
+/// objects and refs change, nothing that runs does: no finding.
+fn a_push_into_a_fixture_remote_in_the_project_is_clean(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare(&format!(
+        "set -e; git init -q --bare remote.git; echo remote.git/ >> .git/info/exclude; \
+         {COMMIT}"
+    ))
+    .assert_success();
+    let (out, log) = w.ci_sh("git push -q ./remote.git HEAD:refs/heads/main && echo pushed");
+    out.assert_stdout_contains("pushed");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    assert!(planted_lines(&log).is_empty(), "{log}");
+}
+at_every_tier!(a_push_into_a_fixture_remote_in_the_project_is_clean);
+
 /// Runs as an unprivileged user. The job plants what the next agent
 /// session started in the project runs: an MCP server in `.mcp.json`, a
 /// `SessionStart` hook in `.claude/settings.json`, and rewrites the hook
