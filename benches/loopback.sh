@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# A test suite's own loopback traffic with the network off, side by side
-# in one run: bare; bubblewrap with a network namespace of its own (what
-# FULL does); vetto full; vetto fs-only, where every TCP socket is made in
+# A test suite's own loopback traffic with the network off (and, for the
+# requests, with filtered egress), side by side in one run: bare;
+# bubblewrap with a network namespace of its own (what FULL does); vetto
+# full; vetto fs-only, where every TCP socket is made in
 # vetto's namespace that leads nowhere (one round trip to its helper) and
 # its bind and connect are performed by the supervisor (one notification
 # each). Two workloads: 500 HTTP requests to a server on 127.0.0.1:0, each
@@ -48,6 +49,8 @@ cd "$p"
     -n '500 requests, bubblewrap --unshare-net' "${bw[*]} python3 serve.py 500" \
     -n '500 requests, vetto full' "$v run --tier full -- python3 serve.py 500" \
     -n '500 requests, vetto fs-only' "$v run --tier fs-only -- python3 serve.py 500" \
+    -n '500 requests, vetto full --allow-domain' "$v run --tier full --allow-domain example.com -- python3 serve.py 500" \
+    -n '500 requests, vetto fs-only --allow-domain' "$v run --tier fs-only --allow-domain example.com -- python3 serve.py 500" \
     -n '2000 sockets, bare' 'python3 sockets.py 2000' \
     -n '2000 sockets, bubblewrap --unshare-net' "${bw[*]} python3 sockets.py 2000" \
     -n '2000 sockets, vetto full' "$v run --tier full -- python3 sockets.py 2000" \

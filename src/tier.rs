@@ -34,11 +34,13 @@ impl Tier {
     }
 }
 
-/// With the network off, the job's loopback is its own (FULL: its
-/// namespace; FS-ONLY: the one its sockets are made in): a connect to a
-/// port where none of its servers listens is refused by the kernel, as a
-/// test suite's own wait-for-port loop is, and not told apart from one.
-const LOOPBACK_UNOBSERVED: &str = "a connection to a loopback port where none of the job's own servers listens (the host's loopback is out of reach)";
+/// The job's loopback is its own (FULL: its namespace; FS-ONLY: the one
+/// its sockets are made in): a connect to a port where none of its
+/// servers listens is refused by the kernel, as a test suite's own
+/// wait-for-port loop is. Where a service of the host's listens at that
+/// port the connect is recorded; where nothing listens anywhere it
+/// reached nothing and is not.
+const LOOPBACK_UNOBSERVED: &str = "a connection to a loopback port where nothing listens, in the sandbox or on the host (it reached nothing)";
 
 impl Tier {
     /// The attempts this tier refuses without vetto seeing them, so that a

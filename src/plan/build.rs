@@ -844,7 +844,7 @@ fn plan_for(
         seccomp.rules.extend(syscalls::off_but_dead_net());
     }
     notify.udp_dead_net = udp_dead_net;
-    notify.tcp_dead_net = udp_dead_net && !tcp_only;
+    notify.tcp_dead_net = udp_dead_net;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }

@@ -170,13 +170,15 @@ pub struct NotifyPlan {
     /// listens on port 53. Without it, UDP sockets are refused.
     #[serde(default)]
     pub udp_dead_net: bool,
-    /// The network off without a namespace of the job's own (FS-ONLY),
-    /// where that namespace exists: each TCP `socket()` is answered with a
-    /// socket made there too, so the job's own servers work on its
-    /// loopback (bind, listen, connect) and reach nothing else; its
-    /// `bind()` and `connect()` are performed by the supervisor on its own
-    /// copy (Landlock refuses them to the job), a connect to anything but
-    /// loopback refused and recorded.
+    /// Below FULL (FS-ONLY), network off or filtered, where that namespace
+    /// exists: each TCP `socket()` is answered with a socket made there
+    /// too, so the job's own servers work on its loopback (bind, listen,
+    /// connect) and face nothing else; its `bind()` and `connect()` are
+    /// performed by the supervisor on its own copy (Landlock refuses them
+    /// to the job). With the network off a connect to anything but
+    /// loopback is refused and recorded; with filtered egress the proxy's
+    /// listeners are in that namespace too, and a connect is decided as
+    /// before, then sent to them.
     #[serde(default)]
     pub tcp_dead_net: bool,
     /// Filtered egress without a namespace (FS-ONLY): each `listen()` of

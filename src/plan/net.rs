@@ -104,7 +104,10 @@ impl EgressPlan {
 /// the session's credential (`http://vetto:SECRET@127.0.0.1:PORT`).
 /// `ALL_PROXY` is SOCKS5 with names resolved by the proxy (`socks5h`).
 pub fn proxy_vars(http_url: &str, socks_url: &str) -> Vec<(String, String)> {
-    let no_proxy = "localhost,127.0.0.1,::1";
+    // `[::1]` as well: Python's urllib compares the host of a URL with
+    // its brackets (`http://[::1]:8000/`), so a test suite's own IPv6
+    // server would otherwise be asked of the proxy.
+    let no_proxy = "localhost,127.0.0.1,::1,[::1]";
     let mut vars = Vec::new();
     for (name, value) in [
         ("HTTP_PROXY", http_url),
@@ -144,6 +147,6 @@ mod tests {
             assert!(names.contains(&n), "{n}");
         }
         assert!(vars.contains(&("all_proxy".into(), "socks5h://vetto:s@127.0.0.1:1".into())));
-        assert!(vars.contains(&("NO_PROXY".into(), "localhost,127.0.0.1,::1".into())));
+        assert!(vars.contains(&("NO_PROXY".into(), "localhost,127.0.0.1,::1,[::1]".into())));
     }
 }

@@ -473,7 +473,11 @@ pub fn vsock_off() -> Vec<SyscallRule> {
 /// sockets nor UDP-Lite) are refused too, unless `udp_dead_net`: then
 /// their `socket()` is notified and the supervisor answers with a socket
 /// made in a network namespace that leads nowhere
-/// (`NotifyPlan::udp_dead_net`).
+/// (`NotifyPlan::udp_dead_net`), and so is a TCP socket's
+/// (`NotifyPlan::tcp_dead_net`): the proxy listens in that namespace, and
+/// the job's own servers bind and listen on its loopback (`bind()`
+/// notified, as Landlock refuses it to the job), where nothing outside
+/// can reach them (issue P11).
 pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
     use uapi::*;
     let mut rules = socket_families(
@@ -539,7 +543,21 @@ pub fn tcp_only(udp_dead_net: bool) -> Vec<SyscallRule> {
                 vec![family_is(family), type_is(SOCK_DGRAM)],
                 "filtered egress: a UDP socket is made by vetto in a network namespace that leads nowhere",
             ));
+            rules.push(rule(
+                "socket",
+                Action::Notify,
+                vec![family_is(family), type_is(SOCK_STREAM)],
+                "filtered egress: a TCP socket is made by vetto in a network namespace that leads nowhere, where the proxy listens",
+            ));
         }
+    }
+    if udp_dead_net {
+        rules.push(rule(
+            "bind",
+            Action::Notify,
+            vec![],
+            "a TCP socket of the namespace that leads nowhere is bound by the supervisor (Landlock refuses the job's)",
+        ));
     }
     for (name, index) in [("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3)] {
         rules.push(rule(

@@ -291,27 +291,6 @@ impl Proxy {
         format!("socks5h://vetto:{}@{addr}", self.shared.credential)
     }
 
-    /// The proxy variables for the job's environment, both cases:
-    /// `HTTP_PROXY`/`HTTPS_PROXY` (`http://vetto:CRED@ADDR`), `ALL_PROXY`
-    /// (`socks5h://…`, names resolved by vetto) and `NO_PROXY` naming
-    /// loopback only, so a job's own local servers are reached directly.
-    pub fn env_vars(&self, addr: SocketAddr) -> Vec<(String, String)> {
-        let http = self.proxy_url(addr);
-        let socks = self.socks_url(addr);
-        let no_proxy = "localhost,127.0.0.1,::1".to_string();
-        let mut vars = Vec::new();
-        for (name, value) in [
-            ("HTTP_PROXY", &http),
-            ("HTTPS_PROXY", &http),
-            ("ALL_PROXY", &socks),
-            ("NO_PROXY", &no_proxy),
-        ] {
-            vars.push((name.to_string(), value.clone()));
-            vars.push((name.to_ascii_lowercase(), value.clone()));
-        }
-        vars
-    }
-
     /// Bind an explicit-proxy listener on the host's loopback (an ephemeral
     /// port) and serve it.
     pub fn listen_host(&self) -> io::Result<SocketAddr> {

@@ -1263,13 +1263,16 @@ fn a_server_first_banner_passes_and_the_jobs_first_bytes_are_still_checked() {
 fn the_job_gets_proxy_variables_in_both_cases_with_the_credential() {
     let proxy = Proxy::start(Config::default(), Arc::new(VecSink::default())).unwrap();
     let addr: SocketAddr = "127.0.0.1:3128".parse().unwrap();
-    let vars = proxy.env_vars(addr);
+    let vars = crate::plan::net::proxy_vars(&proxy.proxy_url(addr), &proxy.socks_url(addr));
     let get = |k: &str| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let url = format!("http://vetto:{}@127.0.0.1:3128", proxy.credential());
     assert_eq!(get("HTTPS_PROXY"), Some(url.clone()));
     assert_eq!(get("http_proxy"), Some(url));
     assert!(get("all_proxy").unwrap().starts_with("socks5h://vetto:"));
-    assert_eq!(get("NO_PROXY").as_deref(), Some("localhost,127.0.0.1,::1"));
+    assert_eq!(
+        get("NO_PROXY").as_deref(),
+        Some("localhost,127.0.0.1,::1,[::1]")
+    );
     assert_eq!(vars.len(), 8);
     assert_eq!(proxy.credential().len(), 64);
     proxy.shutdown();

@@ -110,6 +110,12 @@ pub mod dead_net {
         pub fn identity(&self) -> Identity {
             Identity
         }
+        pub fn listener(&self, _ip: std::net::IpAddr) -> std::io::Result<std::net::TcpListener> {
+            Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+        }
+    }
+    pub fn host_stream_socket(_v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
     /// No namespace, so no socket is of one.
     #[derive(Debug, Clone, Copy)]
@@ -117,6 +123,9 @@ pub mod dead_net {
     impl Identity {
         pub fn holds(&self, _sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
             false
+        }
+        pub fn proc_net(&self) -> Option<std::path::PathBuf> {
+            None
         }
     }
     pub fn entry() -> Option<std::process::ExitCode> {

@@ -168,6 +168,19 @@ impl DeadNetUdp {
         self.running.get().is_some_and(|net| net.holds(sock))
     }
 
+    /// A listener of vetto's there, on `ip` (see
+    /// `dead_net::DeadNet::listener`); an error when it is not running.
+    fn listener(&self, ip: IpAddr) -> std::io::Result<std::net::TcpListener> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| std::io::Error::other("the dead-net helper is gone"))?;
+        match &*state {
+            UdpNet::Running { net, .. } => net.listener(ip),
+            _ => Err(std::io::Error::other("no namespace that leads nowhere")),
+        }
+    }
+
     /// Stop the stub and end the helper (the job is gone).
     fn stop(&self) {
         let state = self
@@ -370,11 +383,21 @@ impl EgressBroker for Broker {
         stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
-        self.udp.socket(v6, stream, process)
+        match self.udp.socket(v6, stream, process) {
+            // Without the namespace (`--audit`, or it could not be made)
+            // the proxy listens on the host's loopback: a TCP socket of
+            // the host's, as if its `socket()` had not been notified.
+            None if stream => Some(crate::sandbox::dead_net::host_stream_socket(v6)),
+            made => made,
+        }
     }
 
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
         self.udp.holds(sock)
+    }
+
+    fn dead_net_proc(&self) -> Option<std::path::PathBuf> {
+        self.udp.running.get().and_then(|i| i.proc_net())
     }
 }
 
@@ -507,6 +530,26 @@ pub fn start(
         said: Arc::clone(&said),
     });
     let proxy = Proxy::start(config(&policy.net, audit, env)?, sink.clone())?;
+    let names = Arc::new(Mutex::new(super::dns::Names::default()));
+    let answerable = super::dns::Answerable::for_policy(&policy.net);
+    // FS-ONLY: the job's sockets come from a namespace that leads nowhere,
+    // where the DNS stub serves port 53 and the proxy listens: nothing of
+    // the session faces the host's loopback, and the job's own servers
+    // work on its loopback there (issue P11). If it cannot be made, UDP
+    // sockets are refused, as the filter refuses them without user
+    // namespaces, and TCP ones are the host's. `--audit` enforces nothing:
+    // its sockets are the host's, its queries go where the job sends them.
+    let mut udp = Udp::Refused;
+    if how == EgressPlan::Redirect && plan.notify.udp_dead_net && !audit {
+        udp = match DeadNetUdp::start(names.clone(), answerable.clone(), sink.clone()) {
+            Ok(net) => Udp::DeadNet(net),
+            Err(why) => Udp::Failed(why),
+        };
+    }
+    let dead_net = match &udp {
+        Udp::DeadNet(net) if plan.notify.tcp_dead_net => Some(net),
+        _ => None,
+    };
     let (address, explicit, redirect_v4, redirect_v6) = match how {
         // The stage's listeners inside the namespace are served after the
         // launch (`serve_netns`); the variables point at them.
@@ -519,6 +562,27 @@ pub fn start(
             Some(SocketAddr::from((Ipv4Addr::LOCALHOST, NETNS_REDIRECT_PORT))),
             Some(SocketAddr::from((Ipv6Addr::LOCALHOST, NETNS_REDIRECT_PORT))),
         ),
+        EgressPlan::Redirect if dead_net.is_some() => {
+            let net = dead_net.ok_or_else(|| {
+                EgressError::Listen(std::io::Error::other("no namespace that leads nowhere"))
+            })?;
+            // Only the job's own connects, which the supervisor registers,
+            // are served (the job's are the only sockets there).
+            proxy.only_registered_peers();
+            let listen = |ip: IpAddr, kind: ListenerKind| -> std::io::Result<SocketAddr> {
+                let l = net.listener(ip)?;
+                let addr = l.local_addr()?;
+                proxy.serve(l, kind)?;
+                Ok(addr)
+            };
+            let explicit = listen(Ipv4Addr::LOCALHOST.into(), ListenerKind::Explicit)
+                .map_err(EgressError::Listen)?;
+            let v4 = listen(Ipv4Addr::LOCALHOST.into(), ListenerKind::Redirected)
+                .map_err(EgressError::Listen)?;
+            // No IPv6 loopback there: IPv6 connects are refused.
+            let v6 = listen(Ipv6Addr::LOCALHOST.into(), ListenerKind::Redirected).ok();
+            (explicit, vec![explicit], Some(v4), v6)
+        }
         EgressPlan::Redirect => {
             // On the host's loopback: only the job's own connects, which
             // the supervisor registers, are served.
@@ -575,8 +639,6 @@ pub fn start(
     let socks = proxy.socks_url(address);
     plan.env
         .set_all(proxy_vars(&proxy.proxy_url(address), &socks));
-    let names = Arc::new(Mutex::new(super::dns::Names::default()));
-    let answerable = super::dns::Answerable::for_policy(&policy.net);
     let askers = super::dns::Askers::default();
     let (dns_v4, dns_v6, tcp_stub) = match how {
         // `--audit` enforces nothing: its queries go where the job sends
@@ -586,7 +648,11 @@ pub fn start(
         EgressPlan::Netns | EgressPlan::Loopback => (None, None, None),
         EgressPlan::Redirect if audit => (None, None, None),
         EgressPlan::Redirect => {
-            let (listeners, v4, v6) = dns_listeners().map_err(EgressError::Listen)?;
+            let (listeners, v4, v6) = match dead_net {
+                Some(net) => dead_net_dns_listeners(net),
+                None => dns_listeners(),
+            }
+            .map_err(EgressError::Listen)?;
             let stub = super::dns::TcpStub::start(
                 listeners,
                 super::dns::TcpStubAt::HostLoopback,
@@ -600,17 +666,12 @@ pub fn start(
             (Some(v4), v6, Some(stub))
         }
     };
-    // FS-ONLY: the job's UDP sockets come from a namespace that leads
-    // nowhere, where the DNS stub serves port 53. If it cannot be made,
-    // they are refused, as the filter refuses them without user namespaces.
-    let mut udp = Udp::Refused;
-    if plan.notify.udp_dead_net && tcp_stub.is_some() {
-        udp = match DeadNetUdp::start(names.clone(), answerable.clone(), sink.clone()) {
-            Ok(net) => Udp::DeadNet(net),
-            Err(why) => Udp::Failed(why),
-        };
-    }
+    let tcp_too = dead_net.is_some();
     let (dead_net, udp_said) = match udp {
+        Udp::DeadNet(net) if tcp_too => (
+            net,
+            "; the job's sockets are made in a network namespace that leads nowhere, where the proxy and vetto's DNS stub listen (its own servers work on its loopback)".to_string(),
+        ),
         Udp::DeadNet(net) => (
             net,
             "; UDP only to vetto's DNS stub (a network namespace that leads nowhere)".to_string(),
@@ -696,6 +757,24 @@ fn dns_listeners() -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr, O
     let mut listeners = vec![v4];
     let mut v6_addr = None;
     if let Ok(v6) = std::net::TcpListener::bind((Ipv6Addr::LOCALHOST, 0))
+        && let Ok(a) = v6.local_addr()
+    {
+        v6_addr = Some(a);
+        listeners.push(v6);
+    }
+    Ok((listeners, v4_addr, v6_addr))
+}
+
+/// FS-ONLY: the DNS-over-TCP stub's listeners in the namespace that leads
+/// nowhere (IPv6 where it has it).
+fn dead_net_dns_listeners(
+    net: &DeadNetUdp,
+) -> std::io::Result<(Vec<std::net::TcpListener>, SocketAddr, Option<SocketAddr>)> {
+    let v4 = net.listener(Ipv4Addr::LOCALHOST.into())?;
+    let v4_addr = v4.local_addr()?;
+    let mut listeners = vec![v4];
+    let mut v6_addr = None;
+    if let Ok(v6) = net.listener(Ipv6Addr::LOCALHOST.into())
         && let Ok(a) = v6.local_addr()
     {
         v6_addr = Some(a);
@@ -894,6 +973,10 @@ impl EgressBroker for DnsAskers {
 
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
         self.udp.holds(sock)
+    }
+
+    fn dead_net_proc(&self) -> Option<std::path::PathBuf> {
+        self.udp.running.get().and_then(|i| i.proc_net())
     }
 }
 

@@ -55,6 +55,9 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
     /// `sock` is one made by [`Self::dead_net_socket`]'s namespace:
     /// whatever it binds or connects to is in that namespace.
     fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool;
+    /// The `/proc/PID/net` directory of that namespace (its socket
+    /// tables), once it runs.
+    fn dead_net_proc(&self) -> Option<PathBuf>;
 }
 
 /// What the supervisor did with one notification.

@@ -1,8 +1,8 @@
-//! A test suite's own servers on loopback, with the network off (issue
-//! P11): an HTTP test server on port 0, a Node app under test, the IPv6
-//! probe urllib3 makes at import. At FULL the job's network namespace is
-//! its own; at FS-ONLY its TCP sockets are made in vetto's namespace that
-//! leads nowhere. Either way the job's loopback is the job's: the host's
+//! A test suite's own servers on loopback, with the network off or
+//! filtered (issue P11): an HTTP test server on port 0, a Node app under
+//! test, the IPv6 probe urllib3 makes at import. At FULL the job's network
+//! namespace is its own; at FS-ONLY its TCP sockets are made in vetto's
+//! namespace that leads nowhere, where the proxy listens too. Either way the job's loopback is the job's: the host's
 //! loopback services stay out of reach, and a connection anywhere else is
 //! refused and recorded.
 
@@ -45,6 +45,29 @@ const srv = http.createServer((q, r) => r.end('node-served')).listen(0, () => {
 /// Evidence: the same script bare prints the same; before issue P11, at
 /// FS-ONLY the first `socket()` was refused and recorded.
 fn a_test_suites_loopback_servers_work_with_the_network_off(tier: Tier) {
+    loopback_servers_work(tier, &[]);
+}
+
+/// Runs as an unprivileged user, with filtered egress (`--allow-domain`,
+/// as a preset chosen for the project gives): the same test suite's
+/// servers work and the verdict is clean. Evidence: before, at FS-ONLY
+/// the job's TCP sockets were the host's and Landlock refused their
+/// `bind()` (`EACCES`), so the suite failed and was recorded.
+fn a_test_suites_loopback_servers_work_with_filtered_egress(tier: Tier) {
+    loopback_servers_work(
+        tier,
+        &[
+            "--allow-domain",
+            "allowed.test:443",
+            "--resolve",
+            "allowed.test:192.0.2.7",
+        ],
+    );
+}
+
+/// Python's and Node's servers on loopback, bare and under `vetto ci`
+/// with `options`: the same output, `CLEAN`, no violation.
+fn loopback_servers_work(tier: Tier, options: &[&str]) {
     require!(tier.feature());
     let w = World::at(tier);
     w.write(&w.project.join("served.txt"), "served-from-loopback\n");
@@ -59,7 +82,7 @@ fn a_test_suites_loopback_servers_work_with_the_network_off(tier: Tier) {
     for e in expect {
         bare.assert_stdout_contains(e);
     }
-    let (out, log) = w.ci_sh(&script);
+    let (out, log) = w.ci_sh_with(options, &script);
     for e in expect {
         out.assert_stdout_contains(e);
     }
@@ -100,9 +123,11 @@ impl HostService {
 
 /// Runs as an unprivileged user, the network off: a job that reaches for
 /// a service on the host's loopback (a database, a docker API on TCP, a
-/// language server) finds none — the job's loopback is its own — and a
-/// connection to any other address is refused and recorded with the
-/// process. Evidence: bare, the same connect reaches the host's service.
+/// language server) finds none — the job's loopback is its own — and both
+/// that connect (a service of the host's listens there, none of the
+/// job's) and a connection to any other address are refused and recorded
+/// with the process. Evidence: bare, the same connect reaches the host's
+/// service.
 fn the_hosts_loopback_services_stay_out_of_reach_with_the_network_off(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
@@ -128,17 +153,21 @@ fn the_hosts_loopback_services_stay_out_of_reach_with_the_network_off(tier: Tier
         "the job reached the host's service\n{}",
         out.dump()
     );
-    assert!(
-        log.lines().any(|l| l.contains("\"type\":\"violation\"")
-            && l.contains("192.0.2.1")
-            && l.contains("python3")),
-        "the connect out is not recorded with the process\n{log}\n{}",
-        out.dump()
-    );
+    let port = format!("\"port\":{}", host.port);
+    for to in [["192.0.2.1", "\"port\":80"], ["127.0.0.1", &port]] {
+        assert!(
+            log.lines().any(|l| l.contains("\"type\":\"violation\"")
+                && to.iter().all(|t| l.contains(t))
+                && l.contains("python3")),
+            "the connect to {to:?} is not recorded with the process\n{log}\n{}",
+            out.dump()
+        );
+    }
 }
 
 at_every_tier!(
     a_test_suites_loopback_servers_work_with_the_network_off,
+    a_test_suites_loopback_servers_work_with_filtered_egress,
     the_hosts_loopback_services_stay_out_of_reach_with_the_network_off
 );
 

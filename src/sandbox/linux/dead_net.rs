@@ -99,6 +99,11 @@ impl DeadNet {
     pub fn identity(&self) -> Identity {
         Identity {
             cookie: self.cookie,
+            pid: self
+                .child
+                .lock()
+                .ok()
+                .and_then(|c| c.as_ref().map(Child::id)),
         }
     }
 
@@ -124,6 +129,35 @@ impl DeadNet {
             (errno, _) => Err(std::io::Error::from_raw_os_error(i32::from(errno))),
         }
     }
+
+    /// A TCP listener of vetto's in the namespace, on `ip` (a loopback
+    /// address there) and a port the kernel picks: where the proxy and the
+    /// DNS stub meet the job's sockets, which are made here too. Nothing
+    /// outside the namespace can reach it.
+    pub fn listener(&self, ip: std::net::IpAddr) -> std::io::Result<std::net::TcpListener> {
+        let fd = self.socket(ip.is_ipv6(), true)?;
+        super::notify::bind_inet(fd.as_fd(), std::net::SocketAddr::new(ip, 0))?;
+        nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::MAXCONN)?;
+        Ok(std::net::TcpListener::from(fd))
+    }
+}
+
+/// A TCP socket on the host's network, made by vetto (close-on-exec,
+/// blocking): what the job gets for `socket()` under filtered egress when
+/// the namespace that leads nowhere could not be made (`--audit`, or no
+/// helper), as if the call had not been notified.
+pub fn host_stream_socket(v6: bool) -> std::io::Result<OwnedFd> {
+    let family = if v6 {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    Ok(nix::sys::socket::socket(
+        family,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?)
 }
 
 impl Drop for DeadNet {
@@ -140,13 +174,21 @@ impl Drop for DeadNet {
 /// `SO_NETNS_COOKIE` (asm-generic; Linux 5.14).
 const SO_NETNS_COOKIE: libc::c_int = 71;
 
-/// A dead net's network namespace, by its cookie.
+/// A dead net's network namespace, by its cookie, and the helper that
+/// lives in it (whose `/proc/PID/net` shows the namespace's sockets).
 #[derive(Debug, Clone, Copy)]
 pub struct Identity {
     cookie: u64,
+    pid: Option<u32>,
 }
 
 impl Identity {
+    /// `/proc/PID/net` of the helper: the namespace's socket tables.
+    pub fn proc_net(&self) -> Option<std::path::PathBuf> {
+        self.pid
+            .map(|pid| std::path::PathBuf::from(format!("/proc/{pid}/net")))
+    }
+
     /// `sock` was made in this namespace (its network namespace is this
     /// one: a property of the socket, not of any address).
     pub fn holds(&self, sock: std::os::fd::BorrowedFd<'_>) -> bool {

@@ -964,6 +964,81 @@ pub fn local_inet_addr(sock: BorrowedFd<'_>) -> io::Result<std::net::SocketAddr>
     Ok(std::net::SocketAddr::new(ip, port))
 }
 
+/// The most of a `/proc/PID/net/tcp{,6}` table read: a host with more
+/// sockets than this is looked at in part (a listener past it is missed,
+/// and the connect goes unrecorded, as before the check existed).
+const MAX_TCP_TABLE: u64 = 16 << 20;
+
+/// Whether a TCP socket listens where a connect to `to` (a loopback or
+/// unspecified address) would arrive, in the network namespace whose
+/// `/proc/PID/net` directory is `net`: bound to that address or to every
+/// address of its family (or, for IPv4, to every IPv6 address). `false`
+/// when the tables cannot be read.
+pub fn tcp_listens(net: &std::path::Path, to: std::net::SocketAddr) -> bool {
+    use std::io::Read;
+    let to = canonical_local(to);
+    let read = |name: &str| {
+        let mut text = String::new();
+        std::fs::File::open(net.join(name))
+            .and_then(|f| f.take(MAX_TCP_TABLE).read_to_string(&mut text))
+            .map(|_| text)
+            .unwrap_or_default()
+    };
+    (to.is_ipv4() && listens_in(&read("tcp"), to)) || listens_in(&read("tcp6"), to)
+}
+
+/// `to` with its address canonical (a v4-mapped one as IPv4), and an
+/// unspecified one as the loopback of its family, where a connect to it
+/// arrives.
+fn canonical_local(to: std::net::SocketAddr) -> std::net::SocketAddr {
+    let ip = to.ip().to_canonical();
+    let ip = match ip {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    std::net::SocketAddr::new(ip, to.port())
+}
+
+/// [`tcp_listens`] on one table's text, as the kernel prints it: a local
+/// address in hex (IPv4 one 32-bit word, IPv6 four, each in the host's
+/// byte order), a port in hex, state `0A` for listening. A line that does
+/// not parse is skipped.
+fn listens_in(table: &str, to: std::net::SocketAddr) -> bool {
+    let word = |hex: &str| u32::from_str_radix(hex, 16).ok().map(u32::to_ne_bytes);
+    table.lines().skip(1).any(|line| {
+        let mut fields = line.split_whitespace();
+        let (Some(local), Some(state)) = (fields.nth(1), fields.nth(1)) else {
+            return false;
+        };
+        let Some((ip_hex, port_hex)) = local.split_once(':') else {
+            return false;
+        };
+        if state != "0A" || u16::from_str_radix(port_hex, 16).ok() != Some(to.port()) {
+            return false;
+        }
+        let ip: std::net::IpAddr = match ip_hex.len() {
+            8 => match word(ip_hex) {
+                Some(b) => b.into(),
+                None => return false,
+            },
+            32 => {
+                let mut b = [0u8; 16];
+                for (i, chunk) in b.chunks_mut(4).enumerate() {
+                    match ip_hex.get(i * 8..i * 8 + 8).and_then(word) {
+                        Some(w) => chunk.copy_from_slice(&w),
+                        None => return false,
+                    }
+                }
+                b.into()
+            }
+            _ => return false,
+        };
+        let wildcard = ip.is_unspecified() && (ip.is_ipv6() || to.is_ipv4());
+        wildcard || ip.to_canonical() == to.ip()
+    })
+}
+
 /// `bind(sock, addr)` for an internet address.
 pub fn bind_inet(sock: BorrowedFd<'_>, addr: std::net::SocketAddr) -> io::Result<()> {
     bind_raw(sock, &inet_bytes(addr))
@@ -1719,5 +1794,43 @@ mod tests {
         // SAFETY: getppid cannot fail.
         let ppid = unsafe { libc::getppid() };
         assert_eq!(parent_of(own_pid()).unwrap(), ppid);
+    }
+
+    /// The tables as this kernel prints them (little-endian words).
+    #[test]
+    fn a_listener_is_found_by_address_port_and_state() {
+        let v4 = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1538 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0000000000000000 100 0 0 10 0
+   1: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+   2: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000  1000        0 3 1 0000000000000000 100 0 0 10 0
+";
+        let v6 = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:0BB8 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4 1 0000000000000000 100 0 0 10 0
+   1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 5 1 0000000000000000 100 0 0 10 0
+";
+        let at = |s: &str| canonical_local(s.parse().unwrap());
+        if cfg!(target_endian = "little") {
+            // 127.0.0.1:5432 listens; :22 on every address.
+            assert!(listens_in(v4, at("127.0.0.1:5432")));
+            assert!(listens_in(v4, at("127.0.0.1:22")));
+            assert!(listens_in(v4, at("0.0.0.0:5432")));
+            assert!(!listens_in(v4, at("127.0.0.2:5432")));
+            // Established, not listening.
+            assert!(!listens_in(v4, at("127.0.0.1:8080")));
+            // [::1]:3000, and :80 on every address of both families.
+            assert!(listens_in(v6, at("[::1]:3000")));
+            assert!(!listens_in(v6, at("127.0.0.1:3000")));
+            assert!(listens_in(v6, at("127.0.0.1:80")));
+            assert!(listens_in(v6, at("[::ffff:127.0.0.1]:80")));
+            assert!(!listens_in(v4, at("[::1]:5432")));
+        }
+        assert!(!listens_in("garbage\n 0: zz:zz zz 0A\n", at("127.0.0.1:1")));
+    }
+
+    #[test]
+    fn this_hosts_own_listener_is_seen_through_proc() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert!(tcp_listens(std::path::Path::new("/proc/self/net"), addr));
     }
 }

@@ -904,6 +904,18 @@ impl Shared {
         }
         let allowed = match sys::socket_domain(sock.as_fd()) {
             Ok(libc::AF_UNIX) => true,
+            // Made in the namespace that leads nowhere: whatever it is
+            // bound to (every interface, when unbound) is that
+            // namespace's, reachable from the job's own sockets only.
+            Ok(libc::AF_INET | libc::AF_INET6)
+                if self.tcp_dead_net
+                    && self
+                        .egress
+                        .as_ref()
+                        .is_some_and(|e| e.is_dead_net(sock.as_fd())) =>
+            {
+                true
+            }
             Ok(libc::AF_INET | libc::AF_INET6) => sys::local_inet_addr(sock.as_fd())
                 .is_ok_and(|local| local.port() != 0 && local.ip().to_canonical().is_loopback()),
             // Not a socket: the kernel's own answer.
@@ -2086,13 +2098,43 @@ impl Shared {
             match inet_addr(&addr[..len]) {
                 Some(to) if self.tcp_dead_net && stream() => {
                     let ip = to.ip().to_canonical();
-                    if !ip.is_loopback() && !ip.is_unspecified() {
-                        return (Err(Answer::Unreachable(to)), shown);
+                    let local = ip.is_loopback() || ip.is_unspecified();
+                    if self.net_connect == NetConnect::Proxy {
+                        // Filtered egress: decided as for any socket
+                        // (`route`), then sent to the proxy's listeners,
+                        // which are in this namespace too. Loopback is
+                        // the job's own unless an IP rule names the
+                        // host's service there (`--audit` allows every
+                        // address: its loopback stays the job's).
+                        match (redirect, named) {
+                            (Some((to, true)), _) => match self.dead_net_via(domain, true) {
+                                Some(via) => Connect::Redirect { to, via },
+                                None => return (Err(Answer::Refused(to)), shown),
+                            },
+                            (Some((to, false)), _) if !local || !self.audit => {
+                                match self.dead_net_via(domain, false) {
+                                    Some(via) => Connect::Redirect { to, via },
+                                    None => return (Err(Answer::Refused(to)), shown),
+                                }
+                            }
+                            (_, Some(to)) => Connect::Named { addr, len, to },
+                            _ if local && self.reaches_for_host_service(None, to) => {
+                                return (Err(Answer::Refused(to)), shown);
+                            }
+                            _ if local => Connect::Raw(addr, len, Reason::DeadNet),
+                            _ => {
+                                return (Err(refused.unwrap_or(Answer::Refused(to))), shown);
+                            }
+                        }
+                    } else {
+                        if !local {
+                            return (Err(Answer::Unreachable(to)), shown);
+                        }
+                        if to.port() == 53 || self.reaches_for_host_service(None, to) {
+                            return (Err(Answer::Refused(to)), shown);
+                        }
+                        Connect::Raw(addr, len, Reason::DeadNet)
                     }
-                    if to.port() == 53 {
-                        return (Err(Answer::Refused(to)), shown);
-                    }
-                    Connect::Raw(addr, len, Reason::DeadNet)
                 }
                 _ => Connect::Raw(addr, len, Reason::DeadNet),
             }
@@ -2130,6 +2172,13 @@ impl Shared {
             // network, or the job's own loopback at FULL; the address was
             // checked above). Performing it ourselves keeps the job from
             // swapping in a unix socket after the check.
+            if let Some(to) = inet_addr(&addr[..len])
+                && self.net_connect == NetConnect::LoopbackOnly
+                && stream()
+                && self.reaches_for_host_service(Some(n.tid), to)
+            {
+                return (Err(Answer::Refused(to)), shown);
+            }
             Connect::Raw(addr, len, Reason::SocketNoName)
         } else {
             match kind {
@@ -2202,6 +2251,45 @@ impl Shared {
             Route::Redirect
         } else {
             Route::Refuse
+        }
+    }
+
+    /// A TCP connect to loopback (`to`) in the sandbox's own network —
+    /// FULL's namespace (that of thread `tid`), or at FS-ONLY the one that
+    /// leads nowhere (`tid` `None`) — where none of the job's servers
+    /// listens, but a service of the host's does: the job reaching for the
+    /// host's service. The namespace refuses it all the same; this names
+    /// it, so that it is recorded with its process (issue P10, item 6).
+    /// A connect where nothing listens at all reached nothing, and a test
+    /// suite's wait-for-port loop before its own server is up is no
+    /// finding. Read from the kernel's socket tables, not from the job's
+    /// memory; a server the job starts right after this look still gets
+    /// its connection.
+    fn reaches_for_host_service(&self, tid: Option<i32>, to: std::net::SocketAddr) -> bool {
+        let ip = to.ip().to_canonical();
+        if self.audit || !(ip.is_loopback() || ip.is_unspecified()) {
+            return false;
+        }
+        let sandbox = match tid {
+            Some(tid) => Some(PathBuf::from(format!("/proc/{tid}/net"))),
+            None => self.egress.as_ref().and_then(|e| e.dead_net_proc()),
+        };
+        let Some(sandbox) = sandbox else {
+            return false;
+        };
+        !sys::tcp_listens(&sandbox, to) && sys::tcp_listens(Path::new("/proc/self/net"), to)
+    }
+
+    /// Where a redirected connect of a socket of the namespace that leads
+    /// nowhere goes: the proxy's (or, `dns`, the DNS stub's) listener
+    /// there for the socket's family.
+    fn dead_net_via(&self, domain: i32, dns: bool) -> Option<std::net::SocketAddr> {
+        let v6 = domain == c::AF_INET6;
+        let egress = self.egress.as_ref()?;
+        if dns {
+            egress.dns_via(v6)
+        } else {
+            egress.redirect_to(v6)
         }
     }
 
