@@ -25,7 +25,7 @@
 use std::io::Write;
 
 use super::Model;
-use super::sarif::locate;
+use super::locate::Locator;
 use crate::events::rule_id::Level;
 
 /// How many findings become annotations (GitHub shows at most 10 errors and
@@ -51,12 +51,13 @@ pub fn escape_property(s: &str) -> String {
 
 /// `::error file=…,line=…,title=…::message` lines for the top findings.
 pub fn render(model: &Model, top: usize) -> Vec<String> {
+    let at = Locator::new(model);
     model
         .findings
         .iter()
         .take(top)
         .map(|f| {
-            let loc = locate(model, f);
+            let loc = at.locate(f);
             let v = &f.violation;
             let cmd = match v.rule.level() {
                 Level::Error => "error",

@@ -19,6 +19,7 @@ use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
 pub mod annotations;
 pub mod destinations;
 pub mod html;
+pub mod locate;
 pub mod sarif;
 pub mod suggest;
 pub mod summary;

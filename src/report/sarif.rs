@@ -5,10 +5,10 @@
 //! port) is one result, whoever connected, fingerprinted by rule and
 //! destination ([`DESTINATION_KEY`]). Allowed connections are no result.
 //!
-//! Every result gets one location inside the repository, chosen in this
-//! order: the attributed package's manifest; the target itself when it lies
-//! in the repository; the policy file line that decided it; the workflow
-//! file; the first policy file in the repository; `README.md`. GitHub's
+//! Every result gets one location inside the repository, a line of a file
+//! code scanning can open ([`super::locate`]: the lockfile line that
+//! brings in the package responsible, the target, the deciding policy
+//! line, the workflow, a root file). GitHub's
 //! limits (25,000 results a run, 1,000 locations a result, 10 MB gzipped)
 //! are never exceeded: findings are already aggregated, the least severe are
 //! cut first, and the cut is stated in the run's notifications.
@@ -19,8 +19,9 @@ use std::io::Write;
 use serde_json::{Value, json};
 use serde_sarif::sarif;
 
+use super::locate::{Locator, RepoLocation, code_of};
 use super::{Finding, Model, ReportError};
-use crate::events::{RuleId, Target};
+use crate::events::RuleId;
 
 /// GitHub: at most 25,000 results per run.
 pub const MAX_RESULTS: usize = 25_000;
@@ -147,74 +148,6 @@ fn result_level(r: RuleId) -> sarif::ResultLevel {
     }
 }
 
-/// Where in the repository a finding is shown, and why there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RepoLocation {
-    /// Relative to the repository root, `/`-separated, not yet URI-encoded.
-    pub path: String,
-    pub line: u32,
-    pub why: &'static str,
-}
-
-/// The location chosen for a finding (see the module doc for the order).
-pub fn locate(model: &Model, f: &Finding) -> RepoLocation {
-    let v = &f.violation;
-    let at = |path: String, line: u32, why| RepoLocation { path, line, why };
-    if let Some(p) = &v.attribution
-        && let Some(rel) = model.repo_relative(&p.manifest)
-    {
-        return at(rel, 1, "the manifest of the package responsible");
-    }
-    if let Some(path) = v.target.path()
-        && !matches!(v.target, Target::Process { .. })
-        && let Some(rel) = model.repo_relative(path)
-    {
-        return at(rel, 1, "the path the job reached for");
-    }
-    if let Some(pr) = &v.policy_rule
-        && let Some(rel) = model.repo_relative(std::path::Path::new(&pr.source))
-    {
-        return at(rel, pr.line.max(1), "the policy rule that decided it");
-    }
-    if let Some(wf) = model.start.ci.as_ref().and_then(|c| c.workflow.clone()) {
-        return at(wf, 1, "the workflow that ran the job");
-    }
-    if let Some(rel) = model
-        .start
-        .policy
-        .sources
-        .iter()
-        .find_map(|src| repo_file(model, &src.name))
-    {
-        return at(rel, 1, "the policy file");
-    }
-    at(
-        "README.md".into(),
-        1,
-        "the repository (no closer location known)",
-    )
-}
-
-/// A policy source that is a file of the repository, relative to its root:
-/// an absolute path inside the project, or a `*.toml` named relative to the
-/// working directory (`--policy ci/vetto.toml`). Built-in sources
-/// (`preset:default`, `command line`) are no file: a result located there
-/// would carry a URI with a scheme under `%SRCROOT%` (SARIF1004), and code
-/// scanning could not show it.
-fn repo_file(model: &Model, name: &str) -> Option<String> {
-    let path = std::path::Path::new(name);
-    if path.is_absolute() {
-        return model.repo_relative(path);
-    }
-    let scheme = name
-        .split_once(':')
-        .is_some_and(|(s, _)| !s.is_empty() && !s.contains('/'));
-    if scheme || name.starts_with('<') || !name.ends_with(".toml") {
-        return None;
-    }
-    model.repo_relative(&model.start.cwd.join(path))
-}
-
 /// Percent-encode a relative path for `artifactLocation.uri`.
 pub fn uri_encode(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
@@ -253,11 +186,18 @@ fn message(model: &Model, f: &Finding, loc: &RepoLocation) -> String {
         String::new()
     };
     format!(
-        "{}: {target} by {who} — {verb}{times}. {}. Shown here: {}.",
+        "{}: {target} by {who} — {verb}{times}. {}. Shown here: {}.{}",
         v.rule.as_str(),
         v.rule.description(),
-        loc.why
+        loc.why,
+        code_line(model, v.attribution.as_ref())
     )
+}
+
+/// " The code that did it: DIR." for a package responsible.
+fn code_line(model: &Model, p: Option<&crate::events::Package>) -> String {
+    p.map(|p| format!(" The code that did it: {}.", code_of(model, p)))
+        .unwrap_or_default()
 }
 
 fn physical(loc: &RepoLocation) -> sarif::Location {
@@ -278,9 +218,9 @@ fn physical(loc: &RepoLocation) -> sarif::Location {
         .build()
 }
 
-fn result(model: &Model, f: &Finding) -> sarif::Result {
+fn result(model: &Model, at: &Locator<'_>, f: &Finding) -> sarif::Result {
     let v = &f.violation;
-    let loc = locate(model, f);
+    let loc = at.locate(f);
     let roots = model.start.roots();
     let mut props = BTreeMap::from([
         ("target".to_string(), json!(v.target.normalised(&roots))),
@@ -349,16 +289,20 @@ pub fn destination_fingerprint(rule: RuleId, target: &str) -> String {
     crate::hash::sha256_hex(&[rule.as_str().as_bytes(), &[0], target.as_bytes()])
 }
 
-fn destination_result(model: &Model, group: &[&Finding]) -> Option<sarif::Result> {
+fn destination_result(
+    model: &Model,
+    at: &Locator<'_>,
+    group: &[&Finding],
+) -> Option<sarif::Result> {
     let first = group.first()?;
     let v = &first.violation;
     let roots = model.start.roots();
-    // Shown at the manifest of a package responsible, when one is.
+    // Shown where a package responsible is brought in, when one is.
     let shown = group
         .iter()
         .find(|f| f.violation.attribution.is_some())
         .unwrap_or(first);
-    let loc = locate(model, shown);
+    let loc = at.locate(shown);
     let count: u64 = group.iter().map(|f| f.count).sum();
     let mut actors: Vec<String> = Vec::new();
     for f in group {
@@ -406,11 +350,12 @@ fn destination_result(model: &Model, group: &[&Finding]) -> Option<sarif::Result
         .unwrap_or_default();
     let target = v.target.normalised(&roots);
     let message = format!(
-        "{}: {} by {who} — {verb}{times}. {}.{why} Shown here: {}.",
+        "{}: {} by {who} — {verb}{times}. {}.{why} Shown here: {}.{}",
         v.rule.as_str(),
         v.target.display(),
         v.rule.description(),
-        loc.why
+        loc.why,
+        code_line(model, shown.violation.attribution.as_ref())
     );
     let first_seen = group
         .iter()
@@ -463,12 +408,13 @@ fn rule_index(r: RuleId) -> i64 {
 
 fn build(model: &Model, opts: &SarifOptions, limit: usize) -> sarif::Sarif {
     let items = items(model);
+    let at = Locator::new(model);
     let results: Vec<sarif::Result> = items
         .iter()
         .take(limit)
         .filter_map(|item| match item {
-            Item::Finding(f) => Some(result(model, f)),
-            Item::Destination(group) => destination_result(model, group),
+            Item::Finding(f) => Some(result(model, &at, f)),
+            Item::Destination(group) => destination_result(model, &at, group),
         })
         .collect();
     let omitted = items.len().saturating_sub(results.len());
@@ -668,7 +614,12 @@ mod tests {
         let locs: Vec<_> = model
             .findings
             .iter()
-            .map(|f| (f.violation.rule.as_str(), locate(&model, f).path))
+            .map(|f| {
+                (
+                    f.violation.rule.as_str(),
+                    Locator::new(&model).locate(f).path,
+                )
+            })
             .collect();
         insta::assert_yaml_snapshot!(locs);
     }
@@ -767,7 +718,7 @@ mod tests {
         let sarif = render_value(&model);
         assert_github_accepts(&sarif);
         for f in &model.findings {
-            let loc = locate(&model, f);
+            let loc = Locator::new(&model).locate(f);
             assert!(!loc.path.starts_with("preset:"), "{loc:?}");
         }
         // A policy file named relative to the working directory is a file.
@@ -785,7 +736,7 @@ mod tests {
             .iter()
             .find(|f| f.violation.rule == RuleId::SyscallDenied)
             .unwrap();
-        assert_eq!(locate(&with_file, f).path, "ci/vetto.toml");
+        assert_eq!(Locator::new(&with_file).locate(f).path, "ci/vetto.toml");
     }
 
     /// One result per denied destination, whoever connected; none for an
@@ -868,10 +819,12 @@ mod tests {
             msg.contains("npm:evil@6.6.6") && msg.contains("/usr/bin/wget"),
             "{msg}"
         );
-        // Still shown at the package's manifest.
+        // Still shown at the same place: the package's manifest lies in
+        // node_modules (gitignored) and the fixture's checkout has no
+        // lockfile, so the workflow.
         assert_eq!(
             b["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
-            "node_modules/evil/package.json"
+            ".github/workflows/ci.yml"
         );
     }
 

@@ -35,6 +35,10 @@ fn a_setup_py_that_steals_is_recorded_with_its_package(tier: Tier) {
     );
     w.sh_bare("cd dist && tar czf evilpkg-6.6.6.tar.gz evilpkg-6.6.6 && rm -r evilpkg-6.6.6")
         .assert_success();
+    w.write(
+        &w.project.join("requirements.txt"),
+        "requests>=2\nevilpkg==6.6.6\n",
+    );
     let install = "set -e; rm -rf .venv; /usr/bin/python3 -m venv --system-site-packages .venv; \
                    .venv/bin/pip install -v --no-index --no-build-isolation --no-cache-dir \
                    --disable-pip-version-check dist/evilpkg-6.6.6.tar.gz 2>&1; echo installed";
@@ -81,6 +85,31 @@ fn a_setup_py_that_steals_is_recorded_with_its_package(tier: Tier) {
         out.stderr().contains("pypi:evilpkg@6.6.6"),
         "the terminal does not name the package\n{}",
         out.dump()
+    );
+    // Code scanning shows the alert at the line that brings the package
+    // in, a file of the repository — not at the package's own files
+    // (.venv, gitignored) — and says where the code that did it lives.
+    let sarif: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("vetto.sarif")).unwrap_or_default())
+            .unwrap_or_default();
+    let results = sarif["runs"][0]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ours = results
+        .iter()
+        .find(|r| r["ruleId"] == rule && r["message"]["text"].to_string().contains("evilpkg"));
+    let Some(ours) = ours else {
+        panic!("no {rule} result for evilpkg in the SARIF: {sarif}");
+    };
+    let at = &ours["locations"][0]["physicalLocation"];
+    assert_eq!(at["artifactLocation"]["uri"], "requirements.txt", "{ours}");
+    assert_eq!(at["region"]["startLine"], 2, "{ours}");
+    assert!(
+        ours["message"]["text"]
+            .to_string()
+            .contains("The code that did it:"),
+        "{ours}"
     );
 }
 at_every_tier!(a_setup_py_that_steals_is_recorded_with_its_package);
