@@ -209,6 +209,11 @@ pub struct PolicyArgs {
     /// podman socket): the socket found there at start, at every tier
     #[arg(long = "allow-unix", value_name = "PATH")]
     pub allow_unix: Vec<String>,
+    /// Make a listener of the job (its loopback port JOB_PORT, default
+    /// HOST_PORT) reachable on the host at HOST_PORT, on loopback unless
+    /// HOST_ADDR is named
+    #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT[:JOB_PORT]")]
+    pub publish: Vec<String>,
     /// Kill the whole process tree after this long (e.g. 90s, 10m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

@@ -73,6 +73,7 @@ impl PolicyArgs {
                 allow_domain: self.allow_domain.clone(),
                 resolve: self.resolve.clone(),
                 allow_unix: self.allow_unix.clone(),
+                publish: self.publish.clone(),
                 timeout: self.timeout.clone(),
                 max_procs: self.max_procs,
                 max_memory: self.max_memory.clone(),

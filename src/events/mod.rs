@@ -493,6 +493,9 @@ pub enum ConnVia {
     Redirect,
     /// A DNS query.
     Dns,
+    /// An outside connection to a port of the job's the session publishes
+    /// on the host (`[network] publish`).
+    Published,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

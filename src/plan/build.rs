@@ -124,6 +124,20 @@ pub fn build_with_view(
         return Err(appcontainer_refusal(policy, std::env::consts::OS, view));
     }
     check_unix_sockets(policy, view)?;
+    // No tier publishes from the host's own network: said before any tier
+    // is tried, so that no hint leads to another refusal.
+    if let (Some(first), NetPolicy::Host) = (policy.publish.first(), &policy.net) {
+        return Err(Refusal {
+            tier: None,
+            rule: format!(
+                "[network] publish {} → the job's port {} ({})",
+                first.host, first.port, first.origin
+            ),
+            missing: KernelFeature::NotImplemented,
+            detail: "with the host's network the job's listeners are the host's own already".into(),
+            hint: "remove the publish rule (with --net host the job's servers face the host directly), or use --net off or --allow-domain".into(),
+        });
+    }
     if options.audit {
         return audit_plan(policy, host, options);
     }
@@ -244,7 +258,9 @@ fn seatbelt_gaps(host: &HostCaps) -> Vec<Gap> {
 /// What `tier` cannot enforce of `policy` on `host`.
 fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
     if tier == Tier::Seatbelt {
-        return seatbelt_gaps(host);
+        let mut gaps = seatbelt_gaps(host);
+        gaps.extend(publish_gaps(policy, host, tier));
+        return gaps;
     }
     let mut gaps = Vec::new();
     // On macOS Linux's tiers are named, not offered.
@@ -426,7 +442,49 @@ fn gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Vec<Gap> {
             hint: None,
         });
     }
+    gaps.extend(publish_gaps(policy, host, tier));
     gaps
+}
+
+/// `[network] publish` needs the job's listeners in a network namespace
+/// of their own, which vetto reaches into: FULL's, or at FS-ONLY the one
+/// the job's sockets are made in (user namespaces and user notification).
+fn publish_gaps(policy: &Policy, host: &HostCaps, tier: Tier) -> Option<Gap> {
+    let first = policy.publish.first()?;
+    let rule = format!(
+        "[network] publish {} → the job's port {} ({})",
+        first.host, first.port, first.origin
+    );
+    let gap = |missing, detail: &str, hint: &str| Gap {
+        hint: Some(hint.into()),
+        ..hard(&rule, missing, detail)
+    };
+    match tier {
+        Tier::Full => None,
+        Tier::FsOnly => {
+            let missing = [
+                (&host.userns, KernelFeature::UserNamespaces),
+                (&host.seccomp_notify, KernelFeature::SeccompUserNotify),
+            ]
+            .into_iter()
+            .find_map(|(a, f)| match a {
+                crate::host::Availability::Missing(why) => Some((f, why.clone())),
+                _ => None,
+            });
+            missing.map(|(f, why)| {
+                gap(
+                    f,
+                    &format!("the job's servers live in a network namespace vetto makes: {why}"),
+                    "remove the publish rule, or run on a host with unprivileged user namespaces",
+                )
+            })
+        }
+        Tier::Seccomp | Tier::Seatbelt => Some(gap(
+            KernelFeature::NotImplemented,
+            "this tier gives the job no network namespace of its own to publish from",
+            "use --tier full or --tier fs-only, or remove the publish rule",
+        )),
+    }
 }
 
 /// `[network] unix`: each entry must be a socket when the session starts
@@ -897,6 +955,7 @@ fn plan_for(
         degraded,
         seatbelt: None,
         checked_after,
+        publish: policy.publish.clone(),
     }
 }
 
@@ -1055,6 +1114,18 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
     // also where the policy has no network at all, so `policy suggest`
     // proposes the names, not `mode = "host"`.
     let audit_egress = !matches!(policy.net, NetPolicy::Host);
+    if let Some(first) = policy.publish.first() {
+        return Err(Refusal {
+            tier: None,
+            rule: format!("[network] publish {} ({})", first.host, first.origin),
+            missing: KernelFeature::NotImplemented,
+            detail: "--audit makes no network namespace for the job: its servers are the host's"
+                .into(),
+            hint:
+                "run the audit without the publish rule (the job's servers face the host directly)"
+                    .into(),
+        });
+    }
     let mut seccomp = syscalls::plan(false, true, true);
     seccomp.record_denials = true;
     let notify = NotifyPlan {
@@ -1121,6 +1192,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         ],
         seatbelt: None,
         checked_after: None,
+        publish: Vec::new(),
     })
 }
 
@@ -1177,6 +1249,7 @@ fn seatbelt_plan(
         degraded: Vec::new(),
         seatbelt: Some(profile),
         checked_after: None,
+        publish: Vec::new(),
     })
 }
 

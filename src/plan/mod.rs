@@ -74,6 +74,11 @@ pub struct Plan {
     /// the session instead (`persistence-planted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_after: Option<Vec<PathBuf>>,
+    /// `[network] publish`: the job's loopback ports the session makes
+    /// reachable on the host (FULL, and FS-ONLY where the job's sockets
+    /// come from the namespace that leads nowhere; refused elsewhere).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<crate::policy::Publish>,
 }
 
 #[cfg(test)]

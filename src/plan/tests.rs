@@ -1321,3 +1321,54 @@ fn creations_checked_after_notify_no_creation_at_full_and_keep_every_protection_
     assert_eq!(below.checked_after, None);
     Ok(())
 }
+
+/// A published port needs the job's listeners in a namespace vetto
+/// reaches into: FULL, and FS-ONLY where user namespaces exist; refused at
+/// SECCOMP, without user namespaces at FS-ONLY, and with the host's
+/// network at every tier (before any tier is tried, so no hint leads to
+/// another refusal).
+#[test]
+fn a_published_port_is_planned_where_the_jobs_servers_have_a_namespace() {
+    let published = Policy {
+        publish: vec![crate::policy::Publish {
+            host: "127.0.0.1:8080".parse().unwrap_or_else(|_| unreachable!()),
+            port: 3000,
+            origin: rule("8080:3000", Access::Read).origin,
+        }],
+        ..policy(project_rules())
+    };
+    let at = |p: &Policy, host: &HostCaps, tier| {
+        build::build_with_view(
+            p,
+            host,
+            TierRequest::Exactly(tier),
+            &BuildOptions {
+                allow_degraded: true,
+                ..options()
+            },
+            &project_fs(),
+        )
+    };
+    for tier in [Tier::Full, Tier::FsOnly] {
+        let plan = at(&published, &HostCaps::everything(), tier);
+        assert_eq!(plan.map(|p| p.publish.len()).ok(), Some(1), "{tier}");
+    }
+    let e = at(&published, &HostCaps::everything(), Tier::Seccomp).err();
+    assert!(
+        e.as_ref()
+            .is_some_and(|e| e.rule.contains("[network] publish")),
+        "{e:?}"
+    );
+    let no_userns = HostCaps {
+        userns: crate::host::Availability::Missing("off".into()),
+        ..HostCaps::everything()
+    };
+    let e = at(&published, &no_userns, Tier::FsOnly).err();
+    assert_eq!(e.map(|e| e.missing), Some(KernelFeature::UserNamespaces));
+    let host_net = Policy {
+        net: NetPolicy::Host,
+        ..published.clone()
+    };
+    let e = at(&host_net, &HostCaps::everything(), Tier::Full).err();
+    assert_eq!(e.as_ref().and_then(|e| e.tier), None, "{e:?}");
+}

@@ -192,6 +192,16 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             Err(e) => diags.plain("--resolve", e, None),
         }
     }
+    for s in &o.publish {
+        match validate::parse_publish(s) {
+            Ok((host, port)) => layer.publish.push(super::Publish {
+                host,
+                port,
+                origin: origin("--publish", s),
+            }),
+            Err(e) => diags.plain("--publish", e, None),
+        }
+    }
     for u in &o.allow_unix {
         match ctx.resolve(u, Some(cwd)) {
             Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
@@ -272,6 +282,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         outputs: Vec::new(),
         net: NetPolicy::Off,
         unix: Vec::new(),
+        publish: Vec::new(),
         discover: Vec::new(),
         caches: Vec::new(),
         limits: Limits::default(),
@@ -307,6 +318,12 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
             if !p.unix.iter().any(|k| k.path == u.path) {
                 p.unix.push(u);
             }
+        }
+        // One listener per host address: a later source's rule for the
+        // same address replaces the earlier one.
+        for pb in l.publish {
+            p.publish.retain(|k| k.host != pb.host);
+            p.publish.push(pb);
         }
         p.limits.timeout = l.timeout.or(p.limits.timeout);
         p.limits.max_procs = l.max_procs.or(p.limits.max_procs);

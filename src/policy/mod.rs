@@ -51,6 +51,8 @@ pub struct Overrides {
     pub resolve: Vec<String>,
     /// `--allow-unix PATH`: a pathname unix socket the job may connect to.
     pub allow_unix: Vec<String>,
+    /// `--publish [ADDR:]HOST_PORT:PORT`.
+    pub publish: Vec<String>,
     pub timeout: Option<String>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<String>,
@@ -71,6 +73,7 @@ impl Overrides {
             && self.allow_domain.is_empty()
             && self.resolve.is_empty()
             && self.allow_unix.is_empty()
+            && self.publish.is_empty()
             && self.timeout.is_none()
             && self.max_procs.is_none()
             && self.max_memory.is_none()

@@ -180,6 +180,18 @@ pub struct UnixSocket {
     pub origin: Origin,
 }
 
+/// `[network] publish`, `--publish`: a port of the job's own loopback
+/// made reachable at an address of the host's (its loopback unless the
+/// rule names another).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Publish {
+    /// Where vetto listens on the host.
+    pub host: std::net::SocketAddr,
+    /// The job's port, on its loopback.
+    pub port: u16,
+    pub origin: Origin,
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -349,6 +361,9 @@ pub struct Policy {
     /// whatever the network mode.
     #[serde(default)]
     pub unix: Vec<UnixSocket>,
+    /// `[network] publish`: the job's loopback ports reachable on the host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub publish: Vec<Publish>,
     /// `[network] discover`: registries found, before the plan, from the
     /// tools' own configuration (`session::tools`); used in `allow` mode.
     #[serde(default)]
@@ -385,6 +400,7 @@ impl Policy {
             outputs: vec![],
             net: NetPolicy::Off,
             unix: vec![],
+            publish: vec![],
             discover: vec![],
             caches: vec![],
             limits: Limits::default(),

@@ -62,6 +62,8 @@ pub struct RawNetwork {
     pub unix: Vec<Sp<String>>,
     /// Registry sources by name (`policy::tools::Registry`).
     pub discover: Vec<Sp<String>>,
+    /// The job's loopback ports made reachable on the host's.
+    pub publish: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,7 +99,9 @@ const FILESYSTEM: &[&str] = &[
     "caches",
     "check_creations",
 ];
-const NETWORK: &[&str] = &["mode", "allow", "deny", "resolve", "unix", "discover"];
+const NETWORK: &[&str] = &[
+    "mode", "allow", "deny", "resolve", "unix", "discover", "publish",
+];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 
@@ -199,6 +203,12 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             "discover" => {
                                 raw.network.discover =
                                     w.string_list(v, "a list of registry sources")
+                            }
+                            "publish" => {
+                                raw.network.publish = w.string_list(
+                                    v,
+                                    "a list of ports (`PORT`, `HOST_PORT:PORT` or `ADDR:HOST_PORT:PORT`)",
+                                )
                             }
                             _ => {}
                         }

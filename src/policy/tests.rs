@@ -1806,3 +1806,49 @@ fn localhost_with_a_port_allows_the_host_loopback_addresses_at_that_port() {
         );
     }
 }
+
+#[test]
+fn published_ports_are_read_from_the_file_and_the_command_line() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "[network]\npublish = [\"8080:3000\", \"[::1]:9000:9001\", \"0.0.0.0:5173\"]\n",
+    );
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.publish = vec!["3000".into(), "7000:7001".into()];
+    let p = load(&r).unwrap();
+    let got: Vec<(String, u16)> = p
+        .publish
+        .iter()
+        .map(|x| (x.host.to_string(), x.port))
+        .collect();
+    // The command line's 127.0.0.1:… rules come after the file's; one
+    // listener per host address.
+    assert_eq!(
+        got,
+        vec![
+            ("127.0.0.1:8080".to_string(), 3000),
+            ("[::1]:9000".to_string(), 9001),
+            ("0.0.0.0:5173".to_string(), 5173),
+            ("127.0.0.1:3000".to_string(), 3000),
+            ("127.0.0.1:7000".to_string(), 7001),
+        ]
+    );
+    assert_eq!((p.publish[0].origin.line, p.publish[0].origin.col), (2, 12));
+    assert_eq!(p.publish[3].origin.source, "--publish");
+
+    s.write(
+        "bad.toml",
+        "[network]\npublish = [\"0\", \"80:x\", \"1:2:3:4\", \"host:1:2\"]\n",
+    );
+    let e = load(&s.req(Some("bad.toml"))).unwrap_err();
+    for needle in [
+        "bad.toml:2:12",
+        "port 0 names no port",
+        "`x` is not a port number",
+        "too many `:` (an IPv6 address goes in brackets)",
+        "`host` is not an IP address",
+    ] {
+        assert!(e.rendered.contains(needle), "{needle} in\n{e}");
+    }
+}

@@ -13,7 +13,8 @@ use super::raw::{RawPolicy, SizeValue};
 use super::tools::{CacheRule, DiscoverRule};
 use super::vars::Vars;
 use super::{
-    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, SourceInfo, UnixSocket,
+    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, Publish, SourceInfo,
+    UnixSocket,
 };
 use crate::tier::Tier;
 
@@ -46,6 +47,8 @@ pub struct Layer {
     pub resolve: Vec<PinnedHost>,
     /// `[network] unix`.
     pub unix: Vec<UnixSocket>,
+    /// `[network] publish`.
+    pub publish: Vec<Publish>,
     /// `[network] discover`.
     pub discover: Vec<DiscoverRule>,
     /// `[filesystem] caches`.
@@ -71,6 +74,7 @@ impl Layer {
             ips: Vec::new(),
             resolve: Vec::new(),
             unix: Vec::new(),
+            publish: Vec::new(),
             discover: Vec::new(),
             caches: Vec::new(),
             timeout: None,
@@ -306,6 +310,16 @@ pub fn validate(
         match r.value.parse() {
             Ok(registry) => layer.discover.push(DiscoverRule {
                 registry,
+                origin: origin(&r.span, &r.value),
+            }),
+            Err(e) => diags.at(src, &r.span, e),
+        }
+    }
+    for r in &net.publish {
+        match parse_publish(&r.value) {
+            Ok((host, port)) => layer.publish.push(Publish {
+                host,
+                port,
                 origin: origin(&r.span, &r.value),
             }),
             Err(e) => diags.at(src, &r.span, e),
@@ -767,6 +781,54 @@ pub fn parse_resolve(s: &str) -> Result<(String, IpAddr), String> {
         return Err(bad("the host must be a plain name, without `*` or a port"));
     }
     Ok((host, addr))
+}
+
+/// A published port, `[HOST_ADDR:]HOST_PORT[:JOB_PORT]`: `3000` (the
+/// host's `127.0.0.1:3000`, the job's 3000), `8080:3000`, `0.0.0.0:8080`,
+/// `0.0.0.0:8080:3000`, `[::1]:8080:3000` (an IPv6 address in brackets).
+/// `A:B` is an address and a port when `A` is an address, else two
+/// ports. Ports are 1 to 65535.
+pub fn parse_publish(s: &str) -> Result<(std::net::SocketAddr, u16), String> {
+    let bad = |why: String| {
+        format!(
+            "invalid published port `{s}`: {why}; expected `[HOST_ADDR:]HOST_PORT[:JOB_PORT]`, e.g. \"3000\", \"8080:3000\" or \"0.0.0.0:8080:3000\""
+        )
+    };
+    let port = |p: &str| -> Result<u16, String> {
+        match p.parse::<u16>() {
+            Ok(0) => Err(bad("port 0 names no port".into())),
+            Ok(n) => Ok(n),
+            Err(_) => Err(bad(format!("`{p}` is not a port number"))),
+        }
+    };
+    let (addr, ports): (Option<IpAddr>, Vec<&str>) = match s.strip_prefix('[') {
+        Some(v6) => {
+            let (ip, rest) = v6.split_once("]:").ok_or_else(|| {
+                bad("an IPv6 address in brackets must be followed by `:PORT`".into())
+            })?;
+            let ip: IpAddr = ip
+                .parse()
+                .map_err(|_| bad(format!("`{ip}` is not an IPv6 address")))?;
+            (Some(ip), rest.split(':').collect())
+        }
+        None => {
+            let parts: Vec<&str> = s.split(':').collect();
+            match parts.as_slice() {
+                [first, rest @ ..] if !rest.is_empty() && first.parse::<IpAddr>().is_ok() => {
+                    (first.parse().ok(), rest.to_vec())
+                }
+                [a, _, _] => return Err(bad(format!("`{a}` is not an IP address"))),
+                _ => (None, parts),
+            }
+        }
+    };
+    let (host_port, job_port) = match ports.as_slice() {
+        [p] => (port(p)?, port(p)?),
+        [h, j] => (port(h)?, port(j)?),
+        _ => return Err(bad("too many `:` (an IPv6 address goes in brackets)".into())),
+    };
+    let ip = addr.unwrap_or(IpAddr::from(std::net::Ipv4Addr::LOCALHOST));
+    Ok((std::net::SocketAddr::new(ip, host_port), job_port))
 }
 
 /// A variable name or (unless `exact`) a pattern with `*`.

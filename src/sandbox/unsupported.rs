@@ -113,8 +113,17 @@ pub mod dead_net {
         pub fn listener(&self, _ip: std::net::IpAddr) -> std::io::Result<std::net::TcpListener> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
+        pub fn join(_pid: u32) -> std::io::Result<DeadNet> {
+            Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+        }
     }
     pub fn host_stream_socket(_v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
+        Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
+    }
+    pub fn connect_stream(
+        _sock: crate::sandbox::os::OwnedFd,
+        _to: std::net::SocketAddr,
+    ) -> std::io::Result<std::net::TcpStream> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
     /// No namespace, so no socket is of one.

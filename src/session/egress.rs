@@ -134,6 +134,20 @@ impl DeadNetUdp {
         stream: bool,
         process: crate::sandbox::ProcessFacts,
     ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+        let made = self.make(v6, stream)?;
+        if stream {
+            return Some(made);
+        }
+        Some(made.and_then(|fd| {
+            let copy = fd.try_clone()?;
+            self.owners
+                .add(copy, crate::supervisor::process_and_package(process));
+            Ok(fd)
+        }))
+    }
+
+    /// A socket made there, the helper started first if it is pending.
+    fn make(&self, v6: bool, stream: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
         let mut state = self.state.lock().ok()?;
         if let UdpNet::Pending { .. } = &*state
             && let UdpNet::Pending { names, rules, sink } = std::mem::take(&mut *state)
@@ -152,16 +166,7 @@ impl DeadNetUdp {
         let UdpNet::Running { net, .. } = &*state else {
             return None;
         };
-        let made = net.socket(v6, stream);
-        if stream {
-            return Some(made);
-        }
-        Some(made.and_then(|fd| {
-            let copy = fd.try_clone()?;
-            self.owners
-                .add(copy, crate::supervisor::process_and_package(process));
-            Ok(fd)
-        }))
+        Some(net.socket(v6, stream))
     }
 
     fn holds(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
@@ -398,6 +403,10 @@ impl EgressBroker for Broker {
 
     fn dead_net_proc(&self) -> Option<std::path::PathBuf> {
         self.udp.running.get().and_then(|i| i.proc_net())
+    }
+
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+        self.udp.make(v6, true)
     }
 }
 
@@ -977,6 +986,10 @@ impl EgressBroker for DnsAskers {
 
     fn dead_net_proc(&self) -> Option<std::path::PathBuf> {
         self.udp.running.get().and_then(|i| i.proc_net())
+    }
+
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+        self.udp.make(v6, true)
     }
 }
 

@@ -36,6 +36,7 @@ mod denials;
 mod dns;
 mod egress;
 mod finish;
+mod publish;
 mod start;
 mod tell;
 mod tmp;
@@ -278,6 +279,20 @@ fn execute(
     //    created costs the reports, never the command.
     let log = log_dir.and_then(open_log);
 
+    // 5a. Published ports: the host's listeners, bound before the job
+    //     starts, so that a port taken is said before anything ran.
+    let published = match publish::bind(&plan.publish) {
+        Ok(bound) => bound,
+        Err(e) => {
+            finish_output(copier);
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    if let Some(line) = published.start_line() {
+        eprintln!("vetto: {line}");
+    }
+
     // 5b. Filtered egress: the proxy, before the job (only when the plan
     //     asks for it); the job's proxy variables carry its credential. A
     //     proxy that cannot start refuses the session: the network is
@@ -371,6 +386,13 @@ fn execute(
         .as_ref()
         .map(egress::Egress::broker)
         .or_else(|| refusing.as_ref().map(egress::RefusingDns::broker));
+    let publishing = serve_published(
+        published,
+        &plan,
+        child.pid,
+        broker.clone(),
+        log.as_ref().map(|(_, sink, _)| sink.clone()),
+    );
     // While the job runs (it cannot reach vetto's cache directory): what
     // the walk held becomes the listings the end's check takes, the walk is
     // kept for the next session, and the end's walk below the root is done
@@ -402,6 +424,9 @@ fn execute(
     );
     if let (Some(r), false) = (&remembered, sealed) {
         r.forget_all();
+    }
+    if let Some(p) = publishing {
+        p.stop();
     }
     // Every process of the sandbox is dead: no connection is left to carry.
     let (proxy_bytes, refused) = match (egress, refusing) {
@@ -486,6 +511,54 @@ fn autorun_roots(
             .filter(|(p, _)| !p.starts_with(&policy.project) && writable(p))
             .collect(),
     }
+}
+
+/// Serve the published ports: sockets in the job's network namespace come
+/// from the helper that makes the job's own (FS-ONLY), or from one that
+/// joins the namespaces of the sandbox below its first process (`pid`,
+/// FULL). `None` when nothing is published; a relay that cannot reach the
+/// job records why with the connection, and the job runs on.
+fn serve_published(
+    bound: publish::Bound,
+    plan: &plan::Plan,
+    pid: i32,
+    broker: Option<std::sync::Arc<dyn supervisor::notify::EgressBroker>>,
+    log: Option<crate::events::log::ChannelSink>,
+) -> Option<publish::Publishing> {
+    bound.start_line()?;
+    let maker: publish::SocketMaker = if plan.tier == crate::tier::Tier::Full {
+        // Joined at the first outside connection, when the job's server
+        // runs (its processes are the ones whose namespaces can be
+        // opened); again at the next if that failed.
+        let joined = std::sync::Mutex::new(None::<crate::sandbox::dead_net::DeadNet>);
+        std::sync::Arc::new(move |v6| {
+            let mut net = joined
+                .lock()
+                .map_err(|_| std::io::Error::other("the relay's helper is gone"))?;
+            if net.is_none() {
+                let first = u32::try_from(pid)
+                    .map_err(|_| std::io::Error::other("no process for the sandbox"))?;
+                *net = Some(crate::sandbox::dead_net::DeadNet::join(first)?);
+            }
+            match net.as_ref() {
+                Some(n) => n.socket(v6, true),
+                None => Err(std::io::Error::other("the relay's helper is gone")),
+            }
+        })
+    } else {
+        let Some(broker) = broker else {
+            eprintln!(
+                "vetto: warning: the published ports cannot reach the sandbox (no namespace for the job's sockets): nothing is published"
+            );
+            return None;
+        };
+        std::sync::Arc::new(move |v6| {
+            broker
+                .dead_net_stream(v6)
+                .unwrap_or_else(|| Err(std::io::Error::other("no namespace for the job's sockets")))
+        })
+    };
+    Some(bound.serve(maker, log))
 }
 
 fn finish_output(copier: Option<OutputCopier>) {

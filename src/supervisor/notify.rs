@@ -58,6 +58,10 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
     /// The `/proc/PID/net` directory of that namespace (its socket
     /// tables), once it runs.
     fn dead_net_proc(&self) -> Option<PathBuf>;
+    /// A TCP socket (`v6`: IPv6) of vetto's own in that namespace, to
+    /// reach a listener of the job's there (`[network] publish`); `None`:
+    /// there is no such namespace.
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>>;
 }
 
 /// What the supervisor did with one notification.

@@ -236,3 +236,109 @@ fn a_host_service_on_loopback_is_reached_with_one_allow_rule(tier: Tier) {
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 at_every_tier!(a_host_service_on_loopback_is_reached_with_one_allow_rule);
+
+/// A job's dev server, kept up until the test writes `done` in the
+/// project: Python's `http.server` on the job's `127.0.0.1:3000`.
+const DEV_SERVER: &str = "python3 -m http.server 3000 --bind 127.0.0.1 >/dev/null 2>&1 & S=$!; \
+     i=0; while [ ! -e done ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done; \
+     kill $S; wait $S 2>/dev/null; echo job-done";
+
+/// `GET /served.txt` at `at`: the body, if anything answered.
+fn fetch(at: std::net::SocketAddr) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s =
+        std::net::TcpStream::connect_timeout(&at, std::time::Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    s.write_all(b"GET /served.txt HTTP/1.0\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// A host port nothing listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(0)
+}
+
+/// Runs as an unprivileged user, the network off: `--publish HOST:3000`
+/// makes the job's dev server reachable from the host's loopback (the
+/// developer's browser, a later CI step) and each outside connection is
+/// recorded; the same port is not reachable at the host's network
+/// address, and without the rule the job's server faces nothing outside.
+/// Evidence: bare, the server is reached directly on 3000; sandboxed,
+/// only through the published port.
+fn a_published_port_reaches_the_jobs_dev_server_from_the_hosts_loopback(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(&w.project.join("served.txt"), "served-through-publish\n");
+    let port = free_port();
+    let project = w.project.to_str().unwrap_or_default().to_string();
+    let spec = format!("{port}:3000");
+    let mut args = vec!["ci", "--tier", w.tier.name(), "--project", &project];
+    args.extend_from_slice(w.tier.options());
+    args.extend_from_slice(&["--publish", &spec, "--", "sh", "-c", DEV_SERVER]);
+    let mut job = w
+        .vetto(&args)
+        .timeout(std::time::Duration::from_secs(120))
+        .spawn();
+    let at = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut got = None;
+    let reached = crate::util::eventually(std::time::Duration::from_secs(60), || {
+        got = fetch(at).filter(|b| b.contains("served-through-publish"));
+        got.is_some()
+    });
+    // The job's own port is not the host's.
+    let direct = fetch(std::net::SocketAddr::from(([127, 0, 0, 1], 3000)))
+        .is_some_and(|b| b.contains("served-through-publish"));
+    let outside = crate::attacks::egress::host_address_or_skip()
+        .and_then(|ip| fetch(std::net::SocketAddr::new(ip, port)));
+    w.write(&w.project.join("done"), "");
+    let out = job.wait();
+    assert!(reached, "the published port never answered\n{}", out.dump());
+    assert!(
+        !direct,
+        "the job's port 3000 is reachable on the host's loopback"
+    );
+    assert!(
+        outside.is_none(),
+        "the published port answers at the host's network address: {outside:?}"
+    );
+    out.assert_stdout_contains("job-done")
+        .assert_stderr_contains(&format!("publishing 127.0.0.1:{port}"));
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let log =
+        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
+    assert!(
+        log.lines().any(|l| l.contains("\"via\":\"published\"")
+            && l.contains("\"port\":3000")
+            && l.contains("from 127.0.0.1:")),
+        "the outside connection is not recorded\n{log}"
+    );
+}
+
+/// Runs as an unprivileged user: a published port with the host's network
+/// (whose listeners are the host's already) is refused before anything
+/// runs, naming the rule; a malformed one is an error naming what was
+/// expected.
+#[test]
+fn a_publish_rule_that_cannot_hold_is_refused_before_the_job_runs() {
+    let w = World::at(Tier::FsOnly);
+    let out = w
+        .sandboxed_with(&["--publish", "3000", "--net", "host"], &["echo", "ran"])
+        .run();
+    assert_eq!(out.code(), 125, "{}", out.dump());
+    out.assert_stdout_lacks("ran")
+        .assert_stderr_contains("[network] publish 127.0.0.1:3000");
+    let out = w
+        .sandboxed_with(&["--publish", "80:80:80:80"], &["echo", "ran"])
+        .run();
+    assert_ne!(out.code(), 0, "{}", out.dump());
+    out.assert_stdout_lacks("ran")
+        .assert_stderr_contains("expected `[HOST_ADDR:]HOST_PORT[:JOB_PORT]`");
+}
+
+at_every_tier!(a_published_port_reaches_the_jobs_dev_server_from_the_hosts_loopback);

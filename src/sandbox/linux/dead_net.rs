@@ -57,11 +57,37 @@ pub type Started = (DeadNet, Vec<std::net::UdpSocket>);
 impl DeadNet {
     /// Start the helper and receive the stub's sockets.
     pub fn start() -> std::io::Result<Started> {
+        DeadNet::spawn(None)
+    }
+
+    /// A socket maker in the network namespace of the sandbox whose first
+    /// process is `pid` — FULL's, for `--publish` — rather than a new one:
+    /// the helper joins the user namespace of one of the sandbox's
+    /// processes (vetto's user owns it, so the helper has `CAP_SYS_ADMIN`
+    /// there) and then its network namespace, through a pidfd (one
+    /// `setns`). vetto's own init and stage are not dumpable, so no
+    /// process may open their namespaces: the job's processes are tried,
+    /// newest first, and the first one whose namespaces open is taken. It
+    /// makes sockets only; no stub.
+    pub fn join(pid: u32) -> std::io::Result<DeadNet> {
+        let mut candidates = super::proc::descendants(pid);
+        candidates.reverse();
+        candidates.truncate(64);
+        candidates.push(i32::try_from(pid).unwrap_or(-1));
+        DeadNet::spawn(Some(&candidates)).map(|(net, _)| net)
+    }
+
+    fn spawn(join: Option<&[i32]>) -> std::io::Result<Started> {
         let (ours, theirs) = UnixStream::pair()?;
-        let child = Command::new("/proc/self/exe")
+        let mut command = Command::new("/proc/self/exe");
+        command
             .arg0("vetto")
             .arg(DEAD_NET_ARG)
-            .arg(std::process::id().to_string())
+            .arg(std::process::id().to_string());
+        for pid in join.unwrap_or_default() {
+            command.arg(pid.to_string());
+        }
+        let child = command
             .env_clear()
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
@@ -140,6 +166,17 @@ impl DeadNet {
         nix::sys::socket::listen(&fd, nix::sys::socket::Backlog::MAXCONN)?;
         Ok(std::net::TcpListener::from(fd))
     }
+}
+
+/// Connect `sock`, a TCP socket made by [`DeadNet::socket`], to `to` in
+/// its namespace (blocking): the stream vetto relays a published port's
+/// outside connection through.
+pub fn connect_stream(
+    sock: OwnedFd,
+    to: std::net::SocketAddr,
+) -> std::io::Result<std::net::TcpStream> {
+    super::notify::connect_raw(sock.as_fd(), &super::notify::inet_bytes(to))?;
+    Ok(std::net::TcpStream::from(sock))
 }
 
 /// A TCP socket on the host's network, made by vetto (close-on-exec,
@@ -351,13 +388,16 @@ pub fn entry() -> Option<ExitCode> {
         .next()
         .and_then(|a| a.to_str().and_then(|s| s.parse::<i32>().ok()))
         .unwrap_or(-1);
-    Some(ExitCode::from(u8::from(helper(parent).is_err())))
+    let join: Vec<i32> = args
+        .filter_map(|a| a.to_str().and_then(|s| s.parse::<i32>().ok()))
+        .collect();
+    Some(ExitCode::from(u8::from(helper(parent, &join).is_err())))
 }
 
 /// Standard input: the socket to vetto.
 const TO_VETTO: RawFd = 0;
 
-fn helper(parent: i32) -> Result<(), ()> {
+fn helper(parent: i32, join: &[i32]) -> Result<(), ()> {
     nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(|_| ())?;
     // vetto may have ended before the death signal was armed.
     if nix::unistd::getppid().as_raw() != parent {
@@ -368,6 +408,19 @@ fn helper(parent: i32) -> Result<(), ()> {
     nix::sys::prctl::set_dumpable(false).map_err(|_| ())?;
     let to = TO_VETTO;
     let setup = || -> std::io::Result<Vec<OwnedFd>> {
+        if !join.is_empty() {
+            let joined = join
+                .iter()
+                .any(|pid| super::sys::join_user_and_net(*pid).is_ok());
+            if !joined {
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
+            }
+            // One socket there: vetto reads the namespace's cookie from it.
+            return Ok(vec![OwnedFd::from(std::net::UdpSocket::bind((
+                std::net::Ipv4Addr::LOCALHOST,
+                0,
+            ))?)]);
+        }
         nix::sched::unshare(
             nix::sched::CloneFlags::CLONE_NEWUSER | nix::sched::CloneFlags::CLONE_NEWNET,
         )?;

@@ -211,6 +211,25 @@ pub fn mount_setattr_recursive(path: &std::path::Path, attr_set: u64) -> io::Res
     }
 }
 
+/// Join the user namespace and then the network namespace of process
+/// `pid`, in one `setns` on its pidfd (the calling process must be
+/// single-threaded, and own that user namespace from its parent).
+pub fn join_user_and_net(pid: i32) -> io::Result<()> {
+    // SAFETY: pidfd_open takes two integers and returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+    // SAFETY: fd is a fresh pidfd we own.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(fd) };
+    nix::sched::setns(
+        pidfd,
+        nix::sched::CloneFlags::CLONE_NEWUSER | nix::sched::CloneFlags::CLONE_NEWNET,
+    )?;
+    Ok(())
+}
+
 /// Bring the loopback interface of the current network namespace up.
 pub fn loopback_up() -> io::Result<()> {
     // SAFETY: socket(2) has no memory-safety requirements.
