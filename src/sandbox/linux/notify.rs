@@ -965,26 +965,37 @@ pub fn local_inet_addr(sock: BorrowedFd<'_>) -> io::Result<std::net::SocketAddr>
 }
 
 /// The most of a `/proc/PID/net/tcp{,6}` table read: a host with more
-/// sockets than this is looked at in part (a listener past it is missed,
-/// and the connect goes unrecorded, as before the check existed).
-const MAX_TCP_TABLE: u64 = 16 << 20;
+/// listeners than this holds is looked at in part (a listener past it is
+/// missed, and the connect goes unrecorded, as before the check existed).
+const MAX_TCP_TABLE: u64 = 4 << 20;
 
 /// Whether a TCP socket listens where a connect to `to` (a loopback or
 /// unspecified address) would arrive, in the network namespace whose
 /// `/proc/PID/net` directory is `net`: bound to that address or to every
 /// address of its family (or, for IPv4, to every IPv6 address). `false`
 /// when the tables cannot be read.
+///
+/// The kernel prints the listening sockets first (its listening hash, then
+/// the established one, where a test suite's thousand `TIME_WAIT`
+/// connections are), so the table is read only up to its first line that
+/// is not listening: the cost is that of the listeners, not of every
+/// connection the job made.
 pub fn tcp_listens(net: &std::path::Path, to: std::net::SocketAddr) -> bool {
-    use std::io::Read;
+    use std::io::{BufRead, Read};
     let to = canonical_local(to);
-    let read = |name: &str| {
-        let mut text = String::new();
+    let listening = |name: &str| {
         std::fs::File::open(net.join(name))
-            .and_then(|f| f.take(MAX_TCP_TABLE).read_to_string(&mut text))
-            .map(|_| text)
+            .map(|f| {
+                std::io::BufReader::with_capacity(64 << 10, f.take(MAX_TCP_TABLE))
+                    .lines()
+                    .map_while(Result::ok)
+                    .skip(1)
+                    .take_while(|l| l.split_whitespace().nth(3) == Some("0A"))
+                    .collect::<Vec<String>>()
+            })
             .unwrap_or_default()
     };
-    (to.is_ipv4() && listens_in(&read("tcp"), to)) || listens_in(&read("tcp6"), to)
+    (to.is_ipv4() && listens_in(&listening("tcp"), to)) || listens_in(&listening("tcp6"), to)
 }
 
 /// `to` with its address canonical (a v4-mapped one as IPv4), and an
@@ -1000,13 +1011,13 @@ fn canonical_local(to: std::net::SocketAddr) -> std::net::SocketAddr {
     std::net::SocketAddr::new(ip, to.port())
 }
 
-/// [`tcp_listens`] on one table's text, as the kernel prints it: a local
-/// address in hex (IPv4 one 32-bit word, IPv6 four, each in the host's
-/// byte order), a port in hex, state `0A` for listening. A line that does
-/// not parse is skipped.
-fn listens_in(table: &str, to: std::net::SocketAddr) -> bool {
+/// [`tcp_listens`] on a table's lines (no header), as the kernel prints
+/// them: a local address in hex (IPv4 one 32-bit word, IPv6 four, each in
+/// the host's byte order), a port in hex, state `0A` for listening. A line
+/// that does not parse is skipped.
+fn listens_in(lines: &[String], to: std::net::SocketAddr) -> bool {
     let word = |hex: &str| u32::from_str_radix(hex, 16).ok().map(u32::to_ne_bytes);
-    table.lines().skip(1).any(|line| {
+    lines.iter().any(|line| {
         let mut fields = line.split_whitespace();
         let (Some(local), Some(state)) = (fields.nth(1), fields.nth(1)) else {
             return false;
@@ -1809,22 +1820,27 @@ mod tests {
    1: 00000000000000000000000000000000:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 5 1 0000000000000000 100 0 0 10 0
 ";
         let at = |s: &str| canonical_local(s.parse().unwrap());
+        let rows = |t: &str| -> Vec<String> { t.lines().skip(1).map(str::to_string).collect() };
+        let (v4, v6) = (rows(v4), rows(v6));
         if cfg!(target_endian = "little") {
             // 127.0.0.1:5432 listens; :22 on every address.
-            assert!(listens_in(v4, at("127.0.0.1:5432")));
-            assert!(listens_in(v4, at("127.0.0.1:22")));
-            assert!(listens_in(v4, at("0.0.0.0:5432")));
-            assert!(!listens_in(v4, at("127.0.0.2:5432")));
+            assert!(listens_in(&v4, at("127.0.0.1:5432")));
+            assert!(listens_in(&v4, at("127.0.0.1:22")));
+            assert!(listens_in(&v4, at("0.0.0.0:5432")));
+            assert!(!listens_in(&v4, at("127.0.0.2:5432")));
             // Established, not listening.
-            assert!(!listens_in(v4, at("127.0.0.1:8080")));
+            assert!(!listens_in(&v4, at("127.0.0.1:8080")));
             // [::1]:3000, and :80 on every address of both families.
-            assert!(listens_in(v6, at("[::1]:3000")));
-            assert!(!listens_in(v6, at("127.0.0.1:3000")));
-            assert!(listens_in(v6, at("127.0.0.1:80")));
-            assert!(listens_in(v6, at("[::ffff:127.0.0.1]:80")));
-            assert!(!listens_in(v4, at("[::1]:5432")));
+            assert!(listens_in(&v6, at("[::1]:3000")));
+            assert!(!listens_in(&v6, at("127.0.0.1:3000")));
+            assert!(listens_in(&v6, at("127.0.0.1:80")));
+            assert!(listens_in(&v6, at("[::ffff:127.0.0.1]:80")));
+            assert!(!listens_in(&v4, at("[::1]:5432")));
         }
-        assert!(!listens_in("garbage\n 0: zz:zz zz 0A\n", at("127.0.0.1:1")));
+        assert!(!listens_in(
+            &rows("garbage\n 0: zz:zz zz 0A\n"),
+            at("127.0.0.1:1")
+        ));
     }
 
     #[test]
