@@ -395,3 +395,51 @@ at_every_tier!(
     a_changed_go_env_proxy_is_discovered_again,
     an_unchanged_go_configuration_is_answered_without_running_go
 );
+
+/// A Go test of an HTTP handler through `net/http/httptest`, whose server
+/// listens on `127.0.0.1:0`: the commonest Go test of all.
+const HTTPTEST: &str = "package web\n\nimport (\n\t\"io\"\n\t\"net/http\"\n\t\"net/http/httptest\"\n\t\"testing\"\n)\n\n\
+func TestTheHandlerAnswers(t *testing.T) {\n\
+\tsrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {\n\
+\t\tio.WriteString(w, \"httptest-answered\")\n\
+\t}))\n\
+\tdefer srv.Close()\n\
+\tresp, err := http.Get(srv.URL)\n\
+\tif err != nil {\n\t\tt.Fatal(err)\n\t}\n\
+\tdefer resp.Body.Close()\n\
+\tb, _ := io.ReadAll(resp.Body)\n\
+\tt.Log(string(b))\n\
+\tif string(b) != \"httptest-answered\" {\n\t\tt.Fatal(string(b))\n\t}\n}\n";
+
+/// Runs as an unprivileged user, `vetto ci -- go test -v ./...` with no
+/// flags (the preset the project's `go.mod` names is applied, and with it
+/// filtered egress): a test whose `httptest` server listens on loopback
+/// passes, `CLEAN`, 0 violations. Evidence: bare the same; before issue
+/// P11, at FS-ONLY with filtered egress the server's `bind()` was refused.
+fn go_httptest_servers_work_with_no_flags(tier: Tier) {
+    require!(tier.feature());
+    if go_missing() {
+        return;
+    }
+    let w = World::at(tier);
+    w.write(
+        &w.project.join("go.mod"),
+        "module example.test/web\n\ngo 1.18\n",
+    );
+    w.write(&w.project.join("web_test.go"), HTTPTEST);
+    let script = "go test -count=1 -v ./... 2>&1";
+    w.sh_bare(script)
+        .assert_success()
+        .assert_stdout_contains("httptest-answered");
+    let (out, log) = w.ci_sh(script);
+    out.assert_stdout_contains("httptest-answered")
+        .assert_stdout_contains("--- PASS: TestTheHandlerAnswers")
+        .assert_stderr_contains("CLEAN");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let violations: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+}
+at_every_tier!(go_httptest_servers_work_with_no_flags);

@@ -342,3 +342,43 @@ fn a_publish_rule_that_cannot_hold_is_refused_before_the_job_runs() {
 }
 
 at_every_tier!(a_published_port_reaches_the_jobs_dev_server_from_the_hosts_loopback);
+
+/// A UDP echo on the job's loopback: a datagram to a bound socket and the
+/// answer back (a DNS or StatsD test server, a game's test harness).
+const UDP_ECHO: &str = r#"python3 - <<'PY'
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.settimeout(10)
+c.sendto(b"ping", s.getsockname())
+data, peer = s.recvfrom(100)
+s.sendto(data.upper(), peer)
+print("udp echo", c.recvfrom(100)[0].decode())
+PY"#;
+
+/// Runs as an unprivileged user, with the network off and with filtered
+/// egress: a UDP echo on loopback works and the verdict is clean. At
+/// FS-ONLY both sockets are made in the namespace that leads nowhere.
+fn a_udp_echo_on_loopback_works(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare(UDP_ECHO).assert_stdout_contains("udp echo PING");
+    for options in [
+        &[][..],
+        &[
+            "--allow-domain",
+            "allowed.test:443",
+            "--resolve",
+            "allowed.test:192.0.2.7",
+        ][..],
+    ] {
+        let (out, log) = w.ci_sh_with(options, UDP_ECHO);
+        out.assert_stdout_contains("udp echo PING");
+        assert_eq!(out.code(), 0, "{options:?}\n{}", out.dump());
+        assert!(
+            !log.contains("\"type\":\"violation\""),
+            "{options:?}\n{log}\n{}",
+            out.dump()
+        );
+    }
+}
+at_every_tier!(a_udp_echo_on_loopback_works);
