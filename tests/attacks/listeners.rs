@@ -46,6 +46,24 @@ fn outside_peer_reaches(ip: std::net::IpAddr, port: u16) -> bool {
 /// host's address does not lead to (FULL: the sandbox's own; FS-ONLY: the
 /// one vetto makes the job's sockets in): the peer is refused.
 fn listen_without_bind_never_faces_the_hosts_network(tier: Tier) {
+    never_faces_the_hosts_network(tier, LISTEN_UNBOUND);
+}
+
+/// Runs as an unprivileged user, with filtered egress: a job's server
+/// bound to every address (`0.0.0.0`, `::`) is reached bare by a peer at
+/// the host's network address; sandboxed it binds every address of its
+/// own namespace only, and the peer is refused.
+fn bind_to_every_address_never_faces_the_hosts_network(tier: Tier) {
+    let every = "s = socket.socket()\ns.bind(('0.0.0.0', 0))";
+    let every6 = "s = socket.socket(socket.AF_INET6)\ns.bind(('::', 0))";
+    for bound in [every, every6] {
+        never_faces_the_hosts_network(tier, &LISTEN_UNBOUND.replace("s = socket.socket()", bound));
+    }
+}
+
+/// Bare, the listener `script` makes is reached at the host's address;
+/// sandboxed (filtered egress) it is not.
+fn never_faces_the_hosts_network(tier: Tier, script: &str) {
     require!(tier.feature());
     let Some(ip) = super::egress::host_address_or_skip() else {
         return;
@@ -60,7 +78,7 @@ fn listen_without_bind_never_faces_the_hosts_network(tier: Tier) {
     };
 
     let bare = World::at(tier);
-    let mut job = bare.bare(&["python3", "-c", LISTEN_UNBOUND]).spawn();
+    let mut job = bare.bare(&["python3", "-c", script]).spawn();
     let port: u16 = wait_for(&bare).parse().expect("bare listen gives a port");
     assert!(
         outside_peer_reaches(ip, port),
@@ -80,7 +98,7 @@ fn listen_without_bind_never_faces_the_hosts_network(tier: Tier) {
                 "--report-dir",
                 report.to_str().unwrap_or_default(),
             ],
-            &["python3", "-c", LISTEN_UNBOUND],
+            &["python3", "-c", script],
         )
         .spawn();
     let said = wait_for(&w);
@@ -91,7 +109,10 @@ fn listen_without_bind_never_faces_the_hosts_network(tier: Tier) {
     );
     job.wait().assert_stdout_contains("no peer");
 }
-at_every_tier!(listen_without_bind_never_faces_the_hosts_network);
+at_every_tier!(
+    listen_without_bind_never_faces_the_hosts_network,
+    bind_to_every_address_never_faces_the_hosts_network
+);
 
 /// Runs as an unprivileged user, with filtered egress: a unix socket
 /// server in `$TMPDIR` (a test suite's own) still listens and is reached

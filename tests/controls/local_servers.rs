@@ -171,10 +171,10 @@ at_every_tier!(
     the_hosts_loopback_services_stay_out_of_reach_with_the_network_off
 );
 
-/// A host service that answers each connection with a line.
-fn banner_service() -> (u16, Arc<AtomicUsize>) {
+/// A host service at `ip` that answers each connection with a line.
+fn banner_service(ip: &str) -> (u16, Arc<AtomicUsize>) {
     use std::io::Write;
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let l = TcpListener::bind((ip, 0)).unwrap();
     let port = l.local_addr().unwrap().port();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
@@ -190,25 +190,35 @@ fn banner_service() -> (u16, Arc<AtomicUsize>) {
 /// Runs as an unprivileged user: a CI `services:` database on the host's
 /// loopback, reached by a client that ignores the proxy variables (psql,
 /// a JDBC or Go driver: a plain socket here), with one allow rule — by
-/// address (`127.0.0.1:PORT`) or by name (`localhost:PORT`) — at both
-/// tiers, recorded as a connection with the process. Evidence: without
-/// the rule the same client is refused and the service sees nothing.
+/// address (`127.0.0.1:PORT`, `[::1]:PORT`) or by name (`localhost:PORT`)
+/// — at both tiers, recorded as a connection with the process. Evidence:
+/// without the rule the same client is refused, the refusal is recorded
+/// with the process, and the service sees nothing.
 fn a_host_service_on_loopback_is_reached_with_one_allow_rule(tier: Tier) {
     require!(tier.feature());
     let w = World::at(tier);
-    let (port, accepted) = banner_service();
-    let client = |host: &str| {
+    let (port, accepted) = banner_service("127.0.0.1");
+    let (port6, accepted6) = banner_service("::1");
+    let client = |host: &str, port: u16| {
         format!(
             "python3 -c \"import socket; s = socket.create_connection(('{host}', {port}), 10); \
              print('got', s.makefile().readline().strip())\" 2>&1 || echo refused"
         )
     };
-    let (out, _) = w.ci_sh(&client("127.0.0.1"));
+    let (out, log) = w.ci_sh(&client("127.0.0.1", port));
     out.assert_stdout_contains("refused");
     assert_eq!(accepted.load(Ordering::SeqCst), 0, "{}", out.dump());
-    for (rule, host) in [
-        (format!("127.0.0.1:{port}"), "127.0.0.1"),
-        (format!("localhost:{port}"), "localhost"),
+    assert!(
+        log.lines().any(|l| l.contains("\"net-egress-blocked\"")
+            && l.contains(&format!("\"port\":{port}"))
+            && l.contains("python3")),
+        "the refused connect is not named\n{log}\n{}",
+        out.dump()
+    );
+    for (rule, host, port) in [
+        (format!("127.0.0.1:{port}"), "127.0.0.1", port),
+        (format!("localhost:{port}"), "localhost", port),
+        (format!("[::1]:{port6}"), "::1", port6),
     ] {
         let dir = w.root.join(format!("reports-{host}"));
         let out = w
@@ -219,7 +229,7 @@ fn a_host_service_on_loopback_is_reached_with_one_allow_rule(tier: Tier) {
                     "--report-dir",
                     dir.to_str().unwrap_or_default(),
                 ],
-                &["sh", "-c", &client(host)],
+                &["sh", "-c", &client(host, port)],
             )
             .run();
         out.assert_stdout_contains("got host-service-banner");
@@ -234,6 +244,7 @@ fn a_host_service_on_loopback_is_reached_with_one_allow_rule(tier: Tier) {
         );
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(accepted6.load(Ordering::SeqCst), 1);
 }
 at_every_tier!(a_host_service_on_loopback_is_reached_with_one_allow_rule);
 
@@ -382,3 +393,59 @@ fn a_udp_echo_on_loopback_works(tier: Tier) {
     }
 }
 at_every_tier!(a_udp_echo_on_loopback_works);
+
+/// Runs as an unprivileged user: session A publishes its dev server at the
+/// host's every address (`0.0.0.0:HOST_PORT:3000`, asked for): reached at
+/// the host's network address. Session B's job (the network off) reaches
+/// neither A's published port — a service of the host's, refused and
+/// recorded with the process — nor A's listener on 3000 (its own
+/// namespace is another).
+fn a_published_port_faces_only_the_address_named_and_no_other_sessions_job(tier: Tier) {
+    require!(tier.feature());
+    let a = World::at(tier);
+    a.write(&a.project.join("served.txt"), "served-through-publish\n");
+    let port = free_port();
+    let project = a.project.to_str().unwrap_or_default().to_string();
+    let spec = format!("0.0.0.0:{port}:3000");
+    let mut args = vec!["ci", "--tier", a.tier.name(), "--project", &project];
+    args.extend_from_slice(a.tier.options());
+    args.extend_from_slice(&["--publish", &spec, "--", "sh", "-c", DEV_SERVER]);
+    let mut job = a
+        .vetto(&args)
+        .timeout(std::time::Duration::from_secs(120))
+        .spawn();
+    let up = crate::util::eventually(std::time::Duration::from_secs(60), || {
+        fetch(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+            .is_some_and(|b| b.contains("served-through-publish"))
+    });
+    let outside = crate::attacks::egress::host_address_or_skip()
+        .map(|ip| fetch(std::net::SocketAddr::new(ip, port)));
+    let b = World::at(tier);
+    let probe = format!(
+        "python3 - <<'PY'\nimport socket\nfor p in ({port}, 3000):\n    try:\n        \
+         socket.create_connection(('127.0.0.1', p), 5).close(); print('reached', p)\n    \
+         except OSError as e:\n        print('refused', p, e.errno)\nPY"
+    );
+    let (other, log) = b.ci_sh(&probe);
+    a.write(&a.project.join("done"), "");
+    let out = job.wait();
+    assert!(up, "the published port never answered\n{}", out.dump());
+    if let Some(outside) = outside {
+        assert!(
+            outside.is_some_and(|b| b.contains("served-through-publish")),
+            "asked for, the published port is not reached at the host's address"
+        );
+    }
+    other
+        .assert_stdout_contains(&format!("refused {port} 111"))
+        .assert_stdout_contains("refused 3000 111");
+    assert!(
+        log.lines().any(|l| l.contains("\"net-egress-blocked\"")
+            && l.contains(&format!("\"port\":{port}"))
+            && l.contains("python3")),
+        "session B's reach for the published port is not recorded\n{log}\n{}",
+        other.dump()
+    );
+    assert_eq!(out.code(), 0, "{}", out.dump());
+}
+at_every_tier!(a_published_port_faces_only_the_address_named_and_no_other_sessions_job);
