@@ -141,10 +141,12 @@ fn accept_loop(
             relayed.fetch_sub(1, Ordering::SeqCst);
             continue;
         }
-        // The job's side is made here, on this thread, which lives as long
-        // as the listener: a helper it starts dies with the thread that
-        // started it (`PR_SET_PDEATHSIG`), never with one connection's.
-        let sockets = (maker(false), maker(true));
+        // The job's side is begun here, on this thread, which lives as
+        // long as the listener: a helper the first socket starts dies with
+        // the thread that started it (`PR_SET_PDEATHSIG`), never with one
+        // connection's. An IPv6 one, needed only if the job's server is
+        // not on IPv4, is made by the relay (the helper runs by then).
+        let sockets = (maker(false), maker.clone());
         let (rule, held, log) = (rule.clone(), relayed.clone(), log.clone());
         let spawned = std::thread::Builder::new()
             .name("vetto-relay".into())
@@ -159,12 +161,13 @@ fn accept_loop(
     }
 }
 
-/// Sockets made in the job's namespace for one connection: IPv4, IPv6.
-type JobSockets = (io::Result<OwnedFd>, io::Result<OwnedFd>);
+/// The job's side of one connection, begun: an IPv4 socket made in the
+/// job's namespace, and the maker for an IPv6 one.
+type JobSockets = (io::Result<OwnedFd>, SocketMaker);
 
 /// The job's side of one outside connection: its port on its IPv4
 /// loopback, else on its IPv6 loopback.
-fn job_side((v4, v6): JobSockets, port: u16) -> io::Result<TcpStream> {
+fn job_side((v4, maker): JobSockets, port: u16) -> io::Result<TcpStream> {
     let first = v4.and_then(|s| {
         crate::sandbox::dead_net::connect_stream(
             s,
@@ -173,7 +176,7 @@ fn job_side((v4, v6): JobSockets, port: u16) -> io::Result<TcpStream> {
     });
     match first {
         Ok(s) => Ok(s),
-        Err(e) => v6
+        Err(e) => maker(true)
             .and_then(|s| {
                 crate::sandbox::dead_net::connect_stream(
                     s,
