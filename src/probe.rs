@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use crate::sandbox::try_syscall as sys;
 
 /// The argv[1] that selects the probe.
-pub const COMMAND: &str = "__probe";
+pub const COMMAND: &str = crate::hidden::Hidden::Probe.arg();
 
 const USAGE: &str = "usage: vetto __probe ACTION [ARGS]
 actions:

@@ -1,6 +1,8 @@
-//! Platforms without a backend yet (macOS Seatbelt and Windows AppContainer
-//! are planned): every entry refuses in words, so the crate still builds
-//! and `vetto policy`, `vetto report` and `vetto doctor` work there.
+//! The Linux-and-macOS entries on every other system: Windows, whose
+//! AppContainer launch is not a stage (`sandbox::windows`,
+//! `session::appcontainer`), and systems with no backend. Every entry
+//! refuses in words, so the crate builds and `vetto policy`, `vetto
+//! report` and `vetto doctor` work there.
 
 use std::ffi::OsString;
 use std::process::ExitCode;

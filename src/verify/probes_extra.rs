@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The argv[1] that selects these actions.
-pub const COMMAND: &str = "__verify-probe";
+pub const COMMAND: &str = crate::hidden::Hidden::VerifyProbe.arg();
 
 /// Printed first by every action, so `verify` can tell that the job ran.
 pub const MARKER: &str = "vetto-verify-probe:";

@@ -34,8 +34,6 @@ use nix::sys::socket::{
     AddressFamily, ControlMessage, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType, sendmsg,
 };
 
-/// The hidden argument that selects the helper.
-const DEAD_NET_ARG: &str = "__dead-net";
 /// How long vetto waits for the helper's answer (a hang guard).
 const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
@@ -82,7 +80,7 @@ impl DeadNet {
         let mut command = Command::new("/proc/self/exe");
         command
             .arg0("vetto")
-            .arg(DEAD_NET_ARG)
+            .arg(crate::hidden::Hidden::DeadNet.arg())
             .arg(std::process::id().to_string());
         for pid in join.unwrap_or_default() {
             command.arg(pid.to_string());
@@ -381,7 +379,7 @@ pub fn send_answer(
 /// The hidden entry: `vetto __dead-net PARENT`, before any thread starts.
 pub fn entry() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
-    if args.next()? != DEAD_NET_ARG {
+    if !crate::hidden::Hidden::DeadNet.is(&args.next()?) {
         return None;
     }
     let parent = args

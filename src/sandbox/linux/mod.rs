@@ -36,8 +36,6 @@ mod traps;
 pub mod try_syscall;
 pub mod verify_host;
 
-/// The hidden argument that selects the stage.
-const STAGE_ARG: &str = "__stage";
 /// Upper bound on a stage report.
 const MAX_REPORT_BYTES: u64 = 64 << 10;
 
@@ -247,7 +245,7 @@ fn spawn_stage(
     ];
     let mut cmd = Command::new("/proc/self/exe");
     cmd.arg0("vetto")
-        .arg(STAGE_ARG)
+        .arg(crate::hidden::Hidden::Stage.arg())
         .args(fds.iter().map(|fd| fd.to_string()))
         // Nothing of the caller's environment in the stage's /proc entry:
         // the job's environment travels inside the plan.
@@ -534,7 +532,7 @@ fn raise_default(sig: Signal) -> nix::Result<()> {
 
 pub fn stage_entry() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
-    if args.next()? != STAGE_ARG {
+    if !crate::hidden::Hidden::Stage.is(&args.next()?) {
         return None;
     }
     let mut fd = || {

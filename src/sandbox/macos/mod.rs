@@ -46,8 +46,6 @@ pub mod process;
 mod seatbelt;
 mod tree;
 
-/// The hidden argument that selects the stage.
-const STAGE_ARG: &str = "__stage";
 /// Upper bound on a stage report.
 const MAX_REPORT_BYTES: u64 = 64 << 10;
 /// Upper bound on the plan the stage reads.
@@ -304,7 +302,7 @@ fn spawn_stage(writers: Option<[OwnedFd; 2]>) -> Result<Stage, SetupError> {
     process::set_cloexec(status_r.as_fd()).map_err(SetupError::Spawn)?;
     let mut cmd = Command::new(exe);
     cmd.arg0("vetto")
-        .arg(STAGE_ARG)
+        .arg(crate::hidden::Hidden::Stage.arg())
         .arg(plan_r.as_raw_fd().to_string())
         .arg(status_w.as_raw_fd().to_string())
         // Nothing of the caller's environment: the job's is in the plan.
@@ -434,7 +432,7 @@ impl Drop for Stage {
 
 pub fn stage_entry() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
-    if args.next()? != STAGE_ARG {
+    if !crate::hidden::Hidden::Stage.is(&args.next()?) {
         return None;
     }
     let mut fd = || {
