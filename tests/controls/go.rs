@@ -413,8 +413,8 @@ func TestTheHandlerAnswers(t *testing.T) {\n\
 
 /// Runs as an unprivileged user, `vetto ci -- go test -v ./...` with no
 /// flags (the preset the project's `go.mod` names is applied, and with it
-/// filtered egress): a test whose `httptest` server listens on loopback
-/// passes, `CLEAN`, 0 violations. Evidence: bare the same; before issue
+/// filtered egress), and with the network off: a test whose `httptest`
+/// server listens on loopback passes, `CLEAN`, 0 violations. Evidence: bare the same; before issue
 /// P11, at FS-ONLY with filtered egress the server's `bind()` was refused.
 fn go_httptest_servers_work_with_no_flags(tier: Tier) {
     require!(tier.feature());
@@ -431,15 +431,19 @@ fn go_httptest_servers_work_with_no_flags(tier: Tier) {
     w.sh_bare(script)
         .assert_success()
         .assert_stdout_contains("httptest-answered");
-    let (out, log) = w.ci_sh(script);
-    out.assert_stdout_contains("httptest-answered")
-        .assert_stdout_contains("--- PASS: TestTheHandlerAnswers")
-        .assert_stderr_contains("CLEAN");
-    assert_eq!(out.code(), 0, "{}", out.dump());
-    let violations: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("\"type\":\"violation\""))
-        .collect();
-    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+    // No flags (the preset `go.mod` names, with filtered egress), and the
+    // preset with the network off.
+    for options in [&[][..], &["--preset", "go", "--net", "off"][..]] {
+        let (out, log) = w.ci_sh_with(options, script);
+        out.assert_stdout_contains("httptest-answered")
+            .assert_stdout_contains("--- PASS: TestTheHandlerAnswers")
+            .assert_stderr_contains("CLEAN");
+        assert_eq!(out.code(), 0, "{options:?}\n{}", out.dump());
+        let violations: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("\"type\":\"violation\""))
+            .collect();
+        assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+    }
 }
 at_every_tier!(go_httptest_servers_work_with_no_flags);
