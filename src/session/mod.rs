@@ -540,10 +540,17 @@ fn serve_published(
                     .map_err(|_| std::io::Error::other("no process for the sandbox"))?;
                 *net = Some(crate::sandbox::dead_net::DeadNet::join(first)?);
             }
-            match net.as_ref() {
+            let made = match net.as_ref() {
                 Some(n) => n.socket(v6, true),
                 None => Err(std::io::Error::other("the relay's helper is gone")),
+            };
+            // A helper that stopped answering (started from a relay's
+            // thread, which has ended: `PR_SET_PDEATHSIG`) is started again
+            // at the next connection, from its acceptor.
+            if made.is_err() {
+                *net = None;
             }
+            made
         })
     } else {
         let Some(broker) = broker else {
