@@ -329,6 +329,15 @@ impl Dir {
         Dir::checked(fd, &path)
     }
 
+    /// A new link `name` to `target`, which must not exist (a link is
+    /// made, never followed: what it names is read later by the job,
+    /// under the sandbox's rules for `target`).
+    pub fn link_new(&self, name: &str, target: &Path) -> Result<()> {
+        self.check_name(name)?;
+        nix::unistd::symlinkat(target, &self.fd, name)
+            .map_err(|e| SafeFsError::io("create the link", &self.join(name), e))
+    }
+
     fn rename_onto(&self, tmp: &str, name: &str) -> Result<()> {
         renameat(&self.fd, tmp, &self.fd, name)
             .map_err(|e| SafeFsError::io("replace", &self.join(name), e))

@@ -14,8 +14,12 @@
 //! The copy never holds a credential, so reading it costs nothing.
 //!
 //! The same for pip's user `pip.conf` (credentials in index URLs; pip
-//! reads it at every start) and `~/.netrc` (Python's requests, and so pip,
-//! read it at every request): [`MIXED`] is the table.
+//! reads it at every start), `~/.netrc` (Python's requests, and so pip,
+//! read it at every request), docker's `config.json` (the CLI reads it at
+//! every command; `docker/login-action` writes registry tokens into it) and
+//! gh's `hosts.yml` (every `gh` command reads it): [`MIXED`] is the table.
+//! Docker and gh are pointed at a directory, not a file, so theirs is a
+//! directory standing in for the user's ([`Place::Dir`]).
 
 use std::path::{Path, PathBuf};
 
@@ -39,35 +43,75 @@ const NPM_CREDENTIALS: [&str; 8] = [
     "otp",
 ];
 
+/// docker's credential fields of an `auths` entry (its `serveraddress`
+/// is kept): `auth` is base64 of `user:password`.
+const DOCKER_CREDENTIALS: [&str; 6] = [
+    "auth",
+    "username",
+    "password",
+    "email",
+    "identitytoken",
+    "registrytoken",
+];
+
+/// What in a header's name marks one that carries a credential
+/// (docker's `HttpHeaders`).
+const CREDENTIAL_HEADER_WORDS: [&str; 6] = ["auth", "token", "key", "secret", "cookie", "password"];
+
+/// A user directory with more entries than this gets no links in its
+/// stand-in (each is a link made before the job starts).
+const MAX_LINKED: usize = 256;
+
 /// A variable of the caller's environment, as a path (`None`: unset or empty).
 type Var<'a> = dyn Fn(&str) -> Option<PathBuf> + 'a;
+
+/// Where a copy goes in the session's temporary directory, and what the
+/// tool's variables name.
+enum Place {
+    /// A file of this name, standing in for the user's file.
+    File(&'static str),
+    /// A directory of this name standing in for the user's directory
+    /// (the tool takes a directory, not a file): each of `redacted` (the
+    /// first decides whether the policy masks it) copied without its
+    /// credentials and, with `link_rest`, every other entry of the user's
+    /// directory a link to it, so what the tool keeps there (docker's
+    /// plugins, contexts, builders) is where it was.
+    Dir {
+        name: &'static str,
+        redacted: &'static [&'static str],
+        link_rest: bool,
+    },
+}
 
 /// One configuration file that mixes settings and credentials, read by a
 /// tool at every start, and how the tool is pointed at a copy.
 struct Mixed {
     /// Who reads it, for the terminal line.
     tool: &'static str,
-    /// The copy's name in the session's temporary directory.
-    copy: &'static str,
+    /// The copy, in the session's temporary directory.
+    copy: Place,
     /// The variables set to the copy's path; the first is named.
     vars: &'static [&'static str],
-    /// The user's file, from the caller's environment and home.
+    /// The user's file ([`Place::File`]) or directory ([`Place::Dir`]),
+    /// from the caller's environment and home.
     user: fn(&Var<'_>, &Path) -> PathBuf,
-    /// The copy's text and how many credentials were removed.
-    redact: fn(&str) -> (String, usize),
-    /// What starts a comment line in the file's syntax.
-    comment: &'static str,
+    /// The copy's text and how many credentials were removed; `None` for
+    /// a file the tool could not read either (no copy is made: the tool
+    /// meets the mask, as it would without vetto's help).
+    redact: fn(&str) -> Option<(String, usize)>,
+    /// What starts a comment line in the file's syntax (JSON has none).
+    comment: Option<&'static str>,
 }
 
 const MIXED: &[Mixed] = &[
     // npm: `npm_config_userconfig` replaces the user file.
     Mixed {
         tool: "npm",
-        copy: "vetto-npmrc",
+        copy: Place::File("vetto-npmrc"),
         vars: &["npm_config_userconfig", "NPM_CONFIG_USERCONFIG"],
         user: |var, home| var("NPM_CONFIG_USERCONFIG").unwrap_or_else(|| home.join(".npmrc")),
-        redact: without_credentials,
-        comment: ";",
+        redact: |text| Some(without_credentials(text)),
+        comment: Some(";"),
     },
     // pip: a `PIP_CONFIG_FILE` that exists replaces the user files (pip's
     // `Configuration.iter_config_files`); the site-wide ones still load.
@@ -75,7 +119,7 @@ const MIXED: &[Mixed] = &[
     // https://user:token@host/simple`).
     Mixed {
         tool: "pip",
-        copy: "vetto-pip.conf",
+        copy: Place::File("vetto-pip.conf"),
         vars: &["PIP_CONFIG_FILE"],
         user: |var, home| {
             var("PIP_CONFIG_FILE").unwrap_or_else(|| {
@@ -85,8 +129,8 @@ const MIXED: &[Mixed] = &[
                     .join("pip/pip.conf")
             })
         },
-        redact: without_userinfo_anywhere,
-        comment: "#",
+        redact: |text| Some(without_userinfo_anywhere(text)),
+        comment: Some("#"),
     },
     // `~/.netrc`: every entry is a credential (Python's requests, and so
     // pip, read it on every request unless `$NETRC` names another file).
@@ -94,20 +138,64 @@ const MIXED: &[Mixed] = &[
     // requests send an empty one.
     Mixed {
         tool: "Python's requests (pip, …)",
-        copy: "vetto-netrc",
+        copy: Place::File("vetto-netrc"),
         vars: &["NETRC"],
         user: |var, home| var("NETRC").unwrap_or_else(|| home.join(".netrc")),
-        redact: no_machines,
-        comment: "#",
+        redact: |text| Some(no_machines(text)),
+        comment: Some("#"),
+    },
+    // docker: `DOCKER_CONFIG` names the directory that holds
+    // `config.json` and, beside it, the CLI's plugins (where
+    // `docker/setup-buildx-action` installs buildx), contexts and
+    // builders: those stay reachable through links.
+    Mixed {
+        tool: "docker",
+        copy: Place::Dir {
+            name: "vetto-docker",
+            redacted: &["config.json"],
+            link_rest: true,
+        },
+        vars: &["DOCKER_CONFIG"],
+        user: |var, home| var("DOCKER_CONFIG").unwrap_or_else(|| home.join(".docker")),
+        redact: docker_without_credentials,
+        comment: None,
+    },
+    // gh: `GH_CONFIG_DIR` names the directory of `hosts.yml` (a token per
+    // host and account, unless gh keeps them in the keyring) and
+    // `config.yml` (settings and aliases); the default policy masks the
+    // directory whole, so both are copied.
+    Mixed {
+        tool: "gh",
+        copy: Place::Dir {
+            name: "vetto-gh",
+            redacted: &["hosts.yml", "config.yml"],
+            link_rest: false,
+        },
+        vars: &["GH_CONFIG_DIR"],
+        user: |var, home| {
+            var("GH_CONFIG_DIR").unwrap_or_else(|| {
+                var("XDG_CONFIG_HOME")
+                    .filter(|d| d.is_absolute())
+                    .unwrap_or_else(|| home.join(".config"))
+                    .join("gh")
+            })
+        },
+        redact: gh_without_tokens,
+        comment: Some("#"),
     },
 ];
 
 /// A copy to write once the session's temporary directory exists.
 #[derive(Debug)]
 pub struct Copy {
+    /// The session's temporary directory.
     dir: PathBuf,
-    name: &'static str,
-    text: String,
+    /// The stand-in directory made in it ([`Place::Dir`]).
+    subdir: Option<&'static str>,
+    /// Each file's name and text.
+    files: Vec<(String, String)>,
+    /// Each link's name and the user's entry it names.
+    links: Vec<(String, PathBuf)>,
     /// The user's file, as the terminal shows it.
     shown: String,
     /// What the terminal is told.
@@ -116,10 +204,22 @@ pub struct Copy {
 
 impl Copy {
     /// Write it (the directory is the session's own, made by vetto; a
-    /// planted link there is replaced, never followed).
+    /// planted link there is replaced, never followed, and the stand-in
+    /// directory must be new).
     pub fn write(&self) -> Result<(), crate::sandbox::safe_fs::SafeFsError> {
         use crate::sandbox::safe_fs::{Dir, Parents};
-        Dir::open(&self.dir, Parents::AsNamed)?.write_file(self.name, self.text.as_bytes(), 0o600)
+        let top = Dir::open(&self.dir, Parents::AsNamed)?;
+        let dir = match self.subdir {
+            Some(name) => top.create_dir_new(name, 0o700)?,
+            None => top,
+        };
+        for (name, text) in &self.files {
+            dir.write_file(name, text.as_bytes(), 0o600)?;
+        }
+        for (name, target) in &self.links {
+            dir.link_new(name, target)?;
+        }
+        Ok(())
     }
 
     /// The warning when [`Copy::write`] failed.
@@ -150,37 +250,114 @@ pub fn copies(policy: &mut Policy, env: &[(String, String)], home: &Path) -> Vec
 
 fn copy_of(m: &Mixed, policy: &mut Policy, var: &Var<'_>, home: &Path) -> Option<Copy> {
     let user = (m.user)(var, home);
+    // Each redacted file: its name in the copy and the user's path.
+    let (name, redacted, link_rest): (&str, Vec<(&str, PathBuf)>, bool) = match &m.copy {
+        Place::File(name) => (name, vec![(*name, user.clone())], false),
+        Place::Dir {
+            name,
+            redacted,
+            link_rest,
+        } => (
+            name,
+            redacted.iter().map(|f| (*f, user.join(f))).collect(),
+            *link_rest,
+        ),
+    };
     let masked = crate::policy::paths::decide(
         policy.fs.iter().map(|r| (r.path.as_path(), r.access)),
-        &user,
+        &redacted.first()?.1,
     )
     .is_some_and(|(access, _)| access == Access::Deny);
     if !masked {
         return None;
     }
-    let text = read_small(&user)?;
-    let (copy, removed) = (m.redact)(&text);
-    let dir = policy.session_tmp.clone();
-    let value = dir.join(m.copy).to_string_lossy().into_owned();
-    // Every spelling the tool takes: the caller's own may be passed through.
-    for name in m.vars {
-        policy.env.set.retain(|(k, _)| k != name);
-        policy.env.set.push((name.to_string(), value.clone()));
+    let mut files = Vec::new();
+    let mut removed = 0;
+    for (file, path) in &redacted {
+        let Some(text) = read_small(path) else {
+            continue;
+        };
+        let (copy, n) = (m.redact)(&text)?;
+        removed += n;
+        let shown = crate::text::path_name(path);
+        let text = match m.comment {
+            Some(c) => format!(
+                "{c} {shown} as vetto hands it to the job: {n} credential(s) removed\n{copy}"
+            ),
+            None => copy,
+        };
+        files.push((file.to_string(), text));
     }
-    let shown = crate::text::path_name(&user);
+    if files.is_empty() {
+        return None;
+    }
+    let links = if link_rest {
+        linked_entries(&user, &redacted)
+    } else {
+        Vec::new()
+    };
+    let dir = policy.session_tmp.clone();
+    let value = dir.join(name).to_string_lossy().into_owned();
+    // Every spelling the tool takes: the caller's own may be passed through.
+    for var in m.vars {
+        policy.env.set.retain(|(k, _)| k != var);
+        policy.env.set.push((var.to_string(), value.clone()));
+    }
+    // The one file, or the directory when several are copied.
+    let shown = match redacted.as_slice() {
+        [(_, only)] => crate::text::path_name(only),
+        _ => crate::text::path_name(&user),
+    };
+    let subdir = match m.copy {
+        Place::File(_) => {
+            // The one file is written under the copy's name.
+            files = files
+                .into_iter()
+                .map(|(_, t)| (name.to_string(), t))
+                .collect();
+            None
+        }
+        Place::Dir { name, .. } => Some(name),
+    };
     Some(Copy {
         dir,
-        name: m.copy,
+        subdir,
+        files,
+        links,
         shown: shown.clone(),
-        text: format!(
-            "{} {shown} as vetto hands it to the job: {removed} credential(s) removed\n{copy}",
-            m.comment
-        ),
         line: format!(
             "{} reads {shown} without its credentials ({removed} removed; {} set for the job)",
             m.tool, m.vars[0]
         ),
     })
+}
+
+/// Every entry of the user's directory but the redacted files, each with
+/// the path a link to it names: none when the directory cannot be listed,
+/// holds a name that is not UTF-8, or more than [`MAX_LINKED`] entries
+/// (the tool then finds only the copies).
+fn linked_entries(user: &Path, redacted: &[(&str, PathBuf)]) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(user) else {
+        return Vec::new();
+    };
+    let mut links = Vec::new();
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return Vec::new();
+        };
+        let Ok(name) = entry.file_name().into_string() else {
+            return Vec::new();
+        };
+        if redacted.iter().any(|(f, _)| *f == name) {
+            continue;
+        }
+        if links.len() == MAX_LINKED {
+            return Vec::new();
+        }
+        links.push((name.clone(), user.join(name)));
+    }
+    links.sort();
+    links
 }
 
 fn read_small(path: &Path) -> Option<String> {
@@ -233,6 +410,86 @@ pub fn without_credentials(text: &str) -> (String, usize) {
     (out, removed)
 }
 
+/// docker's `config.json` without its credentials: each `auths` entry's
+/// [`DOCKER_CREDENTIALS`], every `HttpHeaders` entry whose name holds one
+/// of [`CREDENTIAL_HEADER_WORDS`], and the user part of any URL in any
+/// string (`proxies`). `credsStore` and `credHelpers` are settings and
+/// stay: a helper reads its own store, under the policy's rules.
+/// `None`: not a JSON object (docker refuses such a file too).
+pub fn docker_without_credentials(text: &str) -> Option<(String, usize)> {
+    use serde_json::Value;
+    let mut config: Value = serde_json::from_str(text).ok()?;
+    let top = config.as_object_mut()?;
+    let mut removed = 0;
+    if let Some(auths) = top.get_mut("auths").and_then(Value::as_object_mut) {
+        for entry in auths.values_mut().filter_map(Value::as_object_mut) {
+            let before = entry.len();
+            entry.retain(|k, _| !DOCKER_CREDENTIALS.contains(&k.to_ascii_lowercase().as_str()));
+            removed += before - entry.len();
+        }
+    }
+    if let Some(headers) = top.get_mut("HttpHeaders").and_then(Value::as_object_mut) {
+        let before = headers.len();
+        headers.retain(|k, _| {
+            let k = k.to_ascii_lowercase();
+            !CREDENTIAL_HEADER_WORDS.iter().any(|w| k.contains(w))
+        });
+        removed += before - headers.len();
+    }
+    removed += strings_without_userinfo(&mut config);
+    let mut out = serde_json::to_string_pretty(&config).ok()?;
+    out.push('\n');
+    Some((out, removed))
+}
+
+/// Every string in `value` with each URL's user part removed; how many were.
+fn strings_without_userinfo(value: &mut serde_json::Value) -> usize {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            let (clean, n) = line_without_userinfo(s);
+            *s = clean;
+            n
+        }
+        Value::Array(items) => items.iter_mut().map(strings_without_userinfo).sum(),
+        Value::Object(map) => map.values_mut().map(strings_without_userinfo).sum(),
+        _ => 0,
+    }
+}
+
+/// gh's `hosts.yml` or `config.yml` without a token: any line that names
+/// `oauth_token` (gh writes one per host and per account unless the
+/// keyring holds them) is dropped with the lines that continue its value
+/// (indented deeper, or blank), and any URL's user part is removed. Read
+/// line by line, not parsed: a flow mapping (`{oauth_token: …}`) on one
+/// line goes whole, and nothing a parser would skip is kept.
+pub fn gh_without_tokens(text: &str) -> Option<(String, usize)> {
+    let mut out = String::with_capacity(text.len());
+    let mut removed = 0;
+    // The indentation of the token's line while its value continues.
+    let mut dropping: Option<usize> = None;
+    for line in text.lines() {
+        let body = line.trim_start();
+        let indent = line.len() - body.len();
+        if let Some(at) = dropping {
+            if body.is_empty() || indent > at {
+                continue;
+            }
+            dropping = None;
+        }
+        if body.to_ascii_lowercase().contains("oauth_token") {
+            removed += 1;
+            dropping = Some(indent);
+            continue;
+        }
+        let (clean, n) = line_without_userinfo(line);
+        removed += n;
+        out.push_str(&clean);
+        out.push('\n');
+    }
+    Some((out, removed))
+}
+
 /// `scheme://user:pass@host/…` without `user:pass@`; `None` when the value
 /// has no user part.
 fn without_userinfo(value: &str) -> Option<String> {
@@ -249,29 +506,37 @@ pub fn without_userinfo_anywhere(text: &str) -> (String, usize) {
     let mut out = String::with_capacity(text.len());
     let mut removed = 0;
     for line in text.lines() {
-        let mut rest = line;
-        let mut clean = String::with_capacity(line.len());
-        while let Some(at) = rest.find("://") {
-            let (before, after) = rest.split_at(at + 3);
-            clean.push_str(before);
-            let end = after
-                .find(|c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\''))
-                .unwrap_or(after.len());
-            let authority = &after[..end];
-            match authority.rfind('@') {
-                Some(i) => {
-                    removed += 1;
-                    clean.push_str(&authority[i + 1..]);
-                }
-                None => clean.push_str(authority),
-            }
-            rest = &after[end..];
-        }
-        clean.push_str(rest);
+        let (clean, n) = line_without_userinfo(line);
+        removed += n;
         out.push_str(&clean);
         out.push('\n');
     }
     (out, removed)
+}
+
+/// One line (or string) with every URL's user part removed, and how many were.
+fn line_without_userinfo(line: &str) -> (String, usize) {
+    let mut removed = 0;
+    let mut rest = line;
+    let mut clean = String::with_capacity(line.len());
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        clean.push_str(before);
+        let end = after
+            .find(|c: char| c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\''))
+            .unwrap_or(after.len());
+        let authority = &after[..end];
+        match authority.rfind('@') {
+            Some(i) => {
+                removed += 1;
+                clean.push_str(&authority[i + 1..]);
+            }
+            None => clean.push_str(authority),
+        }
+        rest = &after[end..];
+    }
+    clean.push_str(rest);
+    (clean, removed)
 }
 
 /// A netrc's copy: no entry at all (each `machine` or `default` is counted).
@@ -284,6 +549,7 @@ pub fn no_machines(text: &str) -> (String, usize) {
 }
 
 #[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
 
@@ -338,6 +604,59 @@ mod tests {
         let (out, n) =
             no_machines("machine a.test login u password p\ndefault login x password y\n");
         assert_eq!((out.as_str(), n), ("", 2));
+    }
+
+    #[test]
+    fn docker_config_keeps_its_settings_and_loses_every_credential() {
+        let config = r#"{
+            "auths": {
+                "ghcr.io": {"auth": "Y2k6U0VDUkVUMQ=="},
+                "https://index.docker.io/v1/": {"identitytoken": "SECRET2", "email": "a@b.test"},
+                "reg.test": {"username": "ci", "password": "SECRET3", "serveraddress": "reg.test"}
+            },
+            "HttpHeaders": {"User-Agent": "ci", "X-Registry-Token": "SECRET4"},
+            "proxies": {"default": {"httpsProxy": "http://u:SECRET5@proxy.test:3128"}},
+            "credHelpers": {"gcr.io": "gcloud"},
+            "psFormat": "table {{.ID}}",
+            "currentContext": "ci"
+        }"#;
+        let (out, removed) = docker_without_credentials(config).unwrap();
+        assert!(!out.contains("SECRET") && !out.contains("Y2k6"), "{out}");
+        assert_eq!(removed, 7, "{out}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["auths"]["ghcr.io"], serde_json::json!({}));
+        assert_eq!(v["auths"]["reg.test"]["serveraddress"], "reg.test");
+        assert_eq!(v["HttpHeaders"]["User-Agent"], "ci");
+        assert_eq!(
+            v["proxies"]["default"]["httpsProxy"],
+            "http://proxy.test:3128"
+        );
+        assert_eq!(v["credHelpers"]["gcr.io"], "gcloud");
+        assert_eq!(v["psFormat"], "table {{.ID}}");
+        assert_eq!(v["currentContext"], "ci");
+        assert_eq!(docker_without_credentials("[1]"), None);
+        assert_eq!(docker_without_credentials("{\"auths\": "), None);
+    }
+
+    #[test]
+    fn gh_hosts_lose_every_token_however_written() {
+        let hosts = "github.com:\n                     \x20   oauth_token: gho_SECRET1\n                     \x20   users:\n                     \x20       ci:\n                     \x20           oauth_token: >-\n                     \x20               gho_SECRET2\n                     \x20               continued\n                     \x20   git_protocol: https\n                     \x20   user: ci\n                     ghe.test: {oauth_token: SECRET3, user: u}\n                     proxy.test:\n                     \x20   api: https://u:SECRET4@ghe.test/\n";
+        let (out, removed) = gh_without_tokens(hosts).unwrap();
+        assert!(
+            !out.contains("SECRET") && !out.contains("continued"),
+            "{out}"
+        );
+        assert_eq!(removed, 4, "{out}");
+        for kept in [
+            "github.com:",
+            "    users:",
+            "        ci:",
+            "    git_protocol: https",
+            "    user: ci",
+            "    api: https://ghe.test/",
+        ] {
+            assert!(out.contains(kept), "{kept} missing from {out}");
+        }
     }
 
     #[test]

@@ -172,3 +172,117 @@ fn pip_reads_its_own_settings_without_the_index_token_and_no_finding(tier: Tier)
     }
 }
 at_every_tier!(pip_reads_its_own_settings_without_the_index_token_and_no_finding);
+
+const DOCKER_CANARY: &str = "CANARY-docker-registry-token-4d7f";
+const GH_CANARY: &str = "gho_CANARY-gh-token-e21b";
+
+/// The docker CLI, for the tests that run it (its client only: no engine).
+fn docker_missing() -> bool {
+    let Some(reason) = crate::util::skip::tool_missing("docker") else {
+        return false;
+    };
+    assert!(
+        !crate::util::required_by_name("docker"),
+        "{}: VETTO_TEST_REQUIRE lists docker, but {reason}",
+        crate::util::test_name()
+    );
+    crate::util::skip::say(&crate::util::test_name(), &reason);
+    true
+}
+
+/// Runs as an unprivileged user, with a `~/.docker/config.json` holding a
+/// registry token (what `docker/login-action` writes) and a CLI plugin
+/// beside it (where `docker/setup-buildx-action` installs buildx), and a
+/// gh `hosts.yml` with an OAuth token. The docker CLI reading its own
+/// configuration at every command is no finding: it sees its settings
+/// (`psFormat`) without the token, its plugin still runs (through the
+/// stand-in directory's link, where the policy lets the job read
+/// `~/.docker`), and `vetto ci` passes with zero violations; gh is handed
+/// its hosts and settings without the token the same way. Bare, both
+/// tokens are there to read. A script in the same job that reads either
+/// file is still refused, recorded as `secret-read-denied` at FULL, and
+/// gets nothing.
+fn docker_and_gh_read_their_own_settings_without_the_token_and_no_finding(tier: Tier) {
+    require!(tier.feature());
+    if docker_missing() {
+        return;
+    }
+    let w = World::at(tier);
+    let docker = w.home.join(".docker");
+    w.write(
+        &docker.join("config.json"),
+        &format!(
+            "{{\"auths\":{{\"ghcr.io\":{{\"auth\":\"{DOCKER_CANARY}\"}}}},\
+             \"psFormat\":\"table {{{{.ID}}}}\"}}\n"
+        ),
+    );
+    let plugin = docker.join("cli-plugins/docker-hello");
+    w.write(
+        &plugin,
+        "#!/bin/sh\nif [ \"$1\" = docker-cli-plugin-metadata ]; then\n\
+         echo '{\"SchemaVersion\":\"0.1.0\",\"Vendor\":\"t\",\"Version\":\"1\",\"ShortDescription\":\"t\"}'\n\
+         else echo plugin-ran; fi\n",
+    );
+    std::fs::set_permissions(&plugin, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let gh = w.home.join(".config/gh");
+    w.write(
+        &gh.join("hosts.yml"),
+        &format!(
+            "github.com:\n    oauth_token: {GH_CANARY}\n    git_protocol: https\n    user: ci\n"
+        ),
+    );
+    w.write(
+        &gh.join("config.yml"),
+        "editor: vi\naliases:\n    co: pr checkout\n",
+    );
+    w.sh_bare("cat ~/.docker/config.json ~/.config/gh/hosts.yml; docker hello")
+        .assert_stdout_contains(DOCKER_CANARY)
+        .assert_stdout_contains(GH_CANARY)
+        .assert_stdout_contains("plugin-ran");
+
+    let read_docker = format!("--allow-read={}", docker.display());
+    let tools = "docker context ls && docker hello && cat \"$DOCKER_CONFIG/config.json\" \
+                 \"$GH_CONFIG_DIR/hosts.yml\" \"$GH_CONFIG_DIR/config.yml\"";
+    let (out, log) = w.ci_sh_with(&[&read_docker], tools);
+    out.assert_stdout_contains("plugin-ran")
+        .assert_stdout_contains("table {{.ID}}")
+        .assert_stdout_contains("git_protocol: https")
+        .assert_stdout_contains("co: pr checkout")
+        .assert_no_leak(DOCKER_CANARY)
+        .assert_no_leak(GH_CANARY)
+        .assert_stderr_contains(
+            "/.docker/config.json without its credentials (1 removed; DOCKER_CONFIG set for the job)",
+        )
+        .assert_stderr_contains(
+            "/.config/gh without its credentials (1 removed; GH_CONFIG_DIR set for the job)",
+        );
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let violations: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+
+    let (out, log) = w.ci_sh(
+        "docker context ls >/dev/null; cat \"$HOME/.docker/config.json\" \
+         \"$HOME/.config/gh/hosts.yml\"; echo script-finished",
+    );
+    out.assert_stdout_contains("script-finished")
+        .assert_no_leak(DOCKER_CANARY)
+        .assert_no_leak(GH_CANARY);
+    if tier == Tier::Full {
+        assert_eq!(out.code(), 3, "{}", out.dump());
+        for file in ["config.json", "hosts.yml"] {
+            let reads: Vec<_> = log
+                .lines()
+                .filter(|l| l.contains("\"secret-read-denied\"") && l.contains(file))
+                .collect();
+            assert!(
+                !reads.is_empty() && reads.iter().all(|l| l.contains("/cat")),
+                "the script's read of {file}, and only it, is recorded: {reads:?}\n{}",
+                out.dump()
+            );
+        }
+    }
+}
+at_every_tier!(docker_and_gh_read_their_own_settings_without_the_token_and_no_finding);

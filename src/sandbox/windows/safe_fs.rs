@@ -201,6 +201,14 @@ impl Dir {
         Ok(Dir { path })
     }
 
+    /// A new link `name` to `target`, which must not exist.
+    pub fn link_new(&self, name: &str, target: &Path) -> Result<()> {
+        self.check_name(name)?;
+        let path = self.join(name);
+        crate::sandbox::os::symlink(target, &path)
+            .map_err(|e| SafeFsError::io("create the link", &path, e))
+    }
+
     fn rename_onto(&self, tmp: &str, name: &str) -> Result<()> {
         std::fs::rename(self.join(tmp), self.join(name))
             .map_err(|e| SafeFsError::io("replace", &self.join(name), e))
