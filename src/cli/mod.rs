@@ -214,6 +214,11 @@ pub struct PolicyArgs {
     /// HOST_ADDR is named
     #[arg(long, value_name = "[HOST_ADDR:]HOST_PORT[:JOB_PORT]")]
     pub publish: Vec<String>,
+    /// Give the job a placeholder for the variable NAME of vetto's
+    /// environment; vetto's proxy puts the value in the job's HTTPS
+    /// requests to these hosts only (implies --allow-domain HOST)
+    #[arg(long, value_name = "NAME@HOST[,HOST…]")]
+    pub secret: Vec<String>,
     /// Kill the whole process tree after this long (e.g. 90s, 10m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

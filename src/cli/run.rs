@@ -74,6 +74,7 @@ impl PolicyArgs {
                 resolve: self.resolve.clone(),
                 allow_unix: self.allow_unix.clone(),
                 publish: self.publish.clone(),
+                secrets: self.secret.clone(),
                 timeout: self.timeout.clone(),
                 max_procs: self.max_procs,
                 max_memory: self.max_memory.clone(),

@@ -363,6 +363,25 @@ pub struct Connection {
     /// Extra facts in words (the SNI that disagreed, the limit hit …).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+    /// The requests read on a connection to a host a secret is for (the
+    /// proxy ends the job's TLS there only): at most 256.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<HttpRequest>,
+}
+
+/// One request the proxy read on an intercepted connection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpRequest {
+    pub method: String,
+    /// The path as the job sent it (placeholders, never values), printable
+    /// ASCII, at most 256 characters.
+    pub path: String,
+    /// The response's status; `None` when none came (or could be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// The secrets whose values were put in it (names).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 impl Connection {

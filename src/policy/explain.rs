@@ -696,6 +696,23 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             let _ = writeln!(o, "    {}  ← {}", u.path.display(), u.origin);
         }
     }
+    if !policy.secrets.is_empty() {
+        let _ = writeln!(
+            o,
+            "  secrets (the job holds a placeholder; the proxy puts the value in HTTPS requests to these hosts only):"
+        );
+        for s in &policy.secrets {
+            let hosts: Vec<String> = s
+                .hosts
+                .iter()
+                .map(|h| match h.port {
+                    Some(p) => format!("{}:{p}", h.host),
+                    None => h.host.clone(),
+                })
+                .collect();
+            let _ = writeln!(o, "    {} → {}  ← {}", s.name, hosts.join(", "), s.origin);
+        }
+    }
     let l = &policy.limits;
     let _ = writeln!(o, "\nlimits:");
     let _ = writeln!(

@@ -202,6 +202,27 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             Err(e) => diags.plain("--publish", e, None),
         }
     }
+    for s in &o.secrets {
+        match validate::parse_secret(s) {
+            Ok((name, hosts)) => {
+                let hosts: Vec<HostPattern> = hosts
+                    .into_iter()
+                    .map(|(host, port)| HostPattern {
+                        host,
+                        port,
+                        origin: origin("--secret", s),
+                    })
+                    .collect();
+                layer.allow.extend(hosts.iter().cloned());
+                layer.secrets.push(super::SecretRule {
+                    name,
+                    hosts,
+                    origin: origin("--secret", s),
+                });
+            }
+            Err((msg, help)) => diags.plain("--secret", msg, help),
+        }
+    }
     for u in &o.allow_unix {
         match ctx.resolve(u, Some(cwd)) {
             Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
@@ -223,12 +244,23 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             );
             None
         }
+        Some(Ok(m)) if m != NetMode::Allow && !o.secrets.is_empty() => {
+            diags.plain(
+                "--net",
+                format!(
+                    "--net {} contradicts --secret: vetto's proxy puts the secret in the job's requests, so the network must be filtered; expected one of them",
+                    o.net.as_deref().unwrap_or_default()
+                ),
+                None,
+            );
+            None
+        }
         Some(Ok(m)) => Some(m),
         Some(Err(e)) => {
             diags.plain("--net", e, None);
             None
         }
-        None if !o.allow_domain.is_empty() => Some(NetMode::Allow),
+        None if !o.allow_domain.is_empty() || !o.secrets.is_empty() => Some(NetMode::Allow),
         None => None,
     };
     if let Some(t) = &o.timeout {
@@ -283,6 +315,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         net: NetPolicy::Off,
         unix: Vec::new(),
         publish: Vec::new(),
+        secrets: Vec::new(),
         discover: Vec::new(),
         caches: Vec::new(),
         limits: Limits::default(),
@@ -324,6 +357,11 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         for pb in l.publish {
             p.publish.retain(|k| k.host != pb.host);
             p.publish.push(pb);
+        }
+        // A later source's rule for the same variable replaces the earlier.
+        for s in l.secrets {
+            p.secrets.retain(|k| k.name != s.name);
+            p.secrets.push(s);
         }
         p.limits.timeout = l.timeout.or(p.limits.timeout);
         p.limits.max_procs = l.max_procs.or(p.limits.max_procs);

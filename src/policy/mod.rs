@@ -53,6 +53,8 @@ pub struct Overrides {
     pub allow_unix: Vec<String>,
     /// `--publish [ADDR:]HOST_PORT:PORT`.
     pub publish: Vec<String>,
+    /// `--secret NAME@HOST[,HOST…]`.
+    pub secrets: Vec<String>,
     pub timeout: Option<String>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<String>,
@@ -74,6 +76,7 @@ impl Overrides {
             && self.resolve.is_empty()
             && self.allow_unix.is_empty()
             && self.publish.is_empty()
+            && self.secrets.is_empty()
             && self.timeout.is_none()
             && self.max_procs.is_none()
             && self.max_memory.is_none()

@@ -192,6 +192,17 @@ pub struct Publish {
     pub origin: Origin,
 }
 
+/// `[secrets]`, `--secret NAME@HOST`: a variable of vetto's own
+/// environment the job holds only as a placeholder; vetto's proxy puts
+/// the value in the job's HTTPS requests to these hosts, and nowhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretRule {
+    pub name: String,
+    /// Where the value may go (port 443 unless one is named).
+    pub hosts: Vec<HostPattern>,
+    pub origin: Origin,
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -364,6 +375,9 @@ pub struct Policy {
     /// `[network] publish`: the job's loopback ports reachable on the host.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub publish: Vec<Publish>,
+    /// `[secrets]`: values put in requests by the proxy, never given to the job.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretRule>,
     /// `[network] discover`: registries found, before the plan, from the
     /// tools' own configuration (`session::tools`); used in `allow` mode.
     #[serde(default)]
@@ -401,6 +415,7 @@ impl Policy {
             net: NetPolicy::Off,
             unix: vec![],
             publish: vec![],
+            secrets: vec![],
             discover: vec![],
             caches: vec![],
             limits: Limits::default(),

@@ -38,6 +38,8 @@ pub struct RawPolicy {
     pub network: RawNetwork,
     pub limits: RawLimits,
     pub env: RawEnv,
+    /// `[secrets]`: each variable's name and the hosts its value may go to.
+    pub secrets: Vec<(Sp<String>, Vec<Sp<String>>)>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,6 +91,7 @@ const TOP: &[&str] = &[
     "network",
     "limits",
     "env",
+    "secrets",
 ];
 const FILESYSTEM: &[&str] = &[
     "read",
@@ -229,6 +232,20 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             "max_memory" => raw.limits.max_memory = w.size(v),
                             _ => {}
                         }
+                    }
+                }
+            }
+            "secrets" => {
+                if let Some(t) = w.table(value, "secrets") {
+                    for (k, v) in t.iter() {
+                        let hosts = w.string_list(v, "a list of host names the value may go to");
+                        raw.secrets.push((
+                            Sp {
+                                value: k.get_ref().to_string(),
+                                span: k.span(),
+                            },
+                            hosts,
+                        ));
                     }
                 }
             }

@@ -13,8 +13,8 @@ use super::raw::{RawPolicy, SizeValue};
 use super::tools::{CacheRule, DiscoverRule};
 use super::vars::Vars;
 use super::{
-    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, Publish, SourceInfo,
-    UnixSocket,
+    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, Publish, SecretRule,
+    SourceInfo, UnixSocket,
 };
 use crate::tier::Tier;
 
@@ -49,6 +49,8 @@ pub struct Layer {
     pub unix: Vec<UnixSocket>,
     /// `[network] publish`.
     pub publish: Vec<Publish>,
+    /// `[secrets]`, `--secret`.
+    pub secrets: Vec<SecretRule>,
     /// `[network] discover`.
     pub discover: Vec<DiscoverRule>,
     /// `[filesystem] caches`.
@@ -75,6 +77,7 @@ impl Layer {
             resolve: Vec::new(),
             unix: Vec::new(),
             publish: Vec::new(),
+            secrets: Vec::new(),
             discover: Vec::new(),
             caches: Vec::new(),
             timeout: None,
@@ -334,6 +337,60 @@ pub fn validate(
             Err((msg, help)) => diags.at_help(src, &u.span, msg, help),
         }
     }
+    for (name, hosts) in &raw.secrets {
+        let written = format!(
+            "{} = [{}]",
+            name.value,
+            hosts
+                .iter()
+                .map(|h| format!("\"{}\"", h.value))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Err(e) = check_secret_name(&name.value) {
+            diags.at(src, &name.span, e);
+            continue;
+        }
+        if hosts.is_empty() {
+            diags.at(
+                src,
+                &name.span,
+                format!("secret `{}` names no host; expected a list of the hosts its value may go to, e.g. [\"registry.npmjs.org\"]", name.value),
+            );
+            continue;
+        }
+        let mut rule = SecretRule {
+            name: name.value.clone(),
+            hosts: Vec::new(),
+            origin: origin(&name.span, &written),
+        };
+        for h in hosts {
+            match parse_host(&h.value) {
+                Ok((host, port)) => rule.hosts.push(HostPattern {
+                    host,
+                    port,
+                    origin: origin(&h.span, &h.value),
+                }),
+                Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+            }
+        }
+        layer.allow.extend(rule.hosts.iter().cloned());
+        layer.secrets.push(rule);
+    }
+    if let Some((m, sp)) = mode
+        && m != NetMode::Allow
+        && !raw.secrets.is_empty()
+    {
+        diags.at_help(
+            src,
+            &sp.span,
+            format!(
+                "network mode `{}` contradicts [secrets]: vetto's proxy puts a secret in the job's requests, so the network must be filtered; expected mode \"allow\"",
+                sp.value
+            ),
+            Some("remove `mode`: [secrets] implies mode \"allow\" for the secrets' hosts"),
+        );
+    }
     let listed = !(net.allow.is_empty() && net.deny.is_empty() && net.discover.is_empty());
     layer.mode = match mode {
         Some((m, sp)) if m != NetMode::Allow && listed => {
@@ -349,7 +406,7 @@ pub fn validate(
             None
         }
         Some((m, _)) => Some(m),
-        None if listed => Some(NetMode::Allow),
+        None if listed || !raw.secrets.is_empty() => Some(NetMode::Allow),
         None => None,
     };
 
@@ -552,6 +609,45 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         None => Err(bad("too large")),
     }
 }
+
+/// A secret's name: a variable name as a shell writes one.
+pub fn check_secret_name(name: &str) -> Result<(), String> {
+    let ok = name
+        .bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid secret name `{name}`: expected the name of an environment variable, such as NPM_TOKEN"
+        ))
+    }
+}
+
+/// `--secret NAME@HOST[,HOST…]`: the variable and the hosts its value may
+/// go to.
+pub fn parse_secret(s: &str) -> Result<(String, Vec<HostPort>), (String, Option<String>)> {
+    let Some((name, hosts)) = s.split_once('@') else {
+        return Err((
+            format!(
+                "invalid secret `{s}`: no `@`; expected NAME@HOST[,HOST…], e.g. NPM_TOKEN@registry.npmjs.org"
+            ),
+            None,
+        ));
+    };
+    check_secret_name(name).map_err(|e| (e, None))?;
+    let hosts = hosts
+        .split(',')
+        .map(str::trim)
+        .map(parse_host)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((name.to_string(), hosts))
+}
+
+/// A host pattern and its optional port.
+pub type HostPort = (String, Option<u16>);
 
 /// `example.com`, `*.example.com`, either with `:PORT`. Lower-cased.
 pub fn parse_host(s: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {

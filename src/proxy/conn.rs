@@ -111,11 +111,13 @@ pub(crate) struct Record {
     outcome: Option<(ConnDecision, ConnReason)>,
     /// `--audit`: the refusal that was only observed.
     observed: Option<ConnReason>,
-    detail: String,
-    bytes_up: u64,
-    bytes_down: u64,
+    pub(crate) detail: String,
+    pub(crate) bytes_up: u64,
+    pub(crate) bytes_down: u64,
     process: Option<ProcessInfo>,
     attribution: Option<Package>,
+    /// The requests read on an intercepted connection.
+    pub(crate) requests: Vec<crate::events::HttpRequest>,
 }
 
 impl Record {
@@ -135,6 +137,7 @@ impl Record {
             bytes_down: 0,
             process: None,
             attribution: None,
+            requests: Vec::new(),
         }
     }
 
@@ -165,7 +168,7 @@ impl Record {
         self.outcome.map(|(d, _)| d)
     }
 
-    fn fail(&mut self, reason: ConnReason, detail: String) {
+    pub(crate) fn fail(&mut self, reason: ConnReason, detail: String) {
         self.detail = detail;
         self.outcome = Some((ConnDecision::Failed, reason));
     }
@@ -201,6 +204,7 @@ impl Record {
             process: self.process,
             attribution: self.attribution,
             detail: self.detail,
+            requests: self.requests,
         };
         let violation = conn.violation(Provenance::Proxy);
         emit(shared, Event::Connection(Box::new(conn)));
@@ -472,6 +476,12 @@ pub(crate) struct Route {
     through: Through,
 }
 
+impl Route {
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+}
+
 enum Through {
     /// The configured upstream proxy, which resolves the name itself.
     Upstream,
@@ -637,7 +647,11 @@ pub(crate) async fn route(
 }
 
 /// Connect along `route`: the first address that answers.
-async fn connect_route(shared: &Shared, rec: &mut Record, route: &Route) -> Result<TcpStream, ()> {
+pub(crate) async fn connect_route(
+    shared: &Shared,
+    rec: &mut Record,
+    route: &Route,
+) -> Result<TcpStream, ()> {
     let addrs = match &route.through {
         Through::Upstream => {
             let Some(up) = &shared.upstream else {
@@ -721,6 +735,14 @@ pub(crate) async fn tunnel_named(
         && !hello_agrees(shared, rec, &mut client, &mut early, Some(&route.name)).await
     {
         return;
+    }
+    // A host a secret is for: the job's TLS ends here (its ClientHello
+    // named the host, checked just above).
+    if let Some(icp) = &shared.intercept
+        && early.first().is_some_and(|&b| sni::looks_like_tls(b))
+        && icp.covers(&route.name, route.port)
+    {
+        return super::intercept::serve(shared, icp, rec, client, route, early).await;
     }
     let Ok(server) = connect_route(shared, rec, &route).await else {
         return;

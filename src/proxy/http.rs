@@ -81,6 +81,62 @@ pub(crate) fn parse_head(head: &[u8]) -> Result<Head, &'static str> {
     })
 }
 
+/// A response head, as far as the intercepting proxy reads it.
+pub(crate) struct ResponseHead {
+    pub status: u16,
+    /// Where its body ends; `None`: at the connection's end (no length,
+    /// or a transfer coding other than chunked last).
+    pub framing: Option<Body>,
+}
+
+/// Parse a response head (everything up to and including the blank line).
+pub(crate) fn parse_response_head(head: &[u8]) -> Result<ResponseHead, &'static str> {
+    let text = std::str::from_utf8(head).map_err(|_| "response head is not UTF-8")?;
+    let text = text
+        .strip_suffix("\r\n\r\n")
+        .ok_or("response head does not end in CRLF CRLF")?;
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().ok_or("empty response")?;
+    let mut parts = status_line.splitn(3, ' ');
+    let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
+        return Err("status line is not VERSION SP STATUS");
+    };
+    if !matches!(version, "HTTP/1.1" | "HTTP/1.0") {
+        return Err("unsupported HTTP version");
+    }
+    let status = code
+        .parse::<u16>()
+        .ok()
+        .filter(|s| (100..1000).contains(s) && code.len() == 3)
+        .ok_or("bad status code")?;
+    let mut length: Option<u64> = None;
+    let mut chunked = None;
+    for line in lines {
+        let (name, value) = line.split_once(':').ok_or("header line without a colon")?;
+        let value = value.trim_matches([' ', '\t']);
+        if name.eq_ignore_ascii_case("content-length") {
+            let n = value.parse::<u64>().map_err(|_| "bad Content-Length")?;
+            if length.is_some_and(|l| l != n) {
+                return Err("conflicting Content-Length headers");
+            }
+            length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            let last = value.rsplit(',').next().unwrap_or_default().trim();
+            chunked = Some(last.eq_ignore_ascii_case("chunked"));
+        }
+    }
+    // RFC 9112 6.3: a transfer coding overrides the length; one that does
+    // not end in chunked runs to the connection's end.
+    let framing = match (chunked, length) {
+        (Some(true), _) => Some(Body::Chunked(NEW_SIZE)),
+        (Some(false), _) => None,
+        (None, Some(0)) => Some(Body::Done),
+        (None, Some(n)) => Some(Body::Length(n)),
+        (None, None) => None,
+    };
+    Ok(ResponseHead { status, framing })
+}
+
 /// Refuse heads whose body length two parsers could read differently.
 fn check_framing(headers: &[(String, String)]) -> Result<(), &'static str> {
     let mut length: Option<&str> = None;

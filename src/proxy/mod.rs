@@ -22,6 +22,7 @@
 
 mod conn;
 mod http;
+mod intercept;
 mod resolve;
 mod sni;
 mod socks;
@@ -41,6 +42,7 @@ use tokio::sync::{Semaphore, watch};
 pub use crate::policy::addr::{AddrClass, classify};
 pub use crate::policy::egress as rules;
 pub use crate::policy::egress::{Cidr, Decision, IpRule, RuleParseError};
+pub use intercept::{InterceptError, Secret};
 pub use upstream::{Upstream, UpstreamParseError};
 
 use crate::events::log::EventSink;
@@ -67,6 +69,9 @@ pub struct Config {
     /// `--audit`: let every destination through and record what would
     /// have been refused as `observed`.
     pub audit: bool,
+    /// `--secret`: the job's TLS to these secrets' hosts ends at the proxy,
+    /// which puts each value where the job sent its placeholder.
+    pub secrets: Vec<Secret>,
 }
 
 /// The proxy's bounds.
@@ -171,6 +176,8 @@ pub(crate) struct Shared {
     pub(crate) auth_token: String,
     pub(crate) credential: String,
     pub(crate) resolver: resolve::Resolver,
+    /// Present when a secret is injected.
+    pub(crate) intercept: Option<intercept::Interceptor>,
     pub(crate) sink: Arc<dyn EventSink + Sync>,
     pub(crate) redirects: Mutex<HashMap<SocketAddr, Original>>,
     /// Serve only peers the supervisor registered ([`Proxy::only_registered_peers`]).
@@ -213,6 +220,8 @@ pub enum StartError {
     Random(#[source] getrandom::Error),
     #[error("cannot start the proxy's runtime")]
     Runtime(#[source] io::Error),
+    #[error(transparent)]
+    Intercept(#[from] InterceptError),
 }
 
 impl Proxy {
@@ -233,6 +242,10 @@ impl Proxy {
             .enable_time()
             .build()
             .map_err(StartError::Runtime)?;
+        let intercept = match config.secrets.is_empty() {
+            true => None,
+            false => Some(intercept::Interceptor::new(config.secrets)?),
+        };
         let rules = rules::Rules {
             allow: config.allow,
             deny: config.deny,
@@ -245,6 +258,7 @@ impl Proxy {
                 config.limits.connect_timeout,
             ),
             rules,
+            intercept,
             audit: config.audit,
             slots: Arc::new(Semaphore::new(config.limits.max_connections)),
             limits: config.limits,
@@ -266,6 +280,12 @@ impl Proxy {
             bytes_down: AtomicU64::new(0),
         });
         Ok(Proxy { shared, runtime })
+    }
+
+    /// The session authority's certificate (PEM) when a secret is
+    /// injected: the job trusts it for the secrets' hosts.
+    pub fn trust_bundle_pem(&self) -> Option<String> {
+        self.shared.intercept.as_ref().map(|i| i.trust_bundle_pem())
     }
 
     /// The per-session secret (256 bits from `getrandom`, hex).

@@ -260,6 +260,7 @@ pub fn attack_session() -> Vec<Event> {
         }
     }
     events.push(Event::Connection(Box::new(Connection {
+        requests: Vec::new(),
         time: Timestamp(T0 + 1200),
         host: Some("registry.npmjs.org".into()),
         port: 443,
@@ -403,6 +404,7 @@ fn conn(
     attribution: Option<Package>,
 ) -> Connection {
     Connection {
+        requests: Vec::new(),
         time: Timestamp(T0 + ms),
         host: host.map(str::to_string),
         port,

@@ -62,6 +62,10 @@ const CREDENTIAL_HEADER_WORDS: [&str; 6] = ["auth", "token", "key", "secret", "c
 /// stand-in (each is a link made before the job starts).
 const MAX_LINKED: usize = 256;
 
+/// A copy's text and how many credentials were removed, from the user's
+/// file's text and the names of the session's secrets.
+type Redact = fn(&str, &[&str]) -> Option<(String, usize)>;
+
 /// A variable of the caller's environment, as a path (`None`: unset or empty).
 type Var<'a> = dyn Fn(&str) -> Option<PathBuf> + 'a;
 
@@ -95,10 +99,11 @@ struct Mixed {
     /// The user's file ([`Place::File`]) or directory ([`Place::Dir`]),
     /// from the caller's environment and home.
     user: fn(&Var<'_>, &Path) -> PathBuf,
-    /// The copy's text and how many credentials were removed; `None` for
-    /// a file the tool could not read either (no copy is made: the tool
-    /// meets the mask, as it would without vetto's help).
-    redact: fn(&str) -> Option<(String, usize)>,
+    /// The copy's text and how many credentials were removed, given the
+    /// names of the session's secrets (`--secret`); `None` for a file the
+    /// tool could not read either (no copy is made: the tool meets the
+    /// mask, as it would without vetto's help).
+    redact: Redact,
     /// What starts a comment line in the file's syntax (JSON has none).
     comment: Option<&'static str>,
 }
@@ -110,7 +115,7 @@ const MIXED: &[Mixed] = &[
         copy: Place::File("vetto-npmrc"),
         vars: &["npm_config_userconfig", "NPM_CONFIG_USERCONFIG"],
         user: |var, home| var("NPM_CONFIG_USERCONFIG").unwrap_or_else(|| home.join(".npmrc")),
-        redact: |text| Some(without_credentials(text)),
+        redact: |text, secrets| Some(without_credentials(text, secrets)),
         comment: Some(";"),
     },
     // pip: a `PIP_CONFIG_FILE` that exists replaces the user files (pip's
@@ -129,7 +134,7 @@ const MIXED: &[Mixed] = &[
                     .join("pip/pip.conf")
             })
         },
-        redact: |text| Some(without_userinfo_anywhere(text)),
+        redact: |text, _| Some(without_userinfo_anywhere(text)),
         comment: Some("#"),
     },
     // `~/.netrc`: every entry is a credential (Python's requests, and so
@@ -141,7 +146,7 @@ const MIXED: &[Mixed] = &[
         copy: Place::File("vetto-netrc"),
         vars: &["NETRC"],
         user: |var, home| var("NETRC").unwrap_or_else(|| home.join(".netrc")),
-        redact: |text| Some(no_machines(text)),
+        redact: |text, _| Some(no_machines(text)),
         comment: Some("#"),
     },
     // docker: `DOCKER_CONFIG` names the directory that holds
@@ -157,7 +162,7 @@ const MIXED: &[Mixed] = &[
         },
         vars: &["DOCKER_CONFIG"],
         user: |var, home| var("DOCKER_CONFIG").unwrap_or_else(|| home.join(".docker")),
-        redact: docker_without_credentials,
+        redact: |text, _| docker_without_credentials(text),
         comment: None,
     },
     // gh: `GH_CONFIG_DIR` names the directory of `hosts.yml` (a token per
@@ -180,7 +185,7 @@ const MIXED: &[Mixed] = &[
                     .join("gh")
             })
         },
-        redact: gh_without_tokens,
+        redact: |text, _| gh_without_tokens(text),
         comment: Some("#"),
     },
 ];
@@ -277,7 +282,8 @@ fn copy_of(m: &Mixed, policy: &mut Policy, var: &Var<'_>, home: &Path) -> Option
         let Some(text) = read_small(path) else {
             continue;
         };
-        let (copy, n) = (m.redact)(&text)?;
+        let secrets: Vec<&str> = policy.secrets.iter().map(|s| s.name.as_str()).collect();
+        let (copy, n) = (m.redact)(&text, &secrets)?;
         removed += n;
         let shown = crate::text::path_name(path);
         let text = match m.comment {
@@ -370,8 +376,13 @@ fn read_small(path: &Path) -> Option<String> {
 
 /// An npmrc without its credential settings, and how many were removed.
 /// A credential in a URL's user part (`registry=https://u:p@host/`) is
-/// removed from the URL, the setting kept.
-pub fn without_credentials(text: &str) -> (String, usize) {
+/// removed from the URL, the setting kept. A credential written as a
+/// reference to a variable that is one of `secrets` (`_authToken =
+/// ${NODE_AUTH_TOKEN}`, as actions/setup-node writes it) is kept: it holds
+/// no value, and the job's variable is the placeholder the proxy swaps.
+/// Any other reference goes: npm refuses to start on a variable the job
+/// does not have.
+pub fn without_credentials(text: &str, secrets: &[&str]) -> (String, usize) {
     let mut out = String::new();
     let mut removed = 0;
     for line in text.lines() {
@@ -393,6 +404,15 @@ pub fn without_credentials(text: &str) -> (String, usize) {
             key
         };
         if NPM_CREDENTIALS.contains(&name.to_ascii_lowercase().as_str()) {
+            let reference = value
+                .trim()
+                .strip_prefix("${")
+                .and_then(|v| v.strip_suffix('}'));
+            if reference.is_some_and(|v| secrets.contains(&v)) {
+                out.push_str(line);
+                out.push('\n');
+                continue;
+            }
             removed += 1;
             continue;
         }
@@ -563,7 +583,7 @@ mod tests {
                      ; a comment with password=x\n\
                      strict-ssl=true\n\
                      proxy=http://user:SECRET4@proxy.test:8080/\n";
-        let (out, removed) = without_credentials(npmrc);
+        let (out, removed) = without_credentials(npmrc, &[]);
         assert_eq!(removed, 4);
         assert!(!out.contains("SECRET"), "{out}");
         for kept in [
@@ -575,6 +595,15 @@ mod tests {
         ] {
             assert!(out.contains(kept), "{kept} missing from {out}");
         }
+    }
+
+    #[test]
+    fn a_token_named_by_a_secrets_variable_is_kept_and_any_other_goes() {
+        let npmrc = "//npm.pkg.github.com/:_authToken=${NODE_AUTH_TOKEN}\n\
+                     //registry.npmjs.org/:_authToken=${OTHER_TOKEN}\n";
+        let (out, removed) = without_credentials(npmrc, &["NODE_AUTH_TOKEN"]);
+        assert_eq!(removed, 1);
+        assert_eq!(out, "//npm.pkg.github.com/:_authToken=${NODE_AUTH_TOKEN}\n");
     }
 
     #[test]

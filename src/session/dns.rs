@@ -619,6 +619,7 @@ fn record_refused(
         None => (None, None),
     };
     let conn = Connection {
+        requests: Vec::new(),
         time: Timestamp::now(),
         host: Some(name),
         port: 53,

@@ -483,6 +483,47 @@ pub enum EgressError {
     Upstream(#[from] proxy::UpstreamParseError),
     #[error("cannot allow the egress proxy in the Seatbelt profile: {0}")]
     Profile(#[from] crate::plan::seatbelt::SeatbeltError),
+    #[error(
+        "a secret is put in the job's requests by vetto's proxy, and this plan has none (no filtered egress); remove --net host or the secret"
+    )]
+    NoProxyForSecrets,
+    #[error("cannot give the job the session's certificate authority: {0}")]
+    Trust(#[source] crate::sandbox::safe_fs::SafeFsError),
+}
+
+/// The variables that make the job's tools trust `bundle` (the host's
+/// roots and the session's authority): OpenSSL and what reads its
+/// variable (Python's ssl, Ruby, Go on Linux), Node (yarn, pnpm), npm
+/// (whose `cafile`, which Debian's global npmrc sets, replaces Node's
+/// roots), Python's requests (pip), curl, git, cargo. The bundle is
+/// written into the session's own temporary directory.
+const TRUST_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "NODE_EXTRA_CA_CERTS",
+    "npm_config_cafile",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "GIT_SSL_CAINFO",
+    "CARGO_HTTP_CAINFO",
+];
+
+const TRUST_BUNDLE: &str = "vetto-ca-bundle.pem";
+
+fn trust_vars(
+    session_tmp: &std::path::Path,
+    bundle: &str,
+) -> Result<Vec<(String, String)>, crate::sandbox::safe_fs::SafeFsError> {
+    use crate::sandbox::safe_fs::{Dir, Parents};
+    Dir::open(session_tmp, Parents::AsNamed)?.write_file(TRUST_BUNDLE, bundle.as_bytes(), 0o644)?;
+    let path = session_tmp
+        .join(TRUST_BUNDLE)
+        .to_string_lossy()
+        .into_owned();
+    Ok(TRUST_VARS
+        .iter()
+        .map(|v| (v.to_string(), path.clone()))
+        .collect())
 }
 
 /// The proxy's rules from the policy; `env` is vetto's own environment
@@ -491,6 +532,7 @@ fn config(
     net: &NetPolicy,
     audit: bool,
     env: &[(String, String)],
+    secrets: Vec<proxy::Secret>,
 ) -> Result<proxy::Config, EgressError> {
     let upstream =
         proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
@@ -507,6 +549,7 @@ fn config(
         return Ok(proxy::Config {
             upstream,
             audit,
+            secrets,
             ..proxy::Config::default()
         });
     };
@@ -518,6 +561,7 @@ fn config(
         upstream,
         limits: proxy::Limits::default(),
         audit,
+        secrets,
     })
 }
 
@@ -528,17 +572,31 @@ pub fn start(
     policy: &Policy,
     audit: bool,
     env: &[(String, String)],
+    secrets: Vec<proxy::Secret>,
     log: Option<crate::events::log::ChannelSink>,
 ) -> Result<Option<Egress>, EgressError> {
     let Some(how) = plan.egress else {
+        if !secrets.is_empty() {
+            return Err(EgressError::NoProxyForSecrets);
+        }
         return Ok(None);
     };
+    // The values never reach the log, whatever the job prints or sends.
+    if let Some(log) = &log {
+        for s in &secrets {
+            log.redact(&s.value);
+        }
+    }
     let said = Arc::new(Said::default());
     let sink = Arc::new(Tee {
         log,
         said: Arc::clone(&said),
     });
-    let proxy = Proxy::start(config(&policy.net, audit, env)?, sink.clone())?;
+    let proxy = Proxy::start(config(&policy.net, audit, env, secrets)?, sink.clone())?;
+    if let Some(bundle) = proxy.trust_bundle_pem() {
+        plan.env
+            .set_all(trust_vars(&policy.session_tmp, &bundle).map_err(EgressError::Trust)?);
+    }
     let names = Arc::new(Mutex::new(super::dns::Names::default()));
     let answerable = super::dns::Answerable::for_policy(&policy.net);
     // FS-ONLY: the job's sockets come from a namespace that leads nowhere,
@@ -1149,7 +1207,7 @@ mod tests {
         };
         assert_eq!(plan.egress, Some(EgressPlan::Loopback));
         assert!(plan.seatbelt.as_ref().is_some_and(|p| p.needs_proxy_port));
-        let Ok(Some(egress)) = start(&mut plan, &policy, false, &[], None) else {
+        let Ok(Some(egress)) = start(&mut plan, &policy, false, &[], Vec::new(), None) else {
             panic!("no egress");
         };
         let port = egress.address.port();

@@ -37,6 +37,7 @@ mod dns;
 mod egress;
 mod finish;
 mod publish;
+mod secrets;
 mod start;
 mod tell;
 mod tmp;
@@ -221,6 +222,24 @@ fn execute(
     // directory exists).
     let config_copies = configs::copies(&mut policy, env, home);
     tool_lines.extend(config_copies.iter().map(|c| c.line.clone()));
+    // The secrets the proxy puts in the job's requests: the job holds
+    // placeholders (set here, before the plan takes the environment).
+    let secrets = match secrets::prepare(&mut policy, env) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("vetto: {e}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+    };
+    if !secrets.is_empty() && !matches!(policy.net, crate::policy::NetPolicy::Allow { .. }) {
+        let mode = match policy.net {
+            crate::policy::NetPolicy::Host => "host",
+            _ => "off",
+        };
+        eprintln!("vetto: {}", secrets::SecretError::Unfiltered { mode });
+        return Ok(Executed::Refused(exit::REFUSED));
+    }
+    tool_lines.extend(secrets::line(&secrets));
     // Which policy is in force, from where (and when the working tree's
     // copy is not it).
     eprintln!("vetto: {}", policy.provenance.line());
@@ -252,6 +271,10 @@ fn execute(
         eprintln!("vetto: {unreachable}");
         return Ok(Executed::Refused(exit::REFUSED));
     }
+    // A secret's name holds its placeholder, not a withheld value.
+    plan.env
+        .withheld
+        .retain(|n| !secrets.iter().any(|s| s.name == *n));
     if let Some(line) = withheld_line(&plan.env.withheld) {
         eprintln!("{line}");
     }
@@ -302,6 +325,7 @@ fn execute(
         &policy,
         request.audit,
         &request.policy.env,
+        secrets,
         log.as_ref().map(|(_, sink, _)| sink.clone()),
     ) {
         Ok(egress) => egress,

@@ -206,6 +206,7 @@ fn relay(outside: TcpStream, rule: &Publish, sockets: JobSockets, log: Option<&C
     };
     if let Some(log) = log {
         log.emit(Event::Connection(Box::new(Connection {
+            requests: Vec::new(),
             time,
             host: None,
             port: rule.port,

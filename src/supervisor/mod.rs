@@ -620,6 +620,7 @@ fn is_ci_control_file(path: &Path) -> bool {
 fn refused_connection(v: &Violation, to: std::net::SocketAddr) -> crate::events::Connection {
     use crate::events::{ConnDecision, ConnReason, ConnVia, Connection};
     Connection {
+        requests: Vec::new(),
         time: v.time,
         host: None,
         port: to.port(),

@@ -31,6 +31,7 @@ mod python_setup;
 mod report_links;
 mod runs_later;
 mod seccomp_tier;
+mod secret_injection;
 mod secrets;
 mod signals;
 mod ssh_agent;

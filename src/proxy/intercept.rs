@@ -1,0 +1,718 @@
+//! Secrets the job uses but never holds (issue P13): for the hosts a
+//! secret is for, the proxy ends the job's TLS with a certificate of the
+//! session's own authority, opens its own TLS to the real server (checked
+//! against the host's trust roots), and reads each HTTP/1.1 request head:
+//! the placeholder the job was given is replaced by the value there, and
+//! only there. Every other host stays a tunnel the proxy cannot read.
+//!
+//! - The authority's key is made at start in vetto's memory and never
+//!   written anywhere; the job gets its certificate only (to trust it).
+//! - Only the request head is rewritten (the request line and the
+//!   headers, a Basic credential decoded and encoded again); bodies are
+//!   streamed through as their framing says, never buffered whole.
+//! - Every request on a kept-alive connection is read and framed as
+//!   `http::Body` frames it for the plain-HTTP proxy, so a second request
+//!   is never passed unread behind the first.
+//! - Only HTTP/1.1 is offered (ALPN `http/1.1` both ways): a client that
+//!   speaks HTTP/2 only fails its handshake instead of passing unread.
+//! - Responses are passed as they come; their heads are read only to pair
+//!   each request with its status for the record (a response that cannot
+//!   be read is passed on unread, and later statuses are not recorded).
+
+use std::collections::HashMap;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair, KeyUsagePurpose};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::events::{ConnReason, HttpRequest};
+use crate::policy::HostPattern;
+
+use super::conn::{Record, Route};
+use super::{Shared, http};
+
+/// A secret as the proxy holds it.
+#[derive(Clone)]
+pub struct Secret {
+    /// The variable's name (for the records).
+    pub name: String,
+    /// What the job holds instead of the value.
+    pub placeholder: String,
+    /// The value, put in requests to `hosts` only.
+    pub value: String,
+    /// Where the value may go (HTTPS, so port 443 unless a port is named).
+    pub hosts: Vec<HostPattern>,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Secret {
+    fn covers(&self, host: &str, port: u16) -> bool {
+        self.hosts
+            .iter()
+            .any(|p| p.matches(host, Some(port)) && (p.port.is_some() || port == 443))
+    }
+}
+
+/// Why interception could not be set up (the session is then refused).
+#[derive(Debug, thiserror::Error)]
+pub enum InterceptError {
+    #[error("cannot make the session's certificate authority: {0}")]
+    Authority(#[from] rcgen::Error),
+    #[error(
+        "no trusted root certificate found on the host to check the servers a secret goes to against (install ca-certificates, or point SSL_CERT_FILE at a bundle)"
+    )]
+    NoRoots,
+    #[error("cannot set up TLS: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// Names with a certificate made; past this many a name's is made again
+/// at each connection.
+const MAX_LEAVES: usize = 256;
+
+/// Requests recorded per connection; the rest are counted in its detail.
+const MAX_RECORDED: usize = 256;
+
+/// The part of a request's path kept in the record.
+const MAX_PATH: usize = 256;
+
+/// The interception state of one session.
+pub(crate) struct Interceptor {
+    secrets: Vec<Secret>,
+    authority: CertifiedIssuer<'static, KeyPair>,
+    leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
+    upstream: Arc<rustls::ClientConfig>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    /// The host's roots, as the job's bundle carries them.
+    roots_pem: String,
+}
+
+impl Interceptor {
+    pub(crate) fn new(secrets: Vec<Secret>) -> Result<Interceptor, InterceptError> {
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "vetto session authority");
+        params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let authority = CertifiedIssuer::self_signed(params, KeyPair::generate()?)?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        // The host's roots as `SSL_CERT_FILE`/`SSL_CERT_DIR` or the
+        // system's store name them; an unreadable one among many is skipped.
+        let native = rustls_native_certs::load_native_certs().certs;
+        let roots_pem: String = native.iter().map(|c| pem(c.as_ref())).collect();
+        let (added, _) = roots.add_parsable_certificates(native);
+        if added == 0 {
+            return Err(InterceptError::NoRoots);
+        }
+        let mut upstream = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Interceptor {
+            secrets,
+            authority,
+            leaves: Mutex::new(HashMap::new()),
+            upstream: Arc::new(upstream),
+            provider,
+            roots_pem,
+        })
+    }
+
+    /// What the job trusts (PEM): the host's roots, so its other TLS
+    /// works as before, and the session's authority.
+    pub(crate) fn trust_bundle_pem(&self) -> String {
+        let mut out = self.roots_pem.clone();
+        out.push_str(&self.authority.pem());
+        out
+    }
+
+    /// Whether connections to `host:port` are read (a secret is for it).
+    pub(crate) fn covers(&self, host: &str, port: u16) -> bool {
+        self.secrets.iter().any(|s| s.covers(host, port))
+    }
+
+    /// The job-facing TLS configuration for `host`: a certificate for that
+    /// name alone, signed by the session's authority.
+    fn leaf(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, InterceptError> {
+        if let Some(c) = self.leaves.lock().ok().and_then(|m| m.get(host).cloned()) {
+            return Ok(c);
+        }
+        let key = KeyPair::generate()?;
+        let cert =
+            CertificateParams::new(vec![host.to_string()])?.signed_by(&key, &self.authority)?;
+        let mut config = rustls::ServerConfig::builder_with_provider(self.provider.clone())
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone(), self.authority.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )?;
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+        if let Ok(mut m) = self.leaves.lock()
+            && m.len() < MAX_LEAVES
+        {
+            m.insert(host.to_string(), config.clone());
+        }
+        Ok(config)
+    }
+
+    /// The head with every placeholder of a secret for `host:port`
+    /// replaced by its value, and the names of the secrets used.
+    fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Vec<String>) {
+        let mut used = Vec::new();
+        let mut swap = |text: &str| -> String {
+            let mut out = text.to_string();
+            for s in self.secrets.iter().filter(|s| s.covers(host, port)) {
+                if out.contains(&s.placeholder) {
+                    out = out.replace(&s.placeholder, &s.value);
+                    if !used.contains(&s.name) {
+                        used.push(s.name.clone());
+                    }
+                }
+            }
+            out
+        };
+        let target = swap(&head.target);
+        let mut bytes = format!("{} {target} {}\r\n", head.method, head.version).into_bytes();
+        for (name, value) in &head.headers {
+            let value = match basic(name, value) {
+                // git and npm send a token as a Basic credential's user or
+                // password: decoded, swapped, encoded again.
+                Some(decoded) => {
+                    let swapped = swap(&decoded);
+                    if swapped == decoded {
+                        swap(value)
+                    } else {
+                        format!("Basic {}", http::base64(swapped.as_bytes()))
+                    }
+                }
+                None => swap(value),
+            };
+            bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"\r\n");
+        (bytes, used)
+    }
+}
+
+/// A certificate in PEM.
+fn pem(der: &[u8]) -> String {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
+}
+
+/// The decoded `user:password` of an `Authorization: Basic …` header.
+fn basic(name: &str, value: &str) -> Option<String> {
+    use base64::Engine;
+    if !name.eq_ignore_ascii_case("authorization") {
+        return None;
+    }
+    let (scheme, cred) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(cred.trim())
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// A stream that yields `early` (bytes already read from it) first.
+struct Prefixed {
+    early: Vec<u8>,
+    at: usize,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        if self.at < self.early.len() {
+            let n = (self.early.len() - self.at).min(buf.remaining());
+            let at = self.at;
+            buf.put_slice(&self.early[at..at + n]);
+            self.at += n;
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A connection to a host a secret is for, from the job's ClientHello
+/// (`early`, already checked against `route`) to its end.
+pub(crate) async fn serve(
+    shared: &Shared,
+    icp: &Interceptor,
+    rec: &mut Record,
+    client: TcpStream,
+    route: Route,
+    early: Vec<u8>,
+) {
+    let port = route.port();
+    let Ok(server) = super::conn::connect_route(shared, rec, &route).await else {
+        return;
+    };
+    let config = match icp.leaf(&route.name) {
+        Ok(c) => c,
+        Err(e) => {
+            rec.fail(
+                ConnReason::UpstreamFailed,
+                format!("no certificate for the job: {e}"),
+            );
+            return;
+        }
+    };
+    let idle = shared.limits.idle_timeout;
+    let prefixed = Prefixed {
+        early,
+        at: 0,
+        inner: client,
+    };
+    let mut client = match timeout(
+        idle,
+        tokio_rustls::TlsAcceptor::from(config).accept(prefixed),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            rec.detail = format!(
+                "the job's TLS handshake failed (does it trust the session's authority?): {e}"
+            );
+            return;
+        }
+        Err(_) => {
+            rec.detail = "closed: idle timeout (TLS handshake)".into();
+            return;
+        }
+    };
+    let Ok(name) = rustls::pki_types::ServerName::try_from(route.name.clone()) else {
+        return;
+    };
+    let connector = tokio_rustls::TlsConnector::from(icp.upstream.clone());
+    let server = match timeout(
+        shared.limits.connect_timeout,
+        connector.connect(name, server),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            let why = format!("TLS with {}: {e}", route.name);
+            let _ = client
+                .write_all(&http::response(
+                    502,
+                    "Bad Gateway",
+                    &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
+                ))
+                .await;
+            rec.fail(ConnReason::UpstreamFailed, why);
+            return;
+        }
+        Err(_) => {
+            rec.fail(
+                ConnReason::UpstreamFailed,
+                format!("TLS with {}: timed out", route.name),
+            );
+            return;
+        }
+    };
+    let requests = Mutex::new(Requests::default());
+    let (cr, cw) = tokio::io::split(client);
+    let (sr, sw) = tokio::io::split(server);
+    let mut stop = shared.stop.subscribe();
+    let both = async {
+        tokio::join!(
+            requests_up(shared, icp, &route.name, port, cr, sw, &requests),
+            responses_down(shared, sr, cw, &requests),
+        )
+    };
+    let ((up, up_end), down) = tokio::select! {
+        r = both => r,
+        _ = stop.wait_for(|s| *s) => {
+            rec.detail = "closed: the session ended".into();
+            ((0, None), 0)
+        }
+    };
+    rec.bytes_up += up;
+    rec.bytes_down += down;
+    if let Some(end) = up_end {
+        rec.detail = end;
+    }
+    if let Ok(r) = requests.into_inner() {
+        if r.unrecorded > 0 {
+            let more = format!("{} more request(s) not recorded", r.unrecorded);
+            rec.detail = if rec.detail.is_empty() {
+                more
+            } else {
+                format!("{}; {more}", rec.detail)
+            };
+        }
+        rec.requests = r
+            .done
+            .into_iter()
+            .chain(r.pending.into_iter().map(|(q, _)| q))
+            .collect();
+    }
+}
+
+/// The requests of one connection: answered, and still waiting for their
+/// response (with whether each was `HEAD`, whose response has no body).
+#[derive(Default)]
+struct Requests {
+    done: Vec<HttpRequest>,
+    pending: VecDeque<(HttpRequest, bool)>,
+    unrecorded: u64,
+}
+
+/// Header values vetto writes itself: printable ASCII only.
+fn printable_header(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(512)
+        .collect()
+}
+
+/// The job's requests, one head at a time: read (bounded), rewritten,
+/// sent, and the body streamed as framed. Returns the bytes sent and why
+/// it ended early (in words), if it did.
+async fn requests_up<R, W>(
+    shared: &Shared,
+    icp: &Interceptor,
+    host: &str,
+    port: u16,
+    mut from: R,
+    mut to: W,
+    requests: &Mutex<Requests>,
+) -> (u64, Option<String>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let max = shared.limits.max_header_bytes;
+    let idle = shared.limits.idle_timeout;
+    let mut sent = 0u64;
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        // The head.
+        let end = loop {
+            if let Some(end) = http::head_end(&buf) {
+                break end;
+            }
+            if buf.len() > max {
+                return (
+                    sent,
+                    Some(format!("closed: a request head longer than {max} bytes")),
+                );
+            }
+            match timeout(idle, from.read(&mut chunk)).await {
+                Ok(Ok(0)) => {
+                    let _ = to.shutdown().await;
+                    return (sent, None);
+                }
+                Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+                Ok(Err(_)) => return (sent, None),
+                Err(_) => return (sent, Some("closed: idle timeout".into())),
+            }
+        };
+        let head = match http::parse_head(&buf[..end]) {
+            Ok(h) => h,
+            Err(why) => return (sent, Some(format!("closed: {why}"))),
+        };
+        let (bytes, used) = icp.inject(&head, host, port);
+        let record = HttpRequest {
+            method: head.method.clone(),
+            path: printable_header(&head.target)
+                .chars()
+                .take(MAX_PATH)
+                .collect(),
+            status: None,
+            secrets: used,
+        };
+        if let Ok(mut r) = requests.lock() {
+            if r.done.len() + r.pending.len() < MAX_RECORDED {
+                r.pending
+                    .push_back((record, head.method.eq_ignore_ascii_case("HEAD")));
+            } else {
+                r.unrecorded += 1;
+            }
+        }
+        if shared.bytes_left() < bytes.len() as u64 {
+            return (
+                sent,
+                Some("closed: the session's byte limit was reached".into()),
+            );
+        }
+        if to.write_all(&bytes).await.is_err() {
+            return (sent, None);
+        }
+        sent += count_up(shared, bytes.len());
+        buf.drain(..end);
+        if http::is_upgrade(&head) {
+            // A WebSocket (or other upgrade): checked, then a tunnel.
+            if !buf.is_empty() && to.write_all(&buf).await.is_err() {
+                return (sent, None);
+            }
+            sent += count_up(shared, buf.len());
+            return match copy_counted(shared, &mut from, &mut to, true).await {
+                Ok(n) => (sent + n, None),
+                Err(e) => (sent, Some(e)),
+            };
+        }
+        // The body, as the head frames it.
+        let mut body = http::body_of(&head);
+        loop {
+            let n = body.take(&buf);
+            if n > 0 {
+                if shared.bytes_left() < n as u64 {
+                    return (
+                        sent,
+                        Some("closed: the session's byte limit was reached".into()),
+                    );
+                }
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return (sent, None);
+                }
+                sent += count_up(shared, n);
+                buf.drain(..n);
+            }
+            if body.done() {
+                break;
+            }
+            if !buf.is_empty() {
+                // Bytes past a broken chunked body are not passed on.
+                return (
+                    sent,
+                    Some("closed: a request body that breaks its framing".into()),
+                );
+            }
+            match timeout(idle, from.read(&mut chunk)).await {
+                Ok(Ok(0)) => return (sent, None),
+                Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+                Ok(Err(_)) => return (sent, None),
+                Err(_) => return (sent, Some("closed: idle timeout".into())),
+            }
+        }
+    }
+}
+
+fn count_up(shared: &Shared, n: usize) -> u64 {
+    shared.bytes_up.fetch_add(n as u64, Ordering::Relaxed);
+    n as u64
+}
+
+/// Copy until the end, with the idle timeout and the session's budget;
+/// `up`: which of the session's counters it adds to.
+async fn copy_counted<R, W>(
+    shared: &Shared,
+    from: &mut R,
+    to: &mut W,
+    up: bool,
+) -> Result<u64, String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut total = 0u64;
+    loop {
+        let n = match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                let _ = to.shutdown().await;
+                return Ok(total);
+            }
+            Ok(Ok(n)) => n,
+            Err(_) => return Err("closed: idle timeout".into()),
+        };
+        if shared.bytes_left() < n as u64 {
+            return Err("closed: the session's byte limit was reached".into());
+        }
+        if to.write_all(&chunk[..n]).await.is_err() {
+            return Ok(total);
+        }
+        let counter = if up {
+            &shared.bytes_up
+        } else {
+            &shared.bytes_down
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+        total += n as u64;
+    }
+}
+
+/// The server's responses, passed to the job as they come; each head is
+/// read to record its request's status while the framing can be followed.
+async fn responses_down<R, W>(
+    shared: &Shared,
+    mut from: R,
+    mut to: W,
+    requests: &Mutex<Requests>,
+) -> u64
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let max = shared.limits.max_header_bytes;
+    let mut sent = 0u64;
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let pass = |n: usize| {
+        shared.bytes_down.fetch_add(n as u64, Ordering::Relaxed);
+        n as u64
+    };
+    loop {
+        let end = loop {
+            if let Some(end) = http::head_end(&buf) {
+                break Some(end);
+            }
+            if buf.len() > max {
+                break None;
+            }
+            match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => {
+                    if !buf.is_empty() && to.write_all(&buf).await.is_ok() {
+                        sent += pass(buf.len());
+                    }
+                    let _ = to.shutdown().await;
+                    return sent;
+                }
+            }
+        };
+        let parsed = end.and_then(|e| http::parse_response_head(&buf[..e]).ok().map(|h| (e, h)));
+        let Some((end, head)) = parsed else {
+            // Unreadable: passed on as it is, and the rest with it.
+            if to.write_all(&buf).await.is_ok() {
+                sent += pass(buf.len());
+                if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
+                    sent += n;
+                }
+            }
+            return sent;
+        };
+        let informational = (100..200).contains(&head.status) && head.status != 101;
+        let was_head = if informational {
+            false
+        } else {
+            let mut r = requests.lock().ok();
+            match r.as_mut().and_then(|r| r.pending.pop_front()) {
+                Some((mut q, was_head)) => {
+                    q.status = Some(head.status);
+                    if let Some(r) = r.as_mut() {
+                        r.done.push(q);
+                    }
+                    was_head
+                }
+                None => false,
+            }
+        };
+        if to.write_all(&buf[..end]).await.is_err() {
+            return sent;
+        }
+        sent += pass(end);
+        buf.drain(..end);
+        let no_body = informational || was_head || head.status == 204 || head.status == 304;
+        if head.status == 101 || (head.framing.is_none() && !no_body) {
+            // An upgrade, or a body that ends with the connection.
+            if !buf.is_empty() && to.write_all(&buf).await.is_ok() {
+                sent += pass(buf.len());
+            }
+            if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
+                sent += n;
+            }
+            return sent;
+        }
+        let mut body = match head.framing {
+            Some(framing) if !no_body => framing,
+            _ => http::Body::Done,
+        };
+        loop {
+            let n = body.take(&buf);
+            if n > 0 {
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return sent;
+                }
+                sent += pass(n);
+                buf.drain(..n);
+            }
+            if body.done() {
+                break;
+            }
+            if !buf.is_empty() {
+                // Framing lost: the rest is passed on unread.
+                if to.write_all(&buf).await.is_ok() {
+                    sent += pass(buf.len());
+                    if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
+                        sent += n;
+                    }
+                }
+                return sent;
+            }
+            match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => {
+                    let _ = to.shutdown().await;
+                    return sent;
+                }
+            }
+        }
+    }
+}

