@@ -473,6 +473,10 @@ pub enum ConnReason {
     ResolveFailed,
     /// Connecting to the destination or the upstream proxy failed.
     UpstreamFailed,
+    /// A request on a connection the proxy reads (a secret's host) was
+    /// refused: its `Host` or target named another server (domain
+    /// fronting), or it was not HTTP/1.1 the proxy could frame.
+    RequestRefused,
 }
 
 impl ConnReason {
@@ -492,6 +496,9 @@ impl ConnReason {
             ConnReason::DnsRefused => "DNS query refused",
             ConnReason::ResolveFailed => "the name did not resolve",
             ConnReason::UpstreamFailed => "the destination could not be reached",
+            ConnReason::RequestRefused => {
+                "a request to a secret's host named another server, or could not be read"
+            }
         }
     }
 }

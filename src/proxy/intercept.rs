@@ -369,26 +369,62 @@ pub(crate) async fn serve(
         }
     };
     let requests = Mutex::new(Requests::default());
-    let (cr, cw) = tokio::io::split(client);
+    let (cr, mut cw) = tokio::io::split(client);
     let (sr, sw) = tokio::io::split(server);
     let mut stop = shared.stop.subscribe();
-    let both = async {
-        tokio::join!(
-            requests_up(shared, icp, &route.name, port, cr, sw, &requests),
-            responses_down(shared, sr, cw, &requests),
-        )
-    };
-    let ((up, up_end), down) = tokio::select! {
-        r = both => r,
-        _ = stop.wait_for(|s| *s) => {
-            rec.detail = "closed: the session ended".into();
-            ((0, None), 0)
+    let (up, end, down) = {
+        let up = requests_up(shared, icp, &route.name, port, cr, sw, &requests);
+        let down = responses_down(shared, sr, &mut cw, &requests);
+        tokio::pin!(up, down);
+        let mut down_bytes = None;
+        let (up_bytes, end) = loop {
+            tokio::select! {
+                r = &mut up => break r,
+                n = &mut down, if down_bytes.is_none() => down_bytes = Some(n),
+                _ = stop.wait_for(|s| *s) => break (0, End::Closed("closed: the session ended".into())),
+            }
+        };
+        // A refused request is answered after the responses to the ones
+        // before it (bounded: the server was told no more is coming).
+        if matches!(end, End::Refused(..)) && down_bytes.is_none() {
+            let answered = async {
+                loop {
+                    let waiting = requests.lock().map_or(0, |r| r.pending.len());
+                    if waiting == 0 {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            };
+            tokio::select! {
+                n = &mut down => down_bytes = Some(n),
+                _ = answered => {}
+                _ = tokio::time::sleep(REFUSAL_GRACE) => {}
+            }
+        } else if down_bytes.is_none() && matches!(end, End::Done) {
+            down_bytes = Some(down.await);
         }
+        (up_bytes, end, down_bytes.unwrap_or(0))
     };
     rec.bytes_up += up;
     rec.bytes_down += down;
-    if let Some(end) = up_end {
-        rec.detail = end;
+    match end {
+        End::Done => {}
+        End::Closed(why) => rec.detail = why,
+        End::Refused(status, why) => {
+            let answer = http::response(
+                status,
+                if status == 421 {
+                    "Misdirected Request"
+                } else {
+                    "Bad Request"
+                },
+                &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
+            );
+            let _ = cw.write_all(&answer).await;
+            let _ = cw.shutdown().await;
+            rec.refuse(shared, ConnReason::RequestRefused, why);
+        }
     }
     if let Ok(r) = requests.into_inner() {
         if r.unrecorded > 0 {
@@ -404,6 +440,61 @@ pub(crate) async fn serve(
             .into_iter()
             .chain(r.pending.into_iter().map(|(q, _)| q))
             .collect();
+    }
+}
+
+/// How long a refused request waits for the responses to those before it.
+const REFUSAL_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How the job's side of an intercepted connection ended.
+enum End {
+    /// It closed.
+    Done,
+    /// It was closed, for this reason (a bound, a framing error).
+    Closed(String),
+    /// A request was refused: the status to answer and why. Nothing of it
+    /// reached the server.
+    Refused(u16, String),
+}
+
+/// Whether a request names the connection's server, and no other: its
+/// target is a path (`/…`; `*` for `OPTIONS`) and its one `Host` header is
+/// `host` (with `port`, or without it for 443). A `Host` of another name
+/// on a shared front end (a CDN) would reach another origin with the
+/// secret (domain fronting).
+fn addressed_to(head: &http::Head, host: &str, port: u16) -> Result<(), String> {
+    let origin_form = head.target.starts_with('/')
+        || (head.target == "*" && head.method.eq_ignore_ascii_case("OPTIONS"));
+    if !origin_form {
+        return Err(format!(
+            "the request target is not a path ({})",
+            printable_header(&head.target)
+                .chars()
+                .take(64)
+                .collect::<String>()
+        ));
+    }
+    let mut hosts = head
+        .headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.as_str());
+    let (Some(named), None) = (hosts.next(), hosts.next()) else {
+        return Err("the request has no Host header, or more than one".into());
+    };
+    let (name, named_port) = match named.rsplit_once(':') {
+        Some((n, p)) => (n, p.parse::<u16>().ok()),
+        None => (named, Some(443)),
+    };
+    let same = crate::policy::egress::normalise_name(name).as_deref() == Some(host)
+        && named_port == Some(port);
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "the request names {} on a connection to {host}:{port}",
+            printable_header(named).chars().take(64).collect::<String>()
+        ))
     }
 }
 
@@ -430,9 +521,9 @@ fn printable_header(s: &str) -> String {
         .collect()
 }
 
-/// The job's requests, one head at a time: read (bounded), rewritten,
-/// sent, and the body streamed as framed. Returns the bytes sent and why
-/// it ended early (in words), if it did.
+/// The job's requests, one head at a time: read (bounded), checked,
+/// rewritten, sent, and the body streamed as framed. Returns the bytes
+/// sent and how it ended.
 async fn requests_up<R, W>(
     shared: &Shared,
     icp: &Interceptor,
@@ -441,7 +532,7 @@ async fn requests_up<R, W>(
     mut from: R,
     mut to: W,
     requests: &Mutex<Requests>,
-) -> (u64, Option<String>)
+) -> (u64, End)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -460,23 +551,40 @@ where
             if buf.len() > max {
                 return (
                     sent,
-                    Some(format!("closed: a request head longer than {max} bytes")),
+                    End::Closed(format!("closed: a request head longer than {max} bytes")),
                 );
             }
             match timeout(idle, from.read(&mut chunk)).await {
                 Ok(Ok(0)) => {
                     let _ = to.shutdown().await;
-                    return (sent, None);
+                    return (sent, End::Done);
                 }
                 Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-                Ok(Err(_)) => return (sent, None),
-                Err(_) => return (sent, Some("closed: idle timeout".into())),
+                Ok(Err(_)) => return (sent, End::Done),
+                Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
             }
         };
         let head = match http::parse_head(&buf[..end]) {
             Ok(h) => h,
-            Err(why) => return (sent, Some(format!("closed: {why}"))),
+            Err(why) => return (sent, End::Refused(400, why.to_string())),
         };
+        if let Err(why) = addressed_to(&head, host, port) {
+            if let Ok(mut r) = requests.lock()
+                && r.done.len() + r.pending.len() < MAX_RECORDED
+            {
+                r.done.push(HttpRequest {
+                    method: head.method.clone(),
+                    path: printable_header(&head.target)
+                        .chars()
+                        .take(MAX_PATH)
+                        .collect(),
+                    status: Some(421),
+                    secrets: Vec::new(),
+                });
+            }
+            let _ = to.shutdown().await;
+            return (sent, End::Refused(421, why));
+        }
         let (bytes, used) = icp.inject(&head, host, port);
         let record = HttpRequest {
             method: head.method.clone(),
@@ -498,23 +606,23 @@ where
         if shared.bytes_left() < bytes.len() as u64 {
             return (
                 sent,
-                Some("closed: the session's byte limit was reached".into()),
+                End::Closed("closed: the session's byte limit was reached".into()),
             );
         }
         if to.write_all(&bytes).await.is_err() {
-            return (sent, None);
+            return (sent, End::Done);
         }
         sent += count_up(shared, bytes.len());
         buf.drain(..end);
         if http::is_upgrade(&head) {
             // A WebSocket (or other upgrade): checked, then a tunnel.
             if !buf.is_empty() && to.write_all(&buf).await.is_err() {
-                return (sent, None);
+                return (sent, End::Done);
             }
             sent += count_up(shared, buf.len());
             return match copy_counted(shared, &mut from, &mut to, true).await {
-                Ok(n) => (sent + n, None),
-                Err(e) => (sent, Some(e)),
+                Ok(n) => (sent + n, End::Done),
+                Err(e) => (sent, End::Closed(e)),
             };
         }
         // The body, as the head frames it.
@@ -525,11 +633,11 @@ where
                 if shared.bytes_left() < n as u64 {
                     return (
                         sent,
-                        Some("closed: the session's byte limit was reached".into()),
+                        End::Closed("closed: the session's byte limit was reached".into()),
                     );
                 }
                 if to.write_all(&buf[..n]).await.is_err() {
-                    return (sent, None);
+                    return (sent, End::Done);
                 }
                 sent += count_up(shared, n);
                 buf.drain(..n);
@@ -541,14 +649,14 @@ where
                 // Bytes past a broken chunked body are not passed on.
                 return (
                     sent,
-                    Some("closed: a request body that breaks its framing".into()),
+                    End::Closed("closed: a request body that breaks its framing".into()),
                 );
             }
             match timeout(idle, from.read(&mut chunk)).await {
-                Ok(Ok(0)) => return (sent, None),
+                Ok(Ok(0)) => return (sent, End::Done),
                 Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
-                Ok(Err(_)) => return (sent, None),
-                Err(_) => return (sent, Some("closed: idle timeout".into())),
+                Ok(Err(_)) => return (sent, End::Done),
+                Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
             }
         }
     }
@@ -714,5 +822,114 @@ where
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::policy::Origin;
+
+    fn secret(name: &str, placeholder: &str, value: &str, host: &str) -> Secret {
+        Secret {
+            name: name.into(),
+            placeholder: placeholder.into(),
+            value: value.into(),
+            hosts: vec![HostPattern {
+                host: host.into(),
+                port: None,
+                origin: Origin {
+                    source: "--secret".into(),
+                    line: 0,
+                    col: 0,
+                    written: String::new(),
+                },
+            }],
+        }
+    }
+
+    fn head(text: &str) -> http::Head {
+        http::parse_head(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_placeholder_becomes_the_value_only_for_its_own_host() {
+        let icp = Interceptor::new(vec![
+            secret("NPM", "npm_PLACEHOLDER1", "npm_VALUE1", "registry.test"),
+            secret("GH", "ghp_PLACEHOLDER2", "ghp_VALUE2", "api.github.test"),
+        ])
+        .unwrap();
+        let h = head(
+            "GET /a?t=npm_PLACEHOLDER1 HTTP/1.1\r\nHost: registry.test\r\n\
+             Authorization: Bearer npm_PLACEHOLDER1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n",
+        );
+        let (bytes, used) = icp.inject(&h, "registry.test", 443);
+        let text = String::from_utf8(bytes).unwrap();
+        assert_eq!(used, ["NPM"]);
+        assert_eq!(
+            text,
+            "GET /a?t=npm_VALUE1 HTTP/1.1\r\nHost: registry.test\r\n\
+             Authorization: Bearer npm_VALUE1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n"
+        );
+        // Another port than the secret's (443 when none is named).
+        let (bytes, used) = icp.inject(&h, "registry.test", 8443);
+        assert!(used.is_empty() && !String::from_utf8(bytes).unwrap().contains("VALUE"));
+    }
+
+    #[test]
+    fn a_basic_credential_is_decoded_swapped_and_encoded_again() {
+        let icp = Interceptor::new(vec![secret(
+            "GH",
+            "ghp_PLACEHOLDER2",
+            "ghp_VALUE2",
+            "github.test",
+        )])
+        .unwrap();
+        let basic = http::base64(b"x-access-token:ghp_PLACEHOLDER2");
+        let h = head(&format!(
+            "GET /o/r.git/info/refs HTTP/1.1\r\nHost: github.test\r\nAuthorization: Basic {basic}\r\n\r\n"
+        ));
+        let (bytes, used) = icp.inject(&h, "github.test", 443);
+        let text = String::from_utf8(bytes).unwrap();
+        assert_eq!(used, ["GH"]);
+        let expected = http::base64(b"x-access-token:ghp_VALUE2");
+        assert!(
+            text.contains(&format!("Authorization: Basic {expected}\r\n")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_request_naming_another_server_is_refused() {
+        let ok = head("GET / HTTP/1.1\r\nHost: registry.test\r\n\r\n");
+        assert_eq!(addressed_to(&ok, "registry.test", 443), Ok(()));
+        let port = head("GET / HTTP/1.1\r\nHost: Registry.Test.:8443\r\n\r\n");
+        assert_eq!(addressed_to(&port, "registry.test", 8443), Ok(()));
+        for bad in [
+            "GET / HTTP/1.1\r\nHost: attacker.test\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: registry.test:8443\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: registry.test\r\nHost: attacker.test\r\n\r\n",
+            "GET https://attacker.test/ HTTP/1.1\r\nHost: registry.test\r\n\r\n",
+        ] {
+            assert!(
+                addressed_to(&head(bad), "registry.test", 443).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_response_head_frames_its_body() {
+        let r = |t: &str| http::parse_response_head(t.as_bytes()).unwrap();
+        let cl = r("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+        assert_eq!((cl.status, cl.framing), (200, Some(http::Body::Length(5))));
+        let ch = r("HTTP/1.1 404 Not Found\r\nTransfer-Encoding: gzip, chunked\r\n\r\n");
+        assert!(matches!(ch.framing, Some(http::Body::Chunked(_))));
+        let close = r("HTTP/1.0 200 OK\r\n\r\n");
+        assert_eq!(close.framing, None);
+        assert!(http::parse_response_head(b"HTTP/2 200\r\n\r\n").is_err());
+        assert!(http::parse_response_head(b"HTTP/1.1 20 OK\r\n\r\n").is_err());
     }
 }

@@ -258,6 +258,7 @@ fn connections(needs: &mut Needs, conns: &[&Connection]) {
             ConnReason::Malformed => Some("a malformed request"),
             ConnReason::Limit => Some("over a limit of the proxy"),
             ConnReason::DnsRefused => Some("a name lookup"),
+            ConnReason::RequestRefused => Some("a request refused on a connection vetto reads"),
         };
         if let Some(why) = why_not {
             refuse(format!("{shown} — {why}: not suggested"));

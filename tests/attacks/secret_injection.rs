@@ -335,3 +335,37 @@ fn npm_installs_from_a_private_registry_with_a_secret_it_never_holds(tier: Tier)
     assert_ne!(out.code(), 0, "{}", out.dump());
 }
 at_every_tier!(npm_installs_from_a_private_registry_with_a_secret_it_never_holds);
+
+/// Runs as an unprivileged user. A server behind a shared front end (a
+/// CDN) routes by the `Host` header, not by the TLS name: a job that opens
+/// TLS to the secret's host and names another in `Host` (domain fronting)
+/// would have the proxy put the value into a request another origin
+/// receives. The proxy answers 421 instead, the server sees no request at
+/// all, and the refusal is a `net-egress-blocked` violation with the
+/// process (`request-refused`).
+fn a_secret_is_never_put_in_a_request_fronted_to_another_host(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let script = format!(
+        "curl -sS -i https://registry.test:{port}/private -H \"Host: elsewhere.test:{port}\" \
+              -H \"Authorization: Bearer $NPM_TOKEN\"; echo job-finished"
+    );
+    let (out, log) = reg.ci(&w, &[reg.secret()], &script);
+    out.assert_stdout_contains("421 Misdirected Request")
+        .assert_stdout_contains("X-Vetto-Reason: the request names elsewhere.test")
+        .assert_stdout_contains("job-finished")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let seen = std::fs::read_to_string(&reg.seen).unwrap();
+    assert!(seen.is_empty(), "the server got a request: {seen}");
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"net-egress-blocked\"")
+            && l.contains("/usr/bin/curl")),
+        "the refusal is recorded with the process\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(a_secret_is_never_put_in_a_request_fronted_to_another_host);
