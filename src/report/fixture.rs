@@ -489,6 +489,16 @@ pub fn egress_connections() -> Vec<Connection> {
             None,
         ));
     }
+    // The first connection carried `--secret NPM_TOKEN@registry.npmjs.org`.
+    if let Some(first) = out.first_mut() {
+        let request = |path: &str| crate::events::HttpRequest {
+            method: "GET".into(),
+            path: path.into(),
+            status: Some(200),
+            secrets: vec!["NPM_TOKEN".into()],
+        };
+        first.requests = vec![request("/@corp%2fui"), request("/@corp/ui/-/ui-2.1.0.tgz")];
+    }
     out.push(conn(
         900,
         Some("github.com"),

@@ -71,6 +71,8 @@ struct View {
     destinations: Vec<DestinationView>,
     destinations_total: usize,
     destinations_more: u64,
+    secret_uses: Vec<SecretUseView>,
+    secret_uses_more: u64,
     timeline: Timeline,
     charts: Vec<Chart>,
     totals: Vec<(String, String)>,
@@ -129,6 +131,16 @@ struct ActorGroup {
     is_package: bool,
     count: u64,
     rules: Vec<&'static str>,
+}
+
+/// One row of "Secrets used" (names and request lines only).
+#[derive(Serialize)]
+struct SecretUseView {
+    secret: String,
+    request: String,
+    status: String,
+    count: u64,
+    actor: String,
 }
 
 #[derive(Serialize)]
@@ -408,6 +420,18 @@ impl View {
                 .take(super::destinations::TOP)
                 .map(destination_view)
                 .collect(),
+            secret_uses: m
+                .secret_uses
+                .iter()
+                .map(|u| SecretUseView {
+                    secret: u.secret.clone(),
+                    request: format!("{} https://{}{}", u.method, u.host, u.path),
+                    status: u.status.map_or("—".to_string(), |s| s.to_string()),
+                    count: u.count,
+                    actor: u.actor.clone(),
+                })
+                .collect(),
+            secret_uses_more: m.secret_uses_dropped,
             destinations_total: m.destinations.len(),
             destinations_more: m
                 .destinations

@@ -21,6 +21,7 @@ pub mod destinations;
 pub mod html;
 pub mod locate;
 pub mod sarif;
+pub mod secret_uses;
 pub mod suggest;
 pub mod summary;
 
@@ -138,6 +139,10 @@ pub struct Model {
     /// Connections to distinct destinations beyond
     /// [`destinations::MAX_DESTINATIONS`] (counted, not listed).
     pub destinations_dropped: u64,
+    /// Which secret was put in which request, by whom (`--secret`).
+    pub secret_uses: Vec<secret_uses::SecretUse>,
+    /// Distinct uses beyond [`secret_uses::MAX_USES`] (counted).
+    pub secret_uses_dropped: u64,
     /// Occurrences counted by rule (repeats included).
     pub counts_by_rule: Vec<(RuleId, u64)>,
     pub total_violations: u64,
@@ -156,6 +161,7 @@ impl Model {
         let mut limits = Vec::new();
         let mut processes = Vec::new();
         let mut dests = destinations::Fold::default();
+        let mut uses = secret_uses::Fold::default();
         for e in &log.events {
             match e {
                 // Logs of earlier versions made each withheld variable a
@@ -193,7 +199,10 @@ impl Model {
                 Event::Resource(s) => resources.push(*s),
                 Event::Limit(l) => limits.push(l.clone()),
                 Event::Process(p) => processes.push(p.clone()),
-                Event::Connection(c) => dests.add(c, &roots),
+                Event::Connection(c) => {
+                    dests.add(c, &roots);
+                    uses.add(c, &roots);
+                }
                 _ => {}
             }
         }
@@ -221,6 +230,7 @@ impl Model {
         }
         let total_violations = counts.values().sum();
         let (destinations, destinations_dropped) = dests.finish();
+        let (secret_uses, secret_uses_dropped) = uses.finish();
         let mut counts_by_rule: Vec<(RuleId, u64)> = counts.into_iter().collect();
         counts_by_rule.sort_by(|a, b| {
             b.0.security_severity()
@@ -236,6 +246,8 @@ impl Model {
             processes,
             destinations,
             destinations_dropped,
+            secret_uses,
+            secret_uses_dropped,
             counts_by_rule,
             total_violations,
             torn_tail: log.torn_tail,

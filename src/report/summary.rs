@@ -159,6 +159,7 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         }
     }
     destinations(&mut out, model, max_bytes);
+    secret_uses(&mut out, model, max_bytes);
     if model.torn_tail || model.skipped_lines > 0 {
         let _ = writeln!(
             out,
@@ -247,6 +248,58 @@ fn destinations(out: &mut String, model: &Model, max_bytes: usize) {
         let _ = writeln!(
             out,
             "\n_…and {rest} more destination(s); see `report.html` and `session.jsonl`._"
+        );
+    }
+}
+
+/// The "Secrets used" table: each request vetto's proxy put a secret in,
+/// by whom (names only, never a value), within the byte budget.
+fn secret_uses(out: &mut String, model: &Model, max_bytes: usize) {
+    let all = &model.secret_uses;
+    if all.is_empty() {
+        return;
+    }
+    let mut names: Vec<(&str, u64)> = Vec::new();
+    for u in all {
+        match names.iter_mut().find(|(n, _)| *n == u.secret) {
+            Some((_, c)) => *c += u.count,
+            None => names.push((&u.secret, u.count)),
+        }
+    }
+    let counted: Vec<String> = names
+        .iter()
+        .map(|(n, c)| format!("{} ({c} request(s))", code(n)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "\n**Secrets used: {}** — put in by vetto's proxy; the job held placeholders\n",
+        counted.join(", ")
+    );
+    let _ = writeln!(
+        out,
+        "| secret | request | status | requests | by |\n|---|---|---:|---:|---|"
+    );
+    let mut listed = 0;
+    for u in all {
+        let status = u.status.map_or("—".to_string(), |s| s.to_string());
+        let row = format!(
+            "| {} | {} | {status} | {} | {} |\n",
+            code(&u.secret),
+            code(&format!("{} https://{}{}", u.method, u.host, u.path)),
+            u.count,
+            code(&u.actor),
+        );
+        if out.len() + row.len() > max_bytes.saturating_sub(512) {
+            break;
+        }
+        out.push_str(&row);
+        listed += 1;
+    }
+    let rest = (all.len() - listed) as u64 + model.secret_uses_dropped;
+    if rest > 0 {
+        let _ = writeln!(
+            out,
+            "\n_…and {rest} more use(s); see `report.html` and `session.jsonl`._"
         );
     }
 }

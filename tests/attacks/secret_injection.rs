@@ -270,6 +270,14 @@ fn a_token_the_job_uses_is_never_in_its_hands(tier: Tier) {
             )),
         "the use is recorded\n{log}"
     );
+    let summary = std::fs::read_to_string(w.project.join("vetto-report/summary.md")).unwrap();
+    assert!(
+        summary.contains("**Secrets used: `NPM_TOKEN` (1 request(s))**")
+            && summary.contains(&format!(
+                "`GET https://registry.test:{port}/private` | 200 | 1 | `/usr/bin/curl`"
+            )),
+        "the summary says who used the secret\n{summary}"
+    );
     assert_not_in_reports(&w.project);
 }
 at_every_tier!(a_token_the_job_uses_is_never_in_its_hands);
