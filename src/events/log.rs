@@ -567,7 +567,11 @@ mod schema_tests {
         let schema: serde_json::Value =
             serde_json::from_str(include_str!("../../docs/session-log.schema.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let text = fixture::to_jsonl(&fixture::attack_session());
+        // The egress session adds what the attack one lacks: a
+        // connection's `requests` (a secret's host).
+        let text = fixture::to_jsonl(&fixture::attack_session())
+            + &fixture::to_jsonl(&fixture::egress_session());
+        assert!(text.contains("\"requests\":["));
         let mut types = std::collections::BTreeSet::new();
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
