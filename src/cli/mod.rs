@@ -219,6 +219,11 @@ pub struct PolicyArgs {
     /// requests to these hosts only (implies --allow-domain HOST)
     #[arg(long, value_name = "NAME@HOST[,HOST…]")]
     pub secret: Vec<String>,
+    /// Allow only these requests to the rule's host (implies
+    /// --allow-domain HOST:443): vetto's proxy reads each one and refuses
+    /// (403) what no rule of the host allows
+    #[arg(long, value_name = "METHOD[,METHOD…] HOST/PATH")]
+    pub rule: Vec<String>,
     /// Kill the whole process tree after this long (e.g. 90s, 10m)
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,

@@ -75,6 +75,7 @@ impl PolicyArgs {
                 allow_unix: self.allow_unix.clone(),
                 publish: self.publish.clone(),
                 secrets: self.secret.clone(),
+                rules: self.rule.clone(),
                 timeout: self.timeout.clone(),
                 max_procs: self.max_procs,
                 max_memory: self.max_memory.clone(),

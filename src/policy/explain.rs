@@ -713,6 +713,15 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             let _ = writeln!(o, "    {} → {}  ← {}", s.name, hosts.join(", "), s.origin);
         }
     }
+    if !policy.request_rules.is_empty() {
+        let _ = writeln!(
+            o,
+            "  request rules (the proxy reads each request to these hosts and refuses, 403, what none allows):"
+        );
+        for r in &policy.request_rules {
+            let _ = writeln!(o, "    {}  ← {}", r.describe(), r.origin);
+        }
+    }
     let l = &policy.limits;
     let _ = writeln!(o, "\nlimits:");
     let _ = writeln!(

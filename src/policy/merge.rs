@@ -223,6 +223,15 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             Err((msg, help)) => diags.plain("--secret", msg, help),
         }
     }
+    for r in &o.rules {
+        match validate::parse_request_rule(r, origin("--rule", r)) {
+            Ok(rule) => {
+                layer.allow.push(rule.host.clone());
+                layer.request_rules.push(rule);
+            }
+            Err((msg, help)) => diags.plain("--rule", msg, help),
+        }
+    }
     for u in &o.allow_unix {
         match ctx.resolve(u, Some(cwd)) {
             Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
@@ -244,11 +253,11 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             );
             None
         }
-        Some(Ok(m)) if m != NetMode::Allow && !o.secrets.is_empty() => {
+        Some(Ok(m)) if m != NetMode::Allow && !(o.secrets.is_empty() && o.rules.is_empty()) => {
             diags.plain(
                 "--net",
                 format!(
-                    "--net {} contradicts --secret: vetto's proxy puts the secret in the job's requests, so the network must be filtered; expected one of them",
+                    "--net {} contradicts --secret and --rule: vetto's proxy reads the job's requests for them, so the network must be filtered; expected one of them",
                     o.net.as_deref().unwrap_or_default()
                 ),
                 None,
@@ -260,7 +269,9 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
             diags.plain("--net", e, None);
             None
         }
-        None if !o.allow_domain.is_empty() || !o.secrets.is_empty() => Some(NetMode::Allow),
+        None if !o.allow_domain.is_empty() || !o.secrets.is_empty() || !o.rules.is_empty() => {
+            Some(NetMode::Allow)
+        }
         None => None,
     };
     if let Some(t) = &o.timeout {
@@ -316,6 +327,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         unix: Vec::new(),
         publish: Vec::new(),
         secrets: Vec::new(),
+        request_rules: Vec::new(),
         discover: Vec::new(),
         caches: Vec::new(),
         limits: Limits::default(),
@@ -358,6 +370,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
             p.publish.retain(|k| k.host != pb.host);
             p.publish.push(pb);
         }
+        p.request_rules.extend(l.request_rules);
         // A later source's rule for the same variable replaces the earlier.
         for s in l.secrets {
             p.secrets.retain(|k| k.name != s.name);

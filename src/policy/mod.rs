@@ -55,6 +55,8 @@ pub struct Overrides {
     pub publish: Vec<String>,
     /// `--secret NAME@HOST[,HOST…]`.
     pub secrets: Vec<String>,
+    /// `--rule "METHOD HOST/PATH"`.
+    pub rules: Vec<String>,
     pub timeout: Option<String>,
     pub max_procs: Option<u32>,
     pub max_memory: Option<String>,
@@ -77,6 +79,7 @@ impl Overrides {
             && self.allow_unix.is_empty()
             && self.publish.is_empty()
             && self.secrets.is_empty()
+            && self.rules.is_empty()
             && self.timeout.is_none()
             && self.max_procs.is_none()
             && self.max_memory.is_none()

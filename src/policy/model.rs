@@ -203,6 +203,34 @@ pub struct SecretRule {
     pub origin: Origin,
 }
 
+/// `[network] rules`, `--rule`: the requests allowed to a host, by method
+/// and path. The proxy reads every request to a host a rule names (it
+/// ends the job's TLS there, as for a secret's host) and refuses (403)
+/// one that no rule of that host allows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestRule {
+    /// Upper-case methods; `*` is any.
+    pub methods: Vec<String>,
+    /// The host (and port: 443 unless one is named).
+    pub host: HostPattern,
+    /// A path pattern from `/`, where `*` is any run of characters.
+    pub path: String,
+    pub origin: Origin,
+}
+
+impl RequestRule {
+    /// The rule as written back (`GET,HEAD api.example.com/repos/*`).
+    pub fn describe(&self) -> String {
+        let port = self.host.port.map(|p| format!(":{p}")).unwrap_or_default();
+        format!(
+            "{} {}{port}{}",
+            self.methods.join(","),
+            self.host.host,
+            self.path
+        )
+    }
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -378,6 +406,9 @@ pub struct Policy {
     /// `[secrets]`: values put in requests by the proxy, never given to the job.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretRule>,
+    /// `[network] rules`: the requests allowed to the hosts they name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_rules: Vec<RequestRule>,
     /// `[network] discover`: registries found, before the plan, from the
     /// tools' own configuration (`session::tools`); used in `allow` mode.
     #[serde(default)]
@@ -416,6 +447,7 @@ impl Policy {
             unix: vec![],
             publish: vec![],
             secrets: vec![],
+            request_rules: vec![],
             discover: vec![],
             caches: vec![],
             limits: Limits::default(),

@@ -66,6 +66,8 @@ pub struct RawNetwork {
     pub discover: Vec<Sp<String>>,
     /// The job's loopback ports made reachable on the host's.
     pub publish: Vec<Sp<String>>,
+    /// Method and path rules (`GET api.example.com/repos/*`).
+    pub rules: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -103,7 +105,7 @@ const FILESYSTEM: &[&str] = &[
     "check_creations",
 ];
 const NETWORK: &[&str] = &[
-    "mode", "allow", "deny", "resolve", "unix", "discover", "publish",
+    "mode", "allow", "deny", "resolve", "unix", "discover", "publish", "rules",
 ];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
@@ -206,6 +208,12 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             "discover" => {
                                 raw.network.discover =
                                     w.string_list(v, "a list of registry sources")
+                            }
+                            "rules" => {
+                                raw.network.rules = w.string_list(
+                                    v,
+                                    "a list of request rules (`METHOD[,METHOD…] HOST/PATH`)",
+                                )
                             }
                             "publish" => {
                                 raw.network.publish = w.string_list(

@@ -13,8 +13,8 @@ use super::raw::{RawPolicy, SizeValue};
 use super::tools::{CacheRule, DiscoverRule};
 use super::vars::Vars;
 use super::{
-    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, Publish, SecretRule,
-    SourceInfo, UnixSocket,
+    Access, EnvPolicy, FsRule, HostPattern, IpRule, Origin, PinnedHost, Publish, RequestRule,
+    SecretRule, SourceInfo, UnixSocket,
 };
 use crate::tier::Tier;
 
@@ -51,6 +51,8 @@ pub struct Layer {
     pub publish: Vec<Publish>,
     /// `[secrets]`, `--secret`.
     pub secrets: Vec<SecretRule>,
+    /// `[network] rules`, `--rule`.
+    pub request_rules: Vec<RequestRule>,
     /// `[network] discover`.
     pub discover: Vec<DiscoverRule>,
     /// `[filesystem] caches`.
@@ -78,6 +80,7 @@ impl Layer {
             unix: Vec::new(),
             publish: Vec::new(),
             secrets: Vec::new(),
+            request_rules: Vec::new(),
             discover: Vec::new(),
             caches: Vec::new(),
             timeout: None,
@@ -328,6 +331,15 @@ pub fn validate(
             Err(e) => diags.at(src, &r.span, e),
         }
     }
+    for r in &net.rules {
+        match parse_request_rule(&r.value, origin(&r.span, &r.value)) {
+            Ok(rule) => {
+                layer.allow.push(rule.host.clone());
+                layer.request_rules.push(rule);
+            }
+            Err((msg, help)) => diags.at_help(src, &r.span, msg, help),
+        }
+    }
     for u in &net.unix {
         match ctx.resolve(&u.value, None) {
             Ok(paths) => layer.unix.extend(paths.into_iter().map(|path| UnixSocket {
@@ -391,14 +403,17 @@ pub fn validate(
             Some("remove `mode`: [secrets] implies mode \"allow\" for the secrets' hosts"),
         );
     }
-    let listed = !(net.allow.is_empty() && net.deny.is_empty() && net.discover.is_empty());
+    let listed = !(net.allow.is_empty()
+        && net.deny.is_empty()
+        && net.discover.is_empty()
+        && net.rules.is_empty());
     layer.mode = match mode {
         Some((m, sp)) if m != NetMode::Allow && listed => {
             diags.at_help(
                 src,
                 &sp.span,
                 format!(
-                    "network mode `{}` contradicts the `allow`/`deny`/`discover` lists of the same table; expected mode \"allow\"",
+                    "network mode `{}` contradicts the `allow`/`deny`/`discover`/`rules` lists of the same table; expected mode \"allow\"",
                     sp.value
                 ),
                 Some("remove `mode`: a non-empty `allow`, `deny` or `discover` implies mode \"allow\""),
@@ -648,6 +663,73 @@ pub fn parse_secret(s: &str) -> Result<(String, Vec<HostPort>), (String, Option<
 
 /// A host pattern and its optional port.
 pub type HostPort = (String, Option<u16>);
+
+/// A request rule, `METHOD[,METHOD…] HOST[:PORT]/PATH`: `GET
+/// api.github.com/repos/acme/app/*`, `GET,HEAD registry.npmjs.org/*`,
+/// `* uploads.example.com:8443/v1/*`. Methods are upper-cased (`*` is
+/// any); the port is 443 unless named (rules are for HTTPS, which the
+/// proxy can read); the path starts at `/` and `*` in it is any run of
+/// characters.
+pub fn parse_request_rule(
+    s: &str,
+    origin: Origin,
+) -> Result<RequestRule, (String, Option<String>)> {
+    let expected =
+        "expected METHOD[,METHOD…] HOST/PATH, e.g. \"GET api.github.com/repos/acme/app/*\"";
+    let Some((methods, rest)) = s.trim().split_once(' ') else {
+        return Err((
+            format!("invalid request rule `{s}`: no method; {expected}"),
+            None,
+        ));
+    };
+    let methods: Vec<String> = methods
+        .split(',')
+        .map(|m| m.trim().to_ascii_uppercase())
+        .collect();
+    if let Some(bad) = methods
+        .iter()
+        .find(|m| m.is_empty() || !(m.as_str() == "*" || m.bytes().all(|b| b.is_ascii_uppercase())))
+    {
+        return Err((
+            format!("invalid request rule `{s}`: `{bad}` is not a method; {expected}"),
+            None,
+        ));
+    }
+    let rest = rest.trim();
+    if rest.contains("://") {
+        return Err((
+            format!("invalid request rule `{s}`: a URL; {expected}"),
+            Some("write the host and path without a scheme: rules are for HTTPS".into()),
+        ));
+    }
+    let Some(slash) = rest.find('/') else {
+        return Err((
+            format!("invalid request rule `{s}`: no path; {expected} (`/*` for every path)"),
+            None,
+        ));
+    };
+    let (host, path) = rest.split_at(slash);
+    let (host, port) = parse_host(host)?;
+    if path
+        .bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err((
+            format!("invalid request rule `{s}`: a space in the path; {expected}"),
+            None,
+        ));
+    }
+    Ok(RequestRule {
+        methods,
+        host: HostPattern {
+            host,
+            port: Some(port.unwrap_or(443)),
+            origin: origin.clone(),
+        },
+        path: path.to_string(),
+        origin,
+    })
+}
 
 /// `example.com`, `*.example.com`, either with `:PORT`. Lower-cased.
 pub fn parse_host(s: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {

@@ -31,7 +31,7 @@ use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 use crate::events::{ConnReason, HttpRequest};
-use crate::policy::HostPattern;
+use crate::policy::{HostPattern, RequestRule};
 
 use super::conn::{Record, Route};
 use super::{Shared, http};
@@ -92,6 +92,7 @@ const MAX_PATH: usize = 256;
 /// The interception state of one session.
 pub(crate) struct Interceptor {
     secrets: Vec<Secret>,
+    rules: Vec<RequestRule>,
     authority: CertifiedIssuer<'static, KeyPair>,
     leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
     upstream: Arc<rustls::ClientConfig>,
@@ -101,7 +102,10 @@ pub(crate) struct Interceptor {
 }
 
 impl Interceptor {
-    pub(crate) fn new(secrets: Vec<Secret>) -> Result<Interceptor, InterceptError> {
+    pub(crate) fn new(
+        secrets: Vec<Secret>,
+        rules: Vec<RequestRule>,
+    ) -> Result<Interceptor, InterceptError> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params
             .distinguished_name
@@ -126,6 +130,7 @@ impl Interceptor {
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Interceptor {
             secrets,
+            rules,
             authority,
             leaves: Mutex::new(HashMap::new()),
             upstream: Arc::new(upstream),
@@ -142,9 +147,60 @@ impl Interceptor {
         out
     }
 
-    /// Whether connections to `host:port` are read (a secret is for it).
+    /// Whether connections to `host:port` are read (a secret or a rule is
+    /// for it).
     pub(crate) fn covers(&self, host: &str, port: u16) -> bool {
         self.secrets.iter().any(|s| s.covers(host, port))
+            || self.rules.iter().any(|r| r.host.matches(host, Some(port)))
+    }
+
+    /// Whether the rules let `head` through to `host:port`: always, where
+    /// no rule names the host; else one of its rules must allow the
+    /// method and the path (its query aside). A path with a dot segment or
+    /// an encoded slash, backslash or dot is refused there: the server
+    /// would resolve it to another path than the one the rule matched.
+    fn permits(&self, head: &http::Head, host: &str, port: u16) -> Result<(), String> {
+        let mine: Vec<&RequestRule> = self
+            .rules
+            .iter()
+            .filter(|r| r.host.matches(host, Some(port)))
+            .collect();
+        if mine.is_empty() {
+            return Ok(());
+        }
+        let path = head.target.split(['?', '#']).next().unwrap_or_default();
+        let lower = path.to_ascii_lowercase();
+        let ambiguous = path.split('/').any(|seg| seg == "." || seg == "..")
+            || path.contains('\\')
+            || ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e));
+        if ambiguous {
+            return Err(format!(
+                "the path {} has a dot segment or an encoded separator, which a rule cannot match",
+                printable_header(path).chars().take(64).collect::<String>()
+            ));
+        }
+        let allowed = mine.iter().any(|r| {
+            r.methods
+                .iter()
+                .any(|m| m == "*" || m.eq_ignore_ascii_case(&head.method))
+                && crate::policy::paths::wildcard_match(
+                    r.path.as_bytes(),
+                    path.as_bytes(),
+                    b'*',
+                    None,
+                )
+        });
+        if allowed {
+            Ok(())
+        } else {
+            let listed: Vec<String> = mine.iter().map(|r| r.describe()).collect();
+            Err(format!(
+                "{} {} is allowed by no rule of {host} ({})",
+                head.method,
+                printable_header(path).chars().take(64).collect::<String>(),
+                listed.join("; ")
+            ))
+        }
     }
 
     /// The job-facing TLS configuration for `host`: a certificate for that
@@ -414,10 +470,10 @@ pub(crate) async fn serve(
         End::Refused(status, why) => {
             let answer = http::response(
                 status,
-                if status == 421 {
-                    "Misdirected Request"
-                } else {
-                    "Bad Request"
+                match status {
+                    421 => "Misdirected Request",
+                    403 => "Forbidden",
+                    _ => "Bad Request",
                 },
                 &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
             );
@@ -584,6 +640,23 @@ where
             }
             let _ = to.shutdown().await;
             return (sent, End::Refused(421, why));
+        }
+        if let Err(why) = icp.permits(&head, host, port) {
+            if let Ok(mut r) = requests.lock()
+                && r.done.len() + r.pending.len() < MAX_RECORDED
+            {
+                r.done.push(HttpRequest {
+                    method: head.method.clone(),
+                    path: printable_header(&head.target)
+                        .chars()
+                        .take(MAX_PATH)
+                        .collect(),
+                    status: Some(403),
+                    secrets: Vec::new(),
+                });
+            }
+            let _ = to.shutdown().await;
+            return (sent, End::Refused(403, why));
         }
         let (bytes, used) = icp.inject(&head, host, port);
         let record = HttpRequest {
@@ -855,10 +928,13 @@ mod tests {
 
     #[test]
     fn a_placeholder_becomes_the_value_only_for_its_own_host() {
-        let icp = Interceptor::new(vec![
-            secret("NPM", "npm_PLACEHOLDER1", "npm_VALUE1", "registry.test"),
-            secret("GH", "ghp_PLACEHOLDER2", "ghp_VALUE2", "api.github.test"),
-        ])
+        let icp = Interceptor::new(
+            vec![
+                secret("NPM", "npm_PLACEHOLDER1", "npm_VALUE1", "registry.test"),
+                secret("GH", "ghp_PLACEHOLDER2", "ghp_VALUE2", "api.github.test"),
+            ],
+            vec![],
+        )
         .unwrap();
         let h = head(
             "GET /a?t=npm_PLACEHOLDER1 HTTP/1.1\r\nHost: registry.test\r\n\
@@ -879,12 +955,15 @@ mod tests {
 
     #[test]
     fn a_basic_credential_is_decoded_swapped_and_encoded_again() {
-        let icp = Interceptor::new(vec![secret(
-            "GH",
-            "ghp_PLACEHOLDER2",
-            "ghp_VALUE2",
-            "github.test",
-        )])
+        let icp = Interceptor::new(
+            vec![secret(
+                "GH",
+                "ghp_PLACEHOLDER2",
+                "ghp_VALUE2",
+                "github.test",
+            )],
+            vec![],
+        )
         .unwrap();
         let basic = http::base64(b"x-access-token:ghp_PLACEHOLDER2");
         let h = head(&format!(
@@ -918,6 +997,50 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn a_request_no_rule_of_its_host_allows_is_refused() {
+        let origin = Origin {
+            source: "--rule".into(),
+            line: 0,
+            col: 0,
+            written: String::new(),
+        };
+        let rule =
+            |s: &str| crate::policy::validate::parse_request_rule(s, origin.clone()).unwrap();
+        let icp = Interceptor::new(
+            vec![],
+            vec![
+                rule("GET,HEAD code.test/repos/acme/app/*"),
+                rule("* code.test/meta"),
+            ],
+        )
+        .unwrap();
+        let req = |m: &str, t: &str| head(&format!("{m} {t} HTTP/1.1\r\nHost: code.test\r\n\r\n"));
+        for (m, t) in [
+            ("GET", "/repos/acme/app/pulls?state=open"),
+            ("HEAD", "/repos/acme/app/"),
+            ("DELETE", "/meta"),
+        ] {
+            assert_eq!(icp.permits(&req(m, t), "code.test", 443), Ok(()), "{m} {t}");
+        }
+        for (m, t) in [
+            ("POST", "/repos/acme/app/issues"),
+            ("GET", "/repos/acme/other/issues"),
+            ("GET", "/repos/acme/app/../../evil/x"),
+            ("GET", "/repos/acme/app/%2e%2e/%2e%2e/evil"),
+            ("GET", "/repos/acme/app%2f..%2fevil"),
+            ("GET", "/meta/more"),
+        ] {
+            assert!(
+                icp.permits(&req(m, t), "code.test", 443).is_err(),
+                "{m} {t}"
+            );
+        }
+        // Only the rule's host and port are read.
+        assert!(icp.covers("code.test", 443) && !icp.covers("code.test", 80));
+        assert_eq!(icp.permits(&req("POST", "/x"), "other.test", 443), Ok(()));
     }
 
     #[test]

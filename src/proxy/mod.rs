@@ -72,6 +72,9 @@ pub struct Config {
     /// `--secret`: the job's TLS to these secrets' hosts ends at the proxy,
     /// which puts each value where the job sent its placeholder.
     pub secrets: Vec<Secret>,
+    /// `--rule`: the requests allowed to the hosts they name (read the
+    /// same way).
+    pub rules: Vec<crate::policy::RequestRule>,
 }
 
 /// The proxy's bounds.
@@ -242,9 +245,9 @@ impl Proxy {
             .enable_time()
             .build()
             .map_err(StartError::Runtime)?;
-        let intercept = match config.secrets.is_empty() {
+        let intercept = match config.secrets.is_empty() && config.rules.is_empty() {
             true => None,
-            false => Some(intercept::Interceptor::new(config.secrets)?),
+            false => Some(intercept::Interceptor::new(config.secrets, config.rules)?),
         };
         let rules = rules::Rules {
             allow: config.allow,

@@ -529,11 +529,13 @@ fn trust_vars(
 /// The proxy's rules from the policy; `env` is vetto's own environment
 /// (where a corporate proxy to chain through is named).
 fn config(
-    net: &NetPolicy,
+    policy: &Policy,
     audit: bool,
     env: &[(String, String)],
     secrets: Vec<proxy::Secret>,
 ) -> Result<proxy::Config, EgressError> {
+    let net = &policy.net;
+    let rules = policy.request_rules.clone();
     let upstream =
         proxy::Upstream::from_env(|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
             .transpose()?;
@@ -550,6 +552,7 @@ fn config(
             upstream,
             audit,
             secrets,
+            rules,
             ..proxy::Config::default()
         });
     };
@@ -562,6 +565,7 @@ fn config(
         limits: proxy::Limits::default(),
         audit,
         secrets,
+        rules,
     })
 }
 
@@ -592,7 +596,7 @@ pub fn start(
         log,
         said: Arc::clone(&said),
     });
-    let proxy = Proxy::start(config(&policy.net, audit, env, secrets)?, sink.clone())?;
+    let proxy = Proxy::start(config(policy, audit, env, secrets)?, sink.clone())?;
     if let Some(bundle) = proxy.trust_bundle_pem() {
         plan.env
             .set_all(trust_vars(&policy.session_tmp, &bundle).map_err(EgressError::Trust)?);

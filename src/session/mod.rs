@@ -231,7 +231,8 @@ fn execute(
             return Ok(Executed::Refused(exit::REFUSED));
         }
     };
-    if !secrets.is_empty() && !matches!(policy.net, crate::policy::NetPolicy::Allow { .. }) {
+    let reads_requests = !secrets.is_empty() || !policy.request_rules.is_empty();
+    if reads_requests && !matches!(policy.net, crate::policy::NetPolicy::Allow { .. }) {
         let mode = match policy.net {
             crate::policy::NetPolicy::Host => "host",
             _ => "off",
@@ -240,6 +241,13 @@ fn execute(
         return Ok(Executed::Refused(exit::REFUSED));
     }
     tool_lines.extend(secrets::line(&secrets));
+    if !policy.request_rules.is_empty() {
+        let rules: Vec<String> = policy.request_rules.iter().map(|r| r.describe()).collect();
+        tool_lines.push(format!(
+            "request rules: {} — vetto's proxy reads each request to these hosts and refuses (403) what no rule allows",
+            rules.join("; ")
+        ));
+    }
     // Which policy is in force, from where (and when the working tree's
     // copy is not it).
     eprintln!("vetto: {}", policy.provenance.line());

@@ -54,7 +54,7 @@ pub enum SecretError {
     )]
     TooShort { rule: String, name: String },
     #[error(
-        "a secret is put in the job's requests by vetto's proxy, and the network is in mode \"{mode}\" (--net {mode}), which has no proxy; remove --net {mode} (or mode = \"{mode}\") or the secret"
+        "a secret or a request rule needs vetto's proxy to read the job's requests, and the network is in mode \"{mode}\" (--net {mode}), which has no proxy; remove --net {mode} (or mode = \"{mode}\"), or the secret or rule"
     )]
     Unfiltered { mode: &'static str },
     #[error("cannot draw a placeholder from the kernel's random source: {0}")]

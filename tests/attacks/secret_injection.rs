@@ -377,3 +377,68 @@ fn a_secret_is_never_put_in_a_request_fronted_to_another_host(tier: Tier) {
     assert_not_in_reports(&w.project);
 }
 at_every_tier!(a_secret_is_never_put_in_a_request_fronted_to_another_host);
+
+/// Runs as an unprivileged user. An allowed host is an exfiltration
+/// channel as a whole (a gist, an issue comment, a publish): with `--rule
+/// "GET registry.test:PORT/private"` the proxy reads every request to that
+/// host and lets only that one through. A POST, another path, and a path
+/// that walks out of the allowed one with dot segments are answered 403
+/// with the reason, never reach the server, and are recorded with the
+/// process. Bare, the server takes them all.
+fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let tries = |curl: &str| {
+        format!(
+            "for req in 'GET /private' 'POST /private' 'GET /upload' 'GET /private/../upload'; do \
+               set -- $req; {curl} -sS -o /dev/null -w \"$1 $2 %{{http_code}}\\n\" --path-as-is -X $1 \
+               https://registry.test:{port}$2 -H \"Authorization: Bearer $NPM_TOKEN\"; \
+             done; echo job-finished"
+        )
+    };
+    w.sh_bare(&format!(
+        "export NPM_TOKEN={TOKEN}; {}",
+        tries(&format!(
+            "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
+            reg.ca.display()
+        ))
+    ))
+    .assert_stdout_contains("POST /private 501")
+    .assert_stdout_contains("GET /upload 404");
+    // The server answers POST itself (501: it has no handler, so it
+    // writes nothing down) and writes down the three GETs.
+    assert_eq!(
+        reg.seen_by("registry.test").len(),
+        3,
+        "control: bare, every request reaches the server"
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let rule = format!("--rule=GET registry.test:{port}/private");
+    let (out, log) = reg.ci(&w, &[rule, reg.secret()], &tries("curl"));
+    out.assert_stdout_contains("GET /private 200")
+        .assert_stdout_contains("POST /private 403")
+        .assert_stdout_contains("GET /upload 403")
+        .assert_stdout_contains("GET /private/../upload 403")
+        .assert_stdout_contains("job-finished")
+        .assert_stderr_contains("request rules: GET registry.test:")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let seen = reg.seen_by("registry.test");
+    assert!(
+        seen.len() == 1 && seen[0].contains(" /private "),
+        "only the allowed request reached the server: {seen:?}"
+    );
+    let refused: Vec<_> = log
+        .lines()
+        .filter(|l| {
+            l.contains("\"type\":\"violation\"")
+                && l.contains("\"net-egress-blocked\"")
+                && l.contains("/usr/bin/curl")
+        })
+        .collect();
+    assert!(!refused.is_empty(), "the refusals are recorded\n{log}");
+}
+at_every_tier!(requests_no_rule_allows_never_reach_an_allowed_host);
