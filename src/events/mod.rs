@@ -395,21 +395,7 @@ impl Connection {
             ConnDecision::Observed => Action::Observed,
             ConnDecision::Allowed | ConnDecision::Failed => return None,
         };
-        let port = Some(self.port);
-        let target = match (&self.host, &self.addr) {
-            (Some(host), _) => Target::Host {
-                host: host.clone(),
-                port,
-            },
-            (None, Some(addr)) => Target::Address {
-                addr: addr.clone(),
-                port,
-            },
-            (None, None) => Target::Address {
-                addr: String::new(),
-                port,
-            },
-        };
+        let target = self.target();
         let mut detail = self.reason.describe().to_string();
         if !self.detail.is_empty() {
             detail = format!("{detail}: {}", self.detail);
@@ -425,6 +411,43 @@ impl Connection {
             detail,
             provenance,
         })
+    }
+
+    /// The `secret-sent-elsewhere` violation for the secret `name`, whose
+    /// placeholder this connection carried to a host it is not for.
+    pub fn secret_sent_elsewhere(&self, name: &str) -> Violation {
+        Violation {
+            rule: RuleId::SecretSentElsewhere,
+            time: self.time,
+            action: Action::Blocked,
+            process: self.process.clone().unwrap_or_default(),
+            target: self.target(),
+            attribution: self.attribution.clone(),
+            policy_rule: None,
+            detail: format!(
+                "{name}'s placeholder, sent as it is: it authenticates nothing here (the value stays with vetto)"
+            ),
+            provenance: Provenance::Proxy,
+        }
+    }
+
+    /// Where it went, as a violation's target.
+    fn target(&self) -> Target {
+        let port = Some(self.port);
+        match (&self.host, &self.addr) {
+            (Some(host), _) => Target::Host {
+                host: host.clone(),
+                port,
+            },
+            (None, Some(addr)) => Target::Address {
+                addr: addr.clone(),
+                port,
+            },
+            (None, None) => Target::Address {
+                addr: String::new(),
+                port,
+            },
+        }
     }
 }
 

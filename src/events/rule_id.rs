@@ -47,6 +47,7 @@ pub enum RuleId {
     /// carry it still parse, and the reports fold it into that list.
     SecretEnvWithheld,
     PersistencePlanted,
+    SecretSentElsewhere,
 }
 
 /// How loud a class is in code scanning (SARIF `level`).
@@ -61,7 +62,7 @@ pub enum Level {
 impl RuleId {
     /// Every rule a violation can have (the retired `secret-env-withheld`
     /// is not one).
-    pub const ALL: [RuleId; 14] = [
+    pub const ALL: [RuleId; 15] = [
         RuleId::FsWriteDenied,
         RuleId::FsReadDenied,
         RuleId::SecretReadDenied,
@@ -76,6 +77,7 @@ impl RuleId {
         RuleId::LimitMemory,
         RuleId::LimitProcs,
         RuleId::PersistencePlanted,
+        RuleId::SecretSentElsewhere,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -95,6 +97,7 @@ impl RuleId {
             RuleId::LimitMemory => "limit-memory",
             RuleId::LimitProcs => "limit-procs",
             RuleId::SecretEnvWithheld => "secret-env-withheld",
+            RuleId::SecretSentElsewhere => "secret-sent-elsewhere",
         }
     }
 
@@ -116,6 +119,7 @@ impl RuleId {
             RuleId::LimitMemory => "LimitMemory",
             RuleId::LimitProcs => "LimitProcs",
             RuleId::SecretEnvWithheld => "SecretEnvWithheld",
+            RuleId::SecretSentElsewhere => "SecretSentElsewhere",
         }
     }
 
@@ -150,6 +154,9 @@ impl RuleId {
             RuleId::LimitProcs => "The job hit its process limit",
             RuleId::SecretEnvWithheld => {
                 "A credential-like environment variable was withheld from the job"
+            }
+            RuleId::SecretSentElsewhere => {
+                "A secret's placeholder was sent to a host the secret is not for (the value stayed with vetto)"
             }
         }
     }
@@ -265,6 +272,18 @@ impl RuleId {
                  from the job as a violation; withholding is vetto's decision before the job \
                  started, so it is now said once, on the session-start line and in the \
                  session log's `withheld_env`."
+            }
+            RuleId::SecretSentElsewhere => {
+                "The job sent the placeholder of a secret (`--secret NAME@HOST`) to a host the \
+                 secret is not for. The job never holds a secret's value, only a random string \
+                 of its shape, and vetto's proxy puts the value in requests to the secret's \
+                 hosts alone, so what left is worthless; but a program that reads a token from \
+                 the environment and sends it to a host of its own choosing is the shape of a \
+                 credential stealer (Shai-Hulud sent npm tokens to GitHub repositories it \
+                 created). vetto sees the placeholder where it can read the request: a \
+                 plain-HTTP request, the first bytes of an unencrypted connection, and any \
+                 request on a connection the proxy reads (another secret's host, or a host a \
+                 method and path rule names); inside TLS to any other host it cannot."
             }
         }
     }
@@ -385,6 +404,15 @@ impl RuleId {
                  ```toml\n[env]\npass_secret = [\"<NAME>\"]\n```\n\n\
                  or `--env-pass <NAME>`. Every dependency that runs in the job can read it."
             }
+            RuleId::SecretSentElsewhere => {
+                "There is no switch that lets it through: the value never goes to another host. \
+                 If the job really sends this token to the host named, that host is one of the \
+                 secret's:\n\n\
+                 ```toml\n[secrets]\nNPM_TOKEN = [\"registry.npmjs.org\", \"<the host>\"]\n```\n\n\
+                 or `--secret NAME@HOST1,HOST2`. Look at the process and package first: a \
+                 dependency that reads a token from the environment and sends it to a host of \
+                 its own is stealing it."
+            }
         }
     }
 
@@ -400,7 +428,9 @@ impl RuleId {
     /// ≥ 4 medium).
     pub fn security_severity(self) -> f64 {
         match self {
-            RuleId::SecretReadDenied | RuleId::CiControlFileBlocked => 9.0,
+            RuleId::SecretReadDenied
+            | RuleId::CiControlFileBlocked
+            | RuleId::SecretSentElsewhere => 9.0,
             RuleId::GitPersistenceBlocked
             | RuleId::PersistencePlanted
             | RuleId::UnixSocketDenied => 8.5,
@@ -426,7 +456,9 @@ impl RuleId {
     pub fn class(self) -> &'static str {
         match self {
             RuleId::FsWriteDenied | RuleId::FsReadDenied => "filesystem",
-            RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => "secrets",
+            RuleId::SecretReadDenied | RuleId::SecretEnvWithheld | RuleId::SecretSentElsewhere => {
+                "secrets"
+            }
             RuleId::GitPersistenceBlocked
             | RuleId::PersistencePlanted
             | RuleId::CiControlFileBlocked => "persistence",
@@ -443,6 +475,10 @@ impl RuleId {
         let mut tags = vec!["security", "sandbox", self.class()];
         match self {
             RuleId::SecretReadDenied | RuleId::SecretEnvWithheld => tags.push("credentials"),
+            RuleId::SecretSentElsewhere => {
+                tags.push("credentials");
+                tags.push("exfiltration");
+            }
             RuleId::GitPersistenceBlocked
             | RuleId::PersistencePlanted
             | RuleId::CiControlFileBlocked => tags.push("supply-chain"),

@@ -118,6 +118,9 @@ pub(crate) struct Record {
     attribution: Option<Package>,
     /// The requests read on an intercepted connection.
     pub(crate) requests: Vec<crate::events::HttpRequest>,
+    /// Secrets whose placeholder this connection carried to a host they
+    /// are not for.
+    pub(crate) elsewhere: Vec<String>,
 }
 
 impl Record {
@@ -138,6 +141,20 @@ impl Record {
             process: None,
             attribution: None,
             requests: Vec::new(),
+            elsewhere: Vec::new(),
+        }
+    }
+
+    /// Note the placeholders of other hosts' secrets in `bytes` (what the
+    /// job sends on this connection, where vetto can read it).
+    pub(crate) fn look_for_placeholders(&mut self, shared: &Shared, bytes: &[u8]) {
+        let Some(icp) = &shared.intercept else {
+            return;
+        };
+        for name in icp.misdirected(bytes, self.host.as_deref(), self.port) {
+            if !self.elsewhere.contains(&name) {
+                self.elsewhere.push(name);
+            }
         }
     }
 
@@ -207,8 +224,16 @@ impl Record {
             requests: self.requests,
         };
         let violation = conn.violation(Provenance::Proxy);
+        let elsewhere: Vec<_> = self
+            .elsewhere
+            .iter()
+            .map(|name| conn.secret_sent_elsewhere(name))
+            .collect();
         emit(shared, Event::Connection(Box::new(conn)));
         if let Some(v) = violation {
+            emit(shared, Event::Violation(Box::new(v)));
+        }
+        for v in elsewhere {
             emit(shared, Event::Violation(Box::new(v)));
         }
     }
@@ -396,6 +421,8 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
             Ok(x) => x,
             Err(why) => return bad_request(shared, rec, &mut client, why).await,
         };
+        rec.target(Some(&host), port);
+        rec.look_for_placeholders(shared, &buf[..end]);
         let Some((server, name)) = open_or_answer(shared, rec, &mut client, &host, port).await
         else {
             return;
@@ -735,6 +762,9 @@ pub(crate) async fn tunnel_named(
         && !hello_agrees(shared, rec, &mut client, &mut early, Some(&route.name)).await
     {
         return;
+    }
+    if !early.first().is_some_and(|&b| sni::looks_like_tls(b)) {
+        rec.look_for_placeholders(shared, &early);
     }
     // A host a secret is for: the job's TLS ends here (its ClientHello
     // named the host, checked just above).

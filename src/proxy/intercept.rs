@@ -154,6 +154,21 @@ impl Interceptor {
             || self.rules.iter().any(|r| r.host.matches(host, Some(port)))
     }
 
+    /// The secrets whose placeholder is in `bytes`, sent to `host:port`,
+    /// which they are not for (`host` `None`: an address).
+    pub(crate) fn misdirected(&self, bytes: &[u8], host: Option<&str>, port: u16) -> Vec<String> {
+        self.secrets
+            .iter()
+            .filter(|s| !host.is_some_and(|h| s.covers(h, port)))
+            .filter(|s| {
+                bytes
+                    .windows(s.placeholder.len())
+                    .any(|w| w == s.placeholder.as_bytes())
+            })
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
     /// Whether the rules let `head` through to `host:port`: always, where
     /// no rule names the host; else one of its rules must allow the
     /// method and the path (its query aside). A path with a dot segment or
@@ -496,6 +511,11 @@ pub(crate) async fn serve(
             .into_iter()
             .chain(r.pending.into_iter().map(|(q, _)| q))
             .collect();
+        for name in r.elsewhere {
+            if !rec.elsewhere.contains(&name) {
+                rec.elsewhere.push(name);
+            }
+        }
     }
 }
 
@@ -561,6 +581,8 @@ struct Requests {
     done: Vec<HttpRequest>,
     pending: VecDeque<(HttpRequest, bool)>,
     unrecorded: u64,
+    /// Secrets whose placeholder a request carried here, not their host.
+    elsewhere: Vec<String>,
 }
 
 /// Header values vetto writes itself: printable ASCII only.
@@ -659,6 +681,16 @@ where
             return (sent, End::Refused(403, why));
         }
         let (bytes, used) = icp.inject(&head, host, port);
+        let elsewhere = icp.misdirected(&buf[..end], Some(host), port);
+        if !elsewhere.is_empty()
+            && let Ok(mut r) = requests.lock()
+        {
+            for name in elsewhere {
+                if !r.elsewhere.contains(&name) {
+                    r.elsewhere.push(name);
+                }
+            }
+        }
         let record = HttpRequest {
             method: head.method.clone(),
             path: printable_header(&head.target)

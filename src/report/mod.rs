@@ -361,6 +361,9 @@ impl Model {
             RuleId::PersistencePlanted => {
                 "no policy switch: inspect the path before any git or editor touches it".into()
             }
+            RuleId::SecretSentElsewhere => {
+                "no policy switch: the value never goes there; if the job really sends it to this host, list the host with the secret ([secrets] NAME = [\"…\", \"<host>\"])".into()
+            }
         }
     }
 }

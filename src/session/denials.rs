@@ -243,6 +243,9 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
             Fix::None("no flag: it would run code outside the sandbox later".into())
         }
         RuleId::SecretReadDenied => Fix::None("no flag: the secret stays masked".into()),
+        RuleId::SecretSentElsewhere => Fix::None(
+            "no flag: the value never goes there (if the job really sends it to this host, name it with the secret: --secret NAME@HOST1,HOST2)".into(),
+        ),
         RuleId::SyscallDenied => Fix::None("no flag: no policy allows this call".into()),
         RuleId::ProcessEscaped
         | RuleId::LimitTimeout

