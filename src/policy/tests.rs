@@ -1852,3 +1852,96 @@ fn published_ports_are_read_from_the_file_and_the_command_line() {
         assert!(e.rendered.contains(needle), "{needle} in\n{e}");
     }
 }
+
+#[test]
+fn secrets_and_request_rules_are_read_from_the_file_and_the_command_line() {
+    let s = scratch();
+    s.write(
+        "p.toml",
+        "[secrets]\nNPM_TOKEN = [\"registry.npmjs.org\"]\nGH_TOKEN = [\"api.github.com\"]\n\
+         [network]\nrules = [\"get,HEAD api.github.com/repos/acme/*\"]\n",
+    );
+    let mut r = s.req(Some("p.toml"));
+    r.overrides.secrets = vec!["GH_TOKEN".into(), "X_KEY@a.test:8443,*.b.test".into()];
+    r.overrides.rules = vec!["* uploads.test/v1/*".into()];
+    let p = load(&r).unwrap();
+    let secrets: Vec<(String, Vec<String>)> = p
+        .secrets
+        .iter()
+        .map(|s| {
+            let hosts = s
+                .hosts
+                .iter()
+                .map(|h| format!("{}:{:?}", h.host, h.port))
+                .collect();
+            (s.name.clone(), hosts)
+        })
+        .collect();
+    // The command line's GH_TOKEN (a recipe) replaces the file's.
+    assert_eq!(
+        secrets,
+        vec![
+            ("NPM_TOKEN".into(), vec!["registry.npmjs.org:None".into()]),
+            (
+                "GH_TOKEN".into(),
+                vec![
+                    "api.github.com:None".into(),
+                    "github.com:None".into(),
+                    "uploads.github.com:None".into()
+                ]
+            ),
+            (
+                "X_KEY".into(),
+                vec!["a.test:Some(8443)".into(), "*.b.test:None".into()]
+            ),
+        ]
+    );
+    let rules: Vec<String> = p.request_rules.iter().map(|r| r.describe()).collect();
+    assert_eq!(
+        rules,
+        [
+            "GET,HEAD api.github.com:443/repos/acme/*",
+            "* uploads.test:443/v1/*"
+        ]
+    );
+    // Every secret's and rule's host is allowed (a rule's on its port only).
+    let crate::policy::NetPolicy::Allow { hosts, .. } = &p.net else {
+        panic!("{:?}", p.net);
+    };
+    for (h, port) in [
+        ("registry.npmjs.org", 443),
+        ("a.test", 8443),
+        ("x.b.test", 443),
+        ("uploads.test", 443),
+    ] {
+        assert!(hosts.iter().any(|p| p.matches(h, Some(port))), "{h}:{port}");
+    }
+    assert!(!hosts.iter().any(|p| p.matches("uploads.test", Some(80))));
+
+    s.write(
+        "bad.toml",
+        "[network]\nmode = \"off\"\nrules = [\"GET\", \"G3T a.test/x\", \"GET https://a.test/x\"]\n\
+         [secrets]\n\"bad-name\" = [\"a.test\"]\nEMPTY = []\nHOSTS = [\"bad host\"]\n",
+    );
+    let e = load(&s.req(Some("bad.toml"))).unwrap_err();
+    for needle in [
+        "bad.toml:2:8: error: network mode `off` contradicts",
+        "invalid request rule `GET`: no space between the methods and HOST/PATH",
+        "`G3T` is not a method",
+        "invalid request rule `GET https://a.test/x`: a URL",
+        "invalid secret name `bad-name`",
+        "secret `EMPTY` names no host",
+        "invalid host `bad host`",
+    ] {
+        assert!(e.rendered.contains(needle), "{needle} in\n{e}");
+    }
+    let mut r = s.req(None);
+    r.overrides.secrets = vec!["MY_TOKEN".into()];
+    let e = load(&r).unwrap_err();
+    assert!(
+        e.rendered.contains("no `@` and no recipe for MY_TOKEN")
+            && e.rendered
+                .contains("recipes name their hosts themselves: GITHUB_TOKEN"),
+        "{e}"
+    );
+}

@@ -645,11 +645,22 @@ pub fn check_secret_name(name: &str) -> Result<(), String> {
 /// go to.
 pub fn parse_secret(s: &str) -> Result<(String, Vec<HostPort>), (String, Option<String>)> {
     let Some((name, hosts)) = s.split_once('@') else {
-        return Err((
-            format!(
-                "invalid secret `{s}`: no `@`; expected NAME@HOST[,HOST…], e.g. NPM_TOKEN@registry.npmjs.org"
-            ),
-            None,
+        check_secret_name(s).map_err(|e| (e, None))?;
+        let Some((_, hosts)) = SECRET_RECIPES.iter().find(|(n, _)| *n == s) else {
+            let known: Vec<&str> = SECRET_RECIPES.iter().map(|(n, _)| *n).collect();
+            return Err((
+                format!(
+                    "invalid secret `{s}`: no `@` and no recipe for {s}; expected NAME@HOST[,HOST…], e.g. NPM_TOKEN@registry.npmjs.org"
+                ),
+                Some(format!(
+                    "recipes name their hosts themselves: {}",
+                    known.join(", ")
+                )),
+            ));
+        };
+        return Ok((
+            s.to_string(),
+            hosts.iter().map(|h| (h.to_string(), None)).collect(),
         ));
     };
     check_secret_name(name).map_err(|e| (e, None))?;
@@ -663,6 +674,27 @@ pub fn parse_secret(s: &str) -> Result<(String, Vec<HostPort>), (String, Option<
 
 /// A host pattern and its optional port.
 pub type HostPort = (String, Option<u16>);
+
+/// `--secret NAME` alone: the hosts of the well-known tokens that are not
+/// a registry's (a registry's host is the user's choice, or learnt from
+/// the tool: `--secret NPM_TOKEN@registry.npmjs.org`). GitHub's API,
+/// git over HTTPS and release uploads; the agent presets' model APIs at
+/// their vendors' default hosts (a base-URL override names its own:
+/// `NAME@HOST`).
+pub const SECRET_RECIPES: &[(&str, &[&str])] = &[
+    (
+        "GITHUB_TOKEN",
+        &["api.github.com", "github.com", "uploads.github.com"],
+    ),
+    (
+        "GH_TOKEN",
+        &["api.github.com", "github.com", "uploads.github.com"],
+    ),
+    ("ANTHROPIC_API_KEY", &["api.anthropic.com"]),
+    ("OPENAI_API_KEY", &["api.openai.com"]),
+    ("GEMINI_API_KEY", &["generativelanguage.googleapis.com"]),
+    ("GOOGLE_API_KEY", &["generativelanguage.googleapis.com"]),
+];
 
 /// A request rule, `METHOD[,METHOD…] HOST[:PORT]/PATH`: `GET
 /// api.github.com/repos/acme/app/*`, `GET,HEAD registry.npmjs.org/*`,
@@ -678,7 +710,7 @@ pub fn parse_request_rule(
         "expected METHOD[,METHOD…] HOST/PATH, e.g. \"GET api.github.com/repos/acme/app/*\"";
     let Some((methods, rest)) = s.trim().split_once(' ') else {
         return Err((
-            format!("invalid request rule `{s}`: no method; {expected}"),
+            format!("invalid request rule `{s}`: no space between the methods and HOST/PATH; {expected}"),
             None,
         ));
     };
