@@ -68,7 +68,7 @@ bare="--resolve registry.test:$port:127.0.0.1 --cacert ca.pem"
 for what in big small; do
     if [[ $what == big ]]; then target="$url/big"; label="${mib} MiB download"; else target=$small; label="200 requests, one connection"; fi
     "${as_user[@]}" env BENCH_TOKEN=$token SSL_CERT_FILE="$p/ca.pem" \
-        hyperfine -N --warmup 1 --runs 5 --style basic --export-markdown "$scratch/$what.md" \
+        hyperfine -N --show-output --warmup 1 --runs 5 --style basic --export-markdown "$scratch/$what.md" \
         -n "$label, bare" "$(get "$bare" "$target")" \
         -n "$label, tunnel, vetto full" "$v run --tier full $tunnel --env-pass BENCH_TOKEN -- $(get '--cacert ca.pem' "$target")" \
         -n "$label, --secret, vetto full" "$v run --tier full $secret -- $(get '' "$target")" \

@@ -710,7 +710,9 @@ pub fn parse_request_rule(
         "expected METHOD[,METHOD…] HOST/PATH, e.g. \"GET api.github.com/repos/acme/app/*\"";
     let Some((methods, rest)) = s.trim().split_once(' ') else {
         return Err((
-            format!("invalid request rule `{s}`: no space between the methods and HOST/PATH; {expected}"),
+            format!(
+                "invalid request rule `{s}`: no space between the methods and HOST/PATH; {expected}"
+            ),
             None,
         ));
     };

