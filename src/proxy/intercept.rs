@@ -708,6 +708,13 @@ where
                 r.unrecorded += 1;
             }
         }
+        let mut bytes = bytes;
+        let upgrade = http::is_upgrade(&head);
+        let mut body = http::body_of(&head);
+        // The head with what of the body has come: one write (one TLS
+        // record). An upgrade's later bytes go as they are, below.
+        let first = if upgrade { 0 } else { body.take(&buf[end..]) };
+        bytes.extend_from_slice(&buf[end..end + first]);
         if shared.bytes_left() < bytes.len() as u64 {
             return (
                 sent,
@@ -718,8 +725,8 @@ where
             return (sent, End::Done);
         }
         sent += count_up(shared, bytes.len());
-        buf.drain(..end);
-        if http::is_upgrade(&head) {
+        buf.drain(..end + first);
+        if upgrade {
             // A WebSocket (or other upgrade): checked, then a tunnel.
             if !buf.is_empty() && to.write_all(&buf).await.is_err() {
                 return (sent, End::Done);
@@ -730,8 +737,7 @@ where
                 Err(e) => (sent, End::Closed(e)),
             };
         }
-        // The body, as the head frames it.
-        let mut body = http::body_of(&head);
+        // The rest of the body, as the head frames it.
         loop {
             let n = body.take(&buf);
             if n > 0 {
@@ -877,17 +883,13 @@ where
                 None => false,
             }
         };
-        if to.write_all(&buf[..end]).await.is_err() {
-            return sent;
-        }
-        sent += pass(end);
-        buf.drain(..end);
         let no_body = informational || was_head || head.status == 204 || head.status == 304;
         if head.status == 101 || (head.framing.is_none() && !no_body) {
             // An upgrade, or a body that ends with the connection.
-            if !buf.is_empty() && to.write_all(&buf).await.is_ok() {
-                sent += pass(buf.len());
+            if to.write_all(&buf).await.is_err() {
+                return sent;
             }
+            sent += pass(buf.len());
             if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
                 sent += n;
             }
@@ -897,6 +899,14 @@ where
             Some(framing) if !no_body => framing,
             _ => http::Body::Done,
         };
+        // The head with what of the body has come: one write (one TLS
+        // record) where the server's was one.
+        let first = end + body.take(&buf[end..]);
+        if to.write_all(&buf[..first]).await.is_err() {
+            return sent;
+        }
+        sent += pass(first);
+        buf.drain(..first);
         loop {
             let n = body.take(&buf);
             if n > 0 {
