@@ -702,14 +702,7 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             "  secrets (the job holds a placeholder; the proxy puts the value in HTTPS requests to these hosts only):"
         );
         for s in &policy.secrets {
-            let hosts: Vec<String> = s
-                .hosts
-                .iter()
-                .map(|h| match h.port {
-                    Some(p) => format!("{}:{p}", h.host),
-                    None => h.host.clone(),
-                })
-                .collect();
+            let hosts: Vec<String> = s.hosts.iter().map(|h| h.written()).collect();
             let _ = writeln!(o, "    {} → {}  ← {}", s.name, hosts.join(", "), s.origin);
         }
     }

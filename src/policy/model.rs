@@ -134,6 +134,14 @@ pub struct HostPattern {
 }
 
 impl HostPattern {
+    /// As written: `host` or `host:port`.
+    pub fn written(&self) -> String {
+        match self.port {
+            Some(p) => format!("{}:{p}", self.host),
+            None => self.host.clone(),
+        }
+    }
+
     /// Whether a connection to `host:port` matches: `*.example.com` matches
     /// subdomains at any depth but not `example.com` itself; a pattern
     /// without a port matches every port, one with a port only that port.

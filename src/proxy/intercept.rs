@@ -646,7 +646,12 @@ where
             Ok(h) => h,
             Err(why) => return (sent, End::Refused(400, why.to_string())),
         };
-        if let Err(why) = addressed_to(&head, host, port) {
+        // A request naming another server (421), or one no rule of this
+        // host allows (403): recorded, answered, and nothing of it sent.
+        let refusal = addressed_to(&head, host, port)
+            .map_err(|why| (421, why))
+            .and_then(|()| icp.permits(&head, host, port).map_err(|why| (403, why)));
+        if let Err((status, why)) = refusal {
             if let Ok(mut r) = requests.lock()
                 && r.done.len() + r.pending.len() < MAX_RECORDED
             {
@@ -656,29 +661,12 @@ where
                         .chars()
                         .take(MAX_PATH)
                         .collect(),
-                    status: Some(421),
+                    status: Some(status),
                     secrets: Vec::new(),
                 });
             }
             let _ = to.shutdown().await;
-            return (sent, End::Refused(421, why));
-        }
-        if let Err(why) = icp.permits(&head, host, port) {
-            if let Ok(mut r) = requests.lock()
-                && r.done.len() + r.pending.len() < MAX_RECORDED
-            {
-                r.done.push(HttpRequest {
-                    method: head.method.clone(),
-                    path: printable_header(&head.target)
-                        .chars()
-                        .take(MAX_PATH)
-                        .collect(),
-                    status: Some(403),
-                    secrets: Vec::new(),
-                });
-            }
-            let _ = to.shutdown().await;
-            return (sent, End::Refused(403, why));
+            return (sent, End::Refused(status, why));
         }
         let (bytes, used) = icp.inject(&head, host, port);
         let elsewhere = icp.misdirected(&buf[..end], Some(host), port);

@@ -98,14 +98,7 @@ pub fn line(secrets: &[Secret]) -> Option<String> {
     let each: Vec<String> = secrets
         .iter()
         .map(|s| {
-            let hosts: Vec<String> = s
-                .hosts
-                .iter()
-                .map(|h| match h.port {
-                    Some(p) => format!("{}:{p}", h.host),
-                    None => h.host.clone(),
-                })
-                .collect();
+            let hosts: Vec<String> = s.hosts.iter().map(|h| h.written()).collect();
             format!("{} (to {})", s.name, hosts.join(", "))
         })
         .collect();
