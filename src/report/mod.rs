@@ -344,7 +344,7 @@ impl Model {
                 "no policy switch: this runs code outside the sandbox later; fix the job".into()
             }
             RuleId::SecretReadDenied => {
-                "no policy switch: the secret stays masked; a step that needs a credential gets it as a variable (--env-pass NAME)".into()
+                "no policy switch: the secret stays masked; a step that needs a token for HTTPS requests gets it through vetto's proxy without holding it (--secret NAME@HOST)".into()
             }
             RuleId::NetEgressBlocked => self.egress_suggestion(v),
             RuleId::NetSocketDenied => {

@@ -227,7 +227,7 @@ pub fn withheld_line(withheld: &[String]) -> Option<String> {
     let mut parts = Vec::new();
     if !credentials.is_empty() {
         parts.push(format!(
-            "{} (credential-like; --env-pass NAME passes one)",
+            "{} (credential-like; --secret NAME@HOST lets the job use one without holding it, --env-pass NAME passes one)",
             list(&credentials)
         ));
     }
@@ -293,7 +293,7 @@ mod env_tests {
         assert_eq!(line.lines().count(), 1);
         assert!(
             line.contains(
-                "NPM_TOKEN\\x1b[2J (credential-like; --env-pass NAME passes one) and GITHUB_ENV"
+                "NPM_TOKEN\\x1b[2J (credential-like; --secret NAME@HOST lets the job use one without holding it, --env-pass NAME passes one) and GITHUB_ENV"
             ),
             "{line}"
         );
