@@ -38,6 +38,26 @@ def tarball():
 
 TGZ = tarball()
 
+def wheel():
+    import zipfile
+    files = {"private_pkg/__init__.py": b'VALUE = "private-wheel-loaded"\n',
+             "private_pkg-1.0.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: private-pkg\nVersion: 1.0.0\n",
+             "private_pkg-1.0.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = ""
+    for name, body in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(body).digest()).rstrip(b"=").decode()
+        record += "%s,sha256=%s,%d\n" % (name, digest, len(body))
+    record += "private_pkg-1.0.0.dist-info/RECORD,,\n"
+    files["private_pkg-1.0.0.dist-info/RECORD"] = record.encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, body in files.items():
+            z.writestr(name, body)
+    return out.getvalue()
+
+WHL = wheel()
+WHL_NAME = "private_pkg-1.0.0-py3-none-any.whl"
+
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     def authorized(self):
@@ -71,6 +91,12 @@ class H(http.server.BaseHTTPRequestHandler):
             return self.answer(200, json.dumps(doc).encode(), "application/json")
         if self.path == "/private-pkg/-/private-pkg-1.0.0.tgz":
             return self.answer(200, TGZ, "application/octet-stream")
+        if self.path in ("/simple/private-pkg/", "/simple/private_pkg/"):
+            link = '<a href="/files/%s#sha256=%s">%s</a>' % (
+                WHL_NAME, hashlib.sha256(WHL).hexdigest(), WHL_NAME)
+            return self.answer(200, ("<html><body>%s</body></html>" % link).encode(), "text/html")
+        if self.path == "/files/" + WHL_NAME:
+            return self.answer(200, WHL, "application/octet-stream")
         self.answer(404, b"not found\n")
     def log_message(self, *a):
         pass
@@ -480,3 +506,67 @@ fn a_placeholder_sent_to_another_host_is_recorded(tier: Tier) {
     assert_not_in_reports(&w.project);
 }
 at_every_tier!(a_placeholder_sent_to_another_host_is_recorded);
+
+/// Runs as an unprivileged user: `pip install` of a package only a private
+/// index serves, with the token in the index URL's user part as pip users
+/// write it (`https://__token__:$TOKEN@host/simple/`): pip sends it as a
+/// Basic credential, which the proxy decodes, swaps and encodes again.
+/// With `--secret` it installs and the job never held the token; without
+/// it the index answers 401 and pip finds no version of the package.
+fn pip_installs_from_a_private_index_with_a_secret_it_never_holds(tier: Tier) {
+    require!(tier.feature());
+    if crate::util::skip::tool_missing("pip").is_some()
+        && std::process::Command::new("python3")
+            .args(["-m", "pip", "--version"])
+            .output()
+            .map_or(true, |o| !o.status.success())
+    {
+        assert!(!crate::util::required_by_name("pip"), "pip is required");
+        crate::util::skip::say(&crate::util::test_name(), "pip is not installed");
+        return;
+    }
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let install = format!(
+        "python3 -m pip install --no-input --no-cache-dir --disable-pip-version-check \
+           --index-url \"https://__token__:$NPM_TOKEN@registry.test:{port}/simple/\" \
+           --target pylib private-pkg 2>&1; \
+         python3 -c 'import sys; sys.path.insert(0, \"pylib\"); import private_pkg; print(private_pkg.VALUE)'"
+    );
+    let (out, _) = reg.ci(&w, &[reg.secret()], &install);
+    out.assert_stdout_contains("private-wheel-loaded")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    let seen = reg.seen_by("registry.test");
+    assert!(
+        !seen.is_empty() && seen.iter().all(|l| l.contains("Basic ")),
+        "pip sent a Basic credential: {seen:?}"
+    );
+    assert_not_in_reports(&w.project);
+
+    std::fs::remove_dir_all(w.project.join("pylib")).unwrap();
+    let (out, _) = reg.ci(
+        &w,
+        &[
+            format!("--allow-domain=registry.test:{port}"),
+            format!("--allow-read={}", reg.ca.display()),
+        ],
+        &install.replace(
+            "python3 -m pip install",
+            &format!("PIP_CERT={} python3 -m pip install", reg.ca.display()),
+        ),
+    );
+    // The index refused pip (401 to a request without the token), so pip
+    // found no version of the package.
+    out.assert_stdout_contains("No matching distribution found for private-pkg")
+        .assert_stdout_lacks("private-wheel-loaded")
+        .assert_no_leak(TOKEN);
+    assert!(
+        reg.seen_by("registry.test")
+            .iter()
+            .all(|l| !l.contains(TOKEN)),
+        "the index got no token"
+    );
+}
+at_every_tier!(pip_installs_from_a_private_index_with_a_secret_it_never_holds);
