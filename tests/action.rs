@@ -748,3 +748,30 @@ fn no_comment_is_written_unless_asked_on_a_pull_request() {
     let bad = job(&w, "true").input("comment", "yes").run();
     assert!(bad.failed, "{}", bad.dump());
 }
+
+/// Runs as an unprivileged user: a token named in `secrets` (one per line)
+/// reaches the job as a placeholder of its shape only; the value, in the
+/// step's environment, stays with vetto (its proxy would put it in HTTPS
+/// requests to the named host).
+#[test]
+fn secrets_reach_the_job_as_placeholders_only() {
+    require!(Feature::FsOnly);
+    const VALUE: &str = "ghp_CANARYactionSecret0123456789abcdef";
+    let w = World::new();
+    let mut j = job(&w, "echo \"job-holds=$DEPLOY_TOKEN\"")
+        .input("secrets", "  DEPLOY_TOKEN@deploy.example.test\n\n")
+        .input("fail-on", "never");
+    j.env.insert("DEPLOY_TOKEN".into(), VALUE.into());
+    let run = j.run();
+    assert_eq!(run.output("exit-code"), "0", "{}", run.dump());
+    let out = run.step("Run in the sandbox").out.as_ref().unwrap();
+    assert!(out.stdout().contains("job-holds=ghp_"), "{}", run.dump());
+    assert!(!out.stdout().contains(VALUE) && !out.stderr().contains(VALUE));
+    assert!(
+        out.stderr()
+            .contains("secrets: DEPLOY_TOKEN (to deploy.example.test)"),
+        "{}",
+        run.dump()
+    );
+    assert_passed(&run);
+}
