@@ -141,6 +141,10 @@ impl Interceptor {
 
     /// What the job trusts (PEM): the host's roots, so its other TLS
     /// works as before, and the session's authority.
+    pub(crate) fn authority_pem(&self) -> String {
+        self.authority.pem()
+    }
+
     pub(crate) fn trust_bundle_pem(&self) -> String {
         let mut out = self.roots_pem.clone();
         out.push_str(&self.authority.pem());

@@ -291,6 +291,12 @@ impl Proxy {
         self.shared.intercept.as_ref().map(|i| i.trust_bundle_pem())
     }
 
+    /// The session authority's certificate alone (PEM), when a secret or a
+    /// rule is in force.
+    pub fn authority_pem(&self) -> Option<String> {
+        self.shared.intercept.as_ref().map(|i| i.authority_pem())
+    }
+
     /// The per-session secret (256 bits from `getrandom`, hex).
     pub fn credential(&self) -> &str {
         &self.shared.credential

@@ -510,6 +510,21 @@ const TRUST_VARS: &[&str] = &[
 
 const TRUST_BUNDLE: &str = "vetto-ca-bundle.pem";
 
+/// Whether the job runs a JVM build tool (the maven or gradle preset):
+/// then the JVM, which reads none of the variables above, gets a trust
+/// store of its own.
+fn uses_java(policy: &Policy) -> bool {
+    use crate::policy::tools::{Cache, Registry};
+    policy
+        .discover
+        .iter()
+        .any(|d| d.registry == Registry::Maven)
+        || policy
+            .caches
+            .iter()
+            .any(|c| matches!(c.cache, Cache::Maven | Cache::Gradle))
+}
+
 fn trust_vars(
     session_tmp: &std::path::Path,
     bundle: &str,
@@ -600,6 +615,18 @@ pub fn start(
     if let Some(bundle) = proxy.trust_bundle_pem() {
         plan.env
             .set_all(trust_vars(&policy.session_tmp, &bundle).map_err(EgressError::Trust)?);
+        if let Some(authority) = proxy.authority_pem()
+            && uses_java(policy)
+        {
+            // Without it the JVM's TLS to a read host fails (and says so);
+            // everything else of the session stands.
+            match super::java_trust::store(&policy.session_tmp, &authority, env, &plan.env.vars) {
+                Ok(options) => plan.env.set_all(vec![options]),
+                Err(e) => eprintln!(
+                    "vetto: warning: the JVM does not trust the session's certificate authority ({e}): its HTTPS to a secret's or a rule's host fails"
+                ),
+            }
+        }
     }
     let names = Arc::new(Mutex::new(super::dns::Names::default()));
     let answerable = super::dns::Answerable::for_policy(&policy.net);

@@ -36,6 +36,7 @@ mod denials;
 mod dns;
 mod egress;
 mod finish;
+mod java_trust;
 mod publish;
 mod secrets;
 mod start;

@@ -570,3 +570,47 @@ fn pip_installs_from_a_private_index_with_a_secret_it_never_holds(tier: Tier) {
     );
 }
 at_every_tier!(pip_installs_from_a_private_index_with_a_secret_it_never_holds);
+
+const JAVA_GET: &str = r#"import java.net.URI;
+import java.net.http.*;
+public class Get {
+    public static void main(String[] a) throws Exception {
+        var c = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
+        var r = c.send(HttpRequest.newBuilder(URI.create(a[0]))
+            .header("Authorization", "Bearer " + System.getenv("NPM_TOKEN")).build(),
+            HttpResponse.BodyHandlers.ofString());
+        System.out.println("java-got " + r.statusCode() + " " + r.body().trim());
+    }
+}
+"#;
+
+/// Runs as an unprivileged user, under `--preset maven`: a JVM reads none
+/// of the variables that name the trust bundle, only its own trust store.
+/// vetto hands it one (the JDK's roots and the session's authority, through
+/// `JAVA_TOOL_OPTIONS`), so a Java client's request to the secret's host
+/// is answered with the value put in, and the JVM never held it.
+fn a_jvm_uses_a_secret_through_its_own_trust_store(tier: Tier) {
+    require!(tier.feature());
+    if let Some(reason) = crate::util::skip::tool_missing("keytool") {
+        assert!(
+            !crate::util::required_by_name("java"),
+            "VETTO_TEST_REQUIRE lists java, but {reason}"
+        );
+        crate::util::skip::say(&crate::util::test_name(), &reason);
+        return;
+    }
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    w.write(&w.project.join("Get.java"), JAVA_GET);
+    let (out, _) = reg.ci(
+        &w,
+        &["--preset=maven".into(), reg.secret()],
+        &format!("java Get.java https://registry.test:{port}/private"),
+    );
+    out.assert_stdout_contains("java-got 200 private-package-ok")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(a_jvm_uses_a_secret_through_its_own_trust_store);

@@ -30,6 +30,7 @@ pub fn say(test: &str, reason: &str) {
 /// | `pip` | `python3 -m pip` runs (pip for the system's Python) | controls::toolchains::a_changed_pip_conf_index_is_discovered_again |
 /// | `tmux` | a terminal multiplexer to drive an interactive agent | controls::agent |
 /// | `docker` | the docker CLI (its client only; no engine is used) | attacks::npmrc_exfil |
+/// | `java` | a JDK (`java`, `keytool`) | attacks::secret_injection |
 /// | `tiocsti` | the host lets unsandboxed processes `TIOCSTI` (`dev.tty.legacy_tiocsti = 1`) | controls::agent |
 /// | `ipv6` | an IPv6 loopback (`[::1]` binds) | attacks::egress |
 /// | `vsock` | a vsock that reaches a hypervisor's host bare (a VM runner) | attacks::vsock |
