@@ -133,12 +133,7 @@ pub fn cli_layer(o: &Overrides, cwd: &Path, ctx: &mut PathCtx<'_>, diags: &mut D
         name: "command line".into(),
         digest: String::new(),
     });
-    let origin = |opt: &str, written: &str| Origin {
-        source: opt.to_string(),
-        line: 0,
-        col: 0,
-        written: written.to_string(),
-    };
+    let origin = Origin::command_line;
     for (opt, list, access) in [
         ("--allow-read", &o.allow_read, Access::Read),
         ("--allow-write", &o.allow_write, Access::Write),

@@ -25,6 +25,19 @@ pub struct Origin {
     pub written: String,
 }
 
+impl Origin {
+    /// A rule from the command line: the option's name and what was
+    /// written after it.
+    pub fn command_line(option: &str, written: &str) -> Origin {
+        Origin {
+            source: option.to_string(),
+            line: 0,
+            col: 0,
+            written: written.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.line == 0 {

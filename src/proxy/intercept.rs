@@ -946,12 +946,7 @@ mod tests {
             hosts: vec![HostPattern {
                 host: host.into(),
                 port: None,
-                origin: Origin {
-                    source: "--secret".into(),
-                    line: 0,
-                    col: 0,
-                    written: String::new(),
-                },
+                origin: Origin::command_line("--secret", ""),
             }],
         }
     }
@@ -1035,12 +1030,7 @@ mod tests {
 
     #[test]
     fn a_request_no_rule_of_its_host_allows_is_refused() {
-        let origin = Origin {
-            source: "--rule".into(),
-            line: 0,
-            col: 0,
-            written: String::new(),
-        };
+        let origin = Origin::command_line("--rule", "");
         let rule =
             |s: &str| crate::policy::validate::parse_request_rule(s, origin.clone()).unwrap();
         let icp = Interceptor::new(

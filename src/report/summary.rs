@@ -237,10 +237,9 @@ fn destinations(out: &mut String, model: &Model, max_bytes: usize) {
             human_bytes(d.bytes_up),
             human_bytes(d.bytes_down),
         );
-        if out.len() + row.len() > max_bytes.saturating_sub(512) {
+        if !push_within(out, &row, max_bytes) {
             break;
         }
-        out.push_str(&row);
         listed += 1;
     }
     let rest = (all.len() - listed) as u64 + model.destinations_dropped;
@@ -289,10 +288,9 @@ fn secret_uses(out: &mut String, model: &Model, max_bytes: usize) {
             u.count,
             code(&u.actor),
         );
-        if out.len() + row.len() > max_bytes.saturating_sub(512) {
+        if !push_within(out, &row, max_bytes) {
             break;
         }
-        out.push_str(&row);
         listed += 1;
     }
     let rest = (all.len() - listed) as u64 + model.secret_uses_dropped;
@@ -302,6 +300,16 @@ fn secret_uses(out: &mut String, model: &Model, max_bytes: usize) {
             "\n_…and {rest} more use(s); see `report.html` and `session.jsonl`._"
         );
     }
+}
+
+/// Append a table row unless it would take the summary past its budget
+/// (less 512 bytes for the lines after the table); whether it did.
+fn push_within(out: &mut String, row: &str, max_bytes: usize) -> bool {
+    if out.len() + row.len() > max_bytes.saturating_sub(512) {
+        return false;
+    }
+    out.push_str(row);
+    true
 }
 
 /// Untrusted text as an inline code span inside a table cell: control,

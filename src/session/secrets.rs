@@ -174,19 +174,9 @@ mod tests {
             hosts: vec![HostPattern {
                 host: "registry.npmjs.org".into(),
                 port: None,
-                origin: Origin {
-                    source: "--secret".into(),
-                    line: 0,
-                    col: 0,
-                    written: String::new(),
-                },
+                origin: Origin::command_line("--secret", ""),
             }],
-            origin: Origin {
-                source: "--secret".into(),
-                line: 0,
-                col: 0,
-                written: format!("{name}@registry.npmjs.org"),
-            },
+            origin: Origin::command_line("--secret", &format!("{name}@registry.npmjs.org")),
         }
     }
 

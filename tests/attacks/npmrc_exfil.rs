@@ -69,10 +69,7 @@ fn npm_reads_its_own_settings_without_the_token_and_no_finding(tier: Tier) {
     out.assert_stdout_contains("false")
         .assert_no_leak(NPM_CANARY);
     assert_eq!(out.code(), 0, "{}", out.dump());
-    let violations: Vec<_> = log
-        .lines()
-        .filter(|l| l.contains("\"type\":\"violation\""))
-        .collect();
+    let violations = crate::util::violation_lines(&log);
     assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
     out.assert_stderr_contains("without its credentials");
 
@@ -257,10 +254,7 @@ fn docker_and_gh_read_their_own_settings_without_the_token_and_no_finding(tier: 
             "/.config/gh without its credentials (1 removed; GH_CONFIG_DIR set for the job)",
         );
     assert_eq!(out.code(), 0, "{}", out.dump());
-    let violations: Vec<_> = log
-        .lines()
-        .filter(|l| l.contains("\"type\":\"violation\""))
-        .collect();
+    let violations = crate::util::violation_lines(&log);
     assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
 
     let (out, log) = w.ci_sh(

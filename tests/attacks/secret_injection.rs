@@ -346,10 +346,7 @@ fn npm_installs_from_a_private_registry_with_a_secret_it_never_holds(tier: Tier)
     out.assert_stdout_contains("private-pkg-loaded")
         .assert_no_leak(TOKEN);
     assert_eq!(out.code(), 0, "{}", out.dump());
-    let violations: Vec<_> = log
-        .lines()
-        .filter(|l| l.contains("\"type\":\"violation\""))
-        .collect();
+    let violations = crate::util::violation_lines(&log);
     assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
     assert_not_in_reports(&w.project);
 

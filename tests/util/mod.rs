@@ -599,6 +599,13 @@ macro_rules! require_attack_possible {
 }
 
 /// Is `name` (or `all`) listed in `VETTO_TEST_REQUIRE`?
+/// The `violation` lines of a session log.
+pub fn violation_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect()
+}
+
 pub fn required_by_name(name: &str) -> bool {
     std::env::var("VETTO_TEST_REQUIRE")
         .is_ok_and(|l| l.split(',').map(str::trim).any(|i| i == name || i == "all"))
