@@ -30,11 +30,6 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn required_by_name(name: &str) -> bool {
-    std::env::var("VETTO_TEST_REQUIRE")
-        .is_ok_and(|l| l.split(',').map(str::trim).any(|i| i == name || i == "all"))
-}
-
 /// The tool `name`, or `None` after saying `SKIP` (a failure when
 /// `VETTO_TEST_REQUIRE` lists it).
 fn tool(name: &str, test: &str) -> Option<PathBuf> {
@@ -57,7 +52,7 @@ fn tool(name: &str, test: &str) -> Option<PathBuf> {
             "{name} is not installed (${var}, {CI_TOOLS}/{name}, PATH); .ci/run installs it with pip"
         );
         assert!(
-            !required_by_name(name),
+            !skip::listed(name),
             "{test}: VETTO_TEST_REQUIRE lists {name}, but {reason}"
         );
         skip::say(test, &reason);

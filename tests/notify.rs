@@ -52,13 +52,8 @@ const EPERM: i32 = 1;
 /// (`VETTO_TEST_REQUIRE=landlock-abi>=6,seccomp-notify`, or `all`; as in
 /// `tests/util`, an empty value requires nothing).
 fn skip_feature(test: &str, feature: &str, reason: &str) {
-    let required = std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| {
-        list.split(',')
-            .map(str::trim)
-            .any(|n| n == "all" || (!n.is_empty() && n.starts_with(feature)))
-    });
     assert!(
-        !required,
+        !skip::listed(feature),
         "{test}: required feature {feature} missing: {reason}"
     );
     skip::say(test, reason);

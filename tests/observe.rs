@@ -5,11 +5,11 @@
 //! runner can read them while every other byte and the exit status pass
 //! through unchanged.
 //!
-//! Every command runs as an unprivileged user: when the tests run as root,
-//! as `tester` (created when missing), dropped to with `CommandExt::uid/gid`
-//! (which also clears supplementary groups); otherwise as the current user.
-//! A test whose kernel feature is missing prints `SKIP` and passes, unless
-//! `VETTO_TEST_REQUIRE` promises the feature (then it fails).
+//! Every command runs as an unprivileged user, through the shared harness
+//! (`tests/util`): its user, its runner and its `require!`, which prints
+//! `SKIP` for a missing kernel feature unless `VETTO_TEST_REQUIRE`
+//! promises it (then the test fails). The world here is its own: an empty
+//! project and home, which each test fills with what its attack needs.
 
 #![cfg(unix)]
 #![expect(
@@ -18,65 +18,23 @@
     reason = "tests: a failed unwrap is a failed test, with its location"
 )]
 
+use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::fs::{PermissionsExt, chown};
-use std::os::unix::process::CommandExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
 
-#[path = "util/sarif.rs"]
-mod sarif;
-#[path = "util/skip.rs"]
-mod skip;
+mod util;
+
+use util::{Feature, Out, Run, sarif};
 
 const DOTENV_CANARY: &str = "CANARY-observe-dotenv-4e1f";
 const NPM_CANARY: &str = "CANARY-observe-npmrc-a7c2";
-const TIMEOUT: Duration = Duration::from_secs(60);
-const TEST_USER: &str = "tester";
 
-// ───────────────────────────── harness ─────────────────────────────
-
-/// The unprivileged identity commands run as; `drop` when we are root.
-#[derive(Debug, Clone, Copy)]
-struct User {
-    uid: u32,
-    gid: u32,
-    drop: bool,
-}
-
-fn user() -> User {
-    static USER: OnceLock<User> = OnceLock::new();
-    *USER.get_or_init(|| {
-        let id = |args: &[&str]| -> Option<u32> {
-            let out = Command::new("id").args(args).output().ok()?;
-            String::from_utf8(out.stdout).ok()?.trim().parse().ok()
-        };
-        let me = id(&["-u"]).expect("id -u");
-        if me != 0 {
-            return User {
-                uid: me,
-                gid: id(&["-g"]).expect("id -g"),
-                drop: false,
-            };
-        }
-        if id(&["-u", TEST_USER]).is_none() {
-            let st = Command::new("useradd")
-                .args(["--system", "--no-create-home", TEST_USER])
-                .status()
-                .expect("useradd");
-            assert!(st.success(), "cannot create the test user {TEST_USER}");
-        }
-        User {
-            uid: id(&["-u", TEST_USER]).expect("tester's uid"),
-            gid: id(&["-g", TEST_USER]).expect("tester's gid"),
-            drop: true,
-        }
-    })
-}
+// ───────────────────────────── the world ─────────────────────────────
 
 /// A fresh world owned by the test user: a project and a fake HOME.
 struct World {
@@ -116,13 +74,7 @@ impl World {
     }
 
     fn give_away(&self, path: &Path) {
-        let u = user();
-        if u.drop {
-            chown(path, Some(u.uid), Some(u.gid)).unwrap();
-            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
-                self.give_away(&entry.path());
-            }
-        }
+        util::chown_tree(path);
         if path.is_dir() {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
@@ -130,23 +82,20 @@ impl World {
 
     /// `program args…` as the test user in the project, with this world's
     /// HOME and nothing else of our environment.
-    fn command(&self, program: &str, args: &[&str]) -> Command {
-        let u = user();
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .current_dir(&self.project)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .stdin(Stdio::null());
-        if u.drop {
-            cmd.uid(u.uid).gid(u.gid);
-        }
-        cmd
+    fn command(&self, program: impl AsRef<OsStr>, args: &[&str]) -> Run {
+        Run::new(
+            program,
+            args,
+            &self.project,
+            &[
+                ("HOME", self.home.as_os_str()),
+                ("PATH", OsStr::new("/usr/local/bin:/usr/bin:/bin")),
+            ],
+        )
     }
 
-    fn vetto(&self, args: &[&str]) -> Ran {
-        run(self.command(env!("CARGO_BIN_EXE_vetto"), args))
+    fn vetto(&self, args: &[&str]) -> Out {
+        self.command(util::vetto_bin(), args).run()
     }
 
     fn report_dir(&self) -> PathBuf {
@@ -159,83 +108,6 @@ impl World {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
-}
-
-/// A finished command's status and output.
-struct Ran {
-    code: Option<i32>,
-    stdout: Vec<u8>,
-    stderr: String,
-}
-
-/// Run `cmd` to the end, killing it (and failing) after [`TIMEOUT`].
-fn run(mut cmd: Command) -> Ran {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        out.read_to_end(&mut v).map(|_| v)
-    });
-    let err_t = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        err.read_to_end(&mut v).map(|_| v)
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            panic!("{cmd:?} still running after {TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Ran {
-        code: status.code(),
-        stdout: out_t.join().unwrap().unwrap(),
-        stderr: String::from_utf8_lossy(&err_t.join().unwrap().unwrap()).into_owned(),
-    }
-}
-
-/// `vetto doctor --json`'s host facts, as the test user sees them.
-fn host() -> &'static Value {
-    static HOST: OnceLock<Value> = OnceLock::new();
-    HOST.get_or_init(|| {
-        let w = World::new();
-        let ran = w.vetto(&["doctor", "--json"]);
-        let doc: Value = serde_json::from_slice(&ran.stdout)
-            .unwrap_or_else(|e| panic!("vetto doctor --json: {e}; stderr: {}", ran.stderr));
-        doc["host"].clone()
-    })
-}
-
-/// Is the kernel `feature` (`userns`, `seccomp`) available? If not, say
-/// SKIP — or fail when `VETTO_TEST_REQUIRE` promises it.
-fn require(test: &str, feature: &str) -> bool {
-    let state = host()[feature]["state"].as_str().unwrap_or("missing");
-    if state == "available" {
-        return true;
-    }
-    // The names CI pins (`seccomp-notify` is `seccomp_notify` in the host
-    // facts, and promises seccomp itself).
-    let promised = std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| {
-        list.split(',').any(|f| {
-            let f = f.trim().replace('-', "_");
-            f == "all" || f == feature || (feature == "seccomp" && f == "seccomp_notify")
-        })
-    });
-    assert!(
-        !promised,
-        "{test}: VETTO_TEST_REQUIRE promises {feature}, but it is {state}"
-    );
-    skip::say(test, &format!("{feature} is {state} on this host"));
-    false
 }
 
 /// Does the GitHub runner see a workflow command in `line`? (A command
@@ -270,11 +142,8 @@ fn binary_blob() -> Vec<u8> {
 /// trap vetto serves). Runs as an unprivileged user.
 #[test]
 fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
-    if !(require("reading_masked_secrets_at_full", "userns")
-        && require("reading_masked_secrets_at_full", "fuse"))
-    {
-        return;
-    }
+    require!(Feature::Full);
+    require!(Feature::Fuse);
     let w = World::new();
     let dotenv = w.write(
         "project/.env",
@@ -291,7 +160,7 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
     let attack = "cat .env; cat ~/.npmrc; ls ~/.ssh; cat ~/.ssh/id_ed25519 || true";
 
     // Bare, the attack works: this is what the sandbox must stop.
-    let bare = run(w.command("sh", &["-c", attack]));
+    let bare = w.command("sh", &["-c", attack]).run();
     let bare_out = String::from_utf8_lossy(&bare.stdout);
     assert!(bare_out.contains(DOTENV_CANARY) && bare_out.contains(NPM_CANARY));
     assert!(bare_out.contains("CANARY-observe-ssh-key"));
@@ -316,14 +185,14 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
         !out.contains("CANARY") && !out.contains("id_ed25519"),
         "a secret leaked: {out}"
     );
-    assert!(!ran.stderr.contains("CANARY"), "{}", ran.stderr);
+    assert!(!ran.stderr().contains("CANARY"), "{}", ran.stderr());
     // The reads are violations: `ci` fails a passing command (3).
-    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "stderr: {}", ran.stderr());
     assert!(
-        ran.stderr
+        ran.stderr()
             .contains("vetto: the command tried to read masked secrets:"),
         "{}",
-        ran.stderr
+        ran.stderr()
     );
 
     let log = w.session_log();
@@ -371,11 +240,8 @@ fn reading_masked_secrets_at_full_is_logged_without_leaking_them() {
 /// is `cat`, its parent runs evil's script. Runs as an unprivileged user.
 #[test]
 fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
-    if !(require("a_postinstall_reading_npmrc_at_full", "userns")
-        && require("a_postinstall_reading_npmrc_at_full", "fuse"))
-    {
-        return;
-    }
+    require!(Feature::Full);
+    require!(Feature::Fuse);
     let w = World::new();
     w.write(
         "home/.npmrc",
@@ -394,7 +260,7 @@ fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
     let attack = ["sh", "node_modules/evil/postinstall.sh"];
 
     // Bare, the script gets the token.
-    let bare = run(w.command(attack[0], &attack[1..]));
+    let bare = w.command(attack[0], &attack[1..]).run();
     assert!(String::from_utf8_lossy(&bare.stdout).contains(NPM_CANARY));
 
     let report = w.report_dir().to_str().unwrap().to_owned();
@@ -413,7 +279,7 @@ fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
         out.contains("stolen:") && !out.contains(NPM_CANARY),
         "{out}"
     );
-    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "stderr: {}", ran.stderr());
 
     let log = w.session_log();
     let npmrc = w.home.join(".npmrc");
@@ -445,11 +311,8 @@ fn a_postinstall_reading_npmrc_at_full_is_named_with_its_package() {
 /// are served still name each read. Runs as an unprivileged user.
 #[test]
 fn masks_beyond_the_trap_limit_still_hold_and_vetto_says_they_are_unwatched() {
-    if !(require("masks_beyond_the_trap_limit", "userns")
-        && require("masks_beyond_the_trap_limit", "fuse"))
-    {
-        return;
-    }
+    require!(Feature::Full);
+    require!(Feature::Fuse);
     let w = World::new();
     let mut args: Vec<String> = ["ci", "--tier", "full", "--report-dir"]
         .map(String::from)
@@ -466,21 +329,21 @@ fn masks_beyond_the_trap_limit_still_hold_and_vetto_says_they_are_unwatched() {
     args.extend(["--", "sh", "-c", "cat secret-*"].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
 
-    let bare = run(w.command("sh", &["-c", "cat secret-*"]));
+    let bare = w.command("sh", &["-c", "cat secret-*"]).run();
     assert!(String::from_utf8_lossy(&bare.stdout).contains("CANARY-observe-many-69"));
 
     let ran = w.vetto(&args);
     let out = String::from_utf8_lossy(&ran.stdout);
     assert!(!out.contains("CANARY"), "a masked file leaked: {out}");
-    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "stderr: {}", ran.stderr());
     assert!(
-        ran.stderr
+        ran.stderr()
             .contains("reads of a masked secret will not be seen")
             && ran
-                .stderr
+                .stderr()
                 .contains("and 5 more: only the first 64 masked paths are traps"),
         "{}",
-        ran.stderr
+        ran.stderr()
     );
     let seen = w
         .session_log()
@@ -494,9 +357,7 @@ fn masks_beyond_the_trap_limit_still_hold_and_vetto_says_they_are_unwatched() {
 /// opens, listings and lookups, not a stat or the mask's existence. Runs as an unprivileged user.
 #[test]
 fn untouched_masked_secrets_are_not_reported() {
-    if !require("untouched_masked_secrets_are_not_reported", "userns") {
-        return;
-    }
+    require!(Feature::Full);
     let w = World::new();
     w.write("project/.env", DOTENV_CANARY.as_bytes());
     w.write("home/.npmrc", NPM_CANARY.as_bytes());
@@ -512,14 +373,14 @@ fn untouched_masked_secrets_are_not_reported() {
         "-c",
         "ls -a >/dev/null; test -e .env",
     ]);
-    assert_eq!(ran.code, Some(0), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "stderr: {}", ran.stderr());
     assert!(
         !w.session_log()
             .iter()
             .any(|l| l["rule"] == "secret-read-denied"),
         "listing a directory or testing a name is not a read"
     );
-    assert!(!ran.stderr.contains("masked secrets"), "{}", ran.stderr);
+    assert!(!ran.stderr().contains("masked secrets"), "{}", ran.stderr());
 }
 
 /// A storm of reads of two secrets stays one line each in the session log
@@ -527,11 +388,8 @@ fn untouched_masked_secrets_are_not_reported() {
 /// job is not slowed into the timeout. Runs as an unprivileged user.
 #[test]
 fn a_storm_of_secret_reads_is_aggregated() {
-    if !(require("a_storm_of_secret_reads_is_aggregated", "userns")
-        && require("a_storm_of_secret_reads_is_aggregated", "fuse"))
-    {
-        return;
-    }
+    require!(Feature::Full);
+    require!(Feature::Fuse);
     let w = World::new();
     w.write("project/.env", DOTENV_CANARY.as_bytes());
     w.write("home/.npmrc", NPM_CANARY.as_bytes());
@@ -549,7 +407,7 @@ fn a_storm_of_secret_reads_is_aggregated() {
         "-c",
         "i=0; while [ $i -lt 3000 ]; do : < .env; : < ~/.npmrc; i=$((i+1)); done",
     ]);
-    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "stderr: {}", ran.stderr());
     let log = w.session_log();
     let firsts = log
         .iter()
@@ -562,7 +420,7 @@ fn a_storm_of_secret_reads_is_aggregated() {
         .unwrap();
     // Every open reaches a trap, and a trap answers only once it is
     // recorded: none is lost, however fast they come.
-    assert_eq!(counted, 6000, "stderr: {}", ran.stderr);
+    assert_eq!(counted, 6000, "stderr: {}", ran.stderr());
 }
 
 // ───────────────────────────── calling out ─────────────────────────────
@@ -599,11 +457,9 @@ fn accepted(l: &std::net::TcpListener) -> Vec<String> {
 /// user.
 #[test]
 fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
-    if !require("an_agent_calling_its_attacker_at_full", "userns") {
-        return;
-    }
+    require!(Feature::Full);
     let Some(ip) = outward_ip() else {
-        skip::say(
+        util::skip::say(
             "an_agent_calling_its_attacker_at_full",
             "this host has no outward address",
         );
@@ -621,7 +477,7 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
          \x20   print('refused', e.errno)\n"
     );
 
-    let bare = run(w.command("python3", &["-c", &attack]));
+    let bare = w.command("python3", &["-c", &attack]).run();
     assert!(String::from_utf8_lossy(&bare.stdout).contains("sent"));
     assert_eq!(
         accepted(&listener),
@@ -645,10 +501,10 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
     assert!(
         out.contains(&format!("refused {}", libc::ENETUNREACH)),
         "{out}\n{}",
-        ran.stderr
+        ran.stderr()
     );
     assert!(accepted(&listener).is_empty(), "the loot left the sandbox");
-    assert_eq!(ran.code, Some(3), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "stderr: {}", ran.stderr());
     let log = w.session_log();
     let hit = log
         .iter()
@@ -673,11 +529,8 @@ fn an_agent_calling_its_attacker_at_full_is_refused_and_named() {
 /// Runs as an unprivileged user.
 #[test]
 fn a_booby_trapped_manifest_does_not_hang_attribution() {
-    if !(require("a_booby_trapped_manifest", "userns")
-        && require("a_booby_trapped_manifest", "fuse"))
-    {
-        return;
-    }
+    require!(Feature::Full);
+    require!(Feature::Fuse);
     for trap in ["fifo", "zero"] {
         let w = World::new();
         w.write("home/.npmrc", NPM_CANARY.as_bytes());
@@ -700,7 +553,6 @@ fn a_booby_trapped_manifest_does_not_hang_attribution() {
         );
         w.give_away(&w.project);
         let report = w.report_dir().to_str().unwrap().to_owned();
-        let started = Instant::now();
         let ran = w.vetto(&[
             "ci",
             "--tier",
@@ -713,10 +565,12 @@ fn a_booby_trapped_manifest_does_not_hang_attribution() {
             "sh",
             "node_modules/evil/postinstall.sh",
         ]);
-        assert_eq!(ran.code, Some(3), "{trap}: stderr: {}", ran.stderr);
-        assert!(
-            started.elapsed() < Duration::from_secs(15),
-            "{trap}: vetto was held up"
+        // 3, not the 124 of `--timeout`: the trap did not hold vetto up.
+        assert_eq!(
+            ran.status.code(),
+            Some(3),
+            "{trap}: stderr: {}",
+            ran.stderr()
         );
         let log = w.session_log();
         let hit = log
@@ -734,12 +588,7 @@ fn a_booby_trapped_manifest_does_not_hang_attribution() {
 /// execve). Runs as an unprivileged user.
 #[test]
 fn a_violation_after_exec_names_the_new_program() {
-    if !require(
-        "a_violation_after_exec_names_the_new_program",
-        "seccomp_notify",
-    ) {
-        return;
-    }
+    require!(Feature::SeccompNotify);
     let w = World::new();
     let report = w.report_dir().to_str().unwrap().to_owned();
     // (echo, not `:`: a failed redirection of a special builtin ends sh.)
@@ -758,7 +607,7 @@ fn a_violation_after_exec_names_the_new_program() {
         "-c",
         script,
     ]);
-    assert!(ran.code.is_some(), "stderr: {}", ran.stderr);
+    assert!(ran.status.code().is_some(), "stderr: {}", ran.stderr());
     let log = w.session_log();
     let by = |name: &str| {
         log.iter()
@@ -785,12 +634,7 @@ fn a_violation_after_exec_names_the_new_program() {
 /// Runs as an unprivileged user, at both tiers.
 #[test]
 fn the_job_cannot_forge_or_redirect_the_default_reports() {
-    if !require(
-        "the_job_cannot_forge_or_redirect_the_default_reports",
-        "userns",
-    ) {
-        return;
-    }
+    require!(Feature::Full);
     let attack = "echo '{\"forged\":1}' > vetto-report/session.jsonl; \
                   ln -s ../stolen vetto-report/report.html.tmp; \
                   echo attempted";
@@ -799,7 +643,7 @@ fn the_job_cannot_forge_or_redirect_the_default_reports() {
         // Bare, the directory is the project's like any other.
         std::fs::create_dir(w.project.join("vetto-report")).unwrap();
         w.give_away(&w.project.join("vetto-report"));
-        let bare = run(w.command("sh", &["-c", attack]));
+        let bare = w.command("sh", &["-c", attack]).run();
         assert!(String::from_utf8_lossy(&bare.stdout).contains("attempted"));
         assert!(w.project.join("vetto-report/report.html.tmp").is_symlink());
         std::fs::remove_dir_all(w.project.join("vetto-report")).unwrap();
@@ -814,7 +658,7 @@ fn the_job_cannot_forge_or_redirect_the_default_reports() {
                 log.starts_with("{\"schema\":1,\"type\":\"session-start\"")
                     && !log.lines().any(|l| l == "{\"forged\":1}"),
                 "{tier} {round}: the session log was forged\n{log}\n{}",
-                ran.stderr
+                ran.stderr()
             );
             assert!(
                 !w.project.join("vetto-report/report.html.tmp").exists()
@@ -834,9 +678,7 @@ fn the_job_cannot_forge_or_redirect_the_default_reports() {
 /// and keeps the exit status. Runs as an unprivileged user.
 #[test]
 fn ci_neutralises_workflow_commands_forged_by_the_job() {
-    if !require("ci_neutralises_workflow_commands", "seccomp") {
-        return;
-    }
+    require!(Feature::Seccomp);
     let w = World::new();
     let report = w.report_dir().to_str().unwrap().to_owned();
     let ran = w.vetto(&[
@@ -848,36 +690,34 @@ fn ci_neutralises_workflow_commands_forged_by_the_job() {
         "-c",
         r#"echo "::set-env name=EVIL::1"; echo "::add-path::/tmp/evil"; printf "ok\n"; echo "  ::add-mask::x" >&2; echo "x ##[set-env name=A;]b" >&2; printf "no newline::"; exit 5"#,
     ]);
-    assert_eq!(ran.code, Some(5), "stderr: {}", ran.stderr);
-    let out = String::from_utf8(ran.stdout).unwrap();
+    assert_eq!(ran.status.code(), Some(5), "stderr: {}", ran.stderr());
+    let out = ran.stdout();
     assert_eq!(
         out,
         ":\u{200B}:set-env name=EVIL::1\n:\u{200B}:add-path::/tmp/evil\nok\nno newline::"
     );
-    for line in out.lines().chain(ran.stderr.lines()) {
+    for line in out.lines().chain(ran.stderr().lines()) {
         assert!(!runner_sees_command(line), "the runner would run {line:?}");
     }
     assert!(
-        ran.stderr.contains("  :\u{200B}:add-mask::x\n"),
+        ran.stderr().contains("  :\u{200B}:add-mask::x\n"),
         "{}",
-        ran.stderr
+        ran.stderr()
     );
     assert!(
-        ran.stderr.contains("x ##\u{200B}[set-env name=A;]b\n"),
+        ran.stderr().contains("x ##\u{200B}[set-env name=A;]b\n"),
         "{}",
-        ran.stderr
+        ran.stderr()
     );
 }
 
 /// `vetto run` does not touch the job's output (it is not a CI step).
 #[test]
 fn run_passes_output_through_untouched() {
-    if !require("run_passes_output_through_untouched", "seccomp") {
-        return;
-    }
+    require!(Feature::Seccomp);
     let w = World::new();
     let ran = w.vetto(&["run", "--", "sh", "-c", r#"echo "::add-path::/x"; exit 4"#]);
-    assert_eq!(ran.code, Some(4), "stderr: {}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(4), "stderr: {}", ran.stderr());
     assert_eq!(ran.stdout, b"::add-path::/x\n");
 }
 
@@ -885,9 +725,7 @@ fn run_passes_output_through_untouched() {
 /// the exit status kept.
 #[test]
 fn ci_copies_binary_output_byte_identical() {
-    if !require("ci_copies_binary_output_byte_identical", "seccomp") {
-        return;
-    }
+    require!(Feature::Seccomp);
     let w = World::new();
     let blob = binary_blob();
     w.write("project/blob", &blob);
@@ -902,10 +740,10 @@ fn ci_copies_binary_output_byte_identical() {
         "cat blob; cat blob >&2; exit 9",
     ]);
     assert_eq!(
-        ran.code,
+        ran.status.code(),
         Some(9),
         "stderr tail: {:?}",
-        ran.stderr.get(ran.stderr.len().saturating_sub(300)..)
+        ran.stderr().get(ran.stderr().len().saturating_sub(300)..)
     );
     assert!(
         ran.stdout == blob,
@@ -919,19 +757,21 @@ fn ci_copies_binary_output_byte_identical() {
 /// EPIPE and complaining — at every tier, and through `ci`'s copy too.
 #[test]
 fn the_job_dies_of_sigpipe_as_it_would_outside() {
-    if !require("the_job_dies_of_sigpipe_as_it_would_outside", "seccomp") {
-        return;
-    }
+    require!(Feature::Seccomp);
     let script = "(yes; echo \"yes:$?\" >&2) | head -n1 >/dev/null";
     let w = World::new();
-    let bare = run(w.command("sh", &["-c", script]));
-    assert!(bare.stderr.contains("yes:141"), "bare: {}", bare.stderr);
+    let bare = w.command("sh", &["-c", script]).run();
+    assert!(bare.stderr().contains("yes:141"), "bare: {}", bare.stderr());
     let report = w.report_dir().to_str().unwrap().to_owned();
     for args in [vec!["run"], vec!["ci", "--report-dir", &report]] {
         let mut args = args.clone();
         args.extend(["--", "sh", "-c", script]);
         let ran = w.vetto(&args);
-        assert!(ran.stderr.contains("yes:141"), "{args:?}: {}", ran.stderr);
+        assert!(
+            ran.stderr().contains("yes:141"),
+            "{args:?}: {}",
+            ran.stderr()
+        );
     }
 }
 
@@ -946,9 +786,7 @@ fn the_job_dies_of_sigpipe_as_it_would_outside() {
 /// stably across two identical runs. Runs as an unprivileged user.
 #[test]
 fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
-    if !require("ci_reports_every_attack", "seccomp_notify") {
-        return;
-    }
+    require!(Feature::SeccompNotify);
     let w = World::new();
     w.write(
         "project/package.json",
@@ -982,8 +820,8 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
             "init",
         ],
     ] {
-        let ran = run(w.command("git", args));
-        assert_eq!(ran.code, Some(0), "git {args:?}: {}", ran.stderr);
+        let ran = w.command("git", args).run();
+        assert_eq!(ran.status.code(), Some(0), "git {args:?}: {}", ran.stderr());
     }
     w.give_away(&w.project);
 
@@ -1002,10 +840,10 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
             "node_modules/evil/postinstall.sh",
         ]);
         assert_eq!(
-            ran.code,
+            ran.status.code(),
             Some(3),
             "passed with violations → 3\n{}",
-            ran.stderr
+            ran.stderr()
         );
         let sarif: Value =
             serde_json::from_slice(&std::fs::read(report.join("vetto.sarif")).unwrap()).unwrap();
@@ -1095,9 +933,7 @@ fn ci_reports_every_attack_of_a_malicious_postinstall_with_its_package() {
 /// user.
 #[test]
 fn ci_records_the_process_limit_being_reached() {
-    if !require("ci_records_the_process_limit", "seccomp") {
-        return;
-    }
+    require!(Feature::Seccomp);
     let w = World::new();
     let report = w.report_dir();
     let ran = w.vetto(&[
@@ -1123,7 +959,7 @@ fn ci_records_the_process_limit_being_reached() {
          \x20   except OSError:\n\
          \x20       time.sleep(0.01)\n",
     ]);
-    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr());
     let rules: Vec<String> = w
         .session_log()
         .iter()
@@ -1133,7 +969,7 @@ fn ci_records_the_process_limit_being_reached() {
     assert!(
         rules.iter().any(|r| r == "limit-procs"),
         "no limit-procs in {rules:?}\n{}",
-        ran.stderr
+        ran.stderr()
     );
     assert!(rules.iter().any(|r| r == "process-escaped"), "{rules:?}");
 }
@@ -1143,12 +979,10 @@ fn ci_records_the_process_limit_being_reached() {
 /// other attempts the policy would refuse. Runs as an unprivileged user.
 #[test]
 fn audit_records_what_the_policy_would_refuse_and_blocks_nothing() {
-    if !require("audit_records", "seccomp_notify") {
-        return;
-    }
+    require!(Feature::SeccompNotify);
     let w = World::new();
-    let ran = run(w.command("git", &["init", "-q"]));
-    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    let ran = w.command("git", &["init", "-q"]).run();
+    assert_eq!(ran.status.code(), Some(0), "git init: {}", ran.stderr());
     w.give_away(&w.project);
     let report = w.report_dir();
     let ran = w.vetto(&[
@@ -1163,11 +997,11 @@ fn audit_records_what_the_policy_would_refuse_and_blocks_nothing() {
         "-c",
         "echo planted > .git/hooks/pre-commit; unshare -Ur true; echo done",
     ]);
-    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr());
     assert!(
         w.project.join(".git/hooks/pre-commit").exists(),
         "--audit blocked the write\n{}",
-        ran.stderr
+        ran.stderr()
     );
     let observed: Vec<(String, String)> = w
         .session_log()
@@ -1194,12 +1028,10 @@ fn audit_records_what_the_policy_would_refuse_and_blocks_nothing() {
 /// an unprivileged user.
 #[test]
 fn suggest_turns_an_audited_session_into_a_policy_to_review() {
-    if !require("suggest_from_audit", "seccomp_notify") {
-        return;
-    }
+    require!(Feature::SeccompNotify);
     let w = World::new();
-    let ran = run(w.command("git", &["init", "-q"]));
-    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    let ran = w.command("git", &["init", "-q"]).run();
+    assert_eq!(ran.status.code(), Some(0), "git init: {}", ran.stderr());
     std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
     w.give_away(&w.home);
     w.give_away(&w.project);
@@ -1216,10 +1048,10 @@ fn suggest_turns_an_audited_session_into_a_policy_to_review() {
         "-c",
         "echo data > \"$HOME/.cache/tool/state\"; echo planted > .git/hooks/pre-push",
     ]);
-    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr());
     let log = report.join("session.jsonl");
     let suggested = w.vetto(&["policy", "suggest", log.to_str().unwrap()]);
-    assert_eq!(suggested.code, Some(0), "{}", suggested.stderr);
+    assert_eq!(suggested.status.code(), Some(0), "{}", suggested.stderr());
     let toml = String::from_utf8(suggested.stdout).unwrap();
     assert!(toml.contains("\"~/.cache/tool\""), "{toml}");
     assert!(
@@ -1232,7 +1064,12 @@ fn suggest_turns_an_audited_session_into_a_policy_to_review() {
     );
     let file = w.write("suggested.toml", toml.as_bytes());
     let checked = w.vetto(&["policy", "check", file.to_str().unwrap()]);
-    assert_eq!(checked.code, Some(0), "{}\n{toml}", checked.stderr);
+    assert_eq!(
+        checked.status.code(),
+        Some(0),
+        "{}\n{toml}",
+        checked.stderr()
+    );
 }
 
 /// A real `vetto ci` with violations, in a GitHub-Actions-like
@@ -1244,20 +1081,10 @@ fn suggest_turns_an_audited_session_into_a_policy_to_review() {
 #[test]
 fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_information() {
     let test = "a_real_ci_run_reports_violations_github_accepts_and_withholding_as_information";
-    if !require(test, "seccomp_notify") || host()["landlock_abi"].as_u64().unwrap_or(0) < 6 {
-        assert!(
-            !std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|l| l.contains("landlock")),
-            "{test}: VETTO_TEST_REQUIRE promises Landlock, the host lacks ABI 6"
-        );
-        skip::say(
-            test,
-            "FS-ONLY needs Landlock ABI 6 and seccomp user notification",
-        );
-        return;
-    }
+    require!(Feature::FsOnly);
     let w = World::new();
-    let ran = run(w.command("git", &["init", "-q"]));
-    assert_eq!(ran.code, Some(0), "git init: {}", ran.stderr);
+    let ran = w.command("git", &["init", "-q"]).run();
+    assert_eq!(ran.status.code(), Some(0), "git init: {}", ran.stderr());
     std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
     w.give_away(&w.home);
     w.give_away(&w.project);
@@ -1266,7 +1093,7 @@ fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_informatio
     std::fs::create_dir_all(&files).unwrap();
     w.give_away(&files);
     let mut cmd = w.command(
-        env!("CARGO_BIN_EXE_vetto"),
+        util::vetto_bin(),
         &[
             "ci",
             // FS-ONLY names a denied creation (FULL's home has no `~/.cache`).
@@ -1287,23 +1114,23 @@ fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_informatio
         "GITHUB_STATE",
         "GITHUB_STEP_SUMMARY",
     ] {
-        cmd.env(var, files.join(var.to_lowercase()));
+        cmd = cmd.env(var, files.join(var.to_lowercase()));
     }
-    let ran = run(cmd);
+    let ran = cmd.run();
     assert_eq!(
-        ran.code,
+        ran.status.code(),
         Some(3),
         "a violation, --fail-on violation:\n{}",
-        ran.stderr
+        ran.stderr()
     );
     sarif::assert_github_accepts(test, &report.join("vetto.sarif"));
 
-    let said: Vec<&str> = ran
-        .stderr
+    let stderr = ran.stderr();
+    let said: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("GITHUB_ENV"))
         .collect();
-    assert_eq!(said.len(), 1, "said once:\n{}", ran.stderr);
+    assert_eq!(said.len(), 1, "said once:\n{}", ran.stderr());
     assert!(
         said[0].starts_with("vetto: withheld 5 variable(s)"),
         "{}",
@@ -1336,12 +1163,12 @@ fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_informatio
     );
     // The denial, named with its rule and the flag that allows it.
     assert!(
-        ran.stderr
+        ran.stderr()
             .lines()
             .any(|l| l.contains("fs-write-denied ~/.cache/tool/state")
                 && l.contains("to allow: --allow-write ~/.cache/tool  (policy: [filesystem] write = [\"~/.cache/tool\"])")),
         "{}",
-        ran.stderr
+        ran.stderr()
     );
 }
 
@@ -1350,9 +1177,7 @@ fn a_real_ci_run_reports_violations_github_accepts_and_withholding_as_informatio
 /// unprivileged user.
 #[test]
 fn audit_fails_the_job_only_when_fail_on_is_given() {
-    if !require("audit_fail_on", "seccomp_notify") {
-        return;
-    }
+    require!(Feature::SeccompNotify);
     let w = World::new();
     std::fs::create_dir_all(w.home.join(".cache/tool")).unwrap();
     w.give_away(&w.home);
@@ -1368,8 +1193,12 @@ fn audit_fails_the_job_only_when_fail_on_is_given() {
     ];
     args.extend(job);
     let ran = w.vetto(&args);
-    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
-    assert!(ran.stderr.contains("would have refused"), "{}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr());
+    assert!(
+        ran.stderr().contains("would have refused"),
+        "{}",
+        ran.stderr()
+    );
     let mut args = vec![
         "ci",
         "--audit",
@@ -1381,5 +1210,5 @@ fn audit_fails_the_job_only_when_fail_on_is_given() {
     ];
     args.extend(job);
     let ran = w.vetto(&args);
-    assert_eq!(ran.code, Some(3), "{}", ran.stderr);
+    assert_eq!(ran.status.code(), Some(3), "{}", ran.stderr());
 }

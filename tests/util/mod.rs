@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod sarif;
 pub mod skip;
 
 /// Upper bound for any single command; reaching it fails the test.
@@ -189,7 +190,8 @@ fn chown_to_user(path: &Path) {
     }
 }
 
-fn chown_tree(path: &Path) {
+/// Give `path` and everything below it (links not followed) to the test user.
+pub fn chown_tree(path: &Path) {
     chown_to_user(path);
     if path.is_dir() && !path.is_symlink() {
         for e in std::fs::read_dir(path).unwrap() {
@@ -261,6 +263,10 @@ pub enum Feature {
     Userns,
     /// Seccomp user notification with WAIT_KILLABLE_RECV.
     SeccompNotify,
+    /// A seccomp filter (the SECCOMP tier; notification not needed).
+    Seccomp,
+    /// FUSE usable by the test user (FULL's secret traps).
+    Fuse,
     /// The FS-ONLY tier: Landlock ABI ≥ 6 (signal and abstract-socket
     /// scoping) plus seccomp user notification.
     FsOnly,
@@ -294,6 +300,9 @@ impl Feature {
 struct HostFacts {
     /// `host.cgroup_memory` of `vetto doctor --json`.
     cgroup_memory: Value,
+    /// `host.seccomp` and `host.fuse` of `vetto doctor --json`.
+    seccomp: Result<(), String>,
+    fuse: Result<(), String>,
     landlock_abi: u8,
     userns: Result<(), String>,
     seccomp_notify: Result<(), String>,
@@ -315,12 +324,19 @@ fn host_facts() -> &'static HostFacts {
             timeout: DEFAULT_TIMEOUT,
         }
         .run();
-        let cgroup_memory = serde_json::from_slice::<Value>(&doctor.stdout)
-            .ok()
-            .and_then(|d| d.pointer("/host/cgroup_memory").cloned())
+        let doctor = serde_json::from_slice::<Value>(&doctor.stdout).unwrap_or(Value::Null);
+        let cgroup_memory = doctor
+            .pointer("/host/cgroup_memory")
+            .cloned()
             .unwrap_or(Value::Null);
+        let state = |key: &str| match doctor.pointer(&format!("/host/{key}/state")) {
+            Some(Value::String(s)) if s == "available" => Ok(()),
+            other => Err(format!("vetto doctor says {key}: {other:?}")),
+        };
         HostFacts {
             cgroup_memory,
+            seccomp: state("seccomp"),
+            fuse: state("fuse"),
             landlock_abi,
             userns: as_result(probe_bare_anywhere(&["unshare-user"])),
             seccomp_notify: as_result(probe_bare_anywhere(&["seccomp-notify"])),
@@ -367,6 +383,8 @@ pub fn check(f: Feature) -> Result<(), String> {
                 .seccomp_notify
                 .clone()
                 .map_err(|e| format!("seccomp user notification unavailable: {e}"))?,
+            Feature::Seccomp => facts.seccomp.clone()?,
+            Feature::Fuse => facts.fuse.clone()?,
             Feature::X86_64 => {
                 if !cfg!(target_arch = "x86_64") {
                     return Err("needs an x86_64 host".into());
@@ -392,23 +410,22 @@ pub fn required(f: Feature) -> bool {
     std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| required_in(&list, f))
 }
 
-/// [`required`] for a given `VETTO_TEST_REQUIRE` value.
+/// [`required`] for a given `VETTO_TEST_REQUIRE` value (read by
+/// [`skip::listed_in`], the one parser).
 pub fn required_in(list: &str, f: Feature) -> bool {
-    let items: Vec<&str> = list.split(',').map(str::trim).collect();
-    items.contains(&"all")
-        || f.parts().into_iter().any(|part| {
-            items.iter().any(|item| match part {
-                Feature::LandlockAbi(n) => item
-                    .strip_prefix("landlock-abi>=")
-                    .and_then(|v| v.parse::<u8>().ok())
-                    .is_some_and(|promised| promised >= n),
-                Feature::Userns => *item == "userns",
-                Feature::SeccompNotify => *item == "seccomp-notify",
-                Feature::X86_64 => *item == "x86_64",
-                Feature::CgroupV2Memory => *item == "cgroup-v2-memory",
-                Feature::FsOnly | Feature::Full => false,
-            })
-        })
+    f.parts().into_iter().any(|part| {
+        let name = match part {
+            Feature::LandlockAbi(n) => format!("landlock-abi>={n}"),
+            Feature::Userns => "userns".into(),
+            Feature::SeccompNotify => "seccomp-notify".into(),
+            Feature::Seccomp => "seccomp".into(),
+            Feature::Fuse => "fuse".into(),
+            Feature::X86_64 => "x86_64".into(),
+            Feature::CgroupV2Memory => "cgroup-v2-memory".into(),
+            Feature::FsOnly | Feature::Full => return false,
+        };
+        skip::listed_in(list, &name)
+    })
 }
 
 #[test]
@@ -424,6 +441,13 @@ fn require_list_escalates_exactly_the_promised_features() {
     assert!(required_in("all", Feature::X86_64));
     assert!(required_in(ci, Feature::Full));
     assert!(!required_in("landlock-abi>=6", Feature::Userns));
+    assert!(required_in(" seccomp-notify ,", Feature::Seccomp));
+    assert!(!required_in("seccomp", Feature::SeccompNotify));
+    assert!(required_in("userns,fuse", Feature::Fuse));
+    assert!(!required_in("fuse-t", Feature::Fuse));
+    assert!(skip::listed_in("landlock-abi>=6", "landlock"));
+    assert!(!skip::listed_in("landlockish", "landlock"));
+    assert!(!skip::listed_in(",,", "all"));
 }
 
 /// Not a test: the body of `skip_lines_are_visible_without_nocapture`'s
@@ -607,8 +631,7 @@ pub fn violation_lines(log: &str) -> Vec<&str> {
 }
 
 pub fn required_by_name(name: &str) -> bool {
-    std::env::var("VETTO_TEST_REQUIRE")
-        .is_ok_and(|l| l.split(',').map(str::trim).any(|i| i == name || i == "all"))
+    skip::listed(name)
 }
 
 // ───────────────────────────── running commands ─────────────────────────────
@@ -829,6 +852,26 @@ pub struct Run {
 }
 
 impl Run {
+    /// `program ARGS…` as the test user in `cwd`, with exactly `env`.
+    pub fn new(
+        program: impl AsRef<OsStr>,
+        args: &[&str],
+        cwd: &Path,
+        env: &[(&str, &OsStr)],
+    ) -> Run {
+        let mut argv = vec![program.as_ref().to_owned()];
+        argv.extend(args.iter().map(OsString::from));
+        Run {
+            argv,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            cwd: cwd.to_path_buf(),
+            stdin: None,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
     pub fn env(mut self, k: &str, v: impl AsRef<OsStr>) -> Self {
         self.env.insert(k.to_owned(), v.as_ref().to_owned());
         self

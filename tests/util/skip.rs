@@ -8,7 +8,51 @@
 //! test's outcome. (The test `skip_lines_are_visible_without_nocapture` in
 //! `util` shows both.)
 
+#![allow(
+    dead_code,
+    reason = "every test binary and the library's probe tests include this file; each uses part of it"
+)]
+
 use std::io::Write;
+
+/// Whether `VETTO_TEST_REQUIRE` lists `name`: a test that lacks it must
+/// fail rather than SKIP.
+pub fn listed(name: &str) -> bool {
+    std::env::var("VETTO_TEST_REQUIRE").is_ok_and(|list| listed_in(&list, name))
+}
+
+/// The one reading of `VETTO_TEST_REQUIRE`, for every test binary:
+/// names separated by commas, blanks around them and empty entries
+/// ignored. `all` lists every name; `landlock-abi>=N` lists `landlock`
+/// and each `landlock-abi>=M` with M ≤ N; `seccomp-notify` lists
+/// `seccomp` (notification is a filter's). Names are compared exactly.
+pub fn listed_in(list: &str, name: &str) -> bool {
+    items(list).any(|item| {
+        item == "all"
+            || item == name
+            || (name == "seccomp" && item == "seccomp-notify")
+            || landlock_abi(item).is_some_and(|promised| match name {
+                "landlock" => promised >= 1,
+                _ => landlock_abi(name).is_some_and(|wanted| promised >= wanted),
+            })
+    })
+}
+
+/// The highest Landlock ABI `VETTO_TEST_REQUIRE` promises (`all`: 1, that
+/// Landlock is there at all); `None`: none.
+pub fn listed_landlock_abi() -> Option<u8> {
+    let list = std::env::var("VETTO_TEST_REQUIRE").unwrap_or_default();
+    let named = items(&list).filter_map(landlock_abi).max();
+    named.or_else(|| items(&list).any(|i| i == "all").then_some(1))
+}
+
+fn items(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|i| !i.is_empty())
+}
+
+fn landlock_abi(item: &str) -> Option<u8> {
+    item.strip_prefix("landlock-abi>=")?.parse().ok()
+}
 
 /// Say that `test` was skipped and why, on the real stderr.
 pub fn say(test: &str, reason: &str) {
@@ -36,10 +80,6 @@ pub fn say(test: &str, reason: &str) {
 /// | `vsock` | a vsock that reaches a hypervisor's host bare (a VM runner) | attacks::vsock |
 /// | `host-address` | a non-loopback address of the host (a destination outside FULL's namespace) | attacks::egress |
 /// | `resolv-conf` | `/etc/resolv.conf` is a file (or a link naming 127.0.0.53), which FULL replaces with its DNS stub's | guidance::a_refused_lookup_with_the_network_off_names_the_host |
-#[allow(
-    dead_code,
-    reason = "other test binaries include this file for `say` alone"
-)]
 pub fn tool_missing(tool: &str) -> Option<String> {
     let found = std::process::Command::new("sh")
         .args(["-c", "command -v \"$1\" >/dev/null", "sh", tool])
