@@ -681,6 +681,14 @@ pub type HostPort = (String, Option<u16>);
 /// git over HTTPS and release uploads; the agent presets' model APIs at
 /// their vendors' default hosts (a base-URL override names its own:
 /// `NAME@HOST`).
+/// The hosts the recipe for `name` names, if there is one.
+pub fn secret_recipe(name: &str) -> Option<&'static [&'static str]> {
+    SECRET_RECIPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, hosts)| *hosts)
+}
+
 pub const SECRET_RECIPES: &[(&str, &[&str])] = &[
     (
         "GITHUB_TOKEN",

@@ -15,7 +15,7 @@
 //! proxy refused for its own reasons (an SNI that disagreed, no
 //! credential, a malformed request) are never suggested.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -46,6 +46,11 @@ struct Needs {
     presets: BTreeMap<&'static str, crate::policy::markers::Suggestion>,
     /// Vetto-owned caches for denied writes in a host cache → (count, who).
     caches: BTreeMap<Cache, (u64, String)>,
+    /// Withheld credentials whose recipe names hosts the job contacted →
+    /// those hosts (`[secrets]`).
+    secrets: BTreeMap<String, BTreeSet<String>>,
+    /// Withheld names with no contacted host known for them.
+    withheld: BTreeSet<String>,
 }
 
 /// A TOML policy for the sessions' logs (review it before use). The
@@ -77,6 +82,7 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
         })
         .collect();
     connections(&mut needs, &conns);
+    withheld_secrets(&mut needs, logs, &conns);
     for log in logs {
         let roots = log.start().map(|s| s.roots()).unwrap_or_default();
         let guarded = log.start().map(protections).unwrap_or_default();
@@ -156,6 +162,41 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
         }
     }
     render(&needs, logs.len())
+}
+
+/// Credentials the sessions withheld from the job: one whose recipe
+/// (`--secret NAME`) names a host the job contacted becomes a `[secrets]`
+/// entry for those hosts — the job then holds a placeholder, and vetto's
+/// proxy puts the value in its requests to them only; any other is
+/// listed, for the user who knows which host it is for.
+fn withheld_secrets(needs: &mut Needs, logs: &[SessionLog], conns: &[&Connection]) {
+    let contacted: BTreeSet<String> = conns
+        .iter()
+        .filter(|c| c.via != ConnVia::Dns && c.reason != ConnReason::DeniedByRule)
+        .filter_map(|c| c.host.as_deref())
+        .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+        .collect();
+    let names = logs
+        .iter()
+        .filter_map(|l| l.start())
+        .flat_map(|s| s.withheld_env.iter())
+        // The CI command-file variables are withheld as files the job must
+        // not write, not as credentials.
+        .filter(|n| !crate::policy::merge::CI_CONTROL_VARS.contains(&n.as_str()));
+    for name in names {
+        let hosts: BTreeSet<String> = crate::policy::validate::secret_recipe(name)
+            .unwrap_or_default()
+            .iter()
+            .filter(|h| contacted.contains(**h))
+            .map(|h| (*h).to_owned())
+            .collect();
+        if hosts.is_empty() {
+            needs.withheld.insert(name.clone());
+        } else {
+            needs.secrets.entry(name.clone()).or_default().extend(hosts);
+        }
+    }
+    needs.withheld.retain(|n| !needs.secrets.contains_key(n));
 }
 
 /// Who made a connection, for a comment.
@@ -610,6 +651,7 @@ fn render(needs: &Needs, sessions: usize) -> String {
         }
         let _ = writeln!(out, "]");
     }
+    secrets_section(&mut out, needs, allow.is_empty() && needs.network.is_some());
     if !needs.refused.is_empty() {
         let _ = writeln!(out, "\n# Seen, and deliberately not suggested:");
         for (what, count) in needs.refused.iter().take(MAX_REFUSED) {
@@ -621,6 +663,50 @@ fn render(needs: &Needs, sessions: usize) -> String {
         }
     }
     out
+}
+
+/// The `[secrets]` part of [`render`]; `host_mode`: the suggestion says
+/// `mode = "host"`, which a `[secrets]` table may not sit beside.
+fn secrets_section(out: &mut String, needs: &Needs, host_mode: bool) {
+    // Names are the job's environment's: only a valid TOML bare key is
+    // written as one (the rest cannot be a secret's name anyway).
+    let bare = |n: &str| !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let entries: Vec<(&String, &BTreeSet<String>)> =
+        needs.secrets.iter().filter(|(n, _)| bare(n)).collect();
+    if !entries.is_empty() {
+        let lead = if host_mode { "# " } else { "" };
+        let _ = writeln!(
+            out,
+            "\n# Withheld from the job, and the job contacted the hosts they are for. With\n\
+             # these the job holds placeholders, and vetto's proxy puts each value in HTTPS\n\
+             # requests to those hosts only (docs/network.md)."
+        );
+        if host_mode {
+            let _ = writeln!(
+                out,
+                "# (Commented out: `[secrets]` needs filtered egress, not mode = \"host\".)"
+            );
+        }
+        let _ = writeln!(out, "{lead}[secrets]");
+        for (name, hosts) in entries {
+            let list: Vec<String> = hosts
+                .iter()
+                .map(|h| format!("\"{}\"", toml_basic(h)))
+                .collect();
+            let _ = writeln!(out, "{lead}{name} = [{}]", list.join(", "));
+        }
+    }
+    let rest: Vec<&String> = needs.withheld.iter().filter(|n| bare(n)).collect();
+    if !rest.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n# Withheld from the job, with no host known for them: if the job needs one,\n\
+             # give it as a placeholder for the host it is for (`--secret NAME@HOST`):"
+        );
+        for name in rest.iter().take(MAX_REFUSED) {
+            let _ = writeln!(out, "#   {name}");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -700,6 +786,42 @@ mod tests {
             "{toml}"
         );
         assert!(toml.contains("×5, by /usr/bin/npm"), "{toml}");
+        assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
+    }
+
+    /// A credential the job was denied, for a host it contacted, is
+    /// suggested as a placeholder for that host (never as a pass-through);
+    /// one with no known host is listed; the CI command-file variables and
+    /// names that are no TOML key are neither.
+    #[test]
+    fn a_withheld_token_for_a_contacted_host_becomes_a_secret_for_that_host_only() {
+        use crate::events::Event;
+        let mut events = audited_egress();
+        for e in &mut events {
+            if let Event::SessionStart(s) = e {
+                s.withheld_env = ["GITHUB_ENV", "NPM_TOKEN", "GITHUB_TOKEN", "X\"]\n[env]"]
+                    .map(String::from)
+                    .to_vec();
+            }
+        }
+        let toml = suggest(&[SessionLog::parse(&fixture::to_jsonl(&events))]);
+        let parsed: toml::Table = toml::from_str(&toml).unwrap_or_default();
+        let secrets = parsed.get("secrets").and_then(|s| s.as_table());
+        assert_eq!(
+            secrets.map(|t| t.keys().cloned().collect::<Vec<_>>()),
+            Some(vec!["GITHUB_TOKEN".to_owned()]),
+            "{toml}"
+        );
+        assert_eq!(
+            secrets
+                .and_then(|t| t.get("GITHUB_TOKEN"))
+                .map(ToString::to_string),
+            Some("[\"github.com\"]".to_owned()),
+            "only the contacted host of the recipe's: {toml}"
+        );
+        assert!(toml.contains("#   NPM_TOKEN"), "{toml}");
+        assert!(!toml.contains("GITHUB_ENV"), "{toml}");
+        assert!(!toml.contains("[env]"), "{toml}");
         assert!(crate::policy::check_text(&toml).is_ok(), "{toml}");
     }
 
