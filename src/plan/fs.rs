@@ -6,9 +6,17 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::{Access, FsRule};
+use crate::policy::FsRule;
 // The decision rule lives with the policy; the plan applies it.
-pub use crate::policy::paths::{beneath, decide, decide_rule};
+pub use crate::policy::Access;
+pub use crate::policy::paths::{beneath, decide, decide_rule, normalise_abs};
+
+/// Whether the policy's rules (the longest match decides) make `path`
+/// writable: what the notification server asks of them for a creation
+/// outside the carved directories, a socket's path and a metadata change.
+pub fn writable<'a>(rules: impl IntoIterator<Item = (&'a Path, Access)>, path: &Path) -> bool {
+    matches!(decide(rules, path), Some((Access::Write, _)))
+}
 
 /// Landlock filesystem access rights, with the kernel's bit values
 /// (`LANDLOCK_ACCESS_FS_*`, stable UAPI).

@@ -18,6 +18,7 @@ pub mod fs;
 pub mod memory;
 pub mod mounts;
 pub mod net;
+pub mod notify;
 pub mod refusal;
 pub mod seatbelt;
 pub mod syscalls;

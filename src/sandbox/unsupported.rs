@@ -190,7 +190,7 @@ pub mod notify_server {
     use std::sync::mpsc::Sender;
 
     use crate::plan::fs::NotifyPlan;
-    use crate::supervisor::notify::NotifyEvent;
+    use crate::plan::notify::NotifyEvent;
 
     #[derive(Debug)]
     pub struct NotifyServer {
@@ -239,7 +239,7 @@ pub mod notify_server {
         _listener: OwnedFd,
         _plan: &NotifyPlan,
         _shares: Option<std::sync::Arc<super::memory::Shares>>,
-        _egress: Option<std::sync::Arc<dyn crate::supervisor::notify::EgressBroker>>,
+        _egress: Option<std::sync::Arc<dyn crate::plan::notify::EgressBroker>>,
         _events: Sender<NotifyEvent>,
     ) -> io::Result<NotifyServer> {
         Err(io::Error::new(

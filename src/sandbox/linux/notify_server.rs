@@ -50,9 +50,8 @@ use super::notify::{
     self as sys, Call, FileFacts, Listener, Notif, PATH_MAX, SOCKADDR_MAX, SOCKADDR_UN_LEN,
     SUN_PATH_OFFSET, consts as c, resolve,
 };
-use crate::plan::fs::{NetConnect, NotifyPlan, decide};
-use crate::policy::Access;
-use crate::supervisor::notify::{Decision, EgressBroker, NotifyEvent, Reason};
+use crate::plan::fs::{Access, NetConnect, NotifyPlan, beneath, normalise_abs, writable};
+use crate::plan::notify::{Decision, EgressBroker, NotifyEvent, Reason, is_violation};
 
 /// Threads receiving on the listener: one slow call does not stall the rest.
 const WORKERS: usize = 3;
@@ -720,29 +719,10 @@ impl Shared {
         events: &Sender<NotifyEvent>,
     ) {
         let l = &self.listener;
-        // Who did it, read while the thread is still blocked in the call
-        // (only for violations: the common answers stay cheap).
-        let violating = matches!(
-            answer,
-            Answer::Errno(_, Decision::Denied(_), _)
-                | Answer::Continue(
-                    Reason::Protected
-                        | Reason::OutsidePolicy
-                        | Reason::Forbidden
-                        | Reason::WouldDeny
-                        | Reason::NestedGit
-                        | Reason::MetadataOutside
-                )
-                | Answer::Value(_, Reason::WouldDeny)
-                | Answer::Errno(_, _, Reason::WouldDeny)
-                | Answer::Unreachable(_)
-                | Answer::Refused(_)
-        );
         let addr = match answer {
             Answer::Unreachable(to) | Answer::Refused(to) => Some(to),
             _ => None,
         };
-        let process = violating.then(|| self.describe(n.tid));
         let (decision, reason) = match &answer {
             Answer::Drop => return,
             Answer::Unreachable(_) => (Decision::Denied(c::ENETUNREACH), Reason::Egress),
@@ -752,6 +732,9 @@ impl Shared {
             Answer::Value(_, reason) => (Decision::Emulated, *reason),
             Answer::Fd { reason, .. } => (Decision::Emulated, *reason),
         };
+        // Who did it, read while the thread is still blocked in the call
+        // (only for violations: the common answers stay cheap).
+        let process = is_violation(decision, reason).then(|| self.describe(n.tid));
         // Recorded before it is answered: once answered, the job runs on
         // and may end, and the supervisor takes the job's end for "every
         // decision is in" — an event sent after the answer could miss the
@@ -1704,9 +1687,9 @@ impl Shared {
                 Err(_) => return (answer, None),
             }
         };
-        let target = crate::policy::paths::normalise_abs(&absolute);
+        let target = normalise_abs(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        if matches!(decide(rules, &target), Some((Access::Write, _))) {
+        if writable(rules, &target) {
             if let (Some(k), None) = (known, remembered) {
                 self.learn_writable(k, &target);
             }
@@ -1748,7 +1731,7 @@ impl Shared {
         let rules = self.resolved_rules();
         if rules
             .iter()
-            .any(|(p, _)| p.as_path() != dir && crate::policy::paths::beneath(p, dir))
+            .any(|(p, _)| p.as_path() != dir && beneath(p, dir))
         {
             return false;
         }
@@ -2367,7 +2350,7 @@ impl Shared {
             return false;
         }
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        matches!(decide(rules, real), Some((Access::Write, _)))
+        writable(rules, real)
     }
 
     fn resolved_rules(&self) -> &[(PathBuf, Access)] {

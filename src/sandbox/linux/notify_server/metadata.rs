@@ -20,9 +20,8 @@ use std::path::{Path, PathBuf};
 
 use super::{Answer, Shared, start_dir, sys};
 use super::{Notif, PATH_MAX, c, resolve};
-use crate::plan::fs::decide;
-use crate::policy::Access;
-use crate::supervisor::notify::{Decision, Reason};
+use crate::plan::fs::writable;
+use crate::plan::notify::{Decision, Reason};
 
 /// What the call changes, as the supervisor's own copy.
 #[derive(Debug, Clone, Copy)]
@@ -338,7 +337,7 @@ impl Shared {
             return facts.nlink == 0;
         }
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        if !matches!(decide(rules, real), Some((Access::Write, _))) {
+        if !writable(rules, real) {
             return false;
         }
         // A carved directory itself (the project root, `.git`): its
@@ -378,7 +377,7 @@ impl Shared {
 mod tests {
     use super::super::Listener;
     use super::*;
-    use crate::plan::fs::{CarvedDir, NotifyPlan};
+    use crate::plan::fs::{Access, CarvedDir, NotifyPlan};
 
     #[test]
     fn only_writable_unprotected_targets_may_change() {
