@@ -13,9 +13,9 @@ use crate::events::log::EventSink;
 use crate::events::{ConnDecision, Connection, Event};
 use crate::plan::Plan;
 use crate::plan::net::{EgressPlan, NETNS_PROXY_PORT, NETNS_REDIRECT_PORT, proxy_vars};
+use crate::plan::notify::EgressBroker;
 use crate::policy::{NetPolicy, Policy};
 use crate::proxy::{self, ListenerKind, Original, Proxy};
-use crate::plan::notify::EgressBroker;
 
 /// Denied destinations kept for the end-of-session line.
 const SAID_MAX: usize = 64;
