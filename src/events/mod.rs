@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Tier;
+use crate::tier::Tier;
 
 pub mod log;
 pub mod rule_id;

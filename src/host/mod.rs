@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Tier;
+use crate::tier::Tier;
 
 mod probe;
 

@@ -584,7 +584,7 @@ mod test_require;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Tier;
+    use crate::tier::Tier;
 
     fn facts<'a>(
         apparmor_label: &'a dyn Fn() -> Option<String>,

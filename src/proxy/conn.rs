@@ -339,7 +339,7 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         return;
     }
     let end = loop {
-        if let Some(end) = http::head_end(&buf) {
+        if let Some(end) = super::wire::head_end(&buf) {
             break end;
         }
         match read_some(shared, &mut client, &mut buf, max).await {

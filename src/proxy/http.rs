@@ -3,7 +3,7 @@
 //! folding, no conflicting message framing), bounded by the caller's buffer.
 //! Only the head is parsed; a body is streamed, never buffered.
 
-use super::upstream::split_host_port;
+use super::wire::split_host_port;
 
 /// A parsed request head.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,11 +13,6 @@ pub(crate) struct Head {
     /// `HTTP/1.0` or `HTTP/1.1`.
     pub version: &'static str,
     pub headers: Vec<(String, String)>,
-}
-
-/// Where the head ends (the index just past `\r\n\r\n`), if it does.
-pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
 fn is_tchar(b: u8) -> bool {
@@ -482,47 +477,10 @@ pub(crate) fn response(status: u16, reason: &str, extra: &str) -> Vec<u8> {
         .into_bytes()
 }
 
-/// Standard base64 with padding (for `Basic` credentials).
-pub(crate) fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc4648_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-            ("fooba", "Zm9vYmE="),
-            ("foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o);
-        }
-    }
 
     #[test]
     fn parses_a_connect_request() {
@@ -668,11 +626,5 @@ mod tests {
             let head = format!("POST http://a.test/ HTTP/1.1\r\nTransfer-Encoding: {te}\r\n\r\n");
             assert!(parse_head(head.as_bytes()).is_err(), "{te}");
         }
-    }
-
-    #[test]
-    fn head_end_finds_the_blank_line() {
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\nbody"), Some(18));
-        assert_eq!(head_end(b"GET / HTTP/1.1\r\n"), None);
     }
 }

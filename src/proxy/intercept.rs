@@ -275,7 +275,7 @@ impl Interceptor {
                     if swapped == decoded {
                         swap(value)
                     } else {
-                        format!("Basic {}", http::base64(swapped.as_bytes()))
+                        format!("Basic {}", super::wire::base64(swapped.as_bytes()))
                     }
                 }
                 None => swap(value),
@@ -627,7 +627,7 @@ where
     loop {
         // The head.
         let end = loop {
-            if let Some(end) = http::head_end(&buf) {
+            if let Some(end) = super::wire::head_end(&buf) {
                 break end;
             }
             if buf.len() > max {
@@ -831,7 +831,7 @@ where
     };
     loop {
         let end = loop {
-            if let Some(end) = http::head_end(&buf) {
+            if let Some(end) = super::wire::head_end(&buf) {
                 break Some(end);
             }
             if buf.len() > max {
@@ -994,14 +994,14 @@ mod tests {
             vec![],
         )
         .unwrap();
-        let basic = http::base64(b"x-access-token:ghp_PLACEHOLDER2");
+        let basic = crate::proxy::wire::base64(b"x-access-token:ghp_PLACEHOLDER2");
         let h = head(&format!(
             "GET /o/r.git/info/refs HTTP/1.1\r\nHost: github.test\r\nAuthorization: Basic {basic}\r\n\r\n"
         ));
         let (bytes, used) = icp.inject(&h, "github.test", 443);
         let text = String::from_utf8(bytes).unwrap();
         assert_eq!(used, ["GH"]);
-        let expected = http::base64(b"x-access-token:ghp_VALUE2");
+        let expected = crate::proxy::wire::base64(b"x-access-token:ghp_VALUE2");
         assert!(
             text.contains(&format!("Authorization: Basic {expected}\r\n")),
             "{text}"

@@ -29,6 +29,7 @@ mod socks;
 #[cfg(test)]
 mod tests;
 mod upstream;
+mod wire;
 
 use std::collections::HashMap;
 use std::io;
@@ -268,7 +269,7 @@ impl Proxy {
             upstream: config.upstream,
             auth_token: format!(
                 "Basic {}",
-                http::base64(format!("vetto:{credential}").as_bytes())
+                wire::base64(format!("vetto:{credential}").as_bytes())
             ),
             credential,
             sink,

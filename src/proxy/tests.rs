@@ -75,7 +75,7 @@ impl Harness {
     fn token(&self) -> String {
         format!(
             "Basic {}",
-            http::base64(format!("vetto:{}", self.proxy.credential()).as_bytes())
+            super::wire::base64(format!("vetto:{}", self.proxy.credential()).as_bytes())
         )
     }
 
@@ -145,7 +145,7 @@ fn tls() -> Tls {
 async fn read_head<R: AsyncReadExt + Unpin>(s: &mut R) -> String {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
-    while http::head_end(&head).is_none() {
+    while super::wire::head_end(&head).is_none() {
         match s.read(&mut b).await {
             Ok(1) => head.push(b[0]),
             _ => break,
@@ -418,7 +418,7 @@ fn the_proxy_refuses_a_client_without_the_session_credential() {
     let target = format!("allowed.test:{port}");
     let heads = h.run(async {
         echo_server(l).await;
-        let wrong = format!("Basic {}", http::base64(b"vetto:guess"));
+        let wrong = format!("Basic {}", super::wire::base64(b"vetto:guess"));
         let mut heads = Vec::new();
         for auth in [None, Some(wrong.as_str()), Some("Basic"), Some("Bearer x")] {
             heads.push(connect(h.addr, &target, auth).await.1);

@@ -46,14 +46,14 @@ impl Upstream {
             Some((u, h)) => (Some(u), h),
             None => (None, authority),
         };
-        let (host, port) = split_host_port(hostport).ok_or_else(bad)?;
+        let (host, port) = super::wire::split_host_port(hostport).ok_or_else(bad)?;
         let port = port.unwrap_or(80);
         if host.is_empty() || port == 0 {
             return Err(bad());
         }
         let authorization = userinfo.map(|u| {
             let decoded = percent_decode(u);
-            format!("Basic {}", super::http::base64(&decoded))
+            format!("Basic {}", super::wire::base64(&decoded))
         });
         Ok(Upstream {
             host: host.to_string(),
@@ -101,7 +101,7 @@ pub(crate) async fn connect(
     // Read byte by byte up to the blank line, so nothing of the tunnel is
     // consumed; the head is small and this happens once per connection.
     let mut head = Vec::new();
-    while super::http::head_end(&head).is_none() {
+    while super::wire::head_end(&head).is_none() {
         if head.len() >= limits.max_header_bytes {
             return Err(Error::other("upstream response head too large"));
         }
@@ -126,23 +126,6 @@ pub(crate) async fn connect(
         Some(200..=299) => Ok(s),
         Some(code) => Err(Error::other(format!("upstream answered {code} to CONNECT"))),
         None => Err(Error::other("upstream answered with no status")),
-    }
-}
-
-/// `host:port`, `[v6]:port`, `host`.
-pub(crate) fn split_host_port(s: &str) -> Option<(&str, Option<u16>)> {
-    if let Some(rest) = s.strip_prefix('[') {
-        let (host, after) = rest.split_once(']')?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':')?.parse().ok()?),
-        };
-        return Some((host, port));
-    }
-    match s.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') => Some((h, Some(p.parse().ok()?))),
-        Some(_) => None,
-        None => Some((s, None)),
     }
 }
 
@@ -190,7 +173,7 @@ mod tests {
         assert_eq!((u.host.as_str(), u.port), ("proxy.corp", 3128));
         assert_eq!(
             u.authorization.as_deref(),
-            Some(format!("Basic {}", crate::proxy::http::base64(b"alice:p@ss")).as_str())
+            Some(format!("Basic {}", crate::proxy::wire::base64(b"alice:p@ss")).as_str())
         );
         assert!(!format!("{u:?}").contains("alice"));
         assert_eq!(Upstream::parse("proxy:8080").unwrap().port, 8080);

@@ -12,7 +12,7 @@ use crate::events::{
     SessionStart, Target, Timestamp, Violation,
 };
 use crate::exit::Outcome;
-use crate::plan::Tier;
+use crate::tier::Tier;
 
 pub const T0: u64 = 1_767_225_600_000; // 2026-01-01T00:00:00Z
 pub const PROJECT: &str = "/home/runner/work/app/app";

@@ -90,7 +90,7 @@ pub fn json(r: &Report) -> Result<String, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Tier;
+    use crate::tier::Tier;
     use crate::verify::{Counts, ProbeResult, SCHEMA};
 
     fn report(results: &[(&'static str, Kind, Verdict)]) -> Report {
