@@ -13,6 +13,7 @@ pub mod diag;
 pub mod egress;
 pub mod explain;
 pub mod git_ref;
+mod host_name;
 pub mod markers;
 pub(crate) mod merge;
 mod model;

@@ -353,7 +353,7 @@ pub fn url_host(url: &str) -> Option<(String, u16)> {
         _ => (authority, default_port),
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
-    let (host, _) = super::validate::parse_host(host).ok()?;
+    let (host, _) = super::host_name::parse_host(host).ok()?;
     (!host.contains('*')).then_some((host, port))
 }
 

@@ -582,7 +582,8 @@ pub fn pty_peer(master: BorrowedFd<'_>, flags: i32) -> io::Result<OwnedFd> {
     let ret = cvt(unsafe {
         libc::ioctl(
             master.as_raw_fd(),
-            TIOCGPTPEER,
+            // The request's C type is the libc's (glibc: unsigned long, musl: int).
+            TIOCGPTPEER as _,
             flags | libc::O_NOCTTY | libc::O_CLOEXEC,
         )
     })?;

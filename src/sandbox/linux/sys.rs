@@ -151,7 +151,7 @@ impl Caught {
 /// `sigtimedwait`: wait for one of the (blocked) signals in `set`.
 pub fn sigtimedwait(set: &nix::sys::signal::SigSet, timeout: Duration) -> Option<Caught> {
     let ts = libc::timespec {
-        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
     };
     // SAFETY: zeroed siginfo_t is a valid out-parameter.
@@ -246,11 +246,11 @@ pub fn loopback_up() -> io::Result<()> {
     }
     // SAFETY: `req` is a valid ifreq for SIOCGIFFLAGS/SIOCSIFFLAGS on our socket.
     unsafe {
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) < 0 {
             return Err(io::Error::last_os_error());
         }
         req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
-        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) < 0 {
             return Err(io::Error::last_os_error());
         }
     }
@@ -334,11 +334,17 @@ pub fn large_allocations_from_mmap() {
     }
 }
 
+/// `prlimit`'s resource argument: glibc names its type, musl takes an int.
+#[cfg(target_env = "gnu")]
+type RlimitResource = libc::__rlimit_resource_t;
+#[cfg(not(target_env = "gnu"))]
+type RlimitResource = libc::c_int;
+
 /// `prlimit(pid, resource, new, &old)`: sets `new` when given; returns the
 /// limit as it was.
 pub fn prlimit(
     pid: i32,
-    resource: libc::__rlimit_resource_t,
+    resource: RlimitResource,
     new: Option<&libc::rlimit64>,
 ) -> io::Result<libc::rlimit64> {
     let mut old = libc::rlimit64 {

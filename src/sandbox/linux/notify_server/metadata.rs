@@ -162,7 +162,7 @@ fn word(bytes: &[u8], at: usize) -> i64 {
 
 fn timespec(sec: i64, nsec: i64) -> libc::timespec {
     libc::timespec {
-        tv_sec: sec as libc::time_t,
+        tv_sec: sec,
         tv_nsec: nsec as _,
     }
 }
