@@ -44,3 +44,4 @@ pub mod supervisor;
 pub mod text;
 pub mod tier;
 pub mod verify;
+pub mod workflow_commands;

@@ -2,7 +2,7 @@
 //! to the runner, which would otherwise execute the workflow commands a
 //! sandboxed step prints (`::set-env`, `::add-path`, `::add-mask`,
 //! `::stop-commands`, the legacy `##[…]`). Two threads copy them through
-//! [`annotations::copy_neutralised`]: binary-safe, bounded memory, flushed
+//! [`workflow_commands::copy_neutralised`]: binary-safe, bounded memory, flushed
 //! after every read so the output keeps its pace.
 
 use std::io;
@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::report::annotations;
 use crate::sandbox::JobOutput;
+use crate::workflow_commands;
 
 /// How long [`OutputCopier::finish`] waits for the job's output to end
 /// once the session is over. Every process of the sandbox is dead by then,
@@ -42,7 +42,7 @@ impl OutputCopier {
                     // A failed write (vetto's stdout closed) ends the copy
                     // and closes the pipe: the job then sees EPIPE, as it
                     // would have without vetto in between.
-                    let r = annotations::copy_neutralised(stdout, io::stdout());
+                    let r = workflow_commands::copy_neutralised(stdout, io::stdout());
                     let _ = out_tx.send(());
                     r
                 })?,
@@ -52,7 +52,7 @@ impl OutputCopier {
             std::thread::Builder::new()
                 .name("vetto-stderr".into())
                 .spawn(move || {
-                    let r = annotations::copy_neutralised(stderr, io::stderr());
+                    let r = workflow_commands::copy_neutralised(stderr, io::stderr());
                     let _ = tx.send(());
                     r
                 })?,
