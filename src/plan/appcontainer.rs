@@ -129,7 +129,7 @@ pub fn launch_plan(
         .outputs
         .iter()
         .filter(|_| root_closed)
-        .filter(|name| super::build::announced(name, &policy.project, view))
+        .filter(|name| super::job::announced(name, &policy.project, view))
         .map(|name| policy.project.join(name))
         .filter(|dir| {
             view.kind(dir).is_none()
@@ -144,9 +144,9 @@ pub fn launch_plan(
         env: super::env::plan(
             &policy.env,
             env,
-            &super::build::session_env(&tmp, "appcontainer"),
+            &super::job::session_env(&tmp, "appcontainer"),
         ),
-        cwd: super::build::job_cwd_in(policy, cwd),
+        cwd: super::job::job_cwd_in(policy, cwd),
     })
 }
 

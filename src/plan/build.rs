@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use super::fs::{self, FsView, LandlockPlan, LandlockRule, NotifyPlan, RealFs, rights};
+use super::job::{announced, job_cwd_in, session_env};
 use super::{KernelFeature, Plan, Refusal, Tier, TierRequest, env, memory, mounts, syscalls};
 use crate::host::HostCaps;
 use crate::policy::{Access, CheckCreations, FsRule, NetPolicy, Origin, Policy};
@@ -1001,37 +1002,6 @@ fn beneath_writable(rules: Vec<FsRule>) -> (Vec<FsRule>, Vec<FsRule>) {
     })
 }
 
-/// Whether the project announces that a build will create this output
-/// directory (a `target/` only where there is a `Cargo.toml`, …), so that
-/// vetto does not litter other projects with empty directories a script
-/// might take for an installed dependency tree. Names vetto does not know
-/// are the policy author's explicit choice and always prepared.
-pub(super) fn announced(name: &str, project: &std::path::Path, view: &dyn FsView) -> bool {
-    let markers: &[&str] = match name {
-        "target" => &["Cargo.toml"],
-        "node_modules" => &["package.json"],
-        "dist" | "build" => &[
-            "package.json",
-            "pyproject.toml",
-            "setup.py",
-            "build.gradle",
-            "build.gradle.kts",
-            "CMakeLists.txt",
-        ],
-        ".venv" => &[
-            "pyproject.toml",
-            "requirements.txt",
-            "setup.py",
-            "Pipfile",
-            "uv.lock",
-        ],
-        _ => return true,
-    };
-    markers
-        .iter()
-        .any(|m| view.kind(&project.join(m)).is_some())
-}
-
 /// The spare pool for a carved project: inside its `.git` directory (same
 /// filesystem, and invisible to `git status` and to builds), named after
 /// the session. Without a `.git` directory there is no pool. Spare files
@@ -1253,27 +1223,8 @@ fn seatbelt_plan(
     })
 }
 
-/// The variables every session sets: its temporary directory and the tier.
-pub(super) fn session_env(tmp: &str, tier: &str) -> [(String, String); 4] {
-    [
-        ("TMPDIR".to_string(), tmp.to_string()),
-        ("TMP".to_string(), tmp.to_string()),
-        ("TEMP".to_string(), tmp.to_string()),
-        ("VETTO_TIER".to_string(), tier.to_string()),
-    ]
-}
-
 /// The job starts where vetto was started when that is inside the project,
 /// else at the project root.
 fn job_cwd(policy: &Policy, options: &BuildOptions) -> PathBuf {
     job_cwd_in(policy, &options.cwd)
-}
-
-/// [`job_cwd`] from vetto's own working directory.
-pub(super) fn job_cwd_in(policy: &Policy, cwd: &Path) -> PathBuf {
-    if cwd.starts_with(&policy.project) {
-        cwd.to_path_buf()
-    } else {
-        policy.project.clone()
-    }
 }

@@ -25,6 +25,7 @@ pub mod syscalls;
 pub mod terminal;
 
 mod build;
+mod job;
 
 pub use crate::tier::{Tier, TierRequest};
 pub use build::{BuildOptions, build};
