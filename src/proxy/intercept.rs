@@ -33,7 +33,7 @@ use tokio::time::timeout;
 use crate::events::{ConnReason, HttpRequest};
 use crate::policy::{HostPattern, RequestRule};
 
-use super::conn::{Record, Route};
+use super::route::{Record, Route};
 use super::{Shared, http};
 
 /// A secret as the proxy holds it.
@@ -375,7 +375,7 @@ pub(crate) async fn serve(
     early: Vec<u8>,
 ) {
     let port = route.port();
-    let Ok(server) = super::conn::connect_route(shared, rec, &route).await else {
+    let Ok(server) = super::route::connect_route(shared, rec, &route).await else {
         return;
     };
     let config = match icp.leaf(&route.name) {

@@ -23,7 +23,9 @@
 mod conn;
 mod http;
 mod intercept;
+mod relay;
 mod resolve;
+mod route;
 mod sni;
 mod socks;
 #[cfg(test)]

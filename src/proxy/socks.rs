@@ -11,10 +11,9 @@ use tokio::net::TcpStream;
 use crate::events::{ConnDecision, ConnReason};
 
 use super::Shared;
-use super::conn::{
-    Record, Target, decide, decide_addr, dial, read_refusal, read_some, tunnel, tunnel_named,
-};
 use super::http::constant_time_eq;
+use super::relay::{tunnel, tunnel_named};
+use super::route::{Record, Target, decide, decide_addr, dial, read_refusal, read_some};
 
 /// RFC 1928 reply codes.
 const SUCCEEDED: u8 = 0;

@@ -1076,11 +1076,11 @@ fn the_user_space_copy_counts_bytes_and_times_out() {
         let last = std::sync::atomic::AtomicU64::new(0);
         let start = std::time::Instant::now();
         job.write_all(b"hello").await.unwrap();
-        let copy = conn::one_way(
+        let copy = relay::one_way(
             &shared,
             &mut job_side,
             &mut dest_side,
-            conn::Counters {
+            relay::Counters {
                 mine: &mine,
                 total: &total,
                 last: &last,
