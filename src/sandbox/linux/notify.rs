@@ -847,9 +847,13 @@ pub fn renameat2(
     new: &CStr,
     flags: u32,
 ) -> io::Result<()> {
-    // SAFETY: valid fds and C strings.
-    cvt(unsafe {
-        libc::renameat2(
+    // The system call itself: the musl that Rust's musl target links has
+    // no `renameat2` wrapper.
+    // SAFETY: valid fds and NUL-terminated C strings that outlive the call;
+    // renameat2 takes exactly these five arguments.
+    cvt_long(unsafe {
+        libc::syscall(
+            libc::SYS_renameat2,
             old_dir.as_raw_fd(),
             old.as_ptr(),
             new_dir.as_raw_fd(),
