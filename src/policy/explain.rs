@@ -37,7 +37,7 @@ pub enum PathVerdict {
     NoRule,
     /// A terminal the rule reaches, but not the job's own: a grant of
     /// `/dev/pts` is only the terminal vetto runs on and the
-    /// pseudo-terminals the job creates (`plan::terminal`).
+    /// pseudo-terminals the job creates (`policy::terminal`).
     OtherTerminal,
 }
 
@@ -454,8 +454,8 @@ pub fn decide(
             cache,
             vetto_owned: policy.caches.iter().any(|c| c.cache == cache),
         });
-        if crate::plan::terminal::governs(&policy.fs, &path).is_some()
-            && !crate::plan::terminal::own_pts(terminals).contains(&path)
+        if super::terminal::governs(&policy.fs, &path).is_some()
+            && !super::terminal::own_pts(terminals).contains(&path)
         {
             d.verdict = PathVerdict::OtherTerminal;
         }

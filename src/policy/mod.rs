@@ -23,6 +23,7 @@ pub mod project;
 mod provenance;
 pub(crate) mod raw;
 pub mod reach;
+pub mod terminal;
 pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;
