@@ -20,10 +20,71 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::events::ConnReason;
+use serde::{Deserialize, Serialize};
+
 use crate::policy::{HostPattern, Origin, PinnedHost};
 
 use super::addr::{AddrClass, classify};
+
+/// Why, in one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnReason {
+    /// An allow rule (name or IP rule) matched.
+    AllowedByRule,
+    /// No allow rule matched.
+    NotAllowed,
+    /// A deny rule matched (deny wins over allow).
+    DeniedByRule,
+    /// The address is loopback, private, link-local, CGNAT, multicast,
+    /// unspecified, broadcast, reserved or a metadata address, and neither
+    /// a pin nor an IP rule names it.
+    PrivateAddress,
+    /// The TLS ClientHello named another host than the one allowed.
+    SniMismatch,
+    /// A TLS ClientHello without a server name, for a name rule.
+    SniMissing,
+    /// The explicit proxy was used without the session's credential.
+    NoCredential,
+    /// The request was not one the proxy understands.
+    Malformed,
+    /// A bound was reached (header size, connections, idle time, bytes).
+    Limit,
+    /// A DNS query refused (FS-ONLY) or answered NXDOMAIN (FULL stub).
+    DnsRefused,
+    /// The name did not resolve on the host.
+    ResolveFailed,
+    /// Connecting to the destination or the upstream proxy failed.
+    UpstreamFailed,
+    /// A request on a connection the proxy reads (a secret's host) was
+    /// refused: its `Host` or target named another server (domain
+    /// fronting), or it was not HTTP/1.1 the proxy could frame.
+    RequestRefused,
+}
+
+impl ConnReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ConnReason::AllowedByRule => "allowed by a rule",
+            ConnReason::NotAllowed => "no allow rule names this destination",
+            ConnReason::DeniedByRule => "a deny rule names this destination",
+            ConnReason::PrivateAddress => {
+                "the address is internal (loopback, private, link-local, metadata …) and no pin or IP rule names it"
+            }
+            ConnReason::SniMismatch => "the TLS server name differs from the allowed host",
+            ConnReason::SniMissing => "the TLS handshake names no server",
+            ConnReason::NoCredential => "the proxy was used without the session credential",
+            ConnReason::Malformed => "malformed request",
+            ConnReason::Limit => "a limit was reached",
+            ConnReason::DnsRefused => "DNS query refused",
+            ConnReason::ResolveFailed => "the name did not resolve",
+            ConnReason::UpstreamFailed => "the destination could not be reached",
+            ConnReason::RequestRefused => {
+                "a request to a secret's host named another server, or could not be read"
+            }
+        }
+    }
+}
 
 /// The ports a name rule without a port allows.
 pub const DEFAULT_PORTS: [u16; 2] = [80, 443];

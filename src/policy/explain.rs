@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::egress::ConnReason;
 use super::egress::Rules;
 use super::paths::decide_rule;
 use super::{Access, FsRule, HostPattern, NetPolicy, PinnedHost, Policy, UnixSocket, paths};
-use crate::events::ConnReason;
 use crate::policy::addr::AddrClass;
 
 /// The session directory `explain` and `check` pretend to use: it is never
