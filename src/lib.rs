@@ -15,8 +15,9 @@
 //!        exit::Outcome ─► the contract's exit status
 //! ```
 //!
-//! All operating-system specific and `unsafe` code lives under [`sandbox`]:
-//! the crate denies `unsafe` everywhere else, and clippy's
+//! All operating-system specific and `unsafe` code lives under [`sandbox`]
+//! (the backend that applies a plan) and [`sys`] (the OS floor beneath
+//! every layer): the crate denies `unsafe` everywhere else, and clippy's
 //! `undocumented_unsafe_blocks` (Cargo.toml) wants a SAFETY comment on
 //! every block there.
 
@@ -41,6 +42,11 @@ pub mod report;
 pub mod sandbox;
 pub mod session;
 pub mod supervisor;
+#[allow(
+    unsafe_code,
+    reason = "the OS floor: every block has its SAFETY comment"
+)]
+pub mod sys;
 pub mod text;
 pub mod tier;
 pub mod verify;

@@ -14,7 +14,7 @@ use octocrab::secrecy::SecretString;
 use super::{GithubApiArgs, GithubCommand, GithubCommentArgs, GithubSarifArgs};
 use crate::exit;
 use crate::github::{self, Api, CommentOutcome, CommentRequest, Repo, Retry};
-use crate::sandbox::safe_fs::{self, Dir, Parents};
+use crate::sys::safe_fs::{self, Dir, Parents};
 use crate::text;
 
 /// The largest `summary.md` read (vetto writes at most 1 MiB).

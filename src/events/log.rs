@@ -25,7 +25,7 @@ pub enum LogError {
     #[error("cannot create the session log {path}")]
     Place {
         path: PathBuf,
-        source: crate::sandbox::safe_fs::SafeFsError,
+        source: crate::sys::safe_fs::SafeFsError,
     },
     #[error("cannot write the session log {path}")]
     Write { path: PathBuf, source: io::Error },
@@ -74,9 +74,9 @@ pub struct LogWriter {
 impl LogWriter {
     /// A new, empty log at `path` that has replaced whatever was there
     /// (a link planted there is replaced, never followed: see
-    /// [`crate::sandbox::safe_fs`]); `path`'s directory is taken as named.
+    /// [`crate::sys::safe_fs`]); `path`'s directory is taken as named.
     pub fn create(path: &Path) -> Result<Self, LogError> {
-        use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
+        use crate::sys::safe_fs::{Dir, Parents, SafeFsError};
         let place = |source| LogError::Place {
             path: path.to_path_buf(),
             source,

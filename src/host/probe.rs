@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use crate::sandbox::os::Errno;
+use crate::sys::os::Errno;
 
 use super::{Availability, CgroupMemory, Confinement, HostCaps, KernelVersion};
 use crate::sandbox::caps::{self, SeccompAction};
@@ -83,7 +83,7 @@ pub fn probe() -> HostCaps {
         confinement,
         tested: false,
         cgroup_memory: cgroup_memory(),
-        seatbelt: crate::sandbox::seatbelt_availability(),
+        seatbelt: seatbelt_availability(),
     }
 }
 
@@ -163,7 +163,7 @@ fn cgroup_memory() -> CgroupMemory {
         return cgroup_verdict(&CgroupFacts::default());
     };
     let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-    let can_write = |p: &Path| crate::sandbox::os::can_write(p);
+    let can_write = |p: &Path| crate::sys::os::can_write(p);
     let me = std::process::id().to_string();
     let facts = CgroupFacts {
         controllers: read("cgroup.controllers"),
@@ -573,6 +573,17 @@ mod cgroup_tests {
             own_cgroup_dir("0::/\n"),
             Some(std::path::PathBuf::from("/sys/fs/cgroup/"))
         );
+    }
+}
+
+/// Whether this host has macOS's Seatbelt sandbox (the SEATBELT tier):
+/// libsandbox is part of every macOS since 10.5, so being a Mac (one whose
+/// `sandbox_init` vetto links against) is the whole check.
+fn seatbelt_availability() -> Availability {
+    if cfg!(target_os = "macos") {
+        Availability::Available
+    } else {
+        Availability::Missing("Seatbelt is macOS's sandbox; this host is not macOS".into())
     }
 }
 

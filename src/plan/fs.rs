@@ -269,7 +269,7 @@ impl FsView for RealFs {
     fn socket_at(&self, path: &Path) -> Option<PathBuf> {
         let real = std::fs::canonicalize(path).ok()?;
         let md = std::fs::symlink_metadata(&real).ok()?;
-        crate::sandbox::os::is_socket(&md.file_type()).then_some(real)
+        crate::sys::os::is_socket(&md.file_type()).then_some(real)
     }
 
     fn kind(&self, path: &Path) -> Option<EntryKind> {
@@ -281,7 +281,7 @@ impl FsView for RealFs {
             EntryKind::Dir
         } else if ft.is_file() {
             EntryKind::File {
-                nlink: crate::sandbox::os::nlink(&md),
+                nlink: crate::sys::os::nlink(&md),
             }
         } else {
             EntryKind::Other

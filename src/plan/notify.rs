@@ -6,6 +6,22 @@
 
 use std::path::PathBuf;
 
+/// Who a sandboxed thread belongs to, as the platform could read it: its
+/// process, executable, arguments, working directory and the chain of
+/// parents up to (not including) vetto.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProcessFacts {
+    pub pid: u32,
+    pub exe: std::path::PathBuf,
+    pub argv: Vec<String>,
+    pub cwd: std::path::PathBuf,
+    /// Nearest parent first.
+    pub parents: Vec<(u32, std::path::PathBuf)>,
+    /// The argv and working directory of each of `parents`, in the same
+    /// order: a parent's script is often the code responsible.
+    pub parent_commands: Vec<(Vec<String>, std::path::PathBuf)>,
+}
+
 /// What the notification server asks the egress proxy when the job
 /// connects an internet socket under filtered egress without a network
 /// namespace (FS-ONLY, `NetConnect::Proxy`). The session implements it
@@ -40,7 +56,7 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
         &self,
         local: std::net::SocketAddr,
         original: std::net::SocketAddr,
-        process: Option<crate::sandbox::ProcessFacts>,
+        process: Option<ProcessFacts>,
     );
     /// FS-ONLY (`NotifyPlan::udp_dead_net`, `tcp_dead_net`): a UDP (or,
     /// `stream`, TCP) socket of this family made in vetto's network
@@ -50,18 +66,18 @@ pub trait EgressBroker: Send + Sync + std::fmt::Debug {
         &self,
         v6: bool,
         stream: bool,
-        process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>>;
+        process: ProcessFacts,
+    ) -> Option<std::io::Result<crate::sys::os::OwnedFd>>;
     /// `sock` is one made by [`Self::dead_net_socket`]'s namespace:
     /// whatever it binds or connects to is in that namespace.
-    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool;
+    fn is_dead_net(&self, sock: crate::sys::os::BorrowedFd<'_>) -> bool;
     /// The `/proc/PID/net` directory of that namespace (its socket
     /// tables), once it runs.
     fn dead_net_proc(&self) -> Option<PathBuf>;
     /// A TCP socket (`v6`: IPv6) of vetto's own in that namespace, to
     /// reach a listener of the job's there (`[network] publish`); `None`:
     /// there is no such namespace.
-    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>>;
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sys::os::OwnedFd>>;
 }
 
 /// What the supervisor did with one notification.
@@ -152,7 +168,7 @@ pub struct NotifyEvent {
     pub decision: Decision,
     pub reason: Reason,
     /// The process behind a violation, read before the answer.
-    pub process: Option<crate::sandbox::ProcessFacts>,
+    pub process: Option<ProcessFacts>,
     /// When it was answered (the supervisor may see it a tick later).
     pub time: std::time::SystemTime,
 }

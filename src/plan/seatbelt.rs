@@ -503,7 +503,7 @@ mod tests {
         // Non-UTF-8 bytes: a Unix path may hold them (APFS refuses them, but
         // the profile must not care); Windows names cannot.
         names.extend(
-            crate::sandbox::os::os_string_from_bytes(b"/Users/dev/bad-\xff\xfe-utf8".to_vec())
+            crate::sys::os::os_string_from_bytes(b"/Users/dev/bad-\xff\xfe-utf8".to_vec())
                 .map(PathBuf::from),
         );
         names

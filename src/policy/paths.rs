@@ -15,7 +15,7 @@ use super::walk_cache::{
     tree_digest,
 };
 use super::{Access, FsRule};
-use crate::sandbox::os;
+use crate::sys::os;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Component, Path, PathBuf};

@@ -476,7 +476,7 @@ fn globs_match_without_following_symlinks_and_keep_the_pattern() {
     s.write("a/b/y.pem", "");
     s.write("a/b/y.txt", "");
     s.write("build/z.pem", "");
-    crate::sandbox::os::symlink(&s.project.join("a"), &s.project.join("link")).unwrap();
+    crate::sys::os::symlink(&s.project.join("a"), &s.project.join("link")).unwrap();
     s.write(
         "p.toml",
         "extends = []\n[filesystem]\noutputs = [\"build\"]\ndeny = [\"${PROJECT}/**/*.pem\", \"${PROJECT}/a/?/y.*\", \"${PROJECT}/missing/literal\"]\n",
@@ -538,7 +538,7 @@ fn a_first_walk_read_by_threads_finds_what_the_serial_walk_finds() {
     }
     s.write("out/deep/skipped.pem", "");
     s.write("top.pem", "");
-    crate::sandbox::os::symlink(&s.project.join("t0"), &s.project.join("link")).unwrap_or_default();
+    crate::sys::os::symlink(&s.project.join("t0"), &s.project.join("link")).unwrap_or_default();
     let pattern = s.project.join("**/*.pem");
     let mut threaded = GlobWalker::new(vec!["out".into()]);
     let found = threaded.expand(&pattern).unwrap();
@@ -1580,11 +1580,7 @@ fn stamps_begun_before_the_load_still_find_a_new_secret() {
     assert_eq!(stamps.len(), decoded.dirs.len());
     for (d, c) in &decoded.dirs {
         let m = std::fs::symlink_metadata(&**d).unwrap();
-        assert_eq!(
-            stamps[c.index],
-            Some(crate::sandbox::os::lstat_of(&m)),
-            "{d:?}"
-        );
+        assert_eq!(stamps[c.index], Some(crate::sys::os::lstat_of(&m)), "{d:?}");
     }
     // A directory gone since has no stamp: the walk asks again.
     std::fs::remove_dir_all(s.project.join("b")).unwrap();

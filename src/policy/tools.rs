@@ -245,7 +245,7 @@ fn rejected(url: &str) -> String {
 }
 
 /// A tool's output as discovery reads it and may remember it (the
-/// [`crate::session`]'s memo of answers): every URL's user part and its
+/// the session's memo of answers): every URL's user part and its
 /// query and fragment replaced by `-`, and the values of credential keys
 /// (poetry's `config --list` merges `auth.toml` in: `http-basic.*`,
 /// `pypi-token.*`) replaced by `-`. What discovery derives is the same

@@ -37,7 +37,7 @@
 //! is walked again. The digest is cryptographic because the job names the
 //! directories it hashes.
 
-use crate::sandbox::os::{os_bytes, os_string_from_bytes};
+use crate::sys::os::{os_bytes, os_string_from_bytes};
 use std::collections::{BTreeSet, HashMap};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -64,7 +64,7 @@ pub struct DirStamp {
 impl DirStamp {
     /// The stamp of what `lstat` found: `None` for anything but a
     /// directory with an identity and a change time (Windows has neither).
-    pub fn of(l: &crate::sandbox::os::Lstat) -> Option<DirStamp> {
+    pub fn of(l: &crate::sys::os::Lstat) -> Option<DirStamp> {
         let (dev, ino) = l.id?;
         Some(DirStamp {
             dev,

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use super::walk_cache::{DirStamp, Entry, dir_paths};
-use crate::sandbox::os::{Lstat, LstatAt, os_str_from_bytes};
+use crate::sys::os::{Lstat, LstatAt, os_str_from_bytes};
 
 /// One directory as read: its stamp (taken before the read, when the
 /// walker may remember it) and its entries.

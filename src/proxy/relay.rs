@@ -3,7 +3,7 @@
 //! check the TLS server name, copy both ways, and log one
 //! [`Event::Connection`] (plus a violation when it was refused).
 
-use crate::sandbox::os::AsFd;
+use crate::sys::os::AsFd;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

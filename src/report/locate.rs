@@ -93,7 +93,7 @@ impl RepoFiles for OnDisk {
         if let Some(known) = self.read.borrow().get(rel) {
             return known.clone();
         }
-        let lines = crate::sandbox::safe_fs::open_regular(&self.root.join(rel))
+        let lines = crate::sys::safe_fs::open_regular(&self.root.join(rel))
             .ok()
             .and_then(|f| {
                 let mut bytes = Vec::new();

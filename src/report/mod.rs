@@ -14,7 +14,7 @@ use crate::events::{
     SessionStart, Timestamp, Violation,
 };
 use crate::exit::Outcome;
-use crate::sandbox::safe_fs::{Dir, Parents, SafeFsError};
+use crate::sys::safe_fs::{Dir, Parents, SafeFsError};
 
 pub mod annotations;
 pub mod destinations;

@@ -15,17 +15,8 @@ mod imp;
 #[path = "unsupported.rs"]
 mod imp;
 
-// The Unix vocabulary (file identity, modes, descriptors, errno, signals)
-// the rest of vetto speaks, and Windows' answers to it.
-#[cfg(unix)]
-#[path = "os_unix.rs"]
-pub mod os;
-#[cfg(windows)]
-#[path = "windows/os.rs"]
-pub mod os;
-// A directory's facts as the walks compare them, built from `os`'s answers.
-#[cfg(any(unix, windows))]
-mod lstat;
+// The OS floor this backend builds on (`crate::sys`), by its old names.
+pub use crate::sys::{os, safe_fs};
 
 /// FULL: the sockets the stage made inside the job's network namespace
 /// and handed to vetto (with the network off, the DNS stub's alone).
@@ -86,20 +77,12 @@ pub fn run_appcontainer(
 // parser is tested on every OS).
 #[path = "macos/sandbox_log.rs"]
 pub mod sandbox_log;
-// Writing outside the sandbox without following what a job planted.
-#[cfg(unix)]
-pub mod safe_fs;
-// Its refusals and parent rules, one definition for Unix and Windows.
-mod safe_fs_common;
 // Why a Unix stage could not start the job (Linux and macOS).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod setup_error;
 // The stages' program search (Linux and macOS).
 #[cfg(any(target_os = "linux", target_os = "macos"))]
 mod exec_unix;
-#[cfg(windows)]
-#[path = "windows/safe_fs.rs"]
-pub mod safe_fs;
 // The probe's raw attempts (`vetto __probe`, `vetto verify`).
 pub use imp::try_syscall;
 // `vetto verify`'s host-side stand-ins.
@@ -220,7 +203,6 @@ pub fn start_stage(
     imp::start_stage(output, early)
 }
 
-/// Whether this host has macOS's Seatbelt sandbox (the SEATBELT tier).
 /// The macOS product version (`sw_vers -productVersion`); `None`
 /// elsewhere or when it does not answer.
 pub fn os_version() -> Option<String> {
@@ -228,13 +210,6 @@ pub fn os_version() -> Option<String> {
     return imp::os_version();
     #[cfg(not(target_os = "macos"))]
     None
-}
-
-pub fn seatbelt_availability() -> crate::host::Availability {
-    #[cfg(target_os = "macos")]
-    return imp::seatbelt_availability();
-    #[cfg(not(target_os = "macos"))]
-    crate::host::Availability::Missing("Seatbelt is macOS's sandbox; this host is not macOS".into())
 }
 
 /// Violations the platform observed outside the supervisor's own channels
@@ -261,18 +236,5 @@ pub fn stage_entry() -> Option<ExitCode> {
     imp::stage_entry()
 }
 
-/// Who a sandboxed thread belongs to, as the platform could read it: its
-/// process, executable, arguments, working directory and the chain of
-/// parents up to (not including) vetto.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ProcessFacts {
-    pub pid: u32,
-    pub exe: std::path::PathBuf,
-    pub argv: Vec<String>,
-    pub cwd: std::path::PathBuf,
-    /// Nearest parent first.
-    pub parents: Vec<(u32, std::path::PathBuf)>,
-    /// The argv and working directory of each of `parents`, in the same
-    /// order: a parent's script is often the code responsible.
-    pub parent_commands: Vec<(Vec<String>, std::path::PathBuf)>,
-}
+// Who a thread belongs to: the plan's vocabulary, read by this backend.
+pub use crate::plan::notify::ProcessFacts;

@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::process::ExitCode;
 
-use crate::sandbox::os::OwnedFd;
+use crate::sys::os::OwnedFd;
 
 use crate::plan::Plan;
 
@@ -84,7 +84,7 @@ pub fn start_stage(
 pub mod notify {
     /// The sockets it would name are never handed out here.
     pub fn local_inet_addr(
-        _sock: crate::sandbox::os::BorrowedFd<'_>,
+        _sock: crate::sys::os::BorrowedFd<'_>,
     ) -> std::io::Result<std::net::SocketAddr> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
@@ -95,18 +95,14 @@ pub mod dead_net {
     #[derive(Debug)]
     pub struct DeadNet {
         // Never made here; the Linux one owns its helper's channel.
-        _channel: crate::sandbox::os::OwnedFd,
+        _channel: crate::sys::os::OwnedFd,
     }
     pub type Started = (DeadNet, Vec<std::net::UdpSocket>);
     impl DeadNet {
         pub fn start() -> std::io::Result<Started> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
-        pub fn socket(
-            &self,
-            _v6: bool,
-            _stream: bool,
-        ) -> std::io::Result<crate::sandbox::os::OwnedFd> {
+        pub fn socket(&self, _v6: bool, _stream: bool) -> std::io::Result<crate::sys::os::OwnedFd> {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
         pub fn identity(&self) -> Identity {
@@ -119,11 +115,11 @@ pub mod dead_net {
             Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
         }
     }
-    pub fn host_stream_socket(_v6: bool) -> std::io::Result<crate::sandbox::os::OwnedFd> {
+    pub fn host_stream_socket(_v6: bool) -> std::io::Result<crate::sys::os::OwnedFd> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
     }
     pub fn connect_stream(
-        _sock: crate::sandbox::os::OwnedFd,
+        _sock: crate::sys::os::OwnedFd,
         _to: std::net::SocketAddr,
     ) -> std::io::Result<std::net::TcpStream> {
         Err(std::io::Error::from(std::io::ErrorKind::Unsupported))
@@ -132,7 +128,7 @@ pub mod dead_net {
     #[derive(Debug, Clone, Copy)]
     pub struct Identity;
     impl Identity {
-        pub fn holds(&self, _sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+        pub fn holds(&self, _sock: crate::sys::os::BorrowedFd<'_>) -> bool {
             false
         }
         pub fn proc_net(&self) -> Option<std::path::PathBuf> {
@@ -185,7 +181,7 @@ pub mod terminal {
 
 /// No notification server: nothing to answer.
 pub mod notify_server {
-    use crate::sandbox::os::OwnedFd;
+    use crate::sys::os::OwnedFd;
     use std::io;
     use std::sync::mpsc::Sender;
 
@@ -252,7 +248,7 @@ pub mod notify_server {
 /// `--max-memory` shares: there is never a sandbox here to share among.
 /// No `splice(2)`: the proxy copies through user space.
 pub mod splice {
-    use crate::sandbox::os::BorrowedFd;
+    use crate::sys::os::BorrowedFd;
     use std::io;
 
     #[derive(Debug)]
@@ -322,7 +318,7 @@ pub mod process {
     pub struct SignalWaiter;
 
     impl SignalWaiter {
-        pub fn block(_signals: &[crate::sandbox::os::Signal]) -> crate::sandbox::os::Result<Self> {
+        pub fn block(_signals: &[crate::sys::os::Signal]) -> crate::sys::os::Result<Self> {
             Ok(SignalWaiter)
         }
 
@@ -332,17 +328,17 @@ pub mod process {
         }
     }
 
-    pub fn harden_supervisor() -> crate::sandbox::os::Result<()> {
+    pub fn harden_supervisor() -> crate::sys::os::Result<()> {
         Ok(())
     }
 
-    pub fn try_wait(_pid: i32) -> Option<crate::sandbox::os::WaitStatus> {
+    pub fn try_wait(_pid: i32) -> Option<crate::sys::os::WaitStatus> {
         None
     }
 
     pub fn reap_orphans(_keep: i32) {}
 
-    pub fn send(_pid: i32, _sig: crate::sandbox::os::Signal) {}
+    pub fn send(_pid: i32, _sig: crate::sys::os::Signal) {}
 
     pub fn kill_all_descendants() {}
 
@@ -397,7 +393,7 @@ pub fn ctime_clock_now() -> (i64, i64) {
 
 /// `vetto verify`'s host-side helpers: nothing to build without a backend.
 pub mod verify_host {
-    use crate::sandbox::os::UnixListener;
+    use crate::sys::os::UnixListener;
     use std::io;
 
     pub fn bind_abstract(_name: &[u8]) -> io::Result<UnixListener> {
@@ -503,7 +499,7 @@ pub mod try_syscall {
 
 /// Kernel capability questions: on this platform every answer is "not supported".
 pub mod caps {
-    use crate::sandbox::os::Errno;
+    use crate::sys::os::Errno;
 
     #[derive(Debug, Clone, PartialEq, Eq)]
     pub struct Uname {
@@ -562,7 +558,7 @@ pub mod caps {
         Err(Errno::ENOSYS)
     }
     pub fn effective_uid() -> u32 {
-        crate::sandbox::os::effective_uid()
+        crate::sys::os::effective_uid()
     }
     pub fn try_user_namespace_in_child() -> Result<(), ChildTestError> {
         Err(ChildTestError::Abnormal(

@@ -58,5 +58,5 @@ pub fn reachable(
 
 /// A regular file with an execute bit (what `execvp` would try).
 fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m))
+    std::fs::metadata(p).is_ok_and(|m| crate::sys::os::is_executable(&m))
 }

@@ -211,8 +211,8 @@ impl Copy {
     /// Write it (the directory is the session's own, made by vetto; a
     /// planted link there is replaced, never followed, and the stand-in
     /// directory must be new).
-    pub fn write(&self) -> Result<(), crate::sandbox::safe_fs::SafeFsError> {
-        use crate::sandbox::safe_fs::{Dir, Parents};
+    pub fn write(&self) -> Result<(), crate::sys::safe_fs::SafeFsError> {
+        use crate::sys::safe_fs::{Dir, Parents};
         let top = Dir::open(&self.dir, Parents::AsNamed)?;
         let dir = match self.subdir {
             Some(name) => top.create_dir_new(name, 0o700)?,
@@ -228,7 +228,7 @@ impl Copy {
     }
 
     /// The warning when [`Copy::write`] failed.
-    pub fn unwritten(&self, e: &crate::sandbox::safe_fs::SafeFsError) -> String {
+    pub fn unwritten(&self, e: &crate::sys::safe_fs::SafeFsError) -> String {
         format!(
             "no copy of {} without its credentials for the job ({e}): the tool meets the mask",
             self.shown
@@ -368,7 +368,7 @@ fn linked_entries(user: &Path, redacted: &[(&str, PathBuf)]) -> Vec<(String, Pat
 
 fn read_small(path: &Path) -> Option<String> {
     use std::io::Read;
-    let f = crate::sandbox::safe_fs::open_regular(path).ok()?;
+    let f = crate::sys::safe_fs::open_regular(path).ok()?;
     let mut text = String::new();
     f.take(MAX_CONFIG + 1).read_to_string(&mut text).ok()?;
     (text.len() as u64 <= MAX_CONFIG).then_some(text)

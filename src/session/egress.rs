@@ -133,7 +133,7 @@ impl DeadNetUdp {
         v6: bool,
         stream: bool,
         process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    ) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         let made = self.make(v6, stream)?;
         if stream {
             return Some(made);
@@ -147,7 +147,7 @@ impl DeadNetUdp {
     }
 
     /// A socket made there, the helper started first if it is pending.
-    fn make(&self, v6: bool, stream: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    fn make(&self, v6: bool, stream: bool) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         let mut state = self.state.lock().ok()?;
         if let UdpNet::Pending { .. } = &*state
             && let UdpNet::Pending { names, rules, sink } = std::mem::take(&mut *state)
@@ -169,7 +169,7 @@ impl DeadNetUdp {
         Some(net.socket(v6, stream))
     }
 
-    fn holds(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+    fn holds(&self, sock: crate::sys::os::BorrowedFd<'_>) -> bool {
         self.running.get().is_some_and(|net| net.holds(sock))
     }
 
@@ -231,13 +231,13 @@ type Who = (crate::events::ProcessInfo, Option<crate::events::Package>);
 /// the oldest copy is closed first (its queries are then recorded without
 /// the process).
 #[derive(Debug, Default)]
-struct UdpOwners(Mutex<std::collections::VecDeque<(crate::sandbox::os::OwnedFd, Who)>>);
+struct UdpOwners(Mutex<std::collections::VecDeque<(crate::sys::os::OwnedFd, Who)>>);
 
 /// Copies kept at once.
 const MAX_UDP_OWNERS: usize = 256;
 
 impl UdpOwners {
-    fn add(&self, fd: crate::sandbox::os::OwnedFd, who: Who) {
+    fn add(&self, fd: crate::sys::os::OwnedFd, who: Who) {
         if let Ok(mut owners) = self.0.lock() {
             if owners.len() >= MAX_UDP_OWNERS {
                 owners.pop_front();
@@ -248,7 +248,7 @@ impl UdpOwners {
 
     /// Who holds the socket a datagram from `peer` came from.
     fn of(&self, peer: SocketAddr) -> Option<Who> {
-        use crate::sandbox::os::AsFd;
+        use crate::sys::os::AsFd;
         let owners = self.0.lock().ok()?;
         owners
             .iter()
@@ -387,7 +387,7 @@ impl EgressBroker for Broker {
         v6: bool,
         stream: bool,
         process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    ) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         match self.udp.socket(v6, stream, process) {
             // Without the namespace (`--audit`, or it could not be made)
             // the proxy listens on the host's loopback: a TCP socket of
@@ -397,7 +397,7 @@ impl EgressBroker for Broker {
         }
     }
 
-    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+    fn is_dead_net(&self, sock: crate::sys::os::BorrowedFd<'_>) -> bool {
         self.udp.holds(sock)
     }
 
@@ -405,7 +405,7 @@ impl EgressBroker for Broker {
         self.udp.running.get().and_then(|i| i.proc_net())
     }
 
-    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         self.udp.make(v6, true)
     }
 }
@@ -488,7 +488,7 @@ pub enum EgressError {
     )]
     NoProxyForSecrets,
     #[error("cannot give the job the session's certificate authority: {0}")]
-    Trust(#[source] crate::sandbox::safe_fs::SafeFsError),
+    Trust(#[source] crate::sys::safe_fs::SafeFsError),
 }
 
 /// The variables that make the job's tools trust `bundle` (the host's
@@ -528,8 +528,8 @@ fn uses_java(policy: &Policy) -> bool {
 fn trust_vars(
     session_tmp: &std::path::Path,
     bundle: &str,
-) -> Result<Vec<(String, String)>, crate::sandbox::safe_fs::SafeFsError> {
-    use crate::sandbox::safe_fs::{Dir, Parents};
+) -> Result<Vec<(String, String)>, crate::sys::safe_fs::SafeFsError> {
+    use crate::sys::safe_fs::{Dir, Parents};
     Dir::open(session_tmp, Parents::AsNamed)?.write_file(TRUST_BUNDLE, bundle.as_bytes(), 0o644)?;
     let path = session_tmp
         .join(TRUST_BUNDLE)
@@ -1065,11 +1065,11 @@ impl EgressBroker for DnsAskers {
         v6: bool,
         stream: bool,
         process: crate::sandbox::ProcessFacts,
-    ) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    ) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         self.udp.socket(v6, stream, process)
     }
 
-    fn is_dead_net(&self, sock: crate::sandbox::os::BorrowedFd<'_>) -> bool {
+    fn is_dead_net(&self, sock: crate::sys::os::BorrowedFd<'_>) -> bool {
         self.udp.holds(sock)
     }
 
@@ -1077,7 +1077,7 @@ impl EgressBroker for DnsAskers {
         self.udp.running.get().and_then(|i| i.proc_net())
     }
 
-    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sandbox::os::OwnedFd>> {
+    fn dead_net_stream(&self, v6: bool) -> Option<std::io::Result<crate::sys::os::OwnedFd>> {
         self.udp.make(v6, true)
     }
 }

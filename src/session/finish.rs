@@ -10,7 +10,7 @@ use crate::events::log::LOG_MODE;
 use crate::events::rule_id::Level;
 use crate::exit::{self, Outcome};
 use crate::report::{self, Model, annotations, error_chain, human_ms, sarif::SarifOptions};
-use crate::sandbox::safe_fs;
+use crate::sys::safe_fs;
 use crate::text;
 
 /// `--fail-on`.
@@ -182,7 +182,7 @@ fn step_outputs(model: &Model) -> String {
 
 /// The same directory entry (not following a link at either name).
 fn same_entry(a: &Path, b: &Path) -> bool {
-    use crate::sandbox::os::file_id;
+    use crate::sys::os::file_id;
     match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
         (Ok(x), Ok(y)) => file_id(&x).is_some_and(|id| file_id(&y) == Some(id)),
         _ => false,

@@ -25,7 +25,7 @@ pub fn store(
     env: &[(String, String)],
     job_env: &[(String, String)],
 ) -> Result<(String, String), String> {
-    use crate::sandbox::safe_fs::{Dir, Parents};
+    use crate::sys::safe_fs::{Dir, Parents};
     let keytool = on_path("keytool", env).ok_or("no keytool on PATH (a JDK's)")?;
     let home = keytool
         .canonicalize()

@@ -25,8 +25,8 @@ use crate::events::log::{
 use crate::events::{Event, SessionEnd, Timestamp};
 use crate::plan::{self, BuildOptions, TierRequest};
 use crate::policy::{self, LoadRequest};
-use crate::sandbox::safe_fs;
 use crate::supervisor::output::OutputCopier;
+use crate::sys::safe_fs;
 use crate::{exit, host, sandbox, supervisor};
 
 mod admit;

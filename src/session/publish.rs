@@ -27,7 +27,7 @@ use std::time::Instant;
 use crate::events::log::{ChannelSink, EventSink};
 use crate::events::{ConnDecision, ConnReason, ConnVia, Connection, Event, Timestamp};
 use crate::policy::Publish;
-use crate::sandbox::os::OwnedFd;
+use crate::sys::os::OwnedFd;
 
 /// Connections relayed at once, all published ports together.
 pub const MAX_RELAYED: usize = 128;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
-use crate::sandbox::safe_fs;
+use crate::sys::safe_fs;
 
 /// A directory vetto made for the session, removed with everything in it.
 pub(super) struct RemoveOnDrop(pub(super) Option<PathBuf>);

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use crate::policy::tools::{self, Found, HostView};
 use crate::policy::walk_cache::SETTLE_SECS;
 use crate::policy::{Access, FsRule, HostPattern, NetPolicy, Origin, Policy};
-use crate::sandbox::safe_fs;
+use crate::sys::safe_fs;
 
 /// How long one discovery command may take (a cold `npm` or `python3`
 /// on a loaded machine takes well under a second).
@@ -204,7 +204,7 @@ impl RealHost<'_> {
         self.search()
             .into_iter()
             .map(|d| Path::new(d).join(program))
-            .filter(|p| std::fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_executable(&m)))
+            .filter(|p| std::fs::metadata(p).is_ok_and(|m| crate::sys::os::is_executable(&m)))
             .find(|p| self.trusted(p, 0))
     }
 
@@ -263,7 +263,7 @@ impl RealHost<'_> {
                             .map(|d| Path::new(d).join(name))
                             .find(|p| {
                                 std::fs::metadata(p)
-                                    .is_ok_and(|m| crate::sandbox::os::is_executable(&m))
+                                    .is_ok_and(|m| crate::sys::os::is_executable(&m))
                             })
                             .is_none_or(|i| self.trusted(&i, depth + 1))
                 }
@@ -461,7 +461,7 @@ impl RealHost<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
-        let mut child = crate::sandbox::os::spawn_own_group(&mut cmd).ok()?;
+        let mut child = crate::sys::os::spawn_own_group(&mut cmd).ok()?;
         let stdout = child.stdout.take()?;
         let reader = std::thread::Builder::new()
             .name("vetto-discover".into())
@@ -483,12 +483,12 @@ impl RealHost<'_> {
             }
         };
         if status.is_none() {
-            crate::sandbox::os::kill_group(&mut child);
+            crate::sys::os::kill_group(&mut child);
             let _ = child.wait();
         }
         // The group is gone on a timeout; otherwise a grandchild holding
         // the pipe could keep the reader: it reads at most OUTPUT_CAP.
-        crate::sandbox::os::kill_group(&mut child);
+        crate::sys::os::kill_group(&mut child);
         let out = reader.and_then(|r| r.join().ok())?;
         match status {
             Some(s) if s.success() => String::from_utf8(out).ok(),
@@ -534,7 +534,7 @@ impl RealHost<'_> {
         for p in &watched {
             let (link, target) = (std::fs::symlink_metadata(p).ok(), std::fs::metadata(p).ok());
             for m in [&link, &target].into_iter().flatten() {
-                settled &= crate::sandbox::os::change_time(m)
+                settled &= crate::sys::os::change_time(m)
                     .is_some_and(|(sec, _)| sec.saturating_add(SETTLE_SECS) < now);
             }
             identity.push_str(&format!(
@@ -972,13 +972,13 @@ fn read_small(path: &Path) -> Option<String> {
 /// `-` when it does not exist.
 fn file_identity(m: Option<std::fs::Metadata>) -> String {
     let Some(m) = m else { return "-".into() };
-    let os = crate::sandbox::os::file_id(&m);
+    let os = crate::sys::os::file_id(&m);
     format!(
         "{os:?} {:?} {:?} {} {}",
-        crate::sandbox::os::modify_time(&m),
-        crate::sandbox::os::change_time(&m),
+        crate::sys::os::modify_time(&m),
+        crate::sys::os::change_time(&m),
         m.len(),
-        crate::sandbox::os::mode(&m)
+        crate::sys::os::mode(&m)
     )
 }
 
@@ -1165,7 +1165,7 @@ pub fn project_key(project: &Path) -> String {
         .collect();
     let name = name.trim_start_matches('.');
     let name = if name.is_empty() { "project" } else { name };
-    let digest = crate::hash::sha256_hex(&[crate::sandbox::os::os_bytes(project.as_os_str())]);
+    let digest = crate::hash::sha256_hex(&[crate::sys::os::os_bytes(project.as_os_str())]);
     format!("{name}-{}", digest.get(..16).unwrap_or(&digest))
 }
 
@@ -1341,7 +1341,7 @@ mod tests {
     /// directory with a `.pth` file and pip.
     fn python_prefix(root: &Path) -> PathBuf {
         put(&root.join("bin/python3.11"), b"\x7fELF\x02\x01\x01");
-        crate::sandbox::os::symlink(Path::new("python3.11"), &root.join("bin/python3")).unwrap();
+        crate::sys::os::symlink(Path::new("python3.11"), &root.join("bin/python3")).unwrap();
         put(&root.join("lib/python3.11/os.py"), b"");
         let site = root.join("lib/python3.11/site-packages");
         put(&site.join("editable.pth"), b"/src\n");
@@ -1413,7 +1413,7 @@ mod tests {
         // and site directory, and the base's.
         let venv = t.path().join("venv");
         std::fs::create_dir_all(venv.join("bin")).unwrap();
-        crate::sandbox::os::symlink(&py.join("bin/python3.11"), &venv.join("bin/python3")).unwrap();
+        crate::sys::os::symlink(&py.join("bin/python3.11"), &venv.join("bin/python3")).unwrap();
         put(
             &venv.join("pyvenv.cfg"),
             format!("home = {}\n", py.join("bin").display()).as_bytes(),
@@ -1571,7 +1571,7 @@ mod tests {
 
     fn script(path: &Path, body: &str) {
         put(path, body.as_bytes());
-        crate::sandbox::os::set_mode(path, 0o755).unwrap();
+        crate::sys::os::set_mode(path, 0o755).unwrap();
     }
 
     /// A stand-in `python3` in the project's `.venv/bin`, first on `PATH`:
@@ -1627,7 +1627,7 @@ mod tests {
         // `#!` names the project's interpreter (directly or through
         // `env`), a venv whose `pyvenv.cfg` `home` is the project's: all
         // passed over.
-        crate::sandbox::os::symlink(&project.join(".venv/bin/python3"), &safe.join("npm")).unwrap();
+        crate::sys::os::symlink(&project.join(".venv/bin/python3"), &safe.join("npm")).unwrap();
         script(
             &safe.join("poetry"),
             &format!(

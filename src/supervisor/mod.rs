@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::sandbox::os::{Signal, WaitStatus};
+use crate::sys::os::{Signal, WaitStatus};
 
 pub mod notify;
 pub mod output;
@@ -45,7 +45,7 @@ const TICK: Duration = Duration::from_millis(100);
 /// Prepare this process to supervise: subreaper, non-dumpable, and the
 /// forwarded signals blocked so they queue for the wait loop (threads
 /// started afterwards inherit the mask, so no thread dies of SIGTERM).
-pub fn prepare() -> crate::sandbox::os::Result<SignalWaiter> {
+pub fn prepare() -> crate::sys::os::Result<SignalWaiter> {
     process::harden_supervisor()?;
     SignalWaiter::block(&FORWARDED)
 }
@@ -218,7 +218,7 @@ fn scrub_shared(
     before: &[(PathBuf, HashSet<OsString>)],
     created: Option<&notify::SharedCreations>,
 ) -> (Vec<PathBuf>, u64) {
-    let uid = crate::sandbox::os::current_uid();
+    let uid = crate::sys::os::current_uid();
     let mut removed = Vec::new();
     let mut unattributed = 0;
     for (dir, old) in before {
@@ -229,7 +229,7 @@ fn scrub_shared(
             let Ok(md) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            if crate::sandbox::os::owner_uid(&md) != Some(uid) {
+            if crate::sys::os::owner_uid(&md) != Some(uid) {
                 continue;
             }
             if !seen.is_some_and(|(_, names)| names.contains(name)) {
@@ -419,7 +419,7 @@ pub fn run(
                 && !procs_limit_seen
                 && match limit.counts {
                     crate::sandbox::NprocCount::UserTasks => {
-                        process::tasks_of_uid(crate::sandbox::os::current_uid())
+                        process::tasks_of_uid(crate::sys::os::current_uid())
                     }
                     crate::sandbox::NprocCount::SandboxTasks => process::tasks_of_descendants(),
                 } >= limit.max
@@ -759,7 +759,7 @@ fn read_manifest(path: &Path) -> Option<String> {
     if let Some(text) = cache.lock().ok()?.get(path) {
         return text.clone();
     }
-    let text = crate::sandbox::os::open_nofollow_nonblock(path)
+    let text = crate::sys::os::open_nofollow_nonblock(path)
         .ok()
         .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
         .and_then(|f| {

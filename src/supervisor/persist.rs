@@ -80,7 +80,7 @@ use std::rc::Rc;
 
 use crate::events::{Action, ProcessInfo, Provenance, RuleId, Target, Timestamp, Violation};
 use crate::policy::walk_cache::{DirStamp, Entry, KeepsNames, WalkCache};
-use crate::sandbox::os;
+use crate::sys::os;
 
 /// What this walk needs of a directory besides its subdirectories, as
 /// glob components every remembered listing keeps (`session::walk`):
@@ -856,7 +856,7 @@ impl Tree for RealTree {
             );
         } else if ft.is_file() {
             // Never through a link, nor a FIFO that blocks.
-            let f = crate::sandbox::safe_fs::open_regular(path).ok()?;
+            let f = crate::sys::safe_fs::open_regular(path).ok()?;
             let mut content = Vec::new();
             f.take(MAX_CONTENT + 1).read_to_end(&mut content).ok()?;
             if content.len() as u64 > MAX_CONTENT {
@@ -1059,7 +1059,7 @@ pub fn finish(
 /// anything was moved or could not be.
 #[cfg(target_os = "linux")]
 fn set_aside_planted(watch: &Watch, f: &Finding) -> Option<String> {
-    use crate::sandbox::safe_fs::{Dir, Parents};
+    use crate::sys::safe_fs::{Dir, Parents};
     if !matches!(f.what, What::Changed | What::Link | What::Runs(_))
         || !watch.also.contains(&f.path)
     {

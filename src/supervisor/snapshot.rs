@@ -284,7 +284,7 @@ fn seen_at(path: &Path, compare: Compare, files: &dyn Files, keep: bool) -> Seen
 /// The line to print.
 #[cfg(target_os = "linux")]
 pub fn restore(change: &Change) -> String {
-    use crate::sandbox::safe_fs::{Dir, Parents};
+    use crate::sys::safe_fs::{Dir, Parents};
     let shown = crate::text::path_name(&change.path);
     let (Some(dir), Some(name)) = (
         change.path.parent(),
@@ -330,7 +330,7 @@ impl Files for RealFiles {
     fn read(&self, path: &Path, max: u64) -> Option<Vec<u8>> {
         use std::io::Read;
         // Never through a link in the last component, nor a FIFO.
-        let f = crate::sandbox::safe_fs::open_regular(path).ok()?;
+        let f = crate::sys::safe_fs::open_regular(path).ok()?;
         let mut bytes = Vec::new();
         f.take(max + 1).read_to_end(&mut bytes).ok()?;
         (bytes.len() as u64 <= max).then_some(bytes)

@@ -53,9 +53,9 @@ struct GitPrint {
 impl GitPrint {
     fn of(p: &Path) -> GitPrint {
         let ino = |path: &Path| {
-            fs::symlink_metadata(path).ok().and_then(|m| {
-                crate::sandbox::os::file_id(&m).map(|(dev, ino)| (dev, ino, m.is_dir()))
-            })
+            fs::symlink_metadata(path)
+                .ok()
+                .and_then(|m| crate::sys::os::file_id(&m).map(|(dev, ino)| (dev, ino, m.is_dir())))
         };
         let names = |path: &Path| {
             let mut v: Vec<String> = fs::read_dir(path)

@@ -301,7 +301,7 @@ fn not_applicable(spec: &Spec, ctx: &Context) -> Option<String> {
             .then(|| "only x86_64 has the x32 and i386 syscall ABIs".to_owned()),
         Applies::Git => (!ctx.git).then(|| "git is not installed".to_owned()),
         Applies::Setuid => ctx.setuid.is_none().then(|| {
-            if crate::sandbox::os::is_root() {
+            if crate::sys::os::is_root() {
                 "vetto runs as root: a setuid-root binary has nothing to gain".to_owned()
             } else {
                 "no setuid-root binary (passwd, su, chsh, …) is installed".to_owned()

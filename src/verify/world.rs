@@ -4,7 +4,7 @@
 //! the user's own is read or touched; everything lives in one temporary
 //! directory removed when the world is dropped.
 
-use crate::sandbox::os::{UnixListener, symlink};
+use crate::sys::os::{UnixListener, symlink};
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
@@ -38,7 +38,7 @@ pub enum WorldError {
     #[error("cannot find vetto's own executable")]
     OwnExe(#[source] io::Error),
     #[error("cannot create the verify world")]
-    Root(#[source] crate::sandbox::safe_fs::SafeFsError),
+    Root(#[source] crate::sys::safe_fs::SafeFsError),
 }
 
 fn create(path: &Path) -> impl FnOnce(io::Error) -> WorldError + '_ {
@@ -206,7 +206,7 @@ impl World {
         // The vetto binary, so the probe can be executed inside every tier.
         let exe = std::env::current_exe().map_err(WorldError::OwnExe)?;
         fs::copy(&exe, &self.bin).map_err(create(&self.bin))?;
-        crate::sandbox::os::set_mode(&self.bin, 0o755).map_err(create(&self.bin))?;
+        crate::sys::os::set_mode(&self.bin, 0o755).map_err(create(&self.bin))?;
 
         self.git = make_project(&self.template, home, &self.canary(Canary::DotEnv))?;
         Ok(())
@@ -606,13 +606,13 @@ fn spawn_sleep(arg: &str, secret: Option<String>) -> io::Result<Child> {
 }
 
 fn find_setuid() -> Option<PathBuf> {
-    if crate::sandbox::os::is_root() {
+    if crate::sys::os::is_root() {
         return None;
     }
     SETUID_CANDIDATES
         .iter()
         .map(PathBuf::from)
-        .find(|p| fs::metadata(p).is_ok_and(|m| crate::sandbox::os::is_setuid_root(&m)))
+        .find(|p| fs::metadata(p).is_ok_and(|m| crate::sys::os::is_setuid_root(&m)))
 }
 
 /// The one-letter state of a process (`R`, `S`, `T`, `Z`, …).

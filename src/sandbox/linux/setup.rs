@@ -369,10 +369,8 @@ fn apply(
 /// through a link) in the project's checked `.git`, and its entries made
 /// relative to it (`safe_fs`). Its name comes from the session
 /// directory's, which nobody can guess.
-fn make_spares(
-    pool: &crate::plan::fs::SparePool,
-) -> Result<(), crate::sandbox::safe_fs::SafeFsError> {
-    use crate::sandbox::safe_fs;
+fn make_spares(pool: &crate::plan::fs::SparePool) -> Result<(), crate::sys::safe_fs::SafeFsError> {
+    use crate::sys::safe_fs;
     let dir = safe_fs::create_private_dir(&pool.dir, safe_fs::Parents::AsNamed)?;
     for name in &pool.files {
         dir.create_new(name, 0o600)?;

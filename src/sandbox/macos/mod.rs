@@ -66,12 +66,6 @@ pub fn os_version() -> Option<String> {
     (out.status.success() && !version.is_empty() && version.len() <= 32).then(|| version.to_owned())
 }
 
-pub fn seatbelt_availability() -> crate::host::Availability {
-    // libsandbox is part of every macOS since 10.5; the one thing to check
-    // is that this is a Mac whose `sandbox_init` vetto links against.
-    crate::host::Availability::Available
-}
-
 pub use super::setup_error::SetupError;
 
 #[derive(Debug, Serialize, Deserialize)]

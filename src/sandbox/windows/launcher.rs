@@ -126,7 +126,7 @@ pub fn run(plan: &LaunchPlan, command: &[OsString]) -> Result<Outcome, LaunchErr
         .unwrap_or_default();
 
     // 2. The session's container.
-    let nonce = crate::sandbox::safe_fs::random_hex(8).map_err(|e| LaunchError::Random {
+    let nonce = crate::sys::safe_fs::random_hex(8).map_err(|e| LaunchError::Random {
         reason: e.to_string(),
     })?;
     let profile = Profile::create(&profile_name(std::process::id(), &nonce))?;

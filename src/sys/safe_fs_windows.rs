@@ -21,8 +21,8 @@ use std::path::{Component, Path, PathBuf};
 /// `CreateFileW` opens a reparse point itself rather than its target.
 const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
 
-use crate::sandbox::safe_fs_common::Result;
-pub use crate::sandbox::safe_fs_common::{Parents, SafeFsError};
+use super::safe_fs_common::Result;
+pub use super::safe_fs_common::{Parents, SafeFsError};
 
 /// A directory checked to be one (and not a link) when it was opened.
 #[derive(Debug)]
@@ -205,8 +205,7 @@ impl Dir {
     pub fn link_new(&self, name: &str, target: &Path) -> Result<()> {
         self.check_name(name)?;
         let path = self.join(name);
-        crate::sandbox::os::symlink(target, &path)
-            .map_err(|e| SafeFsError::io("create the link", &path, e))
+        super::os::symlink(target, &path).map_err(|e| SafeFsError::io("create the link", &path, e))
     }
 
     fn rename_onto(&self, tmp: &str, name: &str) -> Result<()> {

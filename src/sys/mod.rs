@@ -1,0 +1,26 @@
+//! The OS floor: the few primitives every layer of vetto speaks — file
+//! identity, modes, descriptors, errno and signals (`os`), a directory's
+//! facts as the walks compare them (`lstat`), and writing outside the
+//! sandbox without following what a job planted (`safe_fs`). Below
+//! everything: it imports nothing of vetto's, and the platform backend
+//! (`sandbox`), the only place that applies a plan, builds on it too.
+
+// The Unix vocabulary the rest of vetto speaks, and Windows' answers to it.
+#[cfg(unix)]
+#[path = "os_unix.rs"]
+pub mod os;
+#[cfg(windows)]
+#[path = "os_windows.rs"]
+pub mod os;
+// A directory's facts as the walks compare them, built from `os`'s answers.
+#[cfg(any(unix, windows))]
+mod lstat;
+// Writing outside the sandbox without following what a job planted.
+#[cfg(unix)]
+#[path = "safe_fs_unix.rs"]
+pub mod safe_fs;
+#[cfg(windows)]
+#[path = "safe_fs_windows.rs"]
+pub mod safe_fs;
+// Its refusals and parent rules, one definition for Unix and Windows.
+mod safe_fs_common;
