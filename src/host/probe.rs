@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::sys::os::Errno;
 
 use super::{Availability, CgroupMemory, Confinement, HostCaps, KernelVersion};
-use crate::sandbox::caps::{self, SeccompAction};
+use crate::sys::caps::{self, SeccompAction};
 
 /// The first kernel with `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV`.
 pub const WAIT_KILLABLE_RECV_SINCE: KernelVersion = KernelVersion::new(5, 19, 0);

@@ -47,7 +47,7 @@ pub const REPORT_MODE: u32 = 0o644;
 /// Write `contents` to `path`, a file the user named: in its directory
 /// (taken as named), under a fresh temporary name that is then renamed
 /// onto `path` — a link planted at `path` or at any temporary name is
-/// replaced or refused, never followed ([`crate::sandbox::safe_fs`]), and
+/// replaced or refused, never followed ([`crate::sys::safe_fs`]), and
 /// a full disk leaves no half-written report behind.
 pub fn write_file(path: &Path, contents: &[u8]) -> Result<(), ReportError> {
     let err = |source| ReportError::Write {

@@ -35,8 +35,8 @@ pub struct EgressSockets {
 }
 
 pub use imp::{
-    SetupError, Spawned, Stage, caps, dead_net, fs_kind, memory, notify, notify_server, process,
-    splice, terminal,
+    SetupError, Spawned, Stage, dead_net, fs_kind, memory, notify, notify_server, process, splice,
+    terminal,
 };
 // The Windows AppContainer launcher: its pure parts (quoting, ACEs, job
 // limits, errors) on every OS, tested on Linux; the FFI on Windows.

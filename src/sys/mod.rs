@@ -24,3 +24,11 @@ pub mod safe_fs;
 pub mod safe_fs;
 // Its refusals and parent rules, one definition for Unix and Windows.
 mod safe_fs_common;
+// The kernel's answers the host probe asks for (Landlock, seccomp, user
+// namespaces); on other systems every answer is "not supported".
+#[cfg(target_os = "linux")]
+#[path = "caps_linux.rs"]
+pub mod caps;
+#[cfg(not(target_os = "linux"))]
+#[path = "caps_other.rs"]
+pub mod caps;

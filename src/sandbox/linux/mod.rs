@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::plan::Plan;
 
-pub mod caps;
 mod cgroup;
 pub mod dead_net;
 pub mod fs_kind;

@@ -37,7 +37,7 @@ use crate::plan::Plan;
 )]
 mod none;
 pub use none::{
-    caps, ctime_clock_now, dead_net, fs_kind, notify, notify_server, splice, terminal, try_syscall,
+    ctime_clock_now, dead_net, fs_kind, notify, notify_server, splice, terminal, try_syscall,
     verify_host,
 };
 
