@@ -230,6 +230,12 @@ pub struct Walked {
 pub struct Walking(GlobWalker);
 
 impl Walking {
+    /// The `.git` directories the walk's listings hold
+    /// ([`GlobWalker::git_dirs`]).
+    pub fn git_dirs(&self) -> Vec<std::path::PathBuf> {
+        self.0.git_dirs()
+    }
+
     /// What was walked; `None` when nothing is remembered.
     pub fn walked(self) -> Option<Walked> {
         self.0

@@ -265,6 +265,21 @@ impl GlobWalker {
         }
     }
 
+    /// Every directory named `.git` (any case) in a listing this load
+    /// holds, below the directory listed: the repositories the start's
+    /// walk saw but did not enter (`.git` is never walked).
+    pub fn git_dirs(&self) -> Vec<PathBuf> {
+        self.listings
+            .iter()
+            .flat_map(|(dir, l)| {
+                l.entries
+                    .iter()
+                    .filter(|e| e.is_dir && e.name.as_encoded_bytes().eq_ignore_ascii_case(b".git"))
+                    .map(move |e| dir.join(&e.name))
+            })
+            .collect()
+    }
+
     /// The walk to remember for the next load: `None` when nothing was
     /// learnt (every listing came from the cache) or nothing is remembered.
     pub fn into_cache(self) -> Option<WalkCache> {

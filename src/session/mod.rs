@@ -377,6 +377,10 @@ fn execute(
     let persistence = supervisor::persist::Watch::start(
         &policy.project,
         plan.checked_after.as_deref().unwrap_or_default(),
+        &walking
+            .as_ref()
+            .map(policy::Walking::git_dirs)
+            .unwrap_or_default(),
     );
     let autorun = supervisor::snapshot::Snapshot::take(autorun_roots(
         &policy,

@@ -192,20 +192,32 @@ pub struct Watch {
     /// session (`Plan::checked_after`): each is judged like the root's
     /// fixed paths, wherever it lies.
     pub also: Vec<PathBuf>,
+    /// The `.git` directories below the root that the start's walk listed
+    /// (it never enters one), and whether each was a git directory then
+    /// (`HEAD`, `objects/`, `refs/`): one that was not and is at the end
+    /// was completed during the session, whatever its files' stamps.
+    pub git_dirs: HashMap<PathBuf, bool>,
 }
 
 impl Watch {
     /// Call right before the job is launched: one clock read and the
     /// root's fixed paths (a few dozen `lstat`s), nothing that grows with
     /// the project.
-    /// `also`: [`Watch::also`].
-    pub fn start(project: &Path, also: &[PathBuf]) -> Watch {
-        Watch::start_in(project, also, &RealTree)
+    /// `also`: [`Watch::also`]; `git_dirs`: the `.git` directories the
+    /// start's walk listed (`policy::Walking::git_dirs`), three `lstat`s
+    /// each.
+    pub fn start(project: &Path, also: &[PathBuf], git_dirs: &[PathBuf]) -> Watch {
+        Watch::start_in(project, also, git_dirs, &RealTree)
     }
 
-    fn start_in(project: &Path, also: &[PathBuf], tree: &dyn Tree) -> Watch {
+    fn start_in(project: &Path, also: &[PathBuf], git_dirs: &[PathBuf], tree: &dyn Tree) -> Watch {
         let mut watch = Watch::at(project, tree);
         watch.also = also.to_vec();
+        watch.git_dirs = git_dirs
+            .iter()
+            .filter(|g| g.starts_with(project) && g.parent() != Some(project))
+            .map(|g| (g.clone(), is_git_dir(tree, g)))
+            .collect();
         let ambiguous = watch.check_root(tree, Limits::default());
         watch.settled = ambiguous
             .into_iter()
@@ -233,6 +245,7 @@ impl Watch {
             },
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         }
     }
 
@@ -482,6 +495,7 @@ struct Checker<'a> {
     start: Option<AtStart<'a>>,
     since: Stamp,
     settled: &'a HashMap<PathBuf, Identity>,
+    git_dirs: &'a HashMap<PathBuf, bool>,
     budget: usize,
     max: usize,
     found: Vec<Finding>,
@@ -495,6 +509,7 @@ impl<'a> Checker<'a> {
             start: None,
             since: watch.since,
             settled: &watch.settled,
+            git_dirs: &watch.git_dirs,
             budget: limits.entries,
             max: limits.findings,
             found: Vec::new(),
@@ -722,12 +737,16 @@ impl<'a> Checker<'a> {
 
     /// A `.git` below the root, in `dir`: a link or a `gitdir:` file is
     /// judged by its own stamp (a rename stamps it too), a directory that
-    /// was not there at the start is new whatever its files' stamps, one
-    /// that was is judged by what is in it.
+    /// was not there at the start is new whatever its files' stamps, as is
+    /// one that was there but no git directory then (a `HEAD` renamed into
+    /// it completes it, and its config may carry an earlier session's
+    /// stamp); one that was a repository is judged by what is in it.
     fn nested(&mut self, dir: &Path, path: &Path, kind: Kind) {
         if kind != Kind::Dir {
             self.entry(path, false);
-        } else if self.start.as_ref().and_then(|s| s.had_git_entry(dir)) == Some(false) {
+        } else if self.start.as_ref().and_then(|s| s.had_git_entry(dir)) == Some(false)
+            || (self.git_dirs.get(path) == Some(&false) && is_git_dir(self.tree, path))
+        {
             self.push(path.to_path_buf(), What::Became);
         } else {
             self.repository(path);
@@ -791,6 +810,14 @@ impl<'a> Checker<'a> {
 /// `.git` as git (on a case-insensitive filesystem too) would take it.
 fn is_git_name(name: &OsStr) -> bool {
     name.as_encoded_bytes().eq_ignore_ascii_case(b".git")
+}
+
+/// `lstat`'s answer to [`looks_like_git_dir`]'s question for `dir`.
+fn is_git_dir(tree: &dyn Tree, dir: &Path) -> bool {
+    let kind = |n: &str| tree.lstat(&dir.join(n)).map(|m| m.kind);
+    kind("HEAD").is_some_and(|k| k != Kind::Dir)
+        && kind("objects") == Some(Kind::Dir)
+        && kind("refs") == Some(Kind::Dir)
 }
 
 /// What git's discovery takes for a git directory: `HEAD`, `objects/`
@@ -1320,6 +1347,7 @@ mod tests {
             since: SINCE,
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         }
     }
 
@@ -1374,6 +1402,7 @@ mod tests {
             since: SINCE,
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         };
         check(&w, f, Limits::default())
             .into_iter()
@@ -1395,6 +1424,7 @@ mod tests {
             since: SINCE,
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         };
         let ambiguous = w.check_root(&f, Limits::default());
         assert_eq!(ambiguous.len(), 3, "{ambiguous:?}");
@@ -1582,6 +1612,52 @@ mod tests {
         assert_eq!(run(&f), []);
     }
 
+    /// A nested `.git` directory that was there at the start but no git
+    /// directory (an earlier session left a config that runs a program,
+    /// `objects/`, `refs/` and `HEAD.x` in it) is completed by renaming
+    /// `HEAD.x` to `HEAD`: the config keeps the earlier stamp, and a
+    /// `HEAD` renamed on some filesystems keeps its own. Not one at the
+    /// start, one now: new. A repository that was one (a `git checkout`
+    /// rewrites its `HEAD`) is judged by its config, hooks and info.
+    #[test]
+    fn a_nested_git_directory_completed_inside_by_a_rename_is_new() {
+        let mut f = project();
+        f.file("/p/w/.git/config", OLD)
+            .file("/p/w/.git/HEAD.x", OLD)
+            .add("/p/w/.git/objects", Kind::Dir, OLD)
+            .add("/p/w/.git/refs", Kind::Dir, OLD)
+            .file("/p/v/.git/config", OLD)
+            .file("/p/v/.git/HEAD", OLD)
+            .add("/p/v/.git/objects", Kind::Dir, OLD)
+            .add("/p/v/.git/refs", Kind::Dir, OLD);
+        for d in ["/p", "/p/src", "/p/w", "/p/v"] {
+            remember(&mut f, d);
+        }
+        let start = listings_of(&f);
+        let git_dirs = [PathBuf::from("/p/w/.git"), PathBuf::from("/p/v/.git")];
+        let begun = Watch::start_in(Path::new("/p"), &[], &git_dirs, &f);
+        assert_eq!(
+            begun.git_dirs,
+            HashMap::from([(git_dirs[0].clone(), false), (git_dirs[1].clone(), true)])
+        );
+        let w = Watch {
+            since: SINCE,
+            ..begun
+        };
+        let found = |f: &Fake| -> Vec<(String, What)> {
+            check_knowing(&w, f, Limits::default(), None, Some(&start))
+                .into_iter()
+                .map(|x| (x.path.display().to_string(), x.what))
+                .collect()
+        };
+        assert_eq!(found(&f), []);
+        f.entries.remove(Path::new("/p/w/.git/HEAD.x"));
+        f.file("/p/w/.git/HEAD", OLD)
+            .file("/p/v/.git/HEAD", NEW)
+            .add("/p/w/.git", Kind::Dir, NEW);
+        assert_eq!(found(&f), [("/p/w/.git".to_string(), What::Became)]);
+    }
+
     #[test]
     fn a_bare_repository_below_the_root_is_checked_like_a_git_dir() {
         let mut f = project();
@@ -1643,6 +1719,7 @@ mod tests {
             since: SINCE,
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         };
         let found = check(
             &w,
@@ -1679,6 +1756,7 @@ mod tests {
             since: SINCE,
             settled: HashMap::new(),
             also: Vec::new(),
+            git_dirs: HashMap::new(),
         };
         let found = check(
             &w,

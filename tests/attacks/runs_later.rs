@@ -187,6 +187,54 @@ fn repository_completed_by_a_rename_in_a_later_session_is_reported(tier: Tier) {
 }
 at_every_tier!(repository_completed_by_a_rename_in_a_later_session_is_reported);
 
+/// A `.git` directory in `sub/` that is no repository yet: a config whose
+/// fsmonitor runs a program, `objects/`, `refs/` and `HEAD.x` (an earlier
+/// session's leftover whose report went unread, or a clone the user
+/// interrupted and an earlier job finished off).
+fn stage_nested_git(marker: &Path) -> String {
+    format!(
+        "set -e; mkdir -p sub/.git/objects sub/.git/refs && \
+         printf 'ref: refs/heads/main\\n' > sub/.git/HEAD.x && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n\\tbare = false\\n\\tfsmonitor = \"echo pwned > {}\"\\n' \
+         > sub/.git/config",
+        marker.display()
+    )
+}
+
+/// Runs as an unprivileged user. The project holds `sub/.git`, not yet a
+/// repository (see [`stage_nested_git`]); the job renames `HEAD.x` to
+/// `HEAD` inside it. Bare, the next `git status` in `sub/` runs the
+/// fsmonitor; sandboxed, the rename is refused or `sub/.git` is reported
+/// as a repository that was not one when the session began (its config
+/// is older than the session), and `vetto ci` exits 3.
+fn nested_git_directory_completed_inside_is_reported(tier: Tier) {
+    require!(tier.feature());
+    let complete = "mv sub/.git/HEAD.x sub/.git/HEAD";
+    let bare = World::at(tier);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&format!("{} && {complete}", stage_nested_git(&marker)))
+        .assert_success();
+    bare.bare(&["git", "status", "--short"])
+        .cwd(bare.project.join("sub"))
+        .run();
+    assert!(
+        marker.exists(),
+        "control: the completed repository's fsmonitor did not run"
+    );
+
+    let w = World::at(tier);
+    let marker = marker_of(&w);
+    w.sh_bare(&stage_nested_git(&marker)).assert_success();
+    let (out, log) = w.ci_sh(&format!("{complete} && echo script-finished"));
+    out.assert_stdout_contains("script-finished");
+    assert_planted(
+        &out,
+        &log,
+        &["/sub/.git\"", "was not this one when the session began"],
+    );
+}
+at_every_tier!(nested_git_directory_completed_inside_is_reported);
+
 /// Runs as an unprivileged user. Control: the project holds a bare
 /// repository (a test's fixture remote) and the job pushes into it — its
 /// objects and refs change, nothing that runs does: no finding.
