@@ -24,7 +24,7 @@
 //! Pure: everything is read through [`Files`]; the snapshot that compares
 //! start and end is `supervisor::snapshot`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
@@ -99,6 +99,17 @@ pub struct Resolved {
     pub locations: Vec<Location>,
     /// More than [`MAX_LOCATIONS`] were named: the rest is not checked.
     pub truncated: bool,
+    /// The agents' settings as resolving read them, each read and parsed
+    /// once: what they run ([`runs`]) is what a snapshot keeps of them.
+    pub settings: BTreeMap<PathBuf, Settings>,
+}
+
+/// An agent's settings file as read.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub bytes: Vec<u8>,
+    /// [`runs`] of `bytes`.
+    pub runs: String,
 }
 
 /// Keys whose values make an agent run a program, change what its
@@ -212,6 +223,7 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
         seen: BTreeSet::new(),
         truncated: false,
         configs: BTreeSet::new(),
+        settings: BTreeMap::new(),
     };
     r.project_files(&roots.project, "");
     for repo in repositories(&roots.project, files) {
@@ -226,6 +238,7 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
     Resolved {
         locations: r.out,
         truncated: r.truncated,
+        settings: r.settings,
     }
 }
 
@@ -366,6 +379,7 @@ struct Resolver<'a> {
     truncated: bool,
     /// Config files already followed (an include cycle ends here).
     configs: BTreeSet<PathBuf>,
+    settings: BTreeMap<PathBuf, Settings>,
 }
 
 impl Resolver<'_> {
@@ -548,7 +562,14 @@ impl Resolver<'_> {
         let Some(bytes) = self.files.read(path, MAX_CONFIG) else {
             return;
         };
-        let Some(value) = parse_settings(&bytes, compare) else {
+        let value = parse_settings(&bytes, compare);
+        let runs = match &value {
+            Some(value) => runs_of(value),
+            None => unparsed(&bytes),
+        };
+        self.settings
+            .insert(path.to_path_buf(), Settings { bytes, runs });
+        let Some(value) = value else {
             return;
         };
         let mut strings = Vec::new();
@@ -646,13 +667,21 @@ fn collect_runs(value: &serde_json::Value, inside: bool, found: &mut dyn FnMut(&
 /// (history, trust, counters) is not in it. Settings that do not parse are
 /// their bytes: a change to them is a change (fail closed).
 pub fn runs(bytes: &[u8], compare: Compare) -> String {
-    let Some(value) = parse_settings(bytes, compare) else {
-        return format!("unparsed:{}", crate::hash::sha256_hex(&[bytes]));
-    };
+    match parse_settings(bytes, compare) {
+        Some(value) => runs_of(&value),
+        None => unparsed(bytes),
+    }
+}
+
+fn runs_of(value: &serde_json::Value) -> String {
     let mut out = Vec::new();
-    kept(&value, &mut String::new(), &mut out);
+    kept(value, &mut String::new(), &mut out);
     out.sort();
     out.join("\n")
+}
+
+fn unparsed(bytes: &[u8]) -> String {
+    format!("unparsed:{}", crate::hash::sha256_hex(&[bytes]))
 }
 
 fn kept(value: &serde_json::Value, at: &mut String, out: &mut Vec<String>) {

@@ -136,8 +136,22 @@ impl Snapshot {
             ));
         }
         let mut seen = BTreeMap::new();
+        let mut settings = resolved.settings;
         for l in &snap.locations {
-            if let Err(at) = expand(l, files, &mut seen, snap.keeps_bytes(l)) {
+            let keep = snap.keeps_bytes(l);
+            // Settings resolving read and parsed: not read again.
+            if let (false, Compare::Json | Compare::Toml, Some(read)) =
+                (l.tree, l.compare, settings.remove(&l.path))
+            {
+                let bytes = keep.then_some(read.bytes);
+                seen.insert(
+                    l.path.clone(),
+                    Seen::File {
+                        digest: read.runs,
+                        bytes,
+                    },
+                );
+            } else if let Err(at) = expand(l, files, &mut seen, keep) {
                 snap.unchecked.push(at);
             }
         }
@@ -441,6 +455,52 @@ mod tests {
         assert_eq!(changes[0].keys, ["hooks"]);
         assert!(snap.restorable(&changes[0]));
         assert!(changes[0].describe().contains("hooks"));
+    }
+
+    /// The start reads an agent's settings once (a `~/.claude.json` runs
+    /// to megabytes of history): what resolving parsed is what is kept.
+    #[test]
+    fn an_agents_settings_are_read_once_at_the_start() {
+        struct Counting<'a>(&'a Fake, std::cell::RefCell<Vec<PathBuf>>);
+        impl Files for Counting<'_> {
+            fn kind(&self, path: &Path) -> Option<Kind> {
+                self.0.kind(path)
+            }
+            fn read(&self, path: &Path, max: u64) -> Option<Vec<u8>> {
+                self.1.borrow_mut().push(path.to_path_buf());
+                self.0.read(path, max)
+            }
+            fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>> {
+                self.0.list(dir, max)
+            }
+            fn read_link(&self, path: &Path) -> Option<OsString> {
+                self.0.read_link(path)
+            }
+        }
+        let f = Fake::default();
+        f.file(
+            "/h/.claude/settings.json",
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/h/bin/stop"}]}]}}"#,
+        )
+        .file("/p/.mcp.json", r#"{"mcpServers":{}}"#);
+        let counting = Counting(&f, Default::default());
+        let snap = Snapshot::take_in(roots(), &counting);
+        let reads = counting.1.borrow();
+        for settings in ["/h/.claude/settings.json", "/p/.mcp.json"] {
+            let n = reads
+                .iter()
+                .filter(|p| p.as_path() == Path::new(settings))
+                .count();
+            assert_eq!(n, 1, "{settings} read {n} times: {reads:?}");
+        }
+        // And kept as before: a new hook is a change, restorable.
+        f.file(
+            "/h/.claude/settings.json",
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"/h/bin/evil"}]}]}}"#,
+        );
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(snap.restorable(&changes[0]));
     }
 
     /// A watched file replaced by a link (to a script outside the
