@@ -107,10 +107,34 @@ fn readable(policy: &Policy, path: &Path) -> Result<(), Cause> {
     }
 }
 
+/// A command whose first candidate on `PATH` the policy leaves unreadable
+/// while a later one is readable: the sandbox's search passes over the
+/// first (as `execvp` does over a file it may not run), so the job runs
+/// another program than the same command outside would — said, not
+/// refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassedOver {
+    pub refused: Box<Unreachable>,
+    /// The candidate that runs.
+    pub runs: PathBuf,
+}
+
+impl fmt::Display for PassedOver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the job runs {}, the next on PATH: {}",
+            crate::text::path_name(&self.runs),
+            self.refused
+        )
+    }
+}
+
 /// Every target must be readable; the first that is not is the refusal.
 /// A command with several candidates on `PATH` is reachable when one is
 /// (the sandbox's own search skips the others); pass them in `PATH` order.
-pub fn check(policy: &Policy, targets: &[Target]) -> Result<(), Box<Unreachable>> {
+/// `Ok(Some)`: reachable, but not by its first candidate.
+pub fn check(policy: &Policy, targets: &[Target]) -> Result<Option<PassedOver>, Box<Unreachable>> {
     let refuse = |target: &Target, path: &Path, cause| {
         Box::new(Unreachable {
             target: target.clone(),
@@ -120,7 +144,7 @@ pub fn check(policy: &Policy, targets: &[Target]) -> Result<(), Box<Unreachable>
         })
     };
     let mut first_command: Option<Box<Unreachable>> = None;
-    let mut command_ok = false;
+    let mut command_ok: Option<PathBuf> = None;
     for t in targets {
         match t {
             Target::Project(p) | Target::WorkingDir(p) => {
@@ -133,17 +157,21 @@ pub fn check(policy: &Policy, targets: &[Target]) -> Result<(), Box<Unreachable>
                     _ => Ok(()),
                 });
                 match verdict {
-                    Ok(()) => command_ok = true,
-                    Err(e) => {
+                    Ok(()) => {
+                        command_ok.get_or_insert_with(|| found.clone());
+                    }
+                    Err(e) if command_ok.is_none() => {
                         first_command.get_or_insert(e);
                     }
+                    Err(_) => {}
                 }
             }
         }
     }
-    match first_command {
-        Some(e) if !command_ok => Err(e),
-        _ => Ok(()),
+    match (first_command, command_ok) {
+        (Some(refused), Some(runs)) => Ok(Some(PassedOver { refused, runs })),
+        (Some(e), None) => Err(e),
+        (None, _) => Ok(None),
     }
 }
 

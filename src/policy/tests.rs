@@ -980,13 +980,26 @@ fn a_command_no_rule_lets_the_job_run_is_refused_by_name() {
         msg.contains("(/usr/bin/tool → /opt/tool/bin/tool)"),
         "{msg}"
     );
-    // One reachable candidate on PATH is enough (the sandbox skips the others).
+    // One reachable candidate on PATH is enough (the sandbox skips the
+    // others), said when it is not the first: another program runs than
+    // outside.
+    let passed_over = check(
+        &p,
+        &[cmd("/opt/tool/bin/tool", None), cmd("/usr/bin/tool", None)],
+    )
+    .unwrap()
+    .unwrap()
+    .to_string();
+    assert!(
+        passed_over.starts_with("the job runs /usr/bin/tool, the next on PATH: the policy leaves the command tool (/opt/tool/bin/tool) unreadable"),
+        "{passed_over}"
+    );
     assert_eq!(
         check(
             &p,
-            &[cmd("/opt/tool/bin/tool", None), cmd("/usr/bin/tool", None)]
+            &[cmd("/usr/bin/tool", None), cmd("/opt/tool/bin/tool", None)]
         ),
-        Ok(())
+        Ok(None)
     );
     // PATH order, relative names against the working directory.
     let exists = |p: &Path| p == Path::new("/b/tool") || p == Path::new("/w/x/tool");

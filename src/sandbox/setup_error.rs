@@ -13,17 +13,18 @@ pub enum SetupError {
     /// macOS: kqueue could not follow the job's processes.
     #[error("cannot follow the job's processes (kqueue): {0}")]
     Track(#[source] std::io::Error),
-    /// The job's program could not be executed (not a setup failure).
-    #[error("cannot execute the command: {}", nix::errno::Errno::from_raw(*.0))]
-    Exec(i32),
+    /// The job's program could not be executed (not a setup failure):
+    /// the error, and the path it concerns when one was tried.
+    #[error("cannot execute the command: {}{}", .path.as_deref().map(|p| format!("{}: ", crate::text::path_name(std::path::Path::new(p)))).unwrap_or_default(), nix::errno::Errno::from_raw(*.errno))]
+    Exec { errno: i32, path: Option<String> },
 }
 
 impl SetupError {
     /// The exit status the contract gives this failure.
     pub fn exit_status(&self) -> u8 {
         match self {
-            SetupError::Exec(e) if *e == libc::ENOENT => crate::exit::NOT_FOUND,
-            SetupError::Exec(_) => crate::exit::NOT_EXECUTABLE,
+            SetupError::Exec { errno, .. } if *errno == libc::ENOENT => crate::exit::NOT_FOUND,
+            SetupError::Exec { .. } => crate::exit::NOT_EXECUTABLE,
             _ => crate::exit::REFUSED,
         }
     }

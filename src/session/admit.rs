@@ -26,14 +26,15 @@ pub fn project(request: &LoadRequest) -> Result<Option<String>, String> {
 
 /// The project, the working directory and the command's executable are
 /// readable under the policy — at the tiers that isolate the filesystem
-/// (and not under `--audit`, which enforces nothing).
+/// (and not under `--audit`, which enforces nothing). `Ok(Some)`: the
+/// command's first candidate on `PATH` is not, a later one runs.
 pub fn reachable(
     plan: &Plan,
     policy: &Policy,
     command: &[std::ffi::OsString],
-) -> Result<(), Box<reach::Unreachable>> {
+) -> Result<Option<reach::PassedOver>, Box<reach::Unreachable>> {
     if plan.landlock.is_none() && plan.namespaces.is_none() {
-        return Ok(());
+        return Ok(None);
     }
     let mut targets = vec![
         Target::Project(policy.project.clone()),

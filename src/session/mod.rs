@@ -276,9 +276,13 @@ fn execute(
     // What the walk learnt is kept only where no job can change it; a
     // session whose job could forgets every remembered walk at its end.
     let sealed = walk::sealed_from_job(&policy, &plan, request.audit, &walk_dir);
-    if let Err(unreachable) = admit::reachable(&plan, &policy, &request.command) {
-        eprintln!("vetto: {unreachable}");
-        return Ok(Executed::Refused(exit::REFUSED));
+    match admit::reachable(&plan, &policy, &request.command) {
+        Err(unreachable) => {
+            eprintln!("vetto: {unreachable}");
+            return Ok(Executed::Refused(exit::REFUSED));
+        }
+        Ok(Some(passed_over)) => eprintln!("vetto: note: {passed_over}"),
+        Ok(None) => {}
     }
     // A secret's name holds its placeholder, not a withheld value.
     plan.env

@@ -194,6 +194,65 @@ fn unreachable_project_or_command_is_refused_naming_the_rule(tier: crate::util::
 }
 crate::at_every_tier!(unreachable_project_or_command_is_refused_naming_the_rule);
 
+/// Runs as an unprivileged user. The first `tool` on the job's `PATH`
+/// lies where the policy lets the job read nothing (a version manager's
+/// shims in an unlisted directory), the next in `/usr/bin`'s stead.
+/// Outside, the first runs. Sandboxed, `access(2)` says the first may run
+/// (Landlock does not answer it) and `execve` refuses it: the search
+/// passes over it as `execvp` does and the next runs, and vetto says so,
+/// with the rule that would let the first run — not "cannot execute the
+/// command: EACCES" (FS-ONLY's answer before).
+fn a_command_first_on_path_the_policy_refuses_is_passed_over_for_the_next(tier: crate::util::Tier) {
+    crate::require!(tier.feature());
+    let w = World::at(tier);
+    let shims = w.outside.join("shims");
+    let next = w.project.join(".tools");
+    for (dir, says) in [(&shims, "first"), (&next, "next")] {
+        let tool = dir.join("tool");
+        w.write(&tool, &format!("#!/bin/sh\necho {says}\n"));
+        std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    crate::util::chown_tree(&w.outside);
+    crate::util::chown_tree(&w.project);
+    let path = format!("{}:{}:/usr/bin:/bin", shims.display(), next.display());
+    w.bare(&["tool"])
+        .env("PATH", &path)
+        .run()
+        .assert_success()
+        .assert_stdout_contains("first");
+
+    let out = w.sandboxed_with(&[], &["tool"]).env("PATH", &path).run();
+    out.assert_success()
+        .assert_stdout_contains("next")
+        .assert_stderr_contains(&format!(
+            "vetto: note: the job runs {}, the next on PATH: the policy leaves the command tool ({}) unreadable: no rule allows it; add read = [\"{}\"]",
+            next.join("tool").display(),
+            shims.join("tool").display(),
+            shims.display()
+        ));
+}
+crate::at_every_tier!(a_command_first_on_path_the_policy_refuses_is_passed_over_for_the_next);
+
+/// Runs as an unprivileged user. The only `tool` on `PATH` is one nobody
+/// may execute (mode 0644): the shell's "Permission denied", with the
+/// path, exit 126 — not a bare errno.
+fn a_command_nobody_may_execute_is_named_with_its_path(tier: crate::util::Tier) {
+    crate::require!(tier.feature());
+    let w = World::at(tier);
+    let dir = w.project.join(".tools");
+    let tool = dir.join("tool");
+    w.write(&tool, "#!/bin/sh\necho ran\n");
+    crate::util::chown_tree(&w.project);
+    let path = format!("{}:/usr/bin:/bin", dir.display());
+    let out = w.sandboxed_with(&[], &["tool"]).env("PATH", &path).run();
+    out.assert_code(126).assert_stderr_contains(&format!(
+        "vetto: cannot execute the command: {}: EACCES: Permission denied",
+        tool.display()
+    ));
+}
+crate::at_every_tier!(a_command_nobody_may_execute_is_named_with_its_path);
+
 /// `vetto policy explain HOST[:PORT]` with the options a run would get:
 /// the allowed name by its rule (ports 80 and 443), its pin, another port
 /// refused with what to write, the metadata address refused as such — and

@@ -56,7 +56,11 @@ struct StageRequest {
 #[derive(Debug, Serialize, Deserialize)]
 enum StageReport {
     SetupFailed(String),
-    ExecFailed(i32),
+    /// The program did not run: the error, and the path it concerns.
+    ExecFailed {
+        errno: i32,
+        path: Option<String>,
+    },
 }
 
 impl StageReport {
@@ -448,7 +452,7 @@ impl Stage {
         }
         if !report.is_empty() {
             return Err(match serde_json::from_slice::<StageReport>(&report) {
-                Ok(StageReport::ExecFailed(errno)) => SetupError::Exec(errno),
+                Ok(StageReport::ExecFailed { errno, path }) => SetupError::Exec { errno, path },
                 Ok(StageReport::SetupFailed(message)) => SetupError::Stage(message),
                 Err(_) => SetupError::Stage("the sandbox stage failed".into()),
             });

@@ -20,7 +20,7 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill, signal, sigprocmask};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, execve, fork, getppid};
+use nix::unistd::{ForkResult, Pid, fork, getppid};
 
 use super::{StageReport, StageRequest, landlock, namespaces, seccomp, sys};
 
@@ -72,7 +72,13 @@ pub fn stage(fds: StageFds, early: Option<crate::sandbox::EarlyNamespaces>) -> u
     let (report, code) = match apply(plan_fd, notify_fd, &mut status, early) {
         Ok(never) => match never {},
         Err(Failure::Setup(message)) => (StageReport::SetupFailed(message), crate::exit::REFUSED),
-        Err(Failure::Exec(errno)) => (StageReport::ExecFailed(errno as i32), exec_status(errno)),
+        Err(Failure::Exec(errno)) => (
+            StageReport::ExecFailed {
+                errno: errno as i32,
+                path: None,
+            },
+            exec_status(errno),
+        ),
     };
     if let Some(mut status) = status {
         let _ = status.write_all(&report.encode());
@@ -257,9 +263,9 @@ fn apply(
         landlock::restrict(ll).map_err(|e| e.to_string())?;
     }
 
-    // 10. Resolve the program with the job's PATH, now that the domain
-    //    decides what is executable.
-    let program = crate::sandbox::exec_unix::resolve_program(
+    // 10. Find the program's candidates on the job's PATH (which of them
+    //     the domain lets run, `execve` finds out at 15).
+    let candidates = crate::sandbox::exec_unix::resolve_program(
         &request.argv,
         &plan.env.vars,
         "/usr/local/bin:/usr/bin:/bin",
@@ -348,11 +354,13 @@ fn apply(
             // avoids for the processes it spawns.
             // SAFETY: restoring the default disposition installs no handler code.
             let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
-            let err = execve(&program, &argv, &envp)
-                .err()
-                .unwrap_or(Errno::EINVAL);
+            let (err, at) = crate::sandbox::exec_unix::exec_first(&candidates, &argv, &envp);
             if let Some(status) = status.as_mut() {
-                let _ = status.write_all(&StageReport::ExecFailed(err as i32).encode());
+                let report = StageReport::ExecFailed {
+                    errno: err as i32,
+                    path: at.map(|p| p.to_string_lossy().into_owned()),
+                };
+                let _ = status.write_all(&report.encode());
             }
             std::process::exit(i32::from(exec_status(err)));
         }

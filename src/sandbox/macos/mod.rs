@@ -78,7 +78,11 @@ struct StageRequest {
 #[derive(Debug, Serialize, Deserialize)]
 enum StageReport {
     SetupFailed(String),
-    ExecFailed(i32),
+    /// The program did not run: the error, and the path it concerns.
+    ExecFailed {
+        errno: i32,
+        path: Option<String>,
+    },
 }
 
 /// The job, once exec'ed: its pid is also its process group.
@@ -393,7 +397,7 @@ impl Stage {
         }
         if !report.is_empty() {
             return Err(match serde_json::from_slice::<StageReport>(&report) {
-                Ok(StageReport::ExecFailed(errno)) => SetupError::Exec(errno),
+                Ok(StageReport::ExecFailed { errno, path }) => SetupError::Exec { errno, path },
                 Ok(StageReport::SetupFailed(message)) => SetupError::Stage(message),
                 Err(_) => SetupError::Stage("the sandbox stage failed".into()),
             });
@@ -485,8 +489,14 @@ fn stage(plan_fd: i32, status_fd: i32) -> u8 {
     };
     match restrict_and_exec(&request) {
         Ok(never) => match never {},
-        Err(StageFailure::Exec(e)) => {
-            fail(&mut status, StageReport::ExecFailed(e as i32));
+        Err(StageFailure::Exec(e, path)) => {
+            fail(
+                &mut status,
+                StageReport::ExecFailed {
+                    errno: e as i32,
+                    path,
+                },
+            );
             if e == Errno::ENOENT {
                 crate::exit::NOT_FOUND
             } else {
@@ -502,7 +512,8 @@ fn stage(plan_fd: i32, status_fd: i32) -> u8 {
 
 enum StageFailure {
     Setup(String),
-    Exec(Errno),
+    /// The program did not run: the error, and the path it concerns.
+    Exec(Errno, Option<String>),
 }
 
 fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible, StageFailure> {
@@ -529,12 +540,12 @@ fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible,
     std::env::set_current_dir(&plan.cwd)
         .map_err(|e| StageFailure::Setup(format!("cannot enter {}: {e}", plan.cwd.display())))?;
     seatbelt::apply(profile).map_err(|e| StageFailure::Setup(e.to_string()))?;
-    let program = crate::sandbox::exec_unix::resolve_program(
+    let candidates = crate::sandbox::exec_unix::resolve_program(
         &request.argv,
         &plan.env.vars,
         "/usr/bin:/bin:/usr/sbin:/sbin",
     )
-    .map_err(StageFailure::Exec)?;
+    .map_err(|e| StageFailure::Exec(e, None))?;
     let argv = cstrings(request.argv.iter().map(Vec::as_slice))?;
     let envp = cstrings(
         plan.env
@@ -558,10 +569,11 @@ fn restrict_and_exec(request: &StageRequest) -> Result<std::convert::Infallible,
         Some(&nix::sys::signal::SigSet::empty()),
         None,
     );
-    let err = nix::unistd::execve(&program, &argv, &envp)
-        .err()
-        .unwrap_or(Errno::EINVAL);
-    Err(StageFailure::Exec(err))
+    let (err, at) = crate::sandbox::exec_unix::exec_first(&candidates, &argv, &envp);
+    Err(StageFailure::Exec(
+        err,
+        at.map(|p| p.to_string_lossy().into_owned()),
+    ))
 }
 
 /// nix has no `RLIMIT_NPROC` for Apple targets; libc does.
