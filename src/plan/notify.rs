@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+pub mod connect;
+
 /// Who a sandboxed thread belongs to, as the platform could read it: its
 /// process, executable, arguments, working directory and the chain of
 /// parents up to (not including) vetto.

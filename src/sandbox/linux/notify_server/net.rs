@@ -4,6 +4,7 @@
 //! the job's addresses and performed on the server's own descriptors.
 
 use super::*;
+use crate::plan::notify::connect::{self, ConnectPlan, Domain, Network, SocketFacts, Verdict};
 
 impl Shared {
     /// `listen(fd, backlog)` under filtered egress without a namespace
@@ -250,47 +251,12 @@ impl Shared {
         // With the network off, an internet address the job may not reach
         // is refused on this one copy of its bytes, and never performed;
         // with filtered egress, the proxy decides on the same copy.
-        let mut redirect = None;
-        let mut named = None;
-        // FS-ONLY with UDP from vetto's namespace that leads nowhere: a
-        // refusal waits for the socket, which may be one of those.
-        let mut refused = None;
-        if let Some(to) = inet_addr(&addr[..len]) {
-            if self.net_connect == NetConnect::Proxy {
-                match self.route(to) {
-                    Route::AsAsked => {}
-                    Route::Redirect => redirect = Some((to, false)),
-                    Route::Dns => redirect = Some((to, true)),
-                    Route::Refuse if self.udp_dead_net => refused = Some(Answer::Refused(to)),
-                    Route::Refuse => return (Err(Answer::Refused(to)), None),
-                }
-            } else if self.net_connect == NetConnect::LoopbackOnly
-                && self
-                    .egress
-                    .as_ref()
-                    .is_some_and(|e| e.allows_host_loopback(to))
-            {
-                // FULL with an IP rule for a loopback address: the host's
-                // service there (a CI `services:` database), through the
-                // proxy, for programs that ignore the proxy variables too.
-                redirect = Some((to, false));
-            } else if self.refuses(to) {
-                // FULL with filtered egress: an address an IP rule allows
-                // goes to the proxy's redirected listener in the namespace.
-                let allowed = self.net_connect == NetConnect::LoopbackOnly
-                    && self.egress.as_ref().is_some_and(|e| e.allows(to));
-                if allowed {
-                    redirect = Some((to, false));
-                } else if self.udp_dead_net {
-                    refused = Some(Answer::Unreachable(to));
-                } else {
-                    return (Err(Answer::Unreachable(to)), None);
-                }
-            }
-            if redirect.is_none() && self.egress.as_ref().is_some_and(|e| e.names_process(to)) {
-                named = Some(to);
-            }
-        }
+        let to = inet_addr(&addr[..len]);
+        let plan = self.connect_plan();
+        let by = match connect::by_address(&plan, to) {
+            Ok(by) => by,
+            Err(refused) => return (Err(refusal(refused)), None),
+        };
         let kind = classify(&addr[..len]);
         // A unix address longer than `sockaddr_un` is one the kernel refuses
         // (EINVAL): vetto, which connects its own resolved copy, must too.
@@ -360,7 +326,10 @@ impl Shared {
             return (Err(Answer::Drop), shown);
         }
         let domain = match sys::socket_domain(sock.as_fd()) {
-            Ok(d) => d,
+            Ok(c::AF_UNIX) => Domain::Unix,
+            Ok(c::AF_INET) => Domain::Inet,
+            Ok(c::AF_INET6) => Domain::Inet6,
+            Ok(_) => Domain::Other,
             Err(e) => {
                 return (
                     Err(Answer::Errno(
@@ -372,108 +341,27 @@ impl Shared {
                 );
             }
         };
-        let dead_net = self.udp_dead_net
-            && (domain == c::AF_INET || domain == c::AF_INET6)
-            && self
-                .egress
-                .as_ref()
-                .is_some_and(|e| e.is_dead_net(sock.as_fd()));
-        let stream = || matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM);
-        let connect = if dead_net {
-            // Decided on the socket itself (our copy of it), not on a
-            // number the job can re-point: it can only reach the
-            // namespace it was made in. Performed as asked — but a TCP
-            // connect to anything but loopback (the job's own servers) is
-            // an attempt to leave, refused and recorded, as at FULL; and
-            // one to port 53 is DNS over TCP to a resolver, never the
-            // job's own: refused (no stub serves TCP there) and recorded.
-            match inet_addr(&addr[..len]) {
-                Some(to) if self.tcp_dead_net && stream() => {
-                    let ip = to.ip().to_canonical();
-                    let local = ip.is_loopback() || ip.is_unspecified();
-                    if self.net_connect == NetConnect::Proxy {
-                        // Filtered egress: decided as for any socket
-                        // (`route`), then sent to the proxy's listeners,
-                        // which are in this namespace too. Loopback is
-                        // the job's own unless an IP rule names the
-                        // host's service there (`--audit` allows every
-                        // address: its loopback stays the job's).
-                        match (redirect, named) {
-                            (Some((to, true)), _) => match self.dead_net_via(domain, true) {
-                                Some(via) => Connect::Redirect { to, via },
-                                None => return (Err(Answer::Refused(to)), shown),
-                            },
-                            (Some((to, false)), _) if !local || !self.audit => {
-                                match self.dead_net_via(domain, false) {
-                                    Some(via) => Connect::Redirect { to, via },
-                                    None => return (Err(Answer::Refused(to)), shown),
-                                }
-                            }
-                            (_, Some(to)) => Connect::Named { addr, len, to },
-                            _ if local && self.reaches_for_host_service(None, to) => {
-                                return (Err(Answer::Refused(to)), shown);
-                            }
-                            _ if local => Connect::Raw(addr, len, Reason::DeadNet),
-                            _ => {
-                                return (Err(refused.unwrap_or(Answer::Refused(to))), shown);
-                            }
-                        }
-                    } else {
-                        if !local {
-                            return (Err(Answer::Unreachable(to)), shown);
-                        }
-                        if to.port() == 53 || self.reaches_for_host_service(None, to) {
-                            return (Err(Answer::Refused(to)), shown);
-                        }
-                        Connect::Raw(addr, len, Reason::DeadNet)
-                    }
-                }
-                _ => Connect::Raw(addr, len, Reason::DeadNet),
-            }
-        } else if let Some(answer) = refused {
-            return (Err(answer), shown);
-        } else if domain != c::AF_UNIX
-            && domain != c::AF_INET
-            && domain != c::AF_INET6
-            && self.net_connect != NetConnect::Open
-        {
-            // Netlink and the rest: the supervisor's credentials would
-            // decide for the job's socket. Not with the network off.
-            return (Err(denied(c::EACCES, Reason::Forbidden)), shown);
-        } else if let Some((to, dns)) = redirect {
-            // Allowed by address: to the proxy, never to `to` itself (a
-            // DNS query: to the DNS stub). Only a TCP internet socket can
-            // be handed over.
-            let stream = stream();
-            let v6 = domain == c::AF_INET6;
-            let via = self.egress.as_ref().and_then(|e| {
-                if dns {
-                    e.dns_via(v6)
-                } else {
-                    e.redirect_to(v6)
-                }
-            });
-            match via {
-                Some(via) if stream && domain != c::AF_UNIX => Connect::Redirect { to, via },
-                _ => return (Err(Answer::Refused(to)), shown),
-            }
-        } else if let Some(to) = named.filter(|_| domain != c::AF_UNIX) {
-            Connect::Named { addr, len, to }
-        } else if domain != c::AF_UNIX {
-            // An internet socket the network mode lets through (host
-            // network, or the job's own loopback at FULL; the address was
-            // checked above). Performing it ourselves keeps the job from
-            // swapping in a unix socket after the check.
-            if let Some(to) = inet_addr(&addr[..len])
-                && self.net_connect == NetConnect::LoopbackOnly
-                && stream()
-                && self.reaches_for_host_service(Some(n.tid), to)
-            {
-                return (Err(Answer::Refused(to)), shown);
-            }
-            Connect::Raw(addr, len, Reason::SocketNoName)
-        } else {
-            match kind {
+        // Decided on the socket itself (our copy of it), not on a number
+        // the job can re-point.
+        let socket = SocketFacts {
+            domain,
+            stream: matches!(sys::socket_type(sock.as_fd()), Ok(t) if t == libc::SOCK_STREAM),
+            dead_net: self.udp_dead_net
+                && matches!(domain, Domain::Inet | Domain::Inet6)
+                && self
+                    .egress
+                    .as_ref()
+                    .is_some_and(|e| e.is_dead_net(sock.as_fd())),
+        };
+        let tables = TcpTables {
+            shared: self,
+            tid: n.tid,
+        };
+        let connect = match connect::by_socket(&plan, to, by, socket, &tables) {
+            Verdict::Redirect { to, via } => Connect::Redirect { to, via },
+            Verdict::Named(to) => Connect::Named { addr, len, to },
+            Verdict::AsAsked(reason) => Connect::Raw(addr, len, reason),
+            Verdict::Unix => match kind {
                 SockAddr::Other => Connect::Raw(addr, len, Reason::SocketNoName),
                 SockAddr::Abstract(name) => {
                     // CONTINUE would let the job rewrite the address into a
@@ -503,89 +391,20 @@ impl Shared {
                     Ok((target, reason)) => Connect::Checked(target, reason),
                     Err(answer) => return (Err(answer), shown),
                 },
-            }
+            },
+            refused => return (Err(refusal(refused)), shown),
         };
         (Ok((connect, sock)), shown)
     }
 
-    /// Whether a connect to `to` is refused: with the network off, anything
-    /// at FS-ONLY (the job cannot create such a socket: one it holds was
-    /// smuggled in, or made in vetto's namespace that leads nowhere, which
-    /// `connect` tells apart by the socket itself), and at FULL anything
-    /// but the job's own loopback.
-    pub(super) fn refuses(&self, to: std::net::SocketAddr) -> bool {
-        let ip = to.ip().to_canonical();
-        match self.net_connect {
-            NetConnect::Open => false,
-            NetConnect::LoopbackOnly => !ip.is_loopback() && !ip.is_unspecified(),
-            NetConnect::Closed => true,
-            // Decided by `route`.
-            NetConnect::Proxy => true,
-        }
-    }
-
-    /// Filtered egress (FS-ONLY): the proxy's own explicit listener is
-    /// reached as asked (and nothing else on the host's loopback: other
-    /// local ports stay refused), a DNS query (port 53, any address) goes
-    /// to the DNS stub, an address the proxy allows (an IP rule, or a
-    /// synthetic address standing for a name) is redirected to it,
-    /// everything else refused. No proxy: refused.
-    pub(super) fn route(&self, to: std::net::SocketAddr) -> Route {
-        let Some(egress) = &self.egress else {
-            return Route::Refuse;
-        };
-        let to = std::net::SocketAddr::new(to.ip().to_canonical(), to.port());
-        if egress.explicit().contains(&to) {
-            Route::AsAsked
-        } else if to.port() == 53 && egress.dns_via(false).is_some() {
-            Route::Dns
-        } else if egress.allows(to) {
-            Route::Redirect
-        } else {
-            Route::Refuse
-        }
-    }
-
-    /// A TCP connect to loopback (`to`) in the sandbox's own network —
-    /// FULL's namespace (that of thread `tid`), or at FS-ONLY the one that
-    /// leads nowhere (`tid` `None`) — where none of the job's servers
-    /// listens, but a service of the host's does: the job reaching for the
-    /// host's service. The namespace refuses it all the same; this names
-    /// it, so that it is recorded with its process (issue P10, item 6).
-    /// A connect where nothing listens at all reached nothing, and a test
-    /// suite's wait-for-port loop before its own server is up is no
-    /// finding. Read from the kernel's socket tables, not from the job's
-    /// memory; a server the job starts right after this look still gets
-    /// its connection.
-    pub(super) fn reaches_for_host_service(
-        &self,
-        tid: Option<i32>,
-        to: std::net::SocketAddr,
-    ) -> bool {
-        let ip = to.ip().to_canonical();
-        if self.audit || !(ip.is_loopback() || ip.is_unspecified()) {
-            return false;
-        }
-        let sandbox = match tid {
-            Some(tid) => Some(PathBuf::from(format!("/proc/{tid}/net"))),
-            None => self.egress.as_ref().and_then(|e| e.dead_net_proc()),
-        };
-        let Some(sandbox) = sandbox else {
-            return false;
-        };
-        !sys::tcp_listens(&sandbox, to) && sys::tcp_listens(Path::new("/proc/self/net"), to)
-    }
-
-    /// Where a redirected connect of a socket of the namespace that leads
-    /// nowhere goes: the proxy's (or, `dns`, the DNS stub's) listener
-    /// there for the socket's family.
-    pub(super) fn dead_net_via(&self, domain: i32, dns: bool) -> Option<std::net::SocketAddr> {
-        let v6 = domain == c::AF_INET6;
-        let egress = self.egress.as_ref()?;
-        if dns {
-            egress.dns_via(v6)
-        } else {
-            egress.redirect_to(v6)
+    /// What the plan says about connects, for `plan::notify::connect`.
+    fn connect_plan(&self) -> ConnectPlan<'_> {
+        ConnectPlan {
+            mode: self.net_connect,
+            audit: self.audit,
+            udp_dead_net: self.udp_dead_net,
+            tcp_dead_net: self.tcp_dead_net,
+            egress: self.egress.as_deref(),
         }
     }
 
@@ -772,16 +591,43 @@ pub(super) enum Connect {
     },
 }
 
-/// Where filtered egress sends a connect to an internet address.
-pub(super) enum Route {
-    /// To the proxy's explicit listener: performed as asked.
-    AsAsked,
-    /// Allowed by address: redirected to the proxy.
-    Redirect,
-    /// To port 53 (any address): redirected to the supervisor's DNS stub.
-    Dns,
-    /// Refused.
-    Refuse,
+/// A refusal `plan::notify::connect` decided, as the answer to give.
+fn refusal(verdict: Verdict) -> Answer {
+    match verdict {
+        Verdict::Unreachable(to) => Answer::Unreachable(to),
+        Verdict::Refused(to) => Answer::Refused(to),
+        _ => Answer::Errno(c::EACCES, Decision::Denied(c::EACCES), Reason::Forbidden),
+    }
+}
+
+/// The kernel's TCP socket tables, read only when the decision asks.
+struct TcpTables<'a> {
+    shared: &'a Shared,
+    tid: i32,
+}
+
+impl connect::Listeners for TcpTables<'_> {
+    /// A TCP connect to loopback in the sandbox's own network — FULL's
+    /// namespace (that of thread `tid`), or at FS-ONLY the one that leads
+    /// nowhere — where none of the job's servers listens, but a service of
+    /// the host's does: the job reaching for the host's service. The
+    /// namespace refuses it all the same; this names it, so that it is
+    /// recorded with its process (issue P10, item 6). A connect where
+    /// nothing listens at all reached nothing, and a test suite's
+    /// wait-for-port loop before its own server is up is no finding. Read
+    /// from the kernel's socket tables, not from the job's memory; a
+    /// server the job starts right after this look still gets its
+    /// connection.
+    fn host_service_only(&self, network: Network, to: std::net::SocketAddr) -> bool {
+        let sandbox = match network {
+            Network::Job => Some(PathBuf::from(format!("/proc/{}/net", self.tid))),
+            Network::DeadNet => self.shared.egress.as_ref().and_then(|e| e.dead_net_proc()),
+        };
+        let Some(sandbox) = sandbox else {
+            return false;
+        };
+        !sys::tcp_listens(&sandbox, to) && sys::tcp_listens(Path::new("/proc/self/net"), to)
+    }
 }
 
 /// The local address of `sock`, bound first (to the loopback address of
