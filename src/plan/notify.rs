@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 pub mod connect;
+pub mod entries;
 
 /// Who a sandboxed thread belongs to, as the platform could read it: its
 /// process, executable, arguments, working directory and the chain of

@@ -55,6 +55,7 @@ use super::notify::{
     SUN_PATH_OFFSET, consts as c, resolve,
 };
 use crate::plan::fs::{Access, NetConnect, NotifyPlan, beneath, normalise_abs, writable};
+use crate::plan::notify::entries::{self, fold};
 use crate::plan::notify::{Decision, EgressBroker, NotifyEvent, Reason, is_violation};
 
 /// Threads receiving on the listener: one slow call does not stall the rest.
@@ -245,6 +246,19 @@ struct Carved {
     protected: Vec<Vec<u8>>,
     /// Names may match regardless of case/Unicode form here.
     case_insensitive: bool,
+}
+
+impl Carved {
+    /// What the plan's decisions need of it.
+    fn view(&self) -> entries::Carved<'_> {
+        entries::Carved {
+            path: &self.path,
+            dev: self.dev,
+            ino: self.ino,
+            protected: &self.protected,
+            case_insensitive: self.case_insensitive,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -929,18 +943,6 @@ fn split(path: &[u8]) -> Option<(&[u8], &[u8], bool)> {
     }
 }
 
-/// The comparison form of a name: ASCII lower case, without the trailing
-/// dots and spaces some filesystems drop (`.git.` is `.git` on vfat).
-fn fold(name: &[u8]) -> Vec<u8> {
-    let mut end = name.len();
-    while end > 0 && matches!(name[end - 1], b'.' | b' ') {
-        end -= 1;
-    }
-    // `.` and `..` fold to nothing; keep them as they are.
-    let kept = if end == 0 { name } else { &name[..end] };
-    kept.to_ascii_lowercase()
-}
-
 fn show(path: &CStr) -> PathBuf {
     PathBuf::from(std::ffi::OsStr::from_bytes(path.to_bytes()))
 }
@@ -1044,16 +1046,6 @@ mod tests {
         assert_eq!(split(b"a//b"), Some((&b"a/"[..], &b"b"[..], false)));
         assert_eq!(split(b"///"), None);
         assert_eq!(split(b"x/.."), Some((&b"x"[..], &b".."[..], false)));
-    }
-
-    #[test]
-    fn protected_name_variants_fold_to_the_same_name() {
-        for variant in [".git", ".GIT", ".Git.", ".git ", ".git..", ".gIt. ."] {
-            assert_eq!(fold(variant.as_bytes()), b".git", "{variant}");
-        }
-        assert_eq!(fold(b"HOOKS"), b"hooks");
-        assert_ne!(fold(b".gitignore"), b".git");
-        assert_eq!(fold(b".."), b"..");
     }
 
     #[test]

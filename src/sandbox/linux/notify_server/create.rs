@@ -712,18 +712,9 @@ impl Shared {
         .ok()
     }
 
+    /// The plan's decision on a name in carved directory `carved`.
     pub(super) fn check_name(&self, carved: usize, name: &[u8]) -> Result<(), Reason> {
-        let dir = &self.carved[carved];
-        // Where names may fold, a non-ASCII name could fold onto a
-        // protected one (`conﬁg`, `hoo\u{212a}s`): not emulated.
-        if dir.case_insensitive && !name.is_ascii() {
-            return Err(Reason::Unsupported);
-        }
-        let folded = fold(name);
-        if dir.protected.contains(&folded) {
-            return Err(Reason::Protected);
-        }
-        Ok(())
+        entries::check_name(&self.carved[carved].view(), name)
     }
 }
 

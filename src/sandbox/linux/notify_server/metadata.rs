@@ -15,13 +15,11 @@
 //! is never answered: Landlock would not decide.
 
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use super::{Answer, Shared, start_dir, sys};
 use super::{Notif, PATH_MAX, c, resolve};
-use crate::plan::fs::writable;
-use crate::plan::notify::{Decision, Reason};
+use crate::plan::notify::{Decision, Reason, entries};
 
 /// What the call changes, as the supervisor's own copy.
 #[derive(Debug, Clone, Copy)]
@@ -322,53 +320,23 @@ impl Shared {
     }
 
     /// Whether the inode at `real` (its path from the supervisor's own
-    /// descriptor) may have its mode, owner or times changed.
+    /// descriptor) may have its mode, owner or times changed: the plan's
+    /// decision (`plan::notify::entries::may_change`) on these facts.
     fn may_change(&self, real: Option<&Path>, facts: sys::FileFacts, change: Change) -> bool {
-        let Some(real) = real else {
-            return false;
+        let carved: Vec<_> = self.carved.iter().map(super::Carved::view).collect();
+        let inode = entries::Inode {
+            real,
+            dev: facts.dev,
+            ino: facts.ino,
+            mode: facts.mode,
+            nlink: facts.nlink,
         };
-        if !real.is_absolute() {
-            // A pipe, socket or other anonymous inode (`pipe:[…]`): no name
-            // in any filesystem.
-            return true;
-        }
-        if real.as_os_str().as_bytes().ends_with(b" (deleted)") {
-            // Gone from every directory: nobody else can reach it by name.
-            return facts.nlink == 0;
-        }
-        let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        if !writable(rules, real) {
-            return false;
-        }
-        // A carved directory itself (the project root, `.git`): its
-        // entries are the supervisor's to make, so nobody else may be let
-        // in, and the owner keeps its access. Times are harmless.
-        if self
-            .carved
-            .iter()
-            .any(|d| d.dev == facts.dev && d.ino == facts.ino)
-        {
-            return match change {
-                Change::Times(_) => true,
-                Change::Owner(..) => false,
-                Change::Mode(mode) => {
-                    let added = mode & !facts.mode;
-                    mode & 0o700 == 0o700 && added & 0o022 == 0
-                }
-            };
-        }
-        // In a carved directory: not a protected name (`.git/hooks`,
-        // `.git/config`, the policy file), and not a file with other names,
-        // which may be a protected file's (the carve grants neither).
-        let (Some(parent), Some(name)) = (real.parent(), real.file_name()) else {
-            return false;
+        let change = match change {
+            Change::Mode(mode) => entries::Change::Mode(mode),
+            Change::Owner(..) => entries::Change::Owner,
+            Change::Times(_) => entries::Change::Times,
         };
-        let is_dir = facts.mode & libc::S_IFMT == libc::S_IFDIR;
-        !self.carved.iter().enumerate().any(|(i, dir)| {
-            dir.path.as_path() == parent
-                && (self.check_name(i, name.as_bytes()).is_err()
-                    || (!is_dir && facts.nlink > 1 && !matches!(change, Change::Times(_))))
-        })
+        entries::may_change(self.resolved_rules(), &carved, inode, change)
     }
 }
 
