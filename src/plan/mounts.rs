@@ -28,7 +28,8 @@ pub enum Mount {
     Proc { path: PathBuf },
     /// A minimal /dev: null, zero, full, random, urandom, tty, a private
     /// devpts and /dev/shm; the terminal vetto runs on, if any, bound at
-    /// `/dev/console` (so `ttyname()` finds the job's own terminal).
+    /// `/dev/console` and at its own `/dev/pts/N` (so `ttyname()` names
+    /// the job's own terminal as outside).
     Dev {
         path: PathBuf,
         #[serde(default, skip_serializing_if = "Option::is_none")]

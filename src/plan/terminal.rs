@@ -7,8 +7,9 @@
 //!
 //! - **FULL**: `/dev/pts` is a private devpts instance holding only the
 //!   pseudo-terminals the job creates. The terminal vetto runs on is bound
-//!   at `/dev/console`, so `tty` and `ttyname()` (which scan `/dev/pts`,
-//!   then `/dev`, for the same inode) find it.
+//!   at its own number there (over a terminal of the instance vetto
+//!   holds) and at `/dev/console`, so `tty` and `ttyname()` name it as
+//!   outside.
 //! - **FS-ONLY**: `/dev/pts` is the host's, shared by every terminal of the
 //!   user. Landlock grants the directory nothing and the terminal vetto runs
 //!   on by its own inode; the slave of a pty the job creates is opened by

@@ -140,7 +140,7 @@ at_every_tier!(another_terminal_cannot_be_read_or_written);
 /// (`script(1)` gives vetto a pseudo-terminal, as a terminal emulator would).
 fn on_a_terminal(w: &World, tier: Tier, script: &str) -> crate::util::Out {
     let cmd = format!(
-        "{} run --tier {} --project {} -- sh -c '{script}'",
+        "echo \"outside=$(tty)\"; {} run --tier {} --project {} -- sh -c '{script}'",
         vetto_bin().display(),
         tier.name(),
         w.project.display()
@@ -149,7 +149,8 @@ fn on_a_terminal(w: &World, tier: Tier, script: &str) -> crate::util::Out {
 }
 
 /// Runs as an unprivileged user, with vetto on a terminal: the job's own
-/// terminal has a name (`tty`, `ttyname()`), can be reopened by it and
+/// terminal has its own name (`tty`, `ttyname()` say what `tty` says
+/// outside), can be reopened by it and
 /// written to, and pseudo-terminals the job creates work (glibc's
 /// `openpty`, python's `pty.spawn`, `script`).
 fn own_terminal_and_own_ptys_work(tier: Tier) {
@@ -177,10 +178,15 @@ python3 -c "import pty; pty.spawn([\"sh\", \"-c\", \"echo SPAWNED-ON-\$(tty)\"])
             .find_map(|l| l.trim_end().strip_prefix(key).map(str::to_owned))
             .unwrap_or_default()
     };
+    // The terminal by its own name, as outside (at FULL too, where the
+    // private devpts holds only the job's own terminals besides it).
+    let outside = named("outside=");
+    assert!(outside.starts_with("/dev/pts/"), "{}", out.dump());
     for key in ["tty=", "ttyname="] {
-        assert!(
-            named(key).starts_with("/dev/"),
-            "{key} names no terminal\n{}",
+        assert_eq!(
+            named(key),
+            outside,
+            "{key} names another terminal than outside\n{}",
             out.dump()
         );
     }

@@ -349,6 +349,60 @@ fn apply(index: usize, m: &Mount, trapped: bool) -> Result<(), String> {
     }
 }
 
+/// The highest terminal number [`name_terminal`] names: it holds that many
+/// pseudo-terminals of the private instance for a moment (of the 3,072 the
+/// kernel lets every instance but the host's have, `kernel.pty.max` less
+/// `kernel.pty.reserve`).
+const MAX_NAMED_PTY: u32 = 255;
+
+/// The host terminal `tty` (`/dev/pts/N`) by its own name in the private
+/// devpts `pts` as well, so `tty` and `ttyname()` say `/dev/pts/N`, as
+/// outside: glibc takes the name `/proc/self/fd/0` gives when that name
+/// is the same inode, and only then scans `/dev` (finding
+/// `/dev/console`). The private instance cannot hold the host's terminal,
+/// but it numbers its own from 0: open its `ptmx` until terminal `N`
+/// exists, bind the host terminal over that entry, and close the others
+/// again (free for the job). Terminal `N`'s master stays open, close-on-
+/// exec, in vetto's processes of the sandbox (the init and the relay) for
+/// the sandbox's life: the entry — and the bind on it — exists while its
+/// master is open, and the job never holds that master. Best effort: the
+/// terminal stays at `/dev/console` whatever fails here.
+fn name_terminal(pts: &Path, tty: &Path, src: &Path) {
+    let Some(n) = tty
+        .strip_prefix(crate::plan::terminal::PTS)
+        .ok()
+        .and_then(|rest| rest.to_str())
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| *n <= MAX_NAMED_PTY)
+    else {
+        return;
+    };
+    let ptmx = pts.join("ptmx");
+    let mut held = Vec::new();
+    let named = loop {
+        let Ok(master) = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOCTTY)
+            .open(&ptmx)
+        else {
+            break None;
+        };
+        match sys::pty_number(std::os::fd::AsFd::as_fd(&master)) {
+            Ok(got) if got == n => break Some(master),
+            Ok(got) if got < n => held.push(master),
+            _ => break None,
+        }
+    };
+    drop(held);
+    if let Some(master) = named
+        && bind(src, &pts.join(n.to_string()), true).is_ok()
+    {
+        // Kept open on purpose for the sandbox's life (see above).
+        let _ = std::os::fd::IntoRawFd::into_raw_fd(std::os::fd::OwnedFd::from(master));
+    }
+}
+
 /// A minimal /dev: a few host device nodes bound in, a private devpts
 /// (so the job cannot reach other terminals), /dev/shm and the fd links.
 /// `console` is the terminal vetto runs on (a host `/dev/pts/N`), bound at
@@ -388,6 +442,7 @@ fn build_dev(path: &Path, console: Option<&Path>) -> Result<(), String> {
         // A terminal closed since planning is simply not there.
         if src.exists() {
             bind(&src, &dev.join("console"), true)?;
+            name_terminal(&pts, tty, &src);
         }
     }
     let shm = dev.join("shm");

@@ -361,3 +361,16 @@ pub fn prlimit(
         Err(io::Error::last_os_error())
     }
 }
+
+/// The number of the pseudo-terminal whose master is `master` (`TIOCGPTN`:
+/// its slave is `N` in the devpts instance it came from).
+pub fn pty_number(master: BorrowedFd<'_>) -> io::Result<u32> {
+    let mut n: libc::c_uint = 0;
+    // SAFETY: TIOCGPTN writes one unsigned int through the pointer, which
+    // is valid and writable for the call.
+    let ret = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTN as _, &mut n) };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n)
+}
