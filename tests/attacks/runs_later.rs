@@ -146,6 +146,21 @@ fn stage_repository(marker: &Path) -> String {
     )
 }
 
+/// The control: `steps` (given the marker) run outside the sandbox, then
+/// the next `git status` in `sub/` runs the fsmonitor they planted.
+fn completed_repository_runs_bare(tier: Tier, steps: impl Fn(&Path) -> String) {
+    let bare = World::at(tier);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&steps(&marker)).assert_success();
+    bare.bare(&["git", "status", "--short"])
+        .cwd(bare.project.join("sub"))
+        .run();
+    assert!(
+        marker.exists(),
+        "control: the completed repository's fsmonitor did not run"
+    );
+}
+
 /// Session 2 completes it: with `HEAD` in place, git takes `sub` for a
 /// git directory, and the next `git status` in `sub/` runs the
 /// fsmonitor. Its config keeps session 1's change time.
@@ -157,20 +172,9 @@ const COMPLETE_REPOSITORY: &str = "mv sub/HEAD.x sub/HEAD";
 /// began, and `vetto ci` exits 3.
 fn repository_completed_by_a_rename_in_a_later_session_is_reported(tier: Tier) {
     require!(tier.feature());
-    let bare = World::at(tier);
-    let marker = marker_of(&bare);
-    bare.sh_bare(&format!(
-        "{} && {COMPLETE_REPOSITORY}",
-        stage_repository(&marker)
-    ))
-    .assert_success();
-    bare.bare(&["git", "status", "--short"])
-        .cwd(bare.project.join("sub"))
-        .run();
-    assert!(
-        marker.exists(),
-        "control: the completed repository's fsmonitor did not run"
-    );
+    completed_repository_runs_bare(tier, |marker| {
+        format!("{} && {COMPLETE_REPOSITORY}", stage_repository(marker))
+    });
 
     let w = World::at(tier);
     let marker = marker_of(&w);
@@ -210,17 +214,9 @@ fn stage_nested_git(marker: &Path) -> String {
 fn nested_git_directory_completed_inside_is_reported(tier: Tier) {
     require!(tier.feature());
     let complete = "mv sub/.git/HEAD.x sub/.git/HEAD";
-    let bare = World::at(tier);
-    let marker = marker_of(&bare);
-    bare.sh_bare(&format!("{} && {complete}", stage_nested_git(&marker)))
-        .assert_success();
-    bare.bare(&["git", "status", "--short"])
-        .cwd(bare.project.join("sub"))
-        .run();
-    assert!(
-        marker.exists(),
-        "control: the completed repository's fsmonitor did not run"
-    );
+    completed_repository_runs_bare(tier, |marker| {
+        format!("{} && {complete}", stage_nested_git(marker))
+    });
 
     let w = World::at(tier);
     let marker = marker_of(&w);
