@@ -1,7 +1,7 @@
 //! Secrets the job uses but never holds (issue P13): for the hosts a
 //! secret is for, the proxy ends the job's TLS with a certificate of the
 //! session's own authority, opens its own TLS to the real server (checked
-//! against the host's trust roots), and reads each HTTP/1.1 request head:
+//! against the host's trust roots), and reads each request head:
 //! the placeholder the job was given is replaced by the value there, and
 //! only there. Every other host stays a tunnel the proxy cannot read.
 //!
@@ -13,8 +13,11 @@
 //! - Every request on a kept-alive connection is read and framed as
 //!   `http::Body` frames it for the plain-HTTP proxy, so a second request
 //!   is never passed unread behind the first.
-//! - Only HTTP/1.1 is offered (ALPN `http/1.1` both ways): a client that
-//!   speaks HTTP/2 only fails its handshake instead of passing unread.
+//! - HTTP/2 where the server chose it: the job's hello is read first, the
+//!   server's TLS offers what the job offered, and the job is offered the
+//!   one protocol the server chose; each HTTP/2 stream is read and checked
+//!   as a request (`http2`). Nothing is translated between the two, and
+//!   nothing passes unread.
 //! - Responses are passed as they come; their heads are read only to pair
 //!   each request with its status for the record (a response that cannot
 //!   be read is passed on unread, and later statuses are not recorded).
@@ -35,6 +38,8 @@ use crate::policy::{HostPattern, RequestRule};
 
 use super::route::{Record, Route};
 use super::{Shared, http};
+
+mod http2;
 
 /// A secret as the proxy holds it.
 #[derive(Clone)]
@@ -94,8 +99,11 @@ pub(crate) struct Interceptor {
     secrets: Vec<Secret>,
     rules: Vec<RequestRule>,
     authority: CertifiedIssuer<'static, KeyPair>,
-    leaves: Mutex<HashMap<String, Arc<rustls::ServerConfig>>>,
+    /// Per name, and per protocol offered (HTTP/2 or HTTP/1.1).
+    leaves: Mutex<HashMap<(String, bool), Arc<rustls::ServerConfig>>>,
+    /// To the real server, offering HTTP/1.1 only, and HTTP/2 first.
     upstream: Arc<rustls::ClientConfig>,
+    upstream_h2: Arc<rustls::ClientConfig>,
     provider: Arc<rustls::crypto::CryptoProvider>,
     /// The host's roots, as the job's bundle carries them.
     roots_pem: String,
@@ -127,13 +135,16 @@ impl Interceptor {
             .with_safe_default_protocol_versions()?
             .with_root_certificates(roots)
             .with_no_client_auth();
+        let mut upstream_h2 = upstream.clone();
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
+        upstream_h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Interceptor {
             secrets,
             rules,
             authority,
             leaves: Mutex::new(HashMap::new()),
             upstream: Arc::new(upstream),
+            upstream_h2: Arc::new(upstream_h2),
             provider,
             roots_pem,
         })
@@ -223,9 +234,11 @@ impl Interceptor {
     }
 
     /// The job-facing TLS configuration for `host`: a certificate for that
-    /// name alone, signed by the session's authority.
-    fn leaf(&self, host: &str) -> Result<Arc<rustls::ServerConfig>, InterceptError> {
-        if let Some(c) = self.leaves.lock().ok().and_then(|m| m.get(host).cloned()) {
+    /// name alone, signed by the session's authority, offering HTTP/2
+    /// (`h2`) or HTTP/1.1 — what the real server chose.
+    fn leaf(&self, host: &str, h2: bool) -> Result<Arc<rustls::ServerConfig>, InterceptError> {
+        let slot = (host.to_string(), h2);
+        if let Some(c) = self.leaves.lock().ok().and_then(|m| m.get(&slot).cloned()) {
             return Ok(c);
         }
         let key = KeyPair::generate()?;
@@ -238,19 +251,42 @@ impl Interceptor {
                 vec![cert.der().clone(), self.authority.der().clone()],
                 rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
             )?;
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.alpn_protocols = vec![if h2 {
+            b"h2".to_vec()
+        } else {
+            b"http/1.1".to_vec()
+        }];
         let config = Arc::new(config);
         if let Ok(mut m) = self.leaves.lock()
             && m.len() < MAX_LEAVES
         {
-            m.insert(host.to_string(), config.clone());
+            m.insert(slot, config.clone());
         }
         Ok(config)
     }
 
     /// The head with every placeholder of a secret for `host:port`
-    /// replaced by its value, and the names of the secrets used.
+    /// replaced by its value, as HTTP/1.1 bytes, and the names of the
+    /// secrets used.
     fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Vec<String>) {
+        let (target, headers, used) = self.injected(head, host, port);
+        let mut bytes = format!("{} {target} {}\r\n", head.method, head.version).into_bytes();
+        for (name, value) in &headers {
+            bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+        }
+        bytes.extend_from_slice(b"\r\n");
+        (bytes, used)
+    }
+
+    /// The request target and headers of `head` with every placeholder of
+    /// a secret for `host:port` replaced by its value, and the names of the
+    /// secrets used.
+    fn injected(
+        &self,
+        head: &http::Head,
+        host: &str,
+        port: u16,
+    ) -> (String, Vec<(String, String)>, Vec<String>) {
         let mut used = Vec::new();
         let mut swap = |text: &str| -> String {
             let mut out = text.to_string();
@@ -265,7 +301,7 @@ impl Interceptor {
             out
         };
         let target = swap(&head.target);
-        let mut bytes = format!("{} {target} {}\r\n", head.method, head.version).into_bytes();
+        let mut headers = Vec::with_capacity(head.headers.len());
         for (name, value) in &head.headers {
             let value = match basic(name, value) {
                 // git and npm send a token as a Basic credential's user or
@@ -280,10 +316,9 @@ impl Interceptor {
                 }
                 None => swap(value),
             };
-            bytes.extend_from_slice(format!("{name}: {value}\r\n").as_bytes());
+            headers.push((name.clone(), value));
         }
-        bytes.extend_from_slice(b"\r\n");
-        (bytes, used)
+        (target, headers, used)
     }
 }
 
@@ -378,7 +413,53 @@ pub(crate) async fn serve(
     let Ok(server) = super::route::connect_route(shared, rec, &route).await else {
         return;
     };
-    let config = match icp.leaf(&route.name) {
+    let idle = shared.limits.idle_timeout;
+    let prefixed = Prefixed {
+        early,
+        at: 0,
+        inner: client,
+    };
+    // The job's hello first: whether it offers HTTP/2.
+    let hello =
+        tokio_rustls::LazyConfigAcceptor::new(rustls::server::Acceptor::default(), prefixed);
+    let start = match timeout(idle, hello).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            rec.detail = format!("the job's TLS handshake failed: {e}");
+            return;
+        }
+        Err(_) => {
+            rec.detail = "closed: idle timeout (TLS handshake)".into();
+            return;
+        }
+    };
+    let offers_h2 = start
+        .client_hello()
+        .alpn()
+        .is_some_and(|mut offered| offered.any(|p| p == b"h2"));
+    // Then the real server's TLS, offering what the job offers: the job is
+    // then offered the one protocol the server chose, so each side speaks
+    // the same and every request is read as the server will read it.
+    let Ok(name) = rustls::pki_types::ServerName::try_from(route.name.clone()) else {
+        return;
+    };
+    let connector = tokio_rustls::TlsConnector::from(if offers_h2 {
+        icp.upstream_h2.clone()
+    } else {
+        icp.upstream.clone()
+    });
+    let server = match timeout(
+        shared.limits.connect_timeout,
+        connector.connect(name, server),
+    )
+    .await
+    {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(format!("TLS with {}: {e}", route.name)),
+        Err(_) => Err(format!("TLS with {}: timed out", route.name)),
+    };
+    let h2 = matches!(&server, Ok(s) if s.get_ref().1.alpn_protocol() == Some(b"h2"));
+    let config = match icp.leaf(&route.name, h2) {
         Ok(c) => c,
         Err(e) => {
             rec.fail(
@@ -388,18 +469,7 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let idle = shared.limits.idle_timeout;
-    let prefixed = Prefixed {
-        early,
-        at: 0,
-        inner: client,
-    };
-    let mut client = match timeout(
-        idle,
-        tokio_rustls::TlsAcceptor::from(config).accept(prefixed),
-    )
-    .await
-    {
+    let mut client = match timeout(idle, start.into_stream(config)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             rec.detail = format!(
@@ -412,19 +482,10 @@ pub(crate) async fn serve(
             return;
         }
     };
-    let Ok(name) = rustls::pki_types::ServerName::try_from(route.name.clone()) else {
-        return;
-    };
-    let connector = tokio_rustls::TlsConnector::from(icp.upstream.clone());
-    let server = match timeout(
-        shared.limits.connect_timeout,
-        connector.connect(name, server),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            let why = format!("TLS with {}: {e}", route.name);
+    let server = match server {
+        Ok(s) => s,
+        Err(why) => {
+            // The job's side speaks HTTP/1.1 here (no server chose h2).
             let _ = client
                 .write_all(&http::response(
                     502,
@@ -435,14 +496,11 @@ pub(crate) async fn serve(
             rec.fail(ConnReason::UpstreamFailed, why);
             return;
         }
-        Err(_) => {
-            rec.fail(
-                ConnReason::UpstreamFailed,
-                format!("TLS with {}: timed out", route.name),
-            );
-            return;
-        }
     };
+    if h2 {
+        http2::serve(shared, icp, rec, &route.name, port, client, server).await;
+        return;
+    }
     let requests = Mutex::new(Requests::default());
     let (cr, mut cw) = tokio::io::split(client);
     let (sr, sw) = tokio::io::split(server);

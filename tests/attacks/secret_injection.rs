@@ -119,8 +119,38 @@ struct Registry {
     child: Child,
 }
 
+/// An HTTP/2-only stand-in (node's `http2`: no HTTP/1.1 at all), to the
+/// same token: it writes down `AUTHORITY METHOD PATH AUTHORIZATION` of
+/// every stream, and answers with what it read of the body.
+const H2_SERVER: &str = r#"
+const http2 = require("http2"), fs = require("fs");
+const [cert, key, seen] = process.argv.slice(2);
+const token = process.env.REGISTRY_TOKEN;
+const server = http2.createSecureServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) });
+server.on("stream", (stream, h) => {
+  const auth = h["authorization"] || "";
+  fs.appendFileSync(seen, `${h[":authority"]} ${h[":method"]} ${h[":path"]} ${auth}\n`);
+  let bytes = 0;
+  stream.on("data", (c) => { bytes += c.length; });
+  stream.on("end", () => {
+    const ok = auth === "Bearer " + token;
+    stream.respond({ ":status": ok ? 200 : 401, "content-type": "text/plain" });
+    stream.end(ok ? `h2-ok ${h[":method"]} ${h[":path"]} ${bytes}\n` : "token required\n");
+  });
+});
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+"#;
+
 impl Registry {
     fn start(w: &World) -> Registry {
+        Registry::spawn(w, "python3", "server.py", SERVER)
+    }
+
+    fn start_h2(w: &World) -> Registry {
+        Registry::spawn(w, "node", "server.js", H2_SERVER)
+    }
+
+    fn spawn(w: &World, interpreter: &str, name: &str, program: &str) -> Registry {
         use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
         let dir = w.home.join("registry");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -139,10 +169,10 @@ impl Registry {
         w.write(&dir.join("ca.pem"), &ca.pem());
         w.write(&dir.join("server.pem"), &leaf.pem());
         w.write(&dir.join("server.key"), &key.serialize_pem());
-        w.write(&dir.join("server.py"), SERVER);
+        w.write(&dir.join(name), program);
         w.write(&dir.join("seen"), "");
-        let mut child = Command::new("python3")
-            .arg(dir.join("server.py"))
+        let mut child = Command::new(interpreter)
+            .arg(dir.join(name))
             .env("REGISTRY_TOKEN", TOKEN)
             .arg(dir.join("server.pem"))
             .arg(dir.join("server.key"))
@@ -472,6 +502,92 @@ fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
     assert!(!refused.is_empty(), "the refusals are recorded\n{log}");
 }
 at_every_tier!(requests_no_rule_allows_never_reach_an_allowed_host);
+
+/// Runs as an unprivileged user, against a server that speaks HTTP/2 only
+/// (gRPC services and some APIs do): the proxy offers the job HTTP/2 since
+/// the server chose it, and reads every stream. Two GETs multiplexed on
+/// one connection get the value put in; a PUT streams 4 MiB through
+/// (flow control, nothing buffered whole); a POST no rule allows is
+/// answered 403 and never reaches the server, and is recorded. Bare, the
+/// server takes the POST too.
+fn an_http2_server_gets_the_secret_and_every_stream_is_checked(tier: Tier) {
+    require!(tier.feature());
+    if crate::util::skip::tool_missing("node").is_some() {
+        assert!(!crate::util::required_by_name("npm"), "node is required");
+        crate::util::skip::say(&crate::util::test_name(), "node is not installed");
+        return;
+    }
+    let w = World::at(tier);
+    let reg = Registry::start_h2(&w);
+    let port = reg.port;
+    let tries = |curl: &str| {
+        format!(
+            "head -c 4194304 /dev/zero > big; \
+             {curl} --http2 -sS -Z -w ' %{{http_version}}\n' https://registry.test:{port}/private https://registry.test:{port}/private \
+               -H \"Authorization: Bearer $NPM_TOKEN\"; \
+             {curl} --http2 -sS -w ' %{{http_version}}\n' -X PUT --data-binary @big https://registry.test:{port}/upload \
+               -H \"Authorization: Bearer $NPM_TOKEN\"; \
+             {curl} --http2 -sS -o /dev/null -w 'POST %{{http_code}} %{{http_version}}\n' -d x https://registry.test:{port}/private \
+               -H \"Authorization: Bearer $NPM_TOKEN\"; \
+             echo job-finished"
+        )
+    };
+    let bare = tries(&format!(
+        "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
+        reg.ca.display()
+    ));
+    w.bare(&["sh", "-c", &bare])
+        .env("NPM_TOKEN", TOKEN)
+        .run()
+        .assert_stdout_contains("h2-ok GET /private 0\n 2")
+        .assert_stdout_contains("h2-ok PUT /upload 4194304")
+        .assert_stdout_contains("POST 200 2");
+    assert!(
+        reg.seen_by("registry.test")
+            .iter()
+            .any(|l| l.contains(" POST /private ")),
+        "control: bare, the POST reaches the server"
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let rules = [
+        format!("--rule=GET registry.test:{port}/private"),
+        format!("--rule=PUT registry.test:{port}/upload"),
+        reg.secret(),
+    ];
+    let (out, log) = reg.ci(&w, &rules, &tries("curl"));
+    out.assert_stdout_contains("h2-ok GET /private 0\n 2")
+        .assert_stdout_contains("h2-ok PUT /upload 4194304\n 2")
+        .assert_stdout_contains("POST 403 2")
+        .assert_stdout_contains("job-finished")
+        .assert_no_leak(TOKEN);
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let seen = reg.seen_by("registry.test");
+    assert_eq!(
+        seen.iter().filter(|l| l.contains(" GET /private ")).count(),
+        2,
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|l| l.ends_with(&format!("Bearer {TOKEN}")) && !l.contains(" POST ")),
+        "every stream that reached the server carried the value, and no POST did: {seen:?}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"net-egress-blocked\"")
+            && l.contains("/usr/bin/curl")),
+        "the refused stream is recorded\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains(
+            "\"method\":\"PUT\",\"path\":\"/upload\",\"status\":200,\"secrets\":[\"NPM_TOKEN\"]"
+        )),
+        "the use is recorded\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(an_http2_server_gets_the_secret_and_every_stream_is_checked);
 
 /// Runs as an unprivileged user: a script reads the token from its
 /// environment and sends it, in the clear, to a host of its own (allowed
