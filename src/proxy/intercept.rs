@@ -486,13 +486,12 @@ pub(crate) async fn serve(
         Ok(s) => s,
         Err(why) => {
             // The job's side speaks HTTP/1.1 here (no server chose h2).
-            let _ = client
-                .write_all(&http::response(
-                    502,
-                    "Bad Gateway",
-                    &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
-                ))
-                .await;
+            let answer = http::response(
+                502,
+                "Bad Gateway",
+                &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
+            );
+            let _ = send(&mut client, &answer).await;
             rec.fail(ConnReason::UpstreamFailed, why);
             return;
         }
@@ -554,7 +553,7 @@ pub(crate) async fn serve(
                 },
                 &format!("X-Vetto-Reason: {}\r\n", printable_header(&why)),
             );
-            let _ = cw.write_all(&answer).await;
+            let _ = send(&mut cw, &answer).await;
             let _ = cw.shutdown().await;
             rec.refuse(shared, ConnReason::RequestRefused, why);
         }
@@ -771,14 +770,14 @@ where
                 End::Closed("closed: the session's byte limit was reached".into()),
             );
         }
-        if to.write_all(&bytes).await.is_err() {
+        if send(&mut to, &bytes).await.is_err() {
             return (sent, End::Done);
         }
         sent += count_up(shared, bytes.len());
         buf.drain(..end + first);
         if upgrade {
             // A WebSocket (or other upgrade): checked, then a tunnel.
-            if !buf.is_empty() && to.write_all(&buf).await.is_err() {
+            if !buf.is_empty() && send(&mut to, &buf).await.is_err() {
                 return (sent, End::Done);
             }
             sent += count_up(shared, buf.len());
@@ -797,7 +796,7 @@ where
                         End::Closed("closed: the session's byte limit was reached".into()),
                     );
                 }
-                if to.write_all(&buf[..n]).await.is_err() {
+                if send(&mut to, &buf[..n]).await.is_err() {
                     return (sent, End::Done);
                 }
                 sent += count_up(shared, n);
@@ -821,6 +820,16 @@ where
             }
         }
     }
+}
+
+/// Write `bytes` and flush them: a TLS stream takes the plaintext into its
+/// session and may keep the records it makes when the socket is full, so
+/// without the flush the last of a response can wait there while the
+/// proxy waits to read (a keep-alive server sends nothing more) — the
+/// job then waits for bytes vetto already holds.
+async fn send<W: AsyncWrite + Unpin>(to: &mut W, bytes: &[u8]) -> io::Result<()> {
+    to.write_all(bytes).await?;
+    to.flush().await
 }
 
 fn count_up(shared: &Shared, n: usize) -> u64 {
@@ -854,7 +863,7 @@ where
         if shared.bytes_left() < n as u64 {
             return Err("closed: the session's byte limit was reached".into());
         }
-        if to.write_all(&chunk[..n]).await.is_err() {
+        if send(to, &chunk[..n]).await.is_err() {
             return Ok(total);
         }
         let counter = if up {
@@ -898,7 +907,7 @@ where
             match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
                 Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
                 _ => {
-                    if !buf.is_empty() && to.write_all(&buf).await.is_ok() {
+                    if !buf.is_empty() && send(&mut to, &buf).await.is_ok() {
                         sent += pass(buf.len());
                     }
                     let _ = to.shutdown().await;
@@ -909,7 +918,7 @@ where
         let parsed = end.and_then(|e| http::parse_response_head(&buf[..e]).ok().map(|h| (e, h)));
         let Some((end, head)) = parsed else {
             // Unreadable: passed on as it is, and the rest with it.
-            if to.write_all(&buf).await.is_ok() {
+            if send(&mut to, &buf).await.is_ok() {
                 sent += pass(buf.len());
                 if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
                     sent += n;
@@ -936,7 +945,7 @@ where
         let no_body = informational || was_head || head.status == 204 || head.status == 304;
         if head.status == 101 || (head.framing.is_none() && !no_body) {
             // An upgrade, or a body that ends with the connection.
-            if to.write_all(&buf).await.is_err() {
+            if send(&mut to, &buf).await.is_err() {
                 return sent;
             }
             sent += pass(buf.len());
@@ -952,7 +961,7 @@ where
         // The head with what of the body has come: one write (one TLS
         // record) where the server's was one.
         let first = end + body.take(&buf[end..]);
-        if to.write_all(&buf[..first]).await.is_err() {
+        if send(&mut to, &buf[..first]).await.is_err() {
             return sent;
         }
         sent += pass(first);
@@ -960,7 +969,7 @@ where
         loop {
             let n = body.take(&buf);
             if n > 0 {
-                if to.write_all(&buf[..n]).await.is_err() {
+                if send(&mut to, &buf[..n]).await.is_err() {
                     return sent;
                 }
                 sent += pass(n);
@@ -971,7 +980,7 @@ where
             }
             if !buf.is_empty() {
                 // Framing lost: the rest is passed on unread.
-                if to.write_all(&buf).await.is_ok() {
+                if send(&mut to, &buf).await.is_ok() {
                     sent += pass(buf.len());
                     if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
                         sent += n;
