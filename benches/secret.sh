@@ -7,7 +7,9 @@
 # proxy copies TLS bytes it cannot read. Secret: `--secret`, the proxy
 # ends the job's TLS, reads each request head, puts the value in and
 # opens its own TLS to the server (two TLS layers where the tunnel has
-# one). Each command includes vetto's start and end.
+# one). Each command includes vetto's start and end. Then the same over
+# HTTP/2 (curl --http2, a node `http2` server that speaks nothing else),
+# when node is on PATH: each request a stream the proxy reads.
 #
 #   benches/secret.sh            # builds --release; as root measures as `tester`
 #   BENCH_MIB=64 benches/secret.sh
@@ -51,11 +53,27 @@ ctx.load_cert_chain("server.pem", "server.key")
 s.socket = ctx.wrap_socket(s.socket, server_side=True)
 s.serve_forever()
 PY
+cat >serve.js <<'JS'
+const http2 = require("http2"), fs = require("fs");
+const big = Buffer.alloc(Number(process.argv[3]) << 20, "x");
+const s = http2.createSecureServer({ cert: fs.readFileSync("server.pem"), key: fs.readFileSync("server.key") });
+s.on("stream", (stream, h) => {
+  stream.respond({ ":status": 200 });
+  stream.end(h[":path"] === "/big" ? big : "ok");
+});
+s.listen(Number(process.argv[2]), "127.0.0.1");
+JS
 bench_as_user
 port=18300
+h2_port=18301
 "${as_user[@]}" python3 serve.py $port "$mib" &
 server=$!
-trap 'kill $server 2>/dev/null; rm -rf "$scratch"' EXIT
+h2_server=
+if command -v node >/dev/null; then
+    "${as_user[@]}" node serve.js $h2_port "$mib" &
+    h2_server=$!
+fi
+trap 'kill $server $h2_server 2>/dev/null; rm -rf "$scratch"' EXIT
 sleep 1
 v="$scratch/vetto"
 url="https://registry.test:$port"
@@ -68,8 +86,21 @@ secret="$pin --secret BENCH_TOKEN@registry.test:$port"
 # trusts vetto's bundle (CURL_CA_BUNDLE), and vetto trusts the authority.
 get() { echo "sh -c 'curl -sS --fail -o /dev/null -H \"Authorization: Bearer \$BENCH_TOKEN\" $1 $2'"; }
 bare="--resolve registry.test:$port:127.0.0.1 --cacert ca.pem"
-for what in big small; do
-    if [[ $what == big ]]; then target="$url/big"; label="${mib} MiB download"; else target=$small; label="200 requests, one connection"; fi
+runs=(big small)
+[[ -n $h2_server ]] && runs+=(h2-big h2-small)
+for what in "${runs[@]}"; do
+    case $what in
+    h2-*)
+        port=$h2_port url="https://registry.test:$h2_port" proto="HTTP/2, "
+        small=$(for _ in $(seq 200); do printf '%s/small ' "$url"; done)
+        bare="--resolve registry.test:$port:127.0.0.1 --cacert ca.pem"
+        tunnel="$pin --allow-domain registry.test:$port"
+        secret="$pin --secret BENCH_TOKEN@registry.test:$port"
+        get() { echo "sh -c 'curl --http2 -sS --fail -o /dev/null -H \"Authorization: Bearer \$BENCH_TOKEN\" $1 $2'"; }
+        ;;
+    *) proto="" ;;
+    esac
+    if [[ ${what#h2-} == big ]]; then target="$url/big"; label="${proto}${mib} MiB download"; else target=$small; label="${proto}200 requests, one connection"; fi
     "${as_user[@]}" env BENCH_TOKEN=$token SSL_CERT_FILE="$p/ca.pem" \
         hyperfine -N --show-output --warmup 1 --runs 5 --export-markdown "$scratch/$what.md" \
         -n "$label, bare" "$(get "$bare" "$target")" \
