@@ -262,6 +262,7 @@ async fn stream(
                 },
             );
             refuse(&mut respond, status, &why);
+            drain(shared, body, &mut respond).await;
             return Streamed {
                 refused: Some((status, why)),
                 ..Streamed::default()
@@ -310,6 +311,7 @@ async fn stream(
     );
     let Ok(out) = out.body(()) else {
         refuse(&mut respond, 400, "the request cannot be sent as rewritten");
+        drain(shared, body, &mut respond).await;
         return Streamed::default();
     };
     let sent = match upstream.ready().await {
@@ -368,6 +370,37 @@ fn refuse(respond: &mut h2::server::SendResponse<Bytes>, status: u16, why: &str)
             let _ = respond.send_response(answer, true);
         }
         Err(_) => respond.send_reset(h2::Reason::REFUSED_STREAM),
+    }
+}
+
+/// What of a refused request's body is read and dropped, so the stream
+/// ends as the client expects; past it the stream is reset.
+const MAX_DRAINED: usize = 1 << 20;
+
+/// The body of a refused request, still coming, read and dropped (never
+/// sent): dropping it unread resets the stream as cancelled, and resetting
+/// it "without error" after the answer (RFC 9113 §8.1) is taken for an
+/// error by clients all the same (curl 7.88) — either way the job would
+/// lose the answer that says why. Bounded by [`MAX_DRAINED`] and the idle
+/// timeout, then reset.
+async fn drain(
+    shared: &Shared,
+    mut body: RecvStream,
+    respond: &mut h2::server::SendResponse<Bytes>,
+) {
+    let mut left = MAX_DRAINED;
+    while !body.is_end_stream() {
+        match timeout(shared.limits.idle_timeout, body.data()).await {
+            Ok(Some(Ok(data))) if data.len() <= left => {
+                left -= data.len();
+                let _ = body.flow_control().release_capacity(data.len());
+            }
+            Ok(None) => return,
+            _ => {
+                respond.send_reset(h2::Reason::NO_ERROR);
+                return;
+            }
+        }
     }
 }
 
