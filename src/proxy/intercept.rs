@@ -559,24 +559,7 @@ pub(crate) async fn serve(
         }
     }
     if let Ok(r) = requests.into_inner() {
-        if r.unrecorded > 0 {
-            let more = format!("{} more request(s) not recorded", r.unrecorded);
-            rec.detail = if rec.detail.is_empty() {
-                more
-            } else {
-                format!("{}; {more}", rec.detail)
-            };
-        }
-        rec.requests = r
-            .done
-            .into_iter()
-            .chain(r.pending.into_iter().map(|(q, _)| q))
-            .collect();
-        for name in r.elsewhere {
-            if !rec.elsewhere.contains(&name) {
-                rec.elsewhere.push(name);
-            }
-        }
+        r.into_record(rec);
     }
 }
 
@@ -644,6 +627,32 @@ struct Requests {
     unrecorded: u64,
     /// Secrets whose placeholder a request carried here, not their host.
     elsewhere: Vec<String>,
+}
+
+impl Requests {
+    /// Into the connection's record: every request read (answered or
+    /// not), how many more were not recorded, and the secrets sent here
+    /// that are not for this host.
+    fn into_record(self, rec: &mut Record) {
+        if self.unrecorded > 0 {
+            let more = format!("{} more request(s) not recorded", self.unrecorded);
+            rec.detail = if rec.detail.is_empty() {
+                more
+            } else {
+                format!("{}; {more}", rec.detail)
+            };
+        }
+        rec.requests = self
+            .done
+            .into_iter()
+            .chain(self.pending.into_iter().map(|(q, _)| q))
+            .collect();
+        for name in self.elsewhere {
+            if !rec.elsewhere.contains(&name) {
+                rec.elsewhere.push(name);
+            }
+        }
+    }
 }
 
 /// Header values vetto writes itself: printable ASCII only.

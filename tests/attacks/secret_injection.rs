@@ -231,6 +231,21 @@ impl Registry {
         (out, log)
     }
 
+    /// `script` (given the curl to run) outside the sandbox: curl trusts
+    /// the test authority and pins the names; the token is in the
+    /// environment, not on a command line (anyone may read those in
+    /// /proc, and another test's job looks there).
+    fn bare(&self, w: &World, script: impl Fn(&str) -> String) -> Out {
+        let curl = format!(
+            "curl --cacert {} --resolve registry.test:{}:127.0.0.1",
+            self.ca.display(),
+            self.port
+        );
+        w.bare(&["sh", "-c", &script(&curl)])
+            .env("NPM_TOKEN", TOKEN)
+            .run()
+    }
+
     fn secret(&self) -> String {
         format!("--secret=NPM_TOKEN@registry.test:{}", self.port)
     }
@@ -351,11 +366,7 @@ at_every_tier!(a_token_the_job_uses_is_never_in_its_hands);
 /// it npm fails, saying the registry wants authentication (E401).
 fn npm_installs_from_a_private_registry_with_a_secret_it_never_holds(tier: Tier) {
     require!(tier.feature());
-    if crate::util::skip::tool_missing("npm").is_some() {
-        assert!(!crate::util::required_by_name("npm"), "npm is required");
-        crate::util::skip::say(&crate::util::test_name(), "npm is not installed");
-        return;
-    }
+    crate::require_tool!("npm", "npm");
     let w = World::at(tier);
     let reg = Registry::start(&w);
     let port = reg.port;
@@ -456,15 +467,7 @@ fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
              done; echo job-finished"
         )
     };
-    // The token in the environment, not on a command line: those are
-    // anyone's to read in /proc, and another test's job looks there.
-    let bare = tries(&format!(
-        "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
-        reg.ca.display()
-    ));
-    w.bare(&["sh", "-c", &bare])
-        .env("NPM_TOKEN", TOKEN)
-        .run()
+    reg.bare(&w, tries)
         .assert_stdout_contains("POST /private 501")
         .assert_stdout_contains("GET /upload 404");
     // The server answers POST itself (501: it has no handler, so it
@@ -512,11 +515,7 @@ at_every_tier!(requests_no_rule_allows_never_reach_an_allowed_host);
 /// server takes the POST too.
 fn an_http2_server_gets_the_secret_and_every_stream_is_checked(tier: Tier) {
     require!(tier.feature());
-    if crate::util::skip::tool_missing("node").is_some() {
-        assert!(!crate::util::required_by_name("npm"), "node is required");
-        crate::util::skip::say(&crate::util::test_name(), "node is not installed");
-        return;
-    }
+    crate::require_tool!("node", "npm");
     let w = World::at(tier);
     let reg = Registry::start_h2(&w);
     let port = reg.port;
@@ -532,13 +531,7 @@ fn an_http2_server_gets_the_secret_and_every_stream_is_checked(tier: Tier) {
              echo job-finished"
         )
     };
-    let bare = tries(&format!(
-        "curl --cacert {} --resolve registry.test:{port}:127.0.0.1",
-        reg.ca.display()
-    ));
-    w.bare(&["sh", "-c", &bare])
-        .env("NPM_TOKEN", TOKEN)
-        .run()
+    reg.bare(&w, tries)
         .assert_stdout_contains("h2-ok GET /private 0\n 2")
         .assert_stdout_contains("h2-ok PUT /upload 4194304")
         .assert_stdout_contains("POST 200 2");
@@ -704,14 +697,7 @@ public class Get {
 /// is answered with the value put in, and the JVM never held it.
 fn a_jvm_uses_a_secret_through_its_own_trust_store(tier: Tier) {
     require!(tier.feature());
-    if let Some(reason) = crate::util::skip::tool_missing("keytool") {
-        assert!(
-            !crate::util::required_by_name("java"),
-            "VETTO_TEST_REQUIRE lists java, but {reason}"
-        );
-        crate::util::skip::say(&crate::util::test_name(), &reason);
-        return;
-    }
+    crate::require_tool!("keytool", "java");
     let w = World::at(tier);
     let reg = Registry::start(&w);
     let port = reg.port;

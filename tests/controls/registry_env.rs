@@ -63,10 +63,7 @@ const NPM_MIRROR: &str = "npm-mirror.test";
 /// install` of the mirror's one package works through the proxy.
 fn npm_mirror_in_a_masked_npmrc_is_used_by_the_job(tier: Tier) {
     require!(tier.feature());
-    if skip::tool_missing("npm").is_some() {
-        skip::say(&util::test_name(), "npm is not installed");
-        return;
-    }
+    crate::require_tool!("npm", "npm");
     let w = World::at(tier);
     let (mut server, port) = egress::npm_registry(&w);
     let mirror = format!("http://{NPM_MIRROR}:{port}/");

@@ -598,6 +598,24 @@ macro_rules! require {
     };
 }
 
+/// Skip a test that needs the host tool `$tool` when it is not on `PATH`,
+/// visibly; when `VETTO_TEST_REQUIRE` lists `$listed` (the name CI pins
+/// the tool by), fail instead.
+#[macro_export]
+macro_rules! require_tool {
+    ($tool:expr, $listed:expr) => {
+        if let Some(reason) = $crate::util::skip::tool_missing($tool) {
+            assert!(
+                !$crate::util::required_by_name($listed),
+                "VETTO_TEST_REQUIRE lists {}, but {reason}",
+                $listed
+            );
+            $crate::util::skip::say(&$crate::util::test_name(), &reason);
+            return;
+        }
+    };
+}
+
 /// Skip a test whose attack the host itself already refuses to
 /// unsandboxed processes (e.g. `kernel.io_uring_disabled`): there is nothing
 /// to contain, and claiming a pass would be vacuous. `VETTO_TEST_REQUIRE=all`

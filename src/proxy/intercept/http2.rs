@@ -157,20 +157,7 @@ pub(super) async fn serve<C, S>(
         rec.refuse(shared, ConnReason::RequestRefused, why);
     }
     if let Ok(r) = requests.into_inner() {
-        if r.unrecorded > 0 {
-            let more = format!("{} more request(s) not recorded", r.unrecorded);
-            rec.detail = if rec.detail.is_empty() {
-                more
-            } else {
-                format!("{}; {more}", rec.detail)
-            };
-        }
-        rec.requests = r.done;
-        for name in r.elsewhere {
-            if !rec.elsewhere.contains(&name) {
-                rec.elsewhere.push(name);
-            }
-        }
+        r.into_record(rec);
     }
 }
 
