@@ -60,6 +60,18 @@ pub enum Seen {
 }
 
 impl Seen {
+    /// For an agent's settings: nothing there, or settings that name no
+    /// program and no auto-run key (what they run, [`autorun::runs`], is
+    /// empty). An agent writing its first settings at its first start
+    /// (Codex's `config.toml` with `[tui]` only) has planted nothing.
+    fn runs_nothing(&self) -> bool {
+        match self {
+            Seen::Absent => true,
+            Seen::File { digest, .. } => digest.is_empty(),
+            _ => false,
+        }
+    }
+
     /// Equal for running later: the digests (the kept bytes are a copy).
     fn same(&self, other: &Seen) -> bool {
         match (self, other) {
@@ -182,7 +194,9 @@ impl Snapshot {
             // are removals: nothing runs from a removed file.
             for (path, seen) in after {
                 let before = self.seen.get(&path).cloned().unwrap_or(Seen::Absent);
+                let settings = l.compare != Compare::Bytes && !l.tree;
                 if before.same(&seen)
+                    || (settings && before.runs_nothing() && seen.runs_nothing())
                     || matches!(seen, Seen::Absent)
                     || matches!((&before, &seen), (Seen::Dir, Seen::Dir))
                     || changes.iter().any(|c: &Change| c.path == path)
@@ -455,6 +469,27 @@ mod tests {
         assert_eq!(changes[0].keys, ["hooks"]);
         assert!(snap.restorable(&changes[0]));
         assert!(changes[0].describe().contains("hooks"));
+    }
+
+    /// An agent's first start writes its settings where there were none
+    /// (Codex: `[tui] screen_reader_detection_done = true`): nothing that
+    /// runs, no change. Settings created with a hook are one.
+    #[test]
+    fn an_agents_first_settings_without_a_program_are_no_change() {
+        let f = Fake::default();
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/h/.claude/settings.json", r#"{"model":"a"}"#);
+        assert!(changed(&f, &snap).is_empty());
+        f.file(
+            "/h/.claude/settings.json",
+            r#"{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"/h/x"}]}]}}"#,
+        );
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(snap.restorable(&changes[0]));
+        // Settings that do not parse are a change (their bytes).
+        f.file("/h/.claude/settings.json", "{not json");
+        assert_eq!(changed(&f, &snap), ["/h/.claude/settings.json"]);
     }
 
     /// The start reads an agent's settings once (a `~/.claude.json` runs
