@@ -210,6 +210,18 @@ impl Registry {
     /// `vetto ci` at the world's tier with `options`, the token and the
     /// test authority in vetto's own environment.
     fn ci(&self, w: &World, options: &[String], script: &str) -> (Out, String) {
+        self.ci_trusting(w, options, script, true)
+    }
+
+    /// [`Registry::ci`]; `trust`: whether vetto trusts the test authority
+    /// (else the server is one no root of the host vouches for).
+    fn ci_trusting(
+        &self,
+        w: &World,
+        options: &[String],
+        script: &str,
+        trust: bool,
+    ) -> (Out, String) {
         let project = w.project.to_str().unwrap();
         let mut args: Vec<String> = ["ci", "--tier", w.tier.name(), "--project", project]
             .map(String::from)
@@ -221,11 +233,11 @@ impl Registry {
         args.extend(options.iter().cloned());
         args.extend(["--", "sh", "-c", script].map(String::from));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let out = w
-            .vetto(&args)
-            .env("NPM_TOKEN", TOKEN)
-            .env("SSL_CERT_FILE", &self.ca)
-            .run();
+        let mut run = w.vetto(&args).env("NPM_TOKEN", TOKEN);
+        if trust {
+            run = run.env("SSL_CERT_FILE", &self.ca);
+        }
+        let out = run.run();
         let log = std::fs::read_to_string(w.project.join("vetto-report/session.jsonl"))
             .unwrap_or_default();
         (out, log)
@@ -505,6 +517,53 @@ fn requests_no_rule_allows_never_reach_an_allowed_host(tier: Tier) {
     assert!(!refused.is_empty(), "the refusals are recorded\n{log}");
 }
 at_every_tier!(requests_no_rule_allows_never_reach_an_allowed_host);
+
+/// Runs as an unprivileged user: a server answering for the secret's host
+/// with a certificate no root of the host vouches for (a man in the middle,
+/// a hijacked name). A client that does not check (`curl -k`) hands it the
+/// token. Under `--secret` vetto checks the real server before it puts
+/// anything in: the job's request is answered 502 naming the failed check,
+/// and the server is sent nothing.
+fn a_forged_server_for_the_secrets_host_is_sent_nothing(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::start(&w);
+    let port = reg.port;
+    let script = |curl: &str| {
+        format!(
+            "{curl} -sS -o /dev/null -w 'status %{{http_code}}\\n' https://registry.test:{port}/private \
+               -H \"Authorization: Bearer $NPM_TOKEN\"; echo job-finished"
+        )
+    };
+    reg.bare(&w, |_| {
+        script(&format!("curl -k --resolve registry.test:{port}:127.0.0.1"))
+    })
+    .assert_stdout_contains("status 200");
+    assert!(
+        reg.seen_by("registry.test")
+            .iter()
+            .any(|l| l.contains(TOKEN)),
+        "control: an unchecking client hands the forged server the token"
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let (out, log) = reg.ci_trusting(&w, &[reg.secret()], &script("curl"), false);
+    out.assert_stdout_contains("status 502")
+        .assert_stdout_contains("job-finished")
+        .assert_no_leak(TOKEN);
+    assert!(
+        reg.seen_by("registry.test").is_empty(),
+        "the forged server was sent a request: {:?}",
+        reg.seen_by("registry.test")
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("\"type\":\"connection\"") && l.contains("TLS with registry.test")),
+        "the failed check is in the connection's record\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+at_every_tier!(a_forged_server_for_the_secrets_host_is_sent_nothing);
 
 /// Runs as an unprivileged user, against a server that speaks HTTP/2 only
 /// (gRPC services and some APIs do): the proxy offers the job HTTP/2 since
