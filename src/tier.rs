@@ -49,7 +49,7 @@ impl Tier {
     pub fn unobserved(self) -> &'static [&'static str] {
         match self {
             Tier::Full => &[
-                "a read or write of a path outside the sandbox's view (it does not exist there)",
+                "a read of a path outside the sandbox's view, or a write into an existing file there opened without O_CREAT (it does not exist there)",
                 LOOPBACK_UNOBSERVED,
             ],
             Tier::FsOnly => &[

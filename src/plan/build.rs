@@ -795,6 +795,7 @@ fn plan_for(
             tcp_dead_net: false,
             listen: false,
             metadata: false,
+            own_view: false,
         };
         let landlock = LandlockPlan {
             abi,
@@ -826,6 +827,7 @@ fn plan_for(
             tcp_dead_net: false,
             listen: false,
             metadata: false,
+            own_view: false,
         };
         (None, notify, Vec::new())
     };
@@ -911,6 +913,7 @@ fn plan_for(
     // file the job may only read, and Landlock does not restrict them: the
     // supervisor decides each (without notification: a gap, see `gaps`).
     notify.metadata = tier == Tier::FsOnly && landlock.is_some() && notify_available;
+    notify.own_view = tier == Tier::Full;
     if notify.metadata {
         seccomp.rules.extend(syscalls::metadata_rules());
     }
@@ -1131,6 +1134,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         tcp_dead_net: false,
         listen: false,
         metadata: false,
+        own_view: false,
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

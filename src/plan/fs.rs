@@ -205,6 +205,13 @@ pub struct NotifyPlan {
     /// (`EPERM`) and recorded.
     #[serde(default)]
     pub metadata: bool,
+    /// FULL: the job's root is a view vetto built, which leaves out what
+    /// the policy grants nothing of. A creation whose parent that view
+    /// lacks but the host has reached for a host path the policy keeps
+    /// from the job (the kernel answers `ENOENT`): it is recorded as the
+    /// refused write it is, as it would be where the view is the host's.
+    #[serde(default)]
+    pub own_view: bool,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

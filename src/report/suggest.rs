@@ -472,6 +472,13 @@ pub(crate) fn write_grant(
     if path.starts_with("/dev") {
         return Ok(path.to_path_buf());
     }
+    // The home directory itself (a `mkdir -p ~/…` where FULL's view hid
+    // it): its parent would grant every home on the machine.
+    if home == Some(path) {
+        return Err(
+            "the home directory: granting it whole grants every shell start-up file and tool home in it",
+        );
+    }
     // The tool home itself (the job made `~/.cargo` where there was none):
     // granting it grants its `bin/` to come, whatever existed before.
     if path.parent().is_some_and(|dir| home == Some(dir)) && is_tool_home_name(path) {
@@ -955,6 +962,15 @@ mod tests {
             write_grant(&home.join(".cargo/registry/index"), Some(home), &[]),
             Ok(home.join(".cargo/registry"))
         );
+    }
+
+    /// A `mkdir -p ~/…` at FULL whose view hid the home is denied at the
+    /// home itself: neither it nor its parent (every user's home) is
+    /// proposed.
+    #[test]
+    fn a_denied_write_of_the_home_itself_proposes_nothing() {
+        let home = Path::new("/home/u");
+        assert!(write_grant(home, Some(home), &[]).is_err());
     }
 
     #[test]

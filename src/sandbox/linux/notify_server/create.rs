@@ -483,9 +483,10 @@ impl Shared {
             (Some(what), Some((parent, _, _))) if !parent.is_empty() => Some(n.hint(&what, parent)),
             _ => None,
         };
-        // No parent: the kernel answers ENOENT before any permission is
-        // checked, so nothing is refused.
-        if matches!(seen, Some(Err(c::ENOENT))) {
+        let missing = matches!(seen, Some(Err(c::ENOENT)));
+        // No parent where the view is the host's: the kernel answers
+        // ENOENT before any permission is checked, so nothing is refused.
+        if missing && !self.own_view {
             return (answer, None);
         }
         // A directory already found writable, with no rule below it: every
@@ -520,20 +521,35 @@ impl Shared {
         };
         let target = normalise_abs(&absolute);
         let rules = self.resolved_rules().iter().map(|(p, a)| (p.as_path(), *a));
-        if writable(rules, &target) {
-            if let (Some(k), None) = (known, remembered) {
-                self.learn_writable(k, &target);
-            }
-            return (answer, None);
+        let may_write = writable(rules, &target);
+        if may_write && let (Some(k), None) = (known, remembered) {
+            self.learn_writable(k, &target);
         }
-        // `mkdir -p` of a directory that exists fails with EEXIST before any
-        // permission is checked: nothing was refused.
-        if mkdir {
-            let in_job = Path::new(&format!("/proc/{}/root", n.tid))
-                .join(target.strip_prefix("/").unwrap_or(&target));
-            if std::fs::symlink_metadata(in_job).is_ok() {
-                return (answer, None);
+        // FULL's view leaves out what the policy grants nothing of; the job
+        // names host paths (its view mirrors them), so whether the host has
+        // the parent is one `stat` in vetto's own view. It decides nothing:
+        // the answer stays CONTINUE and the kernel refuses, whatever is
+        // found.
+        let parent = if missing {
+            entries::Parent::Missing {
+                on_host: !may_write && target.parent().is_some_and(Path::is_dir),
             }
+        } else {
+            entries::Parent::Seen
+        };
+        // `mkdir -p` of a directory that exists fails with EEXIST before any
+        // permission is checked: nothing was refused. One the view hid is
+        // refused (ENOENT, or EACCES in its parent): the job reached into
+        // what the policy keeps from it.
+        let mkdir_of_existing = mkdir
+            && !may_write
+            && std::fs::symlink_metadata(
+                Path::new(&format!("/proc/{}/root", n.tid))
+                    .join(target.strip_prefix("/").unwrap_or(&target)),
+            )
+            .is_ok();
+        if !entries::refused_outside(may_write, parent, mkdir_of_existing) {
+            return (answer, None);
         }
         (Answer::Continue(Reason::OutsidePolicy), Some(target))
     }
