@@ -36,6 +36,18 @@ pub struct Violation {
 pub enum Action {
     Blocked,
     Observed,
+    /// Blocked, as the policy expects (`[syscalls] expected`: a nested
+    /// sandbox's namespace probe): recorded, and no finding — it counts
+    /// toward no verdict, exit status or SARIF alert.
+    Expected,
+}
+
+impl Violation {
+    /// Whether it counts toward the verdict (everything but what the
+    /// policy expects).
+    pub fn is_finding(&self) -> bool {
+        self.action != Action::Expected
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -479,7 +491,9 @@ impl Aggregator {
 
     /// Count `v`; return it when it is the first of its kind (to be logged now).
     pub fn observe(&mut self, v: Violation) -> Option<Violation> {
-        *self.by_rule.entry(v.rule).or_default() += 1;
+        if v.is_finding() {
+            *self.by_rule.entry(v.rule).or_default() += 1;
+        }
         let key = AggregationKey::of(&v, &self.roots);
         if let Some(seen) = self.seen.get_mut(&key) {
             seen.count += 1;

@@ -796,6 +796,7 @@ fn plan_for(
             listen: false,
             metadata: false,
             own_view: false,
+            expected_calls: expected_calls(policy),
         };
         let landlock = LandlockPlan {
             abi,
@@ -828,6 +829,7 @@ fn plan_for(
             listen: false,
             metadata: false,
             own_view: false,
+            expected_calls: expected_calls(policy),
         };
         (None, notify, Vec::new())
     };
@@ -1060,6 +1062,16 @@ impl FsView for PrivateTmpView<'_> {
     }
 }
 
+/// The calls whose refusal `[syscalls] expected` makes no finding.
+fn expected_calls(policy: &Policy) -> Vec<String> {
+    policy
+        .expected_denials
+        .iter()
+        .flat_map(|e| e.class.calls())
+        .map(|c| (*c).to_string())
+        .collect()
+}
+
 /// `--audit`: no Landlock, no namespaces, nothing refused. Every call the
 /// policy would refuse is still notified, allowed (CONTINUE: there is no
 /// decision to protect) and recorded as observed, so a session can teach a
@@ -1135,6 +1147,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         listen: false,
         metadata: false,
         own_view: false,
+        expected_calls: expected_calls(policy),
     };
     let tmp = policy.session_tmp.to_string_lossy().into_owned();
     Ok(Plan {

@@ -212,6 +212,11 @@ pub struct NotifyPlan {
     /// refused write it is, as it would be where the view is the host's.
     #[serde(default)]
     pub own_view: bool,
+    /// Refused calls the policy expects (`[syscalls] expected`, by the
+    /// names the supervisor gives them): still refused, recorded as
+    /// expected rather than as findings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_calls: Vec<String>,
 }
 
 /// What the supervisor does with a `connect()` that is not to a unix socket.

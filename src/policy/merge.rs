@@ -329,6 +329,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         env: Default::default(),
         min_tier: None,
         check_creations: Default::default(),
+        expected_denials: Vec::new(),
         provenance: Default::default(),
     };
     let mut mode = NetMode::Off;
@@ -376,6 +377,11 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         p.limits.max_memory = l.max_memory.or(p.limits.max_memory);
         p.min_tier = l.min_tier.or(p.min_tier);
         p.check_creations = l.check_creations.unwrap_or(p.check_creations);
+        for e in l.expected_denials {
+            if !p.expected_denials.iter().any(|k| k.class == e.class) {
+                p.expected_denials.push(e);
+            }
+        }
         push_unique(&mut p.env.pass, l.env.pass);
         push_unique(&mut p.env.withhold, l.env.withhold);
         push_unique(&mut p.env.pass_exact, l.env.pass_exact);

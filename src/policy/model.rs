@@ -252,6 +252,51 @@ impl RequestRule {
     }
 }
 
+/// A class of calls the sandbox always refuses that a program makes as a
+/// matter of course (`[syscalls] expected`): still refused, and recorded
+/// as expected rather than as a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DenialClass {
+    /// Creating or joining namespaces: what a nested sandbox (bubblewrap,
+    /// an agent's own, a browser's) tries at its start. vetto refuses
+    /// them inside its own sandbox whatever a policy says.
+    Namespaces,
+}
+
+impl DenialClass {
+    /// The names a policy writes, in the order a message lists them.
+    pub const NAMES: &[&str] = &["namespaces"];
+
+    pub fn parse(name: &str) -> Option<DenialClass> {
+        match name {
+            "namespaces" => Some(DenialClass::Namespaces),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DenialClass::Namespaces => "namespaces",
+        }
+    }
+
+    /// The system calls whose refusal the class covers, as the supervisor
+    /// names them (`clone` is refused only with a namespace flag).
+    pub fn calls(self) -> &'static [&'static str] {
+        match self {
+            DenialClass::Namespaces => &["clone", "clone3", "unshare", "setns"],
+        }
+    }
+}
+
+/// `[syscalls] expected`, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedDenial {
+    pub class: DenialClass,
+    pub origin: Origin,
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -445,6 +490,9 @@ pub struct Policy {
     /// writable places are looked at.
     #[serde(default, skip_serializing_if = "CheckCreations::is_live")]
     pub check_creations: CheckCreations,
+    /// `[syscalls] expected`: refusals that are no finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_denials: Vec<ExpectedDenial>,
     /// Which policy this is, from where.
     pub provenance: Provenance,
 }
@@ -475,6 +523,7 @@ impl Policy {
             env: EnvPolicy::default(),
             min_tier: None,
             check_creations: CheckCreations::Live,
+            expected_denials: vec![],
             provenance: Provenance::default(),
         }
     }

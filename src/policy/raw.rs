@@ -40,6 +40,8 @@ pub struct RawPolicy {
     pub env: RawEnv,
     /// `[secrets]`: each variable's name and the hosts its value may go to.
     pub secrets: Vec<(Sp<String>, Vec<Sp<String>>)>,
+    /// `[syscalls] expected`: classes of refused calls that are no finding.
+    pub expected_denials: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -94,6 +96,7 @@ const TOP: &[&str] = &[
     "limits",
     "env",
     "secrets",
+    "syscalls",
 ];
 const FILESYSTEM: &[&str] = &[
     "read",
@@ -109,6 +112,7 @@ const NETWORK: &[&str] = &[
 ];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
+const SYSCALLS: &[&str] = &["expected"];
 
 /// The section a misplaced key belongs to, for a better hint.
 fn home_of(key: &str) -> Option<&'static str> {
@@ -117,6 +121,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         ("network", NETWORK),
         ("limits", LIMITS),
         ("env", ENV),
+        ("syscalls", SYSCALLS),
     ]
     .into_iter()
     .find(|(_, keys)| keys.contains(&key))
@@ -254,6 +259,15 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                             },
                             hosts,
                         ));
+                    }
+                }
+            }
+            "syscalls" => {
+                if let Some(t) = w.table(value, "syscalls") {
+                    w.unknown_keys(t, Some("syscalls"), SYSCALLS);
+                    if let Some(v) = t.get("expected") {
+                        raw.expected_denials =
+                            w.string_list(v, "a list of refusal classes (`namespaces`)");
                     }
                 }
             }

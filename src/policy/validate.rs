@@ -61,6 +61,8 @@ pub struct Layer {
     pub max_procs: Option<u32>,
     pub max_memory: Option<u64>,
     pub env: EnvPolicy,
+    /// `[syscalls] expected`.
+    pub expected_denials: Vec<super::ExpectedDenial>,
 }
 
 impl Layer {
@@ -87,6 +89,7 @@ impl Layer {
             max_procs: None,
             max_memory: None,
             env: EnvPolicy::default(),
+            expected_denials: Vec::new(),
         }
     }
 }
@@ -456,6 +459,26 @@ pub fn validate(
         match parsed {
             Ok(b) => layer.max_memory = Some(b),
             Err(e) => diags.at(src, &m.span, e),
+        }
+    }
+
+    for e in &raw.expected_denials {
+        match super::DenialClass::parse(&e.value) {
+            Some(class) => layer.expected_denials.push(super::ExpectedDenial {
+                class,
+                origin: origin(&e.span, &e.value),
+            }),
+            None => diags.at_help(
+                src,
+                &e.span,
+                format!(
+                    "unknown refusal class `{}`; expected one of {}",
+                    e.value,
+                    super::diag::list(super::DenialClass::NAMES)
+                ),
+                super::diag::did_you_mean(&e.value, super::DenialClass::NAMES)
+                    .map(|s| format!("did you mean `{s}`?")),
+            ),
         }
     }
 

@@ -56,6 +56,8 @@ struct View {
     audit: bool,
     enforced: Vec<String>,
     withheld_env: Vec<String>,
+    /// Refusals the policy expects (`Model::expected_phrases`).
+    expected: Vec<String>,
     degraded: Vec<String>,
     started_at: String,
     duration: String,
@@ -266,6 +268,7 @@ impl View {
                 action: match v.action {
                     crate::events::Action::Blocked => "blocked",
                     crate::events::Action::Observed => "observed",
+                    crate::events::Action::Expected => "expected",
                 },
                 actor: f.actor(),
                 package: v
@@ -389,6 +392,7 @@ impl View {
             audit: s.audit,
             enforced: s.enforced.clone(),
             withheld_env: s.withheld_env.clone(),
+            expected: m.expected_phrases(),
             degraded: s.degraded.clone(),
             started_at: s.started_at.to_string(),
             duration: human_ms(m.duration_ms()),

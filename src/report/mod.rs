@@ -130,6 +130,9 @@ pub struct Model {
     pub end: Option<SessionEnd>,
     /// Sorted: most severe first, then most frequent, then by key.
     pub findings: Vec<Finding>,
+    /// Refusals the policy expects (`[syscalls] expected`): recorded, no
+    /// finding — in no count, verdict or SARIF alert. In log order.
+    pub expected: Vec<Finding>,
     pub resources: Vec<ResourceSample>,
     pub limits: Vec<LimitEvent>,
     pub processes: Vec<ProcessEvent>,
@@ -157,6 +160,8 @@ impl Model {
         let mut findings: Vec<Finding> = Vec::new();
         let mut by_key: HashMap<AggregationKey, usize> = HashMap::new();
         let mut by_id: HashMap<String, usize> = HashMap::new();
+        let mut expected: Vec<Finding> = Vec::new();
+        let mut expected_by_id: HashMap<String, usize> = HashMap::new();
         let mut resources = Vec::new();
         let mut limits = Vec::new();
         let mut processes = Vec::new();
@@ -171,6 +176,20 @@ impl Model {
                         && !start.withheld_env.contains(name)
                     {
                         start.withheld_env.push(name.clone());
+                    }
+                }
+                Event::Violation(v) if !v.is_finding() => {
+                    let key = AggregationKey::of(v, &roots);
+                    if let Some(&i) = expected_by_id.get(&key.id()) {
+                        expected[i].count += 1;
+                    } else {
+                        expected_by_id.insert(key.id(), expected.len());
+                        expected.push(Finding {
+                            violation: (**v).clone(),
+                            count: 1,
+                            last: v.time,
+                            key,
+                        });
                     }
                 }
                 Event::Violation(v) => {
@@ -190,10 +209,15 @@ impl Model {
                     }
                 }
                 Event::Repeated(r) => {
-                    if let Some(&i) = by_id.get(&r.key) {
+                    let slot = match (by_id.get(&r.key), expected_by_id.get(&r.key)) {
+                        (Some(&i), _) => findings.get_mut(i),
+                        (None, Some(&i)) => expected.get_mut(i),
+                        (None, None) => None,
+                    };
+                    if let Some(f) = slot {
                         // `count` is the running total for the key.
-                        findings[i].count = findings[i].count.max(r.count);
-                        findings[i].last = findings[i].last.max(r.last);
+                        f.count = f.count.max(r.count);
+                        f.last = f.last.max(r.last);
                     }
                 }
                 Event::Resource(s) => resources.push(*s),
@@ -241,6 +265,7 @@ impl Model {
             start,
             end,
             findings,
+            expected,
             resources,
             limits,
             processes,
@@ -253,6 +278,29 @@ impl Model {
             torn_tail: log.torn_tail,
             skipped_lines: log.skipped.len(),
         })
+    }
+
+    /// The refusals the policy expects, one phrase each as the reports
+    /// show them (`clone() by /usr/bin/bwrap ×2`), unescaped: each
+    /// renderer escapes for its reader.
+    pub fn expected_phrases(&self) -> Vec<String> {
+        let roots = self.start.roots();
+        self.expected
+            .iter()
+            .map(|f| {
+                let v = &f.violation;
+                let target = match v.target.path() {
+                    Some(p) => roots.normalise(p),
+                    None => v.target.display(),
+                };
+                let times = if f.count > 1 {
+                    format!(" ×{}", f.count)
+                } else {
+                    String::new()
+                };
+                format!("{target} by {}{times}", f.actor())
+            })
+            .collect()
     }
 
     pub fn verdict(&self) -> Verdict {
@@ -638,6 +686,78 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// `[syscalls] expected`: a session whose only refusals are expected
+    /// is CLEAN, with them in `expected` (repeats folded in), none in the
+    /// findings, counts or SARIF; one blocked refusal beside them is the
+    /// one finding.
+    #[test]
+    fn refusals_the_policy_expects_are_kept_apart_from_the_findings() {
+        use super::{Model, Verdict, sarif};
+        use crate::events::{Action, Event, RuleId, Target, violation::Aggregator};
+        let start = super::fixture::start();
+        let mut agg = Aggregator::new(start.roots());
+        let mut events = vec![Event::SessionStart(Box::new(start))];
+        let mut probe = super::fixture::attack_violations()[0].clone();
+        probe.rule = RuleId::SyscallDenied;
+        probe.target = Target::Syscall {
+            name: "clone".into(),
+        };
+        probe.action = Action::Expected;
+        for _ in 0..3 {
+            events.extend(
+                agg.observe(probe.clone())
+                    .map(|v| Event::Violation(Box::new(v))),
+            );
+        }
+        events.extend(agg.flush().into_iter().map(Event::Repeated));
+        let end = |agg: &Aggregator| {
+            let mut e = super::fixture::attack_session()
+                .into_iter()
+                .find_map(|e| match e {
+                    Event::SessionEnd(end) => Some(end),
+                    _ => None,
+                })
+                .unwrap_or_else(|| unreachable!("the fixture ends"));
+            e.violations_by_rule = agg.counts_by_rule();
+            Event::SessionEnd(e)
+        };
+        let model_of = |events: &[Event]| {
+            let log = crate::events::log::SessionLog::parse(&super::fixture::to_jsonl(events));
+            Model::build(&log).unwrap_or_else(|| unreachable!("a start"))
+        };
+        let mut clean = events.clone();
+        clean.push(end(&agg));
+        let model = model_of(&clean);
+        assert_eq!(model.verdict(), Verdict::Clean);
+        assert_eq!(model.total_violations, 0);
+        assert!(model.findings.is_empty());
+        assert_eq!(model.expected.len(), 1);
+        assert_eq!(model.expected[0].count, 3);
+        assert!(
+            model.expected_phrases()[0].ends_with("×3"),
+            "{:?}",
+            model.expected_phrases()
+        );
+        let sarif: serde_json::Value = sarif::render(&model, &sarif::SarifOptions::default())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        assert_eq!(sarif["runs"][0]["results"], serde_json::json!([]));
+
+        let mut blocked = super::fixture::attack_violations()[0].clone();
+        blocked.rule = RuleId::SyscallDenied;
+        blocked.target = Target::Syscall {
+            name: "ptrace".into(),
+        };
+        events.extend(agg.observe(blocked).map(|v| Event::Violation(Box::new(v))));
+        events.push(end(&agg));
+        let model = model_of(&events);
+        assert_eq!(model.verdict(), Verdict::Violations);
+        assert_eq!(model.total_violations, 1);
+        assert_eq!(model.findings.len(), 1);
+        assert_eq!(model.expected.len(), 1);
+    }
+
     /// Every suggestion that reads as a policy line is one the policy
     /// parser accepts: a reviewer pastes it into `vetto.toml`.
     #[test]

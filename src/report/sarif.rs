@@ -167,6 +167,7 @@ fn message(model: &Model, f: &Finding, loc: &RepoLocation) -> String {
     let verb = match v.action {
         crate::events::Action::Blocked => "blocked",
         crate::events::Action::Observed => "observed in audit mode (not blocked)",
+        crate::events::Action::Expected => "blocked, as the policy expects",
     };
     let target = match v.target.path() {
         Some(p) => roots.normalise(p),
@@ -326,6 +327,7 @@ fn destination_result(
     let verb = match v.action {
         crate::events::Action::Blocked => "blocked",
         crate::events::Action::Observed => "observed in audit mode (not blocked)",
+        crate::events::Action::Expected => "blocked, as the policy expects",
     };
     let times = if count > 1 {
         format!(", {count} times")

@@ -67,6 +67,15 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
             cell(&s.withheld_env.join(", "))
         );
     }
+    let expected = model.expected_phrases();
+    if !expected.is_empty() {
+        let shown: Vec<String> = expected.iter().take(TOP).map(|e| code(e)).collect();
+        let _ = writeln!(
+            out,
+            "| refused as the policy expects (no finding) | {} |",
+            shown.join(", ")
+        );
+    }
     if !s.degraded.is_empty() {
         let _ = writeln!(
             out,

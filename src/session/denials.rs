@@ -69,6 +69,10 @@ pub(super) struct Context {
     pub preset: Option<String>,
     /// The vetto-owned caches the policy gives the job's tools.
     pub caches: Vec<Cache>,
+    /// The refused calls `[syscalls] expected` makes no finding, and the
+    /// classes as written.
+    pub expected: Vec<String>,
+    pub expected_classes: Vec<&'static str>,
 }
 
 impl Context {
@@ -98,6 +102,17 @@ impl Context {
             guarded,
             preset,
             caches: policy.caches.iter().map(|c| c.cache).collect(),
+            expected: policy
+                .expected_denials
+                .iter()
+                .flat_map(|e| e.class.calls())
+                .map(|c| (*c).to_string())
+                .collect(),
+            expected_classes: policy
+                .expected_denials
+                .iter()
+                .map(|e| e.class.as_str())
+                .collect(),
         }
     }
 }
@@ -372,9 +387,12 @@ pub(super) fn groups(
             }
             continue;
         }
-        let Some(v) = supervisor::violation_of(d, audit) else {
+        let Some(v) = supervisor::violation_of(d, audit, &ctx.expected) else {
             continue;
         };
+        if !v.is_finding() {
+            continue;
+        }
         let target = match &v.target {
             Target::Path { path } | Target::Socket { path } if path.is_relative() => Target::Path {
                 path: v.process.cwd.join(path),
@@ -414,8 +432,25 @@ pub(super) fn lines(
 ) -> Vec<String> {
     let all = groups(decisions, refused, audit, ctx);
     let denied = all.iter().map(|d| d.count).sum::<u64>() + dropped;
+    let expected = decisions
+        .iter()
+        .filter(|d| d.is_violation())
+        .filter_map(|d| supervisor::violation_of(d, audit, &ctx.expected))
+        .filter(|v| !v.is_finding())
+        .count();
+    let expected_line = (expected > 0).then(|| {
+        let classes: Vec<String> = ctx
+            .expected_classes
+            .iter()
+            .map(|c| format!("\"{c}\""))
+            .collect();
+        format!(
+            "vetto: {expected} refused call(s) the policy expects (no finding): [syscalls] expected = [{}]",
+            classes.join(", ")
+        )
+    });
     if denied == 0 {
-        return Vec::new();
+        return expected_line.into_iter().collect();
     }
     let head = if audit {
         format!("vetto: the policy would have refused {denied} operation(s) (--audit: allowed)")
@@ -450,6 +485,7 @@ pub(super) fn lines(
     if let Some(p) = &ctx.preset {
         out.push(format!("vetto: {p}"));
     }
+    out.extend(expected_line);
     out
 }
 
@@ -547,6 +583,7 @@ mod tests {
             guarded: vec!["/home/u/app/vetto.toml".into(), "/home/u/.ssh".into()],
             preset: None,
             caches: vec![],
+            ..Context::default()
         }
     }
 
@@ -983,6 +1020,30 @@ mod tests {
         assert_eq!(out[2], "vetto: did you mean `--preset node`?");
         // Nothing denied: nothing said, not even the preset.
         assert!(lines(&[], 0, &[], false, false, &ctx).is_empty());
+    }
+
+    /// `[syscalls] expected = ["namespaces"]`: a nested sandbox's refused
+    /// `clone` is no denial to fix; one line says it was refused as
+    /// expected, and a refusal of another call is listed as before.
+    #[test]
+    fn a_refusal_the_policy_expects_is_one_line_and_no_denial() {
+        let mut ctx = ctx();
+        ctx.expected = vec!["clone".into(), "unshare".into()];
+        ctx.expected_classes = vec!["namespaces"];
+        let clone = event("clone", "", Reason::Forbidden);
+        let out = lines(std::slice::from_ref(&clone), 0, &[], false, false, &ctx);
+        assert_eq!(
+            out,
+            vec![
+                "vetto: 1 refused call(s) the policy expects (no finding): [syscalls] expected = [\"namespaces\"]"
+                    .to_string()
+            ]
+        );
+        let ptrace = event("ptrace", "", Reason::Forbidden);
+        let out = lines(&[clone, ptrace], 0, &[], false, false, &ctx);
+        assert!(out[0].contains("denied 1 operation(s)"), "{out:?}");
+        assert!(out[1].contains("syscall-denied"), "{out:?}");
+        assert!(out[2].contains("policy expects"), "{out:?}");
     }
 
     /// `--allow-write ~/.cargo/registry` when it does not exist (and

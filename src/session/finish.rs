@@ -250,6 +250,25 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
             let _ = writeln!(s, "  … {} more", model.findings.len() - 8);
         }
     }
+    let expected = model.expected_phrases();
+    if !expected.is_empty() {
+        let shown: Vec<String> = expected
+            .iter()
+            .take(4)
+            .map(|e| text::clip(&text::escape(e), 80).into_owned())
+            .collect();
+        let more = expected.len().saturating_sub(shown.len());
+        let _ = writeln!(
+            s,
+            "  expected by the policy ([syscalls] expected; refused, no finding): {}{}",
+            shown.join("; "),
+            if more > 0 {
+                format!("; … {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "  reports: {}/{{report.html,vetto.sarif,summary.md,session.jsonl}}",

@@ -342,7 +342,7 @@ pub fn run(
         {
             process::send(child.pid, *sig);
         }
-        keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
+        keep_decisions(&mut session, &decisions, sink, &plan.notify);
         if let Some(feed) = &secrets {
             keep_secret_reads(&mut session, feed, sink);
         }
@@ -454,7 +454,7 @@ pub fn run(
     {
         eprintln!("vetto: seccomp notification handling failed: {e}");
     }
-    keep_decisions(&mut session, &decisions, sink, plan.notify.audit);
+    keep_decisions(&mut session, &decisions, sink, &plan.notify);
     // Every trap recorded its access before answering it: by the end,
     // all of them are queued.
     if let Some(feed) = &secrets {
@@ -483,11 +483,11 @@ fn keep_decisions(
     session: &mut Session,
     decisions: &mpsc::Receiver<notify::NotifyEvent>,
     sink: Option<&dyn EventSink>,
-    audit: bool,
+    plan: &crate::plan::fs::NotifyPlan,
 ) {
     for d in decisions.try_iter() {
         if let Some(sink) = sink
-            && let Some(v) = violation_of(&d, audit)
+            && let Some(v) = violation_of(&d, plan.audit, &plan.expected_calls)
         {
             // A connect refused on its notification is a connection too
             // (with the process, read before the answer).
@@ -648,8 +648,14 @@ fn refused_connection(v: &Violation, to: std::net::SocketAddr) -> crate::events:
 }
 
 /// A notification decision as a violation (`None` if it is not one):
-/// blocked, or under `--audit` only observed.
-pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
+/// blocked, or under `--audit` only observed; a refused call the policy
+/// expects (`expected`: `[syscalls] expected`'s calls) is recorded as
+/// expected.
+pub fn violation_of(
+    d: &notify::NotifyEvent,
+    audit: bool,
+    expected: &[String],
+) -> Option<Violation> {
     if !d.is_violation() {
         return None;
     }
@@ -693,6 +699,8 @@ pub fn violation_of(d: &notify::NotifyEvent, audit: bool) -> Option<Violation> {
         time: Timestamp::from(d.time),
         action: if audit {
             Action::Observed
+        } else if rule == RuleId::SyscallDenied && expected.iter().any(|c| c == d.syscall) {
+            Action::Expected
         } else {
             Action::Blocked
         },

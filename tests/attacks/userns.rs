@@ -2,7 +2,7 @@
 //! capabilities over new mount and network namespaces, the kernel attack
 //! surface behind most container escapes.
 
-use crate::util::{Feature, Tier, World};
+use crate::util::{Feature, Tier, World, violation_lines};
 use crate::{at_every_tier, require};
 
 /// Runs as an unprivileged user: `unshare -Ur` and a raw
@@ -39,3 +39,62 @@ fn clone3_hides_new_namespace_flags_from_the_filter_in_vain(tier: Tier) {
         .assert_blocked_with(&["ENOSYS"]);
 }
 at_every_tier!(clone3_hides_new_namespace_flags_from_the_filter_in_vain);
+
+/// Issue P10, item 3. An agent's nested sandbox probes for namespaces at
+/// its start (Codex runs `bwrap --unshare-user --unshare-net …`; here
+/// `unshare -Ur`, the same call). Evidence: bare, the namespace is made;
+/// sandboxed, it is refused at every tier whatever the policy says.
+/// Without `[syscalls] expected` the refusal is a finding (`vetto ci`
+/// exits 3); with `expected = ["namespaces"]` it is still refused, kept
+/// in the session log as `"action":"expected"`, named on the terminal,
+/// and no finding: exit 0, CLEAN, no SARIF result.
+fn a_nested_sandboxs_probe_the_policy_expects_is_refused_and_no_finding(tier: Tier) {
+    require!(tier.feature());
+    require!(Feature::Userns);
+    let w = World::at(tier);
+    let script = "unshare -Ur id -u && echo ESCAPED; echo script-finished";
+    w.sh_bare(script).assert_stdout_contains("ESCAPED");
+
+    let (out, log) = w.ci_sh(script);
+    out.assert_stdout_contains("script-finished")
+        .assert_stdout_lacks("ESCAPED");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    assert!(
+        violation_lines(&log)
+            .iter()
+            .any(|l| l.contains("\"syscall-denied\"") && l.contains("\"blocked\"")),
+        "{log}"
+    );
+
+    w.write(
+        &w.project.join("vetto.toml"),
+        "[syscalls]\nexpected = [\"namespaces\"]\n",
+    );
+    let (out, log) = w.ci_sh(script);
+    out.assert_stdout_contains("script-finished")
+        .assert_stdout_lacks("ESCAPED");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    assert!(out.stderr().contains("CLEAN"), "{}", out.dump());
+    assert!(
+        out.stderr().contains("expected by the policy") && out.stderr().contains("unshare"),
+        "{}",
+        out.dump()
+    );
+    let lines = violation_lines(&log);
+    assert!(
+        !lines.is_empty()
+            && lines
+                .iter()
+                .all(|l| l.contains("\"syscall-denied\"") && l.contains("\"expected\"")),
+        "{log}"
+    );
+    let sarif =
+        std::fs::read_to_string(w.project.join("vetto-report/vetto.sarif")).unwrap_or_default();
+    let sarif: serde_json::Value = serde_json::from_str(&sarif).unwrap_or_default();
+    assert_eq!(
+        sarif["runs"][0]["results"].as_array().map(Vec::len),
+        Some(0),
+        "{sarif}"
+    );
+}
+at_every_tier!(a_nested_sandboxs_probe_the_policy_expects_is_refused_and_no_finding);
