@@ -19,6 +19,11 @@ use super::{ListenerKind, Shared, http, socks};
 use super::relay::*;
 use super::route::*;
 
+/// The proxy's credential challenge, on a connection kept open for the
+/// answer.
+const CHALLENGE: &[u8] = b"HTTP/1.1 407 Proxy Authentication Required\r\n\
+Proxy-Authenticate: Basic realm=\"vetto\"\r\nContent-Length: 0\r\n\r\n";
+
 pub(crate) async fn accept_loop(shared: Arc<Shared>, listener: TcpListener, kind: ListenerKind) {
     let mut stop = shared.stop.subscribe();
     loop {
@@ -128,43 +133,84 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
         );
         return;
     }
-    let end = loop {
-        if let Some(end) = super::wire::head_end(&buf) {
-            break end;
+    // A client that authenticates only when challenged (curl with
+    // `CURLAUTH_ANY`, which git sets) asks first without the credential:
+    // the 407 is the first half of HTTP proxy authentication, so it is
+    // answered on a connection kept open for the second half, and is no
+    // refusal. Once per connection, only for a head with no credential at
+    // all and no body (a body is not read to find the next head). A client
+    // that leaves after the challenge is recorded as one without the
+    // credential.
+    let mut challenged = false;
+    let (head, end) = loop {
+        let end = loop {
+            if let Some(end) = super::wire::head_end(&buf) {
+                break end;
+            }
+            match read_some(shared, &mut client, &mut buf, max).await {
+                // The client left after the challenge (it authenticates on
+                // a new connection, or cannot): nothing was asked for.
+                Ok(0) if challenged && buf.is_empty() => {
+                    rec.refuse(
+                        shared,
+                        ConnReason::NoCredential,
+                        "closed after the proxy's credential challenge".into(),
+                    );
+                    return;
+                }
+                Ok(0) => {
+                    rec.refuse(
+                        shared,
+                        ConnReason::Malformed,
+                        "connection ended inside the request head".into(),
+                    );
+                    return;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let (r, d) = read_refusal(&e);
+                    if r == ConnReason::Limit && e.kind() == io::ErrorKind::OutOfMemory {
+                        let _ = client
+                            .write_all(&http::response(431, "Request Header Fields Too Large", ""))
+                            .await;
+                    }
+                    rec.refuse(shared, r, d);
+                    return;
+                }
+            }
+        };
+        let head = match http::parse_head(&buf[..end]) {
+            Ok(h) => h,
+            Err(why) => {
+                let _ = client
+                    .write_all(&http::response(400, "Bad Request", ""))
+                    .await;
+                rec.refuse(shared, ConnReason::Malformed, why.into());
+                return;
+            }
+        };
+        if head.has_credential(&shared.auth_token) {
+            break (head, end);
         }
-        match read_some(shared, &mut client, &mut buf, max).await {
-            Ok(0) => {
+        let bodiless = head.header("transfer-encoding").is_none()
+            && head
+                .header("content-length")
+                .is_none_or(|n| n.trim() == "0");
+        // A wrong credential is a guess, not a handshake: refused at once.
+        let unauthenticated = head.header("proxy-authorization").is_none();
+        if !challenged && bodiless && unauthenticated {
+            challenged = true;
+            if client.write_all(CHALLENGE).await.is_err() {
                 rec.refuse(
                     shared,
-                    ConnReason::Malformed,
-                    "connection ended inside the request head".into(),
+                    ConnReason::NoCredential,
+                    "closed after the proxy's credential challenge".into(),
                 );
                 return;
             }
-            Ok(_) => {}
-            Err(e) => {
-                let (r, d) = read_refusal(&e);
-                if r == ConnReason::Limit && e.kind() == io::ErrorKind::OutOfMemory {
-                    let _ = client
-                        .write_all(&http::response(431, "Request Header Fields Too Large", ""))
-                        .await;
-                }
-                rec.refuse(shared, r, d);
-                return;
-            }
+            buf.drain(..end);
+            continue;
         }
-    };
-    let head = match http::parse_head(&buf[..end]) {
-        Ok(h) => h,
-        Err(why) => {
-            let _ = client
-                .write_all(&http::response(400, "Bad Request", ""))
-                .await;
-            rec.refuse(shared, ConnReason::Malformed, why.into());
-            return;
-        }
-    };
-    if !head.has_credential(&shared.auth_token) {
         let _ = client
             .write_all(&http::response(
                 407,
@@ -172,9 +218,17 @@ async fn explicit(shared: &Shared, mut client: TcpStream, peer: SocketAddr, rec:
                 "Proxy-Authenticate: Basic realm=\"vetto\"\r\n",
             ))
             .await;
+        let asked = if head.method.eq_ignore_ascii_case("CONNECT") {
+            http::authority(&head.target).ok()
+        } else {
+            http::absolute(&head.target).ok().map(|(h, p, _)| (h, p))
+        };
+        if let Some((host, port)) = asked {
+            rec.target(Some(&host), port);
+        }
         rec.refuse(shared, ConnReason::NoCredential, String::new());
         return;
-    }
+    };
     let early = buf[end..].to_vec();
     if head.method.eq_ignore_ascii_case("CONNECT") {
         rec.via = ConnVia::Connect;

@@ -435,6 +435,41 @@ fn the_proxy_refuses_a_client_without_the_session_credential() {
     assert_eq!(viols.len(), 4);
 }
 
+/// curl with `CURLAUTH_ANY` (what git sets for every https remote) asks
+/// without the credential first and answers the 407 on the same
+/// connection. It was a `net-egress-blocked` violation on every `git
+/// fetch` through the proxy. Now: the challenge keeps the connection open,
+/// the second head carries the credential, the tunnel works, and the
+/// connection is one allowed record with no violation.
+#[test]
+fn a_client_that_authenticates_when_challenged_is_no_violation() {
+    let (l, port) = bind();
+    let h = Harness::new(pinned_config(port));
+    let token = h.token();
+    let target = format!("allowed.test:{port}");
+    let (first, second, echoed) = h.run(async {
+        echo_server(l).await;
+        let (mut s, first) = connect(h.addr, &target, None).await;
+        let again = format!(
+            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nProxy-Authorization: {token}\r\n\r\n"
+        );
+        s.write_all(again.as_bytes()).await.unwrap();
+        let second = read_head(&mut s).await;
+        s.write_all(b"ping").await.unwrap();
+        let mut echoed = [0u8; 4];
+        s.read_exact(&mut echoed).await.unwrap();
+        (first, second, echoed)
+    });
+    assert!(first.starts_with("HTTP/1.1 407"), "{first}");
+    assert!(first.contains("Proxy-Authenticate: Basic"), "{first}");
+    assert!(!first.contains("Connection: close"), "{first}");
+    assert!(second.starts_with("HTTP/1.1 200"), "{second}");
+    assert_eq!(&echoed, b"ping");
+    let (_, conns, viols) = h.finish();
+    assert_eq!(only(&conns).decision, ConnDecision::Allowed);
+    assert!(viols.is_empty(), "{viols:?}");
+}
+
 #[test]
 fn internal_addresses_are_refused_without_an_ip_rule_or_a_pin_of_the_name() {
     let (l, port) = bind();

@@ -220,6 +220,40 @@ fn only_the_allowed_name_is_reached_through_the_proxy(tier: Tier) {
 }
 at_every_tier!(only_the_allowed_name_is_reached_through_the_proxy);
 
+/// Runs as an unprivileged user: git's http(s) remotes go through the
+/// proxy with curl's `CURLAUTH_ANY` (git's default), which asks without
+/// the credential first and answers the proxy's 407 challenge (so does
+/// `curl --proxy-anyauth`). That first request was a `net-egress-blocked`
+/// violation on every `git fetch` of a job (a false alarm, `vetto ci`
+/// exit 3). Evidence: the server gets both tools' requests, and the
+/// session records no violation, at every tier.
+fn git_answering_the_proxys_credential_challenge_is_no_violation(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let a = allowed.port;
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "git ls-remote http://allowed.test:{a}/repo.git; \
+             curl -s -m 20 --proxy-anyauth http://allowed.test:{a}/; echo; echo script-finished"
+        ),
+    );
+    out.assert_ran()
+        .assert_stdout_contains(ALLOWED_BODY)
+        .assert_stdout_contains("script-finished");
+    assert!(
+        allowed.hits() >= 2,
+        "git's request did not reach the server\n{}",
+        out.dump()
+    );
+    let violations = events(&dir, "violation");
+    assert!(violations.is_empty(), "{violations:?}\n{}", out.dump());
+}
+at_every_tier!(git_answering_the_proxys_credential_challenge_is_no_violation);
+
 /// Runs as an unprivileged user: a job that passes its proxy URL in argv
 /// (`curl -x "$HTTP_PROXY"`), to a destination that is refused, is named
 /// with its argv in the violation and the connection records. The
