@@ -86,9 +86,11 @@ fn main() {
             (home.join(".claude/settings.json"), Compare::Json),
             (home.join(".claude.json"), Compare::Json),
         ],
+        agent_trees: vec![home.join(".codex/packages")],
     };
     let project_only = || Roots {
         agent_files: Vec::new(),
+        agent_trees: Vec::new(),
         ..roots()
     };
     let measure = |label: &str, make: &dyn Fn() -> Roots| {

@@ -198,7 +198,8 @@ impl RuleId {
                  .devcontainer/, .envrc, mise.toml, .husky/, .pre-commit-config.yaml, \
                  .mcp.json, .claude/settings.json and the programs they name); or, under an \
                  agent preset, a change to what the agent's own settings make it run (hooks, MCP \
-                 servers, notify programs). A `git status` or `git commit`, an editor opening the \
+                 servers, notify programs) or to the programs it installs in its own home and \
+                 starts from there (Codex's packages/, its app-server daemon). A `git status` or `git commit`, an editor opening the \
                  folder, or the agent's next start runs what these say. Where the seccomp-notify \
                  supervisor sees the creation (FULL and FS-ONLY, a project with a .git \
                  directory), creating, renaming into place or symlinking an entry named .git \

@@ -91,6 +91,10 @@ pub struct Roots {
     /// Agent settings outside the project that the job may write (a
     /// preset's grant): [`agent_home_files`] filtered by the policy.
     pub agent_files: Vec<(PathBuf, Compare)>,
+    /// Directories of programs an agent installs in its own home and runs
+    /// at its next start, that the job may write: [`agent_home_trees`]
+    /// filtered by the policy. Any change in one is reported.
+    pub agent_trees: Vec<PathBuf>,
 }
 
 /// What was resolved.
@@ -214,6 +218,19 @@ pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, 
     files
 }
 
+/// Directories where an agent keeps programs it runs at its next start,
+/// outside any sandbox: Codex copies its app-server daemon into
+/// `packages/` (`packages/app-server-daemon/releases/VERSION/bin/codex`)
+/// and starts it from there. A program the sandboxed agent writes there
+/// runs the next time Codex starts, wherever it starts.
+pub fn agent_home_trees(home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
+    let codex = env
+        .iter()
+        .find(|(k, v)| k == "CODEX_HOME" && !v.is_empty())
+        .map_or_else(|| home.join(".codex"), |(_, v)| PathBuf::from(v));
+    vec![codex.join("packages")]
+}
+
 /// Everything that runs later from `roots`, as the files say now.
 pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
     let mut r = Resolver {
@@ -234,6 +251,14 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
         if *compare != Compare::Bytes {
             r.agent_programs(path, *compare);
         }
+    }
+    for dir in &roots.agent_trees {
+        r.add(
+            dir.clone(),
+            true,
+            Compare::Bytes,
+            "programs an agent runs at its next start".into(),
+        );
     }
     Resolved {
         locations: r.out,
@@ -837,6 +862,7 @@ mod tests {
             project: PathBuf::from("/p"),
             home: Some(PathBuf::from("/h")),
             agent_files: Vec::new(),
+            agent_trees: Vec::new(),
         }
     }
 
@@ -1028,6 +1054,14 @@ mod tests {
             files
                 .iter()
                 .any(|(p, _)| p == Path::new("/h/.claude/settings.json"))
+        );
+        assert_eq!(
+            agent_home_trees(Path::new("/h"), &[("CODEX_HOME".into(), "/c".into())]),
+            [PathBuf::from("/c/packages")]
+        );
+        assert_eq!(
+            agent_home_trees(Path::new("/h"), &[]),
+            [PathBuf::from("/h/.codex/packages")]
         );
     }
 

@@ -551,6 +551,10 @@ fn autorun_roots(
             .into_iter()
             .filter(|(p, _)| !p.starts_with(&policy.project) && writable(p))
             .collect(),
+        agent_trees: policy::autorun::agent_home_trees(home, env)
+            .into_iter()
+            .filter(|p| !p.starts_with(&policy.project) && writable(p))
+            .collect(),
     }
 }
 

@@ -92,6 +92,9 @@ pub struct Change {
     pub compare: Compare,
     /// For an agent's settings: the keys whose values changed.
     pub keys: Vec<String>,
+    /// For a directory created during the session: the entries created in
+    /// it, reported with it (one finding for one planted tree).
+    pub inside: usize,
 }
 
 impl Change {
@@ -102,6 +105,10 @@ impl Change {
             (_, Seen::Link(to)) => format!(
                 "now a symbolic link to {}",
                 crate::text::escape(&to.to_string_lossy())
+            ),
+            (Seen::Absent, _) if self.inside > 0 => format!(
+                "created during the session, with {} entries in it",
+                self.inside
             ),
             (Seen::Absent, _) => "created during the session".into(),
             _ if !self.keys.is_empty() => format!(
@@ -190,6 +197,14 @@ impl Snapshot {
             if let Err(at) = expand(l, files, &mut after, false) {
                 unchecked.push(at);
             }
+            // In an agent's program tree (an installed package: dozens of
+            // files), the directories created during the session, by their
+            // index in `changes`: what was created in them is reported
+            // with them (paths come sorted, a directory before its
+            // entries). Elsewhere each entry is named: `.vscode/tasks.json`
+            // says more than `.vscode`.
+            let fold = self.roots.agent_trees.contains(&l.path);
+            let mut created_dirs: Vec<(PathBuf, usize)> = Vec::new();
             // The start's entries under this location that are gone now
             // are removals: nothing runs from a removed file.
             for (path, seen) in after {
@@ -202,6 +217,17 @@ impl Snapshot {
                     || changes.iter().any(|c: &Change| c.path == path)
                 {
                     continue;
+                }
+                if before == Seen::Absent
+                    && let Some((_, i)) = created_dirs.iter().find(|(dir, _)| path.starts_with(dir))
+                {
+                    if let Some(c) = changes.get_mut(*i) {
+                        c.inside += 1;
+                    }
+                    continue;
+                }
+                if fold && before == Seen::Absent && seen == Seen::Dir {
+                    created_dirs.push((path.clone(), changes.len()));
                 }
                 let keys = match (&before, &seen) {
                     (Seen::File { digest: b, .. }, Seen::File { digest: a, .. })
@@ -218,6 +244,7 @@ impl Snapshot {
                     after: seen,
                     compare: if l.tree { Compare::Bytes } else { l.compare },
                     keys,
+                    inside: 0,
                 });
             }
         }
@@ -391,6 +418,7 @@ mod tests {
             project: PathBuf::from("/p"),
             home: Some(PathBuf::from("/h")),
             agent_files: vec![(PathBuf::from("/h/.claude/settings.json"), Compare::Json)],
+            agent_trees: Vec::new(),
         }
     }
 
@@ -560,6 +588,30 @@ mod tests {
         let snap = Snapshot::take_in(roots(), &f);
         f.0.borrow_mut().remove(Path::new("/p/.envrc"));
         assert!(changed(&f, &snap).is_empty());
+    }
+
+    /// Codex's first start copies its daemon (dozens of files) into
+    /// `~/.codex/packages`: one finding for the tree it planted, naming
+    /// how many entries it holds, not one per file.
+    #[test]
+    fn a_directory_created_with_entries_in_it_is_one_change() {
+        let f = Fake::default();
+        let mut r = roots();
+        r.agent_trees = vec![PathBuf::from("/h/.codex/packages")];
+        let snap = Snapshot::take_in(r, &f);
+        f.file("/h/.codex/packages/daemon/releases/1/bin/codex", "ELF");
+        f.file("/h/.codex/packages/daemon/current", "1");
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, Path::new("/h/.codex/packages"));
+        assert_eq!(changes[0].inside, 6);
+        assert!(
+            changes[0]
+                .describe()
+                .starts_with("created during the session, with 6 entries in it"),
+            "{}",
+            changes[0].describe()
+        );
     }
 
     #[test]

@@ -393,3 +393,78 @@ fn hook_added_to_the_agents_own_settings_is_put_back(tier: Tier) {
     );
 }
 at_every_tier!(hook_added_to_the_agents_own_settings_is_put_back);
+
+/// `vetto ci --preset codex -- sh -c SCRIPT` (the preset lets the agent
+/// write `~/.codex`), with the session log.
+fn ci_codex(w: &World, script: &str) -> (Out, String) {
+    let project = w.project.to_str().unwrap_or_default();
+    let mut args = vec![
+        "ci",
+        "--tier",
+        w.tier.name(),
+        "--project",
+        project,
+        "--preset",
+        "codex",
+        "--resolve",
+        "api.test:127.0.0.1",
+    ];
+    args.extend_from_slice(w.tier.options());
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let out = w
+        .vetto(&args)
+        .env("OPENAI_BASE_URL", "http://api.test:9")
+        .run();
+    let log =
+        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
+    (out, log)
+}
+
+/// Runs as an unprivileged user, under `--preset codex`. Codex copies its
+/// app-server daemon into `~/.codex/packages/…/bin/codex` and starts it
+/// from there at its next start, wherever that is: a program the
+/// sandboxed job writes there runs outside the sandbox later. Evidence:
+/// bare, the planted program runs when "the next start" runs it;
+/// sandboxed, the session reports the planted tree once (with how many
+/// entries it holds) and `vetto ci` exits 3; a session that leaves the
+/// tree as it was is no finding.
+fn a_program_planted_in_the_agents_package_directory_is_reported(tier: Tier) {
+    require!(tier.feature());
+    let plant = |m: &Path| {
+        format!(
+            "mkdir -p \"$HOME/.codex/packages/app-server-daemon/releases/9/bin\" && \
+             printf '#!/bin/sh\\necho pwned > {}\\n' > \"$HOME/.codex/packages/app-server-daemon/releases/9/bin/codex\" && \
+             chmod +x \"$HOME/.codex/packages/app-server-daemon/releases/9/bin/codex\"",
+            m.display()
+        )
+    };
+    let daemon = "/.codex/packages/app-server-daemon/releases/9/bin/codex";
+    let bare = World::at(tier);
+    bare.write(&bare.home.join(".codex/config.toml"), "[tui]\n");
+    let marker = marker_of(&bare);
+    bare.sh_bare(&plant(&marker)).assert_success();
+    bare.run_bare(&[&format!("{}{daemon}", bare.home.display())]);
+    assert!(
+        marker.exists(),
+        "control: the bare planted daemon did not run"
+    );
+
+    let w = World::at(tier);
+    w.write(&w.home.join(".codex/config.toml"), "[tui]\n");
+    let (out, log) = ci_codex(&w, "ls \"$HOME/.codex\" >/dev/null && echo script-finished");
+    out.assert_stdout_contains("script-finished");
+    assert_eq!(out.code(), 0, "{}", out.dump());
+    assert!(planted_lines(&log).is_empty(), "{log}");
+
+    let marker = marker_of(&w);
+    let (out, log) = ci_codex(&w, &format!("{}; echo script-finished", plant(&marker)));
+    out.assert_stdout_contains("script-finished");
+    assert_planted(&out, &log, &[".codex/packages"]);
+    let planted: Vec<_> = planted_lines(&log)
+        .into_iter()
+        .filter(|l| l.contains("\"type\":\"violation\""))
+        .collect();
+    assert_eq!(planted.len(), 1, "{planted:?}");
+    out.assert_stderr_contains("with 5 entries in it");
+}
+at_every_tier!(a_program_planted_in_the_agents_package_directory_is_reported);
