@@ -119,6 +119,27 @@ pub fn tasks_of_uid(uid: u32) -> u64 {
     n
 }
 
+/// Whether `pid` has exited, or is exiting: a zombie (`Z`, `X` in
+/// `/proc/PID/stat`), or a process that has released its memory on the
+/// way out (`/proc/PID/exe` answers `ENOENT`; a live process that only
+/// hides its `exe` by being non-dumpable answers `EACCES` and is not
+/// exiting), or gone.
+pub fn is_exiting(pid: i32) -> bool {
+    let Ok(text) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = text
+        .rfind(')')
+        .and_then(|i| text[i + 1..].split_ascii_whitespace().next());
+    if matches!(state, Some("Z" | "X" | "x")) {
+        return true;
+    }
+    matches!(
+        fs::read_link(format!("/proc/{pid}/exe")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound
+    )
+}
+
 /// The first number of a field of `/proc/ID/status` (`Tgid:`, `PPid:` …).
 pub fn status_field(id: i32, field: &str) -> Option<u32> {
     let text = fs::read_to_string(format!("/proc/{id}/status")).ok()?;
@@ -175,5 +196,42 @@ pub fn reaped_children_cpu_ms() -> (u64, u64) {
             (ms(u.user_time()), ms(u.system_time()))
         }
         Err(_) => (0, 0),
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// A child that has exited but is not reaped yet (what the init finds
+    /// for a moment after the job ends) is exiting; a running one is not.
+    #[test]
+    fn a_zombie_is_exiting_and_a_running_process_is_not() {
+        let mut running = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let mut done = std::process::Command::new("true").spawn().unwrap();
+        let zombie = i32::try_from(done.id()).unwrap();
+        // Bounded (30 s): `true` exits at once; only a broken run waits.
+        let mut exited = false;
+        for _ in 0..3000 {
+            exited = fs::read_to_string(format!("/proc/{zombie}/stat")).is_ok_and(|s| {
+                s.rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'))
+            });
+            if exited {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(exited, "the child never became a zombie");
+        assert!(is_exiting(zombie));
+        assert!(!is_exiting(i32::try_from(running.id()).unwrap()));
+        running.kill().unwrap();
+        running.wait().unwrap();
+        done.wait().unwrap();
     }
 }

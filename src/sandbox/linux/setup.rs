@@ -451,10 +451,14 @@ fn init(
 
 /// Tell vetto which processes the job left running (daemons, background
 /// jobs) before they are killed: one JSON line each, at most
-/// [`MAX_ESCAPE_REPORTS`].
+/// [`MAX_ESCAPE_REPORTS`]. A process already on its way out is none: a
+/// child the job's last process left that exits with it (git's
+/// `git-remote-https`) is a zombie, or mid-exit, for a moment after the
+/// job was reaped, and was reported as escaped by an unknown process.
 fn report_escapes(reports: &mut std::os::unix::net::UnixStream) {
     for pid in super::proc::descendants(std::process::id())
         .into_iter()
+        .filter(|pid| !super::proc::is_exiting(*pid))
         .take(MAX_ESCAPE_REPORTS)
     {
         let escaped = super::InitReport::Escaped(super::super::EscapedProcess {
