@@ -962,6 +962,7 @@ fn plan_for(
         seatbelt: None,
         checked_after,
         publish: policy.publish.clone(),
+        expected_daemons: policy.expected_daemons.clone(),
     }
 }
 
@@ -1180,6 +1181,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         seatbelt: None,
         checked_after: None,
         publish: Vec::new(),
+        expected_daemons: policy.expected_daemons.clone(),
     })
 }
 
@@ -1237,6 +1239,7 @@ fn seatbelt_plan(
         seatbelt: Some(profile),
         checked_after: None,
         publish: Vec::new(),
+        expected_daemons: policy.expected_daemons.clone(),
     })
 }
 

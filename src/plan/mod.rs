@@ -81,6 +81,10 @@ pub struct Plan {
     /// come from the namespace that leads nowhere; refused elsewhere).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub publish: Vec<crate::policy::Publish>,
+    /// `[process] daemons`: programs whose outliving the command is
+    /// recorded as expected (they are killed all the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_daemons: Vec<crate::policy::ExpectedDaemon>,
 }
 
 #[cfg(test)]

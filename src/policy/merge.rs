@@ -330,6 +330,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         min_tier: None,
         check_creations: Default::default(),
         expected_denials: Vec::new(),
+        expected_daemons: Vec::new(),
         provenance: Default::default(),
     };
     let mut mode = NetMode::Off;
@@ -377,6 +378,11 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         p.limits.max_memory = l.max_memory.or(p.limits.max_memory);
         p.min_tier = l.min_tier.or(p.min_tier);
         p.check_creations = l.check_creations.unwrap_or(p.check_creations);
+        for d in l.expected_daemons {
+            if !p.expected_daemons.iter().any(|k| k.pattern == d.pattern) {
+                p.expected_daemons.push(d);
+            }
+        }
         for e in l.expected_denials {
             if !p.expected_denials.iter().any(|k| k.class == e.class) {
                 p.expected_denials.push(e);

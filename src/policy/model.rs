@@ -297,6 +297,38 @@ pub struct ExpectedDenial {
     pub origin: Origin,
 }
 
+/// `[process] daemons`: a program (a path, `*` and `?` within a
+/// component) that starts a daemon of its own as a matter of course, which
+/// outlives the command: still killed when the session ends, recorded as
+/// expected rather than as a finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExpectedDaemon {
+    pub pattern: PathBuf,
+    pub origin: Origin,
+}
+
+impl ExpectedDaemon {
+    /// Whether `exe` (as the kernel names a process's program) is one.
+    pub fn matches(&self, exe: &std::path::Path) -> bool {
+        let (mut p, mut e) = (self.pattern.components(), exe.components());
+        loop {
+            match (p.next(), e.next()) {
+                (None, None) => return true,
+                (Some(a), Some(b)) => {
+                    let (Some(a), Some(b)) = (a.as_os_str().to_str(), b.as_os_str().to_str())
+                    else {
+                        return false;
+                    };
+                    if !super::paths::glob_component(a, b) {
+                        return false;
+                    }
+                }
+                _ => return false,
+            }
+        }
+    }
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -493,6 +525,10 @@ pub struct Policy {
     /// `[syscalls] expected`: refusals that are no finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected_denials: Vec<ExpectedDenial>,
+    /// `[process] daemons`: programs whose outliving the command is no
+    /// finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_daemons: Vec<ExpectedDaemon>,
     /// Which policy this is, from where.
     pub provenance: Provenance,
 }
@@ -524,6 +560,7 @@ impl Policy {
             min_tier: None,
             check_creations: CheckCreations::Live,
             expected_denials: vec![],
+            expected_daemons: vec![],
             provenance: Provenance::default(),
         }
     }

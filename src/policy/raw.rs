@@ -42,6 +42,8 @@ pub struct RawPolicy {
     pub secrets: Vec<(Sp<String>, Vec<Sp<String>>)>,
     /// `[syscalls] expected`: classes of refused calls that are no finding.
     pub expected_denials: Vec<Sp<String>>,
+    /// `[process] daemons`: programs expected to outlive the command.
+    pub daemons: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -97,6 +99,7 @@ const TOP: &[&str] = &[
     "env",
     "secrets",
     "syscalls",
+    "process",
 ];
 const FILESYSTEM: &[&str] = &[
     "read",
@@ -113,6 +116,7 @@ const NETWORK: &[&str] = &[
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 const SYSCALLS: &[&str] = &["expected"];
+const PROCESS: &[&str] = &["daemons"];
 
 /// The section a misplaced key belongs to, for a better hint.
 fn home_of(key: &str) -> Option<&'static str> {
@@ -122,6 +126,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         ("limits", LIMITS),
         ("env", ENV),
         ("syscalls", SYSCALLS),
+        ("process", PROCESS),
     ]
     .into_iter()
     .find(|(_, keys)| keys.contains(&key))
@@ -268,6 +273,14 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                     if let Some(v) = t.get("expected") {
                         raw.expected_denials =
                             w.string_list(v, "a list of refusal classes (`namespaces`)");
+                    }
+                }
+            }
+            "process" => {
+                if let Some(t) = w.table(value, "process") {
+                    w.unknown_keys(t, Some("process"), PROCESS);
+                    if let Some(v) = t.get("daemons") {
+                        raw.daemons = w.string_list(v, "a list of program paths or patterns");
                     }
                 }
             }

@@ -1954,3 +1954,44 @@ fn secrets_and_request_rules_are_read_from_the_file_and_the_command_line() {
         "{e}"
     );
 }
+
+/// `[process] daemons` (`~` expanded, `*` within a component) matches the
+/// program the kernel names, and nothing beside it; the codex preset's
+/// matches Codex's daemon wherever the release directory is; `[syscalls]
+/// expected` is read, and both merge from the preset.
+#[test]
+fn expected_daemons_and_refusals_are_read_and_match_the_program_only() {
+    let s = scratch();
+    s.write(
+        "vetto.toml",
+        "extends = [\"default\", \"codex\"]\n[process]\ndaemons = [\"~/bin/agentd\"]\n",
+    );
+    let p = load(&s.req(Some("vetto.toml"))).unwrap();
+    let matches = |exe: &Path| p.expected_daemons.iter().any(|d| d.matches(exe));
+    assert!(matches(&s.home.join("bin/agentd")));
+    assert!(!matches(&s.home.join("bin/agentd2")));
+    assert!(!matches(&s.home.join("bin/agentd/x")));
+    let daemon = s.home.join(
+        ".codex/packages/app-server-daemon/releases/0.171.0-x86_64-unknown-linux-musl/bin/codex",
+    );
+    assert!(matches(&daemon));
+    assert!(!matches(
+        &s.home
+            .join(".codex/packages/app-server-daemon/releases/bin/codex")
+    ));
+    assert_eq!(
+        p.expected_denials
+            .iter()
+            .map(|e| e.class)
+            .collect::<Vec<_>>(),
+        [DenialClass::Namespaces]
+    );
+
+    s.write("bad.toml", "[process]\ndaemons = [\"bin/agentd\"]\n");
+    let e = load(&s.req(Some("bad.toml"))).unwrap_err();
+    assert!(
+        e.rendered
+            .contains("bad.toml:2:12: error: invalid program path"),
+        "{e}"
+    );
+}

@@ -63,6 +63,8 @@ pub struct Layer {
     pub env: EnvPolicy,
     /// `[syscalls] expected`.
     pub expected_denials: Vec<super::ExpectedDenial>,
+    /// `[process] daemons`.
+    pub expected_daemons: Vec<super::ExpectedDaemon>,
 }
 
 impl Layer {
@@ -90,6 +92,7 @@ impl Layer {
             max_memory: None,
             env: EnvPolicy::default(),
             expected_denials: Vec::new(),
+            expected_daemons: Vec::new(),
         }
     }
 }
@@ -479,6 +482,22 @@ pub fn validate(
                 super::diag::did_you_mean(&e.value, super::DenialClass::NAMES)
                     .map(|s| format!("did you mean `{s}`?")),
             ),
+        }
+    }
+
+    for d in &raw.daemons {
+        let pattern = ctx.pattern(&d.value, None).map(Ok).unwrap_or_else(|| {
+            ctx.vars
+                .expand(&d.value)
+                .map_err(|e| e.to_string())
+                .and_then(|p| paths::normalise(&p).map_err(|e| e.to_string()))
+        });
+        match pattern {
+            Ok(pattern) => layer.expected_daemons.push(super::ExpectedDaemon {
+                pattern,
+                origin: origin(&d.span, &d.value),
+            }),
+            Err(why) => diags.at(src, &d.span, format!("invalid program path: {why}")),
         }
     }
 

@@ -463,7 +463,7 @@ pub fn run(
     keep_observed(&mut child, true, sink);
     session.escaped = child.escaped();
     if let Some(sink) = sink {
-        report_end_of_session(&session, sink);
+        report_end_of_session(&session, sink, &plan.expected_daemons);
     }
     (session.cpu_user_ms, session.cpu_sys_ms) = match ended {
         Some(end) => (end.cpu_user_ms, end.cpu_sys_ms),
@@ -785,7 +785,11 @@ fn read_manifest(path: &Path) -> Option<String> {
 }
 
 /// Limits hit, and processes the job left running, as events.
-fn report_end_of_session(session: &Session, sink: &dyn EventSink) {
+fn report_end_of_session(
+    session: &Session,
+    sink: &dyn EventSink,
+    daemons: &[crate::policy::ExpectedDaemon],
+) {
     match session.limit {
         Some(LimitHit::Timeout { max_ms }) => {
             sink.emit(Event::Limit(LimitEvent {
@@ -826,10 +830,16 @@ fn report_end_of_session(session: &Session, sink: &dyn EventSink) {
             parent_chain: Vec::new(),
         };
         let attribution = crate::events::violation::attribute(&process, &read_manifest);
+        // `[process] daemons`: killed all the same, no finding.
+        let expected = daemons.iter().any(|d| d.matches(&exe));
         sink.emit(Event::Violation(Box::new(Violation {
             rule: RuleId::ProcessEscaped,
             time: Timestamp::now(),
-            action: Action::Blocked,
+            action: if expected {
+                Action::Expected
+            } else {
+                Action::Blocked
+            },
             process,
             target: Target::Process { pid, exe },
             attribution,
