@@ -5,8 +5,8 @@
 //! or runs in a forked child that exits right after.
 
 use std::ffi::CStr;
-use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use nix::errno::Errno;
 use nix::sys::wait::{WaitStatus, waitpid};
@@ -320,16 +320,12 @@ const LISTENER_STEP_NAMES: [&str; 2] = [
 /// Catches an older kernel and an existing listener in the filter chain
 /// (EBUSY: vetto runs inside a sandbox that already uses one).
 pub fn try_seccomp_listener_in_child() -> Result<(), ChildTestError> {
-    let mut allow = [libc::sock_filter {
+    let allow = [libc::sock_filter {
         code: (libc::BPF_RET | libc::BPF_K) as u16,
         jt: 0,
         jf: 0,
         k: libc::SECCOMP_RET_ALLOW,
     }];
-    let prog = libc::sock_fprog {
-        len: 1,
-        filter: allow.as_mut_ptr(),
-    };
     let flags =
         libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | libc::SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
     run_in_child(&LISTENER_STEP_NAMES, || {
@@ -337,22 +333,49 @@ pub fn try_seccomp_listener_in_child() -> Result<(), ChildTestError> {
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(StepFailed::at(0));
         }
-        // SAFETY: `prog` points at a live one-instruction program that
-        // outlives the call; the filter applies to this child only.
-        let ret = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                flags,
-                &prog as *const libc::sock_fprog,
-            )
-        };
-        if ret < 0 {
-            Err(StepFailed::at(1))
-        } else {
-            Ok(())
+        // The filter applies to this child only; the listener it returns
+        // is closed as the child leaves.
+        match seccomp_set_filter(&allow, flags) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(StepFailed {
+                step: 1,
+                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+            }),
         }
     })
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`; with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` the kernel returns the listener fd.
+pub fn seccomp_set_filter(
+    program: &[libc::sock_filter],
+    flags: libc::c_ulong,
+) -> io::Result<Option<OwnedFd>> {
+    let len = u16::try_from(program.len())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies it.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
+        let fd = RawFd::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
+        // SAFETY: with NEW_LISTENER the kernel returned a fresh fd that we now own.
+        Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
+    } else {
+        Ok(None)
+    }
 }
 
 /// Fork, run `body` in the child (raw syscalls only), and bring its

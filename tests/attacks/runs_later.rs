@@ -308,6 +308,18 @@ fn agent_starts(w: &World) -> Out {
 }
 
 fn ci_claude(w: &World, script: &str) -> (Out, String) {
+    ci_agent(
+        w,
+        "claude-code",
+        ("ANTHROPIC_BASE_URL", "http://api.test:9"),
+        script,
+    )
+}
+
+/// `vetto ci --preset PRESET -- sh -c SCRIPT` with the agent's API host
+/// (`base`: its variable and a URL at `api.test`, pinned to loopback), and
+/// the session log.
+fn ci_agent(w: &World, preset: &str, base: (&str, &str), script: &str) -> (Out, String) {
     let project = w.project.to_str().unwrap_or_default();
     let mut args = vec![
         "ci",
@@ -316,16 +328,13 @@ fn ci_claude(w: &World, script: &str) -> (Out, String) {
         "--project",
         project,
         "--preset",
-        "claude-code",
+        preset,
         "--resolve",
         "api.test:127.0.0.1",
     ];
     args.extend_from_slice(w.tier.options());
     args.extend_from_slice(&["--", "sh", "-c", script]);
-    let out = w
-        .vetto(&args)
-        .env("ANTHROPIC_BASE_URL", "http://api.test:9")
-        .run();
+    let out = w.vetto(&args).env(base.0, base.1).run();
     let log =
         std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
     (out, log)
@@ -397,27 +406,7 @@ at_every_tier!(hook_added_to_the_agents_own_settings_is_put_back);
 /// `vetto ci --preset codex -- sh -c SCRIPT` (the preset lets the agent
 /// write `~/.codex`), with the session log.
 fn ci_codex(w: &World, script: &str) -> (Out, String) {
-    let project = w.project.to_str().unwrap_or_default();
-    let mut args = vec![
-        "ci",
-        "--tier",
-        w.tier.name(),
-        "--project",
-        project,
-        "--preset",
-        "codex",
-        "--resolve",
-        "api.test:127.0.0.1",
-    ];
-    args.extend_from_slice(w.tier.options());
-    args.extend_from_slice(&["--", "sh", "-c", script]);
-    let out = w
-        .vetto(&args)
-        .env("OPENAI_BASE_URL", "http://api.test:9")
-        .run();
-    let log =
-        std::fs::read_to_string(w.project.join("vetto-report/session.jsonl")).unwrap_or_default();
-    (out, log)
+    ci_agent(w, "codex", ("OPENAI_BASE_URL", "http://api.test:9"), script)
 }
 
 /// Runs as an unprivileged user, under `--preset codex`. Codex copies its

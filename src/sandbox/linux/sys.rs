@@ -5,38 +5,9 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
-/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`; with
-/// `SECCOMP_FILTER_FLAG_NEW_LISTENER` the kernel returns the listener fd.
-pub fn seccomp_set_filter(
-    program: &[libc::sock_filter],
-    flags: libc::c_ulong,
-) -> io::Result<Option<OwnedFd>> {
-    let len = u16::try_from(program.len())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "BPF program too long"))?;
-    let prog = libc::sock_fprog {
-        len,
-        filter: program.as_ptr().cast_mut(),
-    };
-    // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies it.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            flags,
-            &prog as *const libc::sock_fprog,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    if flags & libc::SECCOMP_FILTER_FLAG_NEW_LISTENER != 0 {
-        let fd = RawFd::try_from(ret).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?;
-        // SAFETY: with NEW_LISTENER the kernel returned a fresh fd that we now own.
-        Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) }))
-    } else {
-        Ok(None)
-    }
-}
+// The filter is installed by the floor's one wrapper, which the host
+// probe's listener test uses too.
+pub use crate::sys::caps::seccomp_set_filter;
 
 /// Mark every descriptor from `first` upwards close-on-exec, so nothing the
 /// caller of vetto inherited leaks into the job.
