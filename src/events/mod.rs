@@ -413,6 +413,30 @@ impl Connection {
         })
     }
 
+    /// The violation of a refusal, recorded as expected where `[network]
+    /// expected` names the name (a name no rule allows, a deny rule, or
+    /// its lookup at the DNS stub): still refused, no finding.
+    pub fn violation_expecting(
+        &self,
+        provenance: Provenance,
+        expected: &[crate::policy::HostPattern],
+    ) -> Option<Violation> {
+        let mut v = self.violation(provenance)?;
+        let by_name = matches!(
+            self.reason,
+            ConnReason::NotAllowed | ConnReason::DeniedByRule | ConnReason::DnsRefused
+        );
+        let port = (self.reason != ConnReason::DnsRefused).then_some(self.port);
+        if v.action == Action::Blocked
+            && by_name
+            && let Some(host) = self.host.as_deref()
+            && expected.iter().any(|e| e.matches(host, port.or(e.port)))
+        {
+            v.action = Action::Expected;
+        }
+        Some(v)
+    }
+
     /// The `secret-sent-elsewhere` violation for the secret `name`, whose
     /// placeholder this connection carried to a host it is not for.
     pub fn secret_sent_elsewhere(&self, name: &str) -> Violation {
@@ -516,6 +540,47 @@ pub struct SessionEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `[network] expected = ["github.com"]`: a refusal of that name (by
+    /// no rule, by a deny rule, or its lookup at the DNS stub) is recorded
+    /// as expected; another name, or an address refused as internal, is a
+    /// finding as before.
+    #[test]
+    fn a_refused_name_the_policy_expects_is_no_finding() {
+        use crate::report::fixture::refused_connection;
+        let origin = crate::policy::Origin {
+            source: "t".into(),
+            line: 0,
+            col: 0,
+            written: String::new(),
+        };
+        let expected = [crate::policy::HostPattern {
+            host: "github.com".into(),
+            port: Some(443),
+            origin,
+        }];
+        let action = |host: &str, port: u16, reason: ConnReason| {
+            refused_connection(Some(host), port, None, reason)
+                .violation_expecting(violation::Provenance::Proxy, &expected)
+                .map(|v| v.action)
+        };
+        #[rustfmt::skip]
+        let rows = [
+            ("github.com", 443, ConnReason::NotAllowed, Action::Expected),
+            ("GitHub.com.", 443, ConnReason::DeniedByRule, Action::Expected),
+            ("github.com", 53, ConnReason::DnsRefused, Action::Expected),
+            ("github.com", 22, ConnReason::NotAllowed, Action::Blocked),
+            ("api.github.com", 443, ConnReason::NotAllowed, Action::Blocked),
+            ("github.com", 443, ConnReason::PrivateAddress, Action::Blocked),
+        ];
+        for (host, port, reason, want) in rows {
+            assert_eq!(
+                action(host, port, reason),
+                Some(want),
+                "{host}:{port} {reason:?}"
+            );
+        }
+    }
 
     #[test]
     fn timestamps_round_trip_through_rfc3339() {

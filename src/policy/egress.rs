@@ -272,6 +272,9 @@ pub struct Rules {
     pub deny: Vec<HostPattern>,
     pub ip_rules: Vec<IpRule>,
     pub pins: Vec<PinnedHost>,
+    /// `[network] expected`: refusals of these names are recorded as
+    /// expected (they are refused all the same).
+    pub expected: Vec<HostPattern>,
 }
 
 /// `vetto.toml:3:9`, or the option's name (`--allow-domain`) for a rule
@@ -448,6 +451,7 @@ mod tests {
                 addr: "127.0.0.1".parse().unwrap(),
                 origin: origin(),
             }],
+            expected: Vec::new(),
         }
     }
 

@@ -227,6 +227,7 @@ pub fn decide_host(policy: &Policy, query: &str) -> HostDecision {
             // As the session gives them to the proxy.
             ip_rules: super::egress::IpRule::from_policy(ips),
             pins: resolve.clone(),
+            expected: Vec::new(),
         },
     };
     match target {

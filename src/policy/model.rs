@@ -525,6 +525,11 @@ pub struct Policy {
     /// `[syscalls] expected`: refusals that are no finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected_denials: Vec<ExpectedDenial>,
+    /// `[network] expected`: names a program contacts as a matter of
+    /// course that the policy keeps refused; each refusal is recorded as
+    /// expected, no finding.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected_hosts: Vec<HostPattern>,
     /// `[process] daemons`: programs whose outliving the command is no
     /// finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -561,6 +566,7 @@ impl Policy {
             check_creations: CheckCreations::Live,
             expected_denials: vec![],
             expected_daemons: vec![],
+            expected_hosts: vec![],
             provenance: Provenance::default(),
         }
     }

@@ -72,6 +72,8 @@ pub struct RawNetwork {
     pub publish: Vec<Sp<String>>,
     /// Method and path rules (`GET api.example.com/repos/*`).
     pub rules: Vec<Sp<String>>,
+    /// Names refused as expected (no finding).
+    pub expected: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,7 +113,7 @@ const FILESYSTEM: &[&str] = &[
     "check_creations",
 ];
 const NETWORK: &[&str] = &[
-    "mode", "allow", "deny", "resolve", "unix", "discover", "publish", "rules",
+    "mode", "allow", "deny", "resolve", "unix", "discover", "publish", "rules", "expected",
 ];
 const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
@@ -224,6 +226,9 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                                     v,
                                     "a list of request rules (`METHOD[,METHOD…] HOST/PATH`)",
                                 )
+                            }
+                            "expected" => {
+                                raw.network.expected = w.string_list(v, "a list of host names")
                             }
                             "publish" => {
                                 raw.network.publish = w.string_list(

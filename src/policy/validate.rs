@@ -63,6 +63,8 @@ pub struct Layer {
     pub env: EnvPolicy,
     /// `[syscalls] expected`.
     pub expected_denials: Vec<super::ExpectedDenial>,
+    /// `[network] expected`.
+    pub expected_hosts: Vec<HostPattern>,
     /// `[process] daemons`.
     pub expected_daemons: Vec<super::ExpectedDaemon>,
 }
@@ -93,6 +95,7 @@ impl Layer {
             env: EnvPolicy::default(),
             expected_denials: Vec::new(),
             expected_daemons: Vec::new(),
+            expected_hosts: Vec::new(),
         }
     }
 }
@@ -301,6 +304,17 @@ pub fn validate(
     for h in &net.deny {
         match parse_deny(&h.value) {
             Ok((host, port)) => layer.deny.push(HostPattern {
+                host,
+                port,
+                origin: origin(&h.span, &h.value),
+            }),
+            Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+        }
+    }
+    // Names the same way as `deny`: a name is what is refused as expected.
+    for h in &net.expected {
+        match parse_deny(&h.value) {
+            Ok((host, port)) => layer.expected_hosts.push(HostPattern {
                 host,
                 port,
                 origin: origin(&h.span, &h.value),

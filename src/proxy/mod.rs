@@ -78,6 +78,8 @@ pub struct Config {
     /// `--rule`: the requests allowed to the hosts they name (read the
     /// same way).
     pub rules: Vec<crate::policy::RequestRule>,
+    /// `[network] expected`: names whose refusal is recorded as expected.
+    pub expected: Vec<HostPattern>,
 }
 
 /// The proxy's bounds.
@@ -257,6 +259,7 @@ impl Proxy {
             deny: config.deny,
             ip_rules: config.ip_rules,
             pins: config.pins,
+            expected: config.expected,
         };
         let shared = Arc::new(Shared {
             resolver: resolve::Resolver::new(

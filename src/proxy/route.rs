@@ -147,7 +147,7 @@ impl Record {
             detail: self.detail,
             requests: self.requests,
         };
-        let violation = conn.violation(Provenance::Proxy);
+        let violation = conn.violation_expecting(Provenance::Proxy, &shared.rules.expected);
         let elsewhere: Vec<_> = self
             .elsewhere
             .iter()

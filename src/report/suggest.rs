@@ -472,6 +472,14 @@ pub(crate) fn write_grant(
     if path.starts_with("/dev") {
         return Ok(path.to_path_buf());
     }
+    // The shared /tmp (FS-ONLY; FULL's is the job's own): it holds every
+    // user's and program's sockets and files (ssh-agent's, an unsandboxed
+    // daemon's), and a name there is anyone's to take first.
+    if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
+        return Err(
+            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own",
+        );
+    }
     // The home directory itself (a `mkdir -p ~/…` where FULL's view hid
     // it): its parent would grant every home on the machine.
     if home == Some(path) {
@@ -971,6 +979,19 @@ mod tests {
     fn a_denied_write_of_the_home_itself_proposes_nothing() {
         let home = Path::new("/home/u");
         assert!(write_grant(home, Some(home), &[]).is_err());
+    }
+
+    /// Codex at FS-ONLY makes `/tmp/codex-daemon-UID` for its daemon's
+    /// socket: `--allow-write /tmp` was proposed, which hands the job the
+    /// sockets of every program in the shared /tmp (an unsandboxed Codex
+    /// daemon's among them). Nothing in /tmp is proposed.
+    #[test]
+    fn nothing_in_the_shared_tmp_is_proposed() {
+        let home = Path::new("/home/u");
+        for p in ["/tmp/codex-daemon-1001", "/tmp", "/tmp/x.sock"] {
+            assert!(write_grant(Path::new(p), Some(home), &[]).is_err(), "{p}");
+        }
+        assert!(write_grant(Path::new("/tmp/build/out.o"), Some(home), &[]).is_ok());
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub(super) struct Context {
     /// classes as written.
     pub expected: Vec<String>,
     pub expected_classes: Vec<&'static str>,
+    /// `[network] expected`: names whose refusal is no finding.
+    pub expected_hosts: Vec<crate::policy::HostPattern>,
 }
 
 impl Context {
@@ -113,6 +115,7 @@ impl Context {
                 .iter()
                 .map(|e| e.class.as_str())
                 .collect(),
+            expected_hosts: policy.expected_hosts.clone(),
         }
     }
 }
@@ -412,11 +415,24 @@ pub(super) fn groups(
         }
     }
     for (c, n) in refused {
+        if is_expected(c, ctx) {
+            continue;
+        }
         if let Some((rule, what, fix)) = connection(c, ctx) {
             add(&mut out, rule, what, fix, *n);
         }
     }
     out
+}
+
+/// Whether a refused connection is one `[network] expected` names.
+fn is_expected(c: &Connection, ctx: &Context) -> bool {
+    !ctx.expected_hosts.is_empty()
+        && c.violation_expecting(
+            crate::events::violation::Provenance::Proxy,
+            &ctx.expected_hosts,
+        )
+        .is_some_and(|v| !v.is_finding())
 }
 
 /// The lines `vetto` prints about denials when the session ends: a count,
@@ -432,21 +448,36 @@ pub(super) fn lines(
 ) -> Vec<String> {
     let all = groups(decisions, refused, audit, ctx);
     let denied = all.iter().map(|d| d.count).sum::<u64>() + dropped;
-    let expected = decisions
+    let calls = decisions
         .iter()
         .filter(|d| d.is_violation())
         .filter_map(|d| supervisor::violation_of(d, audit, &ctx.expected))
         .filter(|v| !v.is_finding())
-        .count();
-    let expected_line = (expected > 0).then(|| {
+        .count() as u64;
+    let names: u64 = refused
+        .iter()
+        .filter(|(c, _)| is_expected(c, ctx))
+        .map(|(_, n)| *n)
+        .sum();
+    let expected_line = (calls + names > 0).then(|| {
         let classes: Vec<String> = ctx
             .expected_classes
             .iter()
             .map(|c| format!("\"{c}\""))
             .collect();
+        let mut parts = Vec::new();
+        if calls > 0 {
+            parts.push(format!(
+                "{calls} refused call(s): [syscalls] expected = [{}]",
+                classes.join(", ")
+            ));
+        }
+        if names > 0 {
+            parts.push(format!("{names} refused connection(s): [network] expected"));
+        }
         format!(
-            "vetto: {expected} refused call(s) the policy expects (no finding): [syscalls] expected = [{}]",
-            classes.join(", ")
+            "vetto: the policy expects (no finding) {}",
+            parts.join("; ")
         )
     });
     if denied == 0 {
@@ -1035,7 +1066,7 @@ mod tests {
         assert_eq!(
             out,
             vec![
-                "vetto: 1 refused call(s) the policy expects (no finding): [syscalls] expected = [\"namespaces\"]"
+                "vetto: the policy expects (no finding) 1 refused call(s): [syscalls] expected = [\"namespaces\"]"
                     .to_string()
             ]
         );

@@ -86,6 +86,9 @@ impl Names {
 pub struct Answerable {
     allow: Vec<HostPattern>,
     deny: Vec<HostPattern>,
+    /// `[network] expected`: a refused lookup of one is recorded as
+    /// expected.
+    expected: Vec<HostPattern>,
 }
 
 impl Answerable {
@@ -94,12 +97,21 @@ impl Answerable {
             NetPolicy::Allow { hosts, deny, .. } => Answerable {
                 allow: hosts.clone(),
                 deny: deny.clone(),
+                expected: Vec::new(),
             },
             _ => Answerable {
                 allow: Vec::new(),
                 deny: Vec::new(),
+                expected: Vec::new(),
             },
         }
+    }
+
+    /// The same, recording a refused lookup of an `expected` name as
+    /// expected.
+    pub fn expecting(mut self, expected: &[HostPattern]) -> Answerable {
+        self.expected = expected.to_vec();
+        self
     }
 
     fn allows(&self, name: &str) -> bool {
@@ -365,7 +377,13 @@ impl Stub {
                     let (reply, refused) = respond(query, &names, &rules);
                     if let Some(name) = refused {
                         let who = askers.as_ref().and_then(|a| a(peer));
-                        record_refused(sink.as_ref(), name, who, Provenance::Proxy);
+                        record_refused(
+                            sink.as_ref(),
+                            name,
+                            who,
+                            Provenance::Proxy,
+                            &rules.expected,
+                        );
                     }
                     if let Some(reply) = reply {
                         let _ = if dead_net {
@@ -591,7 +609,13 @@ fn serve_tcp(
                 TcpStubAt::HostLoopback => Provenance::SeccompNotify,
                 TcpStubAt::JobNamespace => Provenance::Proxy,
             };
-            record_refused(shared.sink.as_ref(), name, who.clone(), provenance);
+            record_refused(
+                shared.sink.as_ref(),
+                name,
+                who.clone(),
+                provenance,
+                &shared.rules.expected,
+            );
         }
         let Some(reply) = reply else {
             return;
@@ -613,6 +637,7 @@ fn record_refused(
     name: String,
     who: Option<(ProcessInfo, Option<Package>)>,
     provenance: Provenance,
+    expected: &[HostPattern],
 ) {
     let (process, attribution) = match who {
         Some((p, a)) => (Some(p), a),
@@ -635,7 +660,7 @@ fn record_refused(
         attribution,
         detail: "a DNS query to vetto's stub for a name no rule allows: NXDOMAIN".into(),
     };
-    let violation = conn.violation(provenance);
+    let violation = conn.violation_expecting(provenance, expected);
     sink.emit(Event::Connection(Box::new(conn)));
     if let Some(v) = violation {
         sink.emit(Event::Violation(Box::new(v)));
@@ -674,6 +699,7 @@ mod tests {
         Answerable {
             allow: vec![pat("allowed.test", Some(8443)), pat("*.example.com", None)],
             deny: vec![pat("evil.example.com", None)],
+            expected: Vec::new(),
         }
     }
 

@@ -568,6 +568,7 @@ fn config(
             audit,
             secrets,
             rules,
+            expected: policy.expected_hosts.clone(),
             ..proxy::Config::default()
         });
     };
@@ -581,6 +582,7 @@ fn config(
         audit,
         secrets,
         rules,
+        expected: policy.expected_hosts.clone(),
     })
 }
 
@@ -629,7 +631,8 @@ pub fn start(
         }
     }
     let names = Arc::new(Mutex::new(super::dns::Names::default()));
-    let answerable = super::dns::Answerable::for_policy(&policy.net);
+    let answerable =
+        super::dns::Answerable::for_policy(&policy.net).expecting(&policy.expected_hosts);
     // FS-ONLY: the job's sockets come from a namespace that leads nowhere,
     // where the DNS stub serves port 53 and the proxy listens: nothing of
     // the session faces the host's loopback, and the job's own servers

@@ -260,7 +260,7 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
         let more = expected.len().saturating_sub(shown.len());
         let _ = writeln!(
             s,
-            "  expected by the policy ([syscalls] expected, [process] daemons; no finding): {}{}",
+            "  expected by the policy (no finding): {}{}",
             shown.join("; "),
             if more > 0 {
                 format!("; … {more} more")

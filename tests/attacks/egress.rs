@@ -254,6 +254,62 @@ fn git_answering_the_proxys_credential_challenge_is_no_violation(tier: Tier) {
 }
 at_every_tier!(git_answering_the_proxys_credential_challenge_is_no_violation);
 
+/// Issue P10, item 3: an agent contacts hosts the policy keeps refused at
+/// every start (Codex fetches its plugin marketplace from GitHub, with no
+/// switch to turn it off). Runs as an unprivileged user: with `[network]
+/// expected = ["denied.test"]` a request to `denied.test` through the
+/// proxy is still refused (the server is never reached), recorded as
+/// expected, and no finding; another refused name is a finding as before.
+fn a_refused_name_the_policy_expects_is_refused_and_no_finding(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let allowed = Server::start(ALLOWED_BODY);
+    let denied = Server::start(DENIED_BODY);
+    let (a, d) = (allowed.port, denied.port);
+    w.write(
+        &w.project.join("vetto.toml"),
+        "[network]\nexpected = [\"denied.test\"]\n",
+    );
+    let (opts, dir) = egress_options(&w, a);
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!("curl -s -m 20 http://denied.test:{d}/; echo; echo script-finished"),
+    );
+    out.assert_ran()
+        .assert_stdout_contains("script-finished")
+        .assert_stdout_lacks(DENIED_BODY);
+    assert_eq!(denied.hits(), 0, "{}", out.dump());
+    let violations = events(&dir, "violation");
+    assert!(
+        !violations.is_empty() && violations.iter().all(|v| v["action"] == "expected"),
+        "{violations:?}\n{}",
+        out.dump()
+    );
+    assert!(
+        out.stderr().contains("[network] expected"),
+        "{}",
+        out.dump()
+    );
+
+    let out = run_sh(
+        &w,
+        &opts,
+        &format!(
+            "curl -s -m 20 --resolve other.test:{d}:127.0.0.1 http://other.test:{d}/; echo; echo script-finished"
+        ),
+    );
+    out.assert_ran().assert_stdout_lacks(DENIED_BODY);
+    assert!(
+        events(&dir, "violation")
+            .iter()
+            .any(|v| v["action"] == "blocked" && v["target"].to_string().contains("other.test")),
+        "{}",
+        out.dump()
+    );
+}
+at_every_tier!(a_refused_name_the_policy_expects_is_refused_and_no_finding);
+
 /// Runs as an unprivileged user: a job that passes its proxy URL in argv
 /// (`curl -x "$HTTP_PROXY"`), to a destination that is refused, is named
 /// with its argv in the violation and the connection records. The
