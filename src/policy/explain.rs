@@ -716,6 +716,34 @@ pub fn render_text(policy: &Policy, decisions: &[Decision]) -> String {
             let _ = writeln!(o, "    {}  ← {}", r.describe(), r.origin);
         }
     }
+    if !policy.expected_hosts.is_empty() {
+        let _ = writeln!(
+            o,
+            "  expected (refused all the same; recorded as expected, no finding):"
+        );
+        for h in &policy.expected_hosts {
+            let port = h.port.map(|p| format!(":{p}")).unwrap_or_default();
+            let _ = writeln!(o, "    {}{port}  ← {}", h.host, h.origin);
+        }
+    }
+    if !policy.expected_denials.is_empty() || !policy.expected_daemons.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nexpected (refused or killed all the same; recorded as expected, no finding):"
+        );
+        for e in &policy.expected_denials {
+            let _ = writeln!(
+                o,
+                "  refused calls: {} ({})  ← {}",
+                e.class.as_str(),
+                e.class.calls().join(", "),
+                e.origin
+            );
+        }
+        for d in &policy.expected_daemons {
+            let _ = writeln!(o, "  daemon: {}  ← {}", d.pattern.display(), d.origin);
+        }
+    }
     let l = &policy.limits;
     let _ = writeln!(o, "\nlimits:");
     let _ = writeln!(

@@ -1986,6 +1986,15 @@ fn expected_daemons_and_refusals_are_read_and_match_the_program_only() {
             .collect::<Vec<_>>(),
         [DenialClass::Namespaces]
     );
+    // `policy explain --all` shows all three, with where each was written.
+    let text = explain::render_text(&p, &[]);
+    for needle in [
+        "refused calls: namespaces (clone, clone3, unshare, setns)",
+        "/bin/agentd  ← vetto.toml:3:12",
+        "    github.com  ← policies/codex.toml:",
+    ] {
+        assert!(text.contains(needle), "{needle} in\n{text}");
+    }
 
     s.write("bad.toml", "[process]\ndaemons = [\"bin/agentd\"]\n");
     let e = load(&s.req(Some("bad.toml"))).unwrap_err();
