@@ -301,25 +301,21 @@ pub fn validate(
             Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
         }
     }
-    for h in &net.deny {
-        match parse_deny(&h.value) {
-            Ok((host, port)) => layer.deny.push(HostPattern {
-                host,
-                port,
-                origin: origin(&h.span, &h.value),
-            }),
-            Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
-        }
-    }
-    // Names the same way as `deny`: a name is what is refused as expected.
-    for h in &net.expected {
-        match parse_deny(&h.value) {
-            Ok((host, port)) => layer.expected_hosts.push(HostPattern {
-                host,
-                port,
-                origin: origin(&h.span, &h.value),
-            }),
-            Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+    // `expected` names hosts the way `deny` does: a name is what is
+    // refused (as expected).
+    for (written, out) in [
+        (&net.deny, &mut layer.deny),
+        (&net.expected, &mut layer.expected_hosts),
+    ] {
+        for h in written {
+            match parse_deny(&h.value) {
+                Ok((host, port)) => out.push(HostPattern {
+                    host,
+                    port,
+                    origin: origin(&h.span, &h.value),
+                }),
+                Err((msg, help)) => diags.at_help(src, &h.span, msg, help),
+            }
         }
     }
     for r in &net.resolve {
