@@ -1996,8 +1996,16 @@ fn expected_daemons_and_refusals_are_read_and_match_the_program_only() {
         assert!(text.contains(needle), "{needle} in\n{text}");
     }
 
-    s.write("bad.toml", "[process]\ndaemons = [\"bin/agentd\"]\n");
+    s.write(
+        "bad.toml",
+        "[process]\ndaemons = [\"bin/agentd\"]\n[network]\nexpected = [\"10.0.0.1\"]\n",
+    );
     let e = load(&s.req(Some("bad.toml"))).unwrap_err();
+    assert!(
+        e.rendered
+            .contains("bad.toml:4:13: error: invalid expected entry `10.0.0.1`: an address"),
+        "{e}"
+    );
     assert!(
         e.rendered
             .contains("bad.toml:2:12: error: invalid program path"),

@@ -303,12 +303,12 @@ pub fn validate(
     }
     // `expected` names hosts the way `deny` does: a name is what is
     // refused (as expected).
-    for (written, out) in [
-        (&net.deny, &mut layer.deny),
-        (&net.expected, &mut layer.expected_hosts),
+    for (key, written, out) in [
+        ("deny", &net.deny, &mut layer.deny),
+        ("expected", &net.expected, &mut layer.expected_hosts),
     ] {
         for h in written {
-            match parse_deny(&h.value) {
+            match parse_deny(&h.value, key) {
                 Ok((host, port)) => out.push(HostPattern {
                     host,
                     port,
@@ -868,13 +868,19 @@ pub fn parse_allow(s: &str) -> Result<Allowed, (String, Option<String>)> {
     }
 }
 
-/// A `[network] deny` entry: host patterns only (an address is never
-/// reached unless allowed, so there is nothing to deny).
-pub fn parse_deny(s: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {
+/// A `[network] deny` or `expected` entry (`key` says which): host
+/// patterns only (an address is never reached unless allowed, so there is
+/// nothing to deny, and nothing refused by name to expect).
+pub fn parse_deny(s: &str, key: &str) -> Result<(String, Option<u16>), (String, Option<String>)> {
     if parse_ip_rule(s).is_some() {
+        let help = if key == "deny" {
+            "addresses are reached only when an `allow` range names them: remove it from `allow` instead"
+        } else {
+            "a refusal is expected by the name it was asked for: name the host"
+        };
         return Err((
-            format!("invalid deny entry `{s}`: an address; expected a host name"),
-            Some("addresses are reached only when an `allow` range names them: remove it from `allow` instead".into()),
+            format!("invalid {key} entry `{s}`: an address; expected a host name"),
+            Some(help.into()),
         ));
     }
     parse_host(s)
