@@ -83,8 +83,8 @@ fn main() {
         project: project.clone(),
         home: Some(home.clone()),
         agent_files: vec![
-            (home.join(".claude/settings.json"), Compare::Json),
-            (home.join(".claude.json"), Compare::Json),
+            (home.join(".claude/settings.json"), Compare::AgentJson),
+            (home.join(".claude.json"), Compare::AgentJson),
         ],
         agent_trees: vec![home.join(".codex/packages")],
     };

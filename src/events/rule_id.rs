@@ -207,9 +207,14 @@ impl RuleId {
                  keeps what each of these places holds when the session starts (resolved from \
                  the configuration as it was then) and compares the content after the session, \
                  never following the job's links, so a file renamed into place is found \
-                 however old it is; an agent's own settings are put back as they were, the \
-                 session's version set aside for review. What changed is reported with its path \
-                 and the setting that makes it run, the process being unknown."
+                 however old it is. Each file is compared in its tool's own format (a cargo \
+                 config by the keys that run programs, an `.npmrc` by `script-shell`, \
+                 `node-options` and the like), so a harmless edit is none. What changed is put \
+                 back as it was when the session started (taken away if it is new), the \
+                 session's version kept in `put-back.tar` in the report directory with the one \
+                 `tar` command that takes it back; an agent's own settings in the home are put \
+                 back beside a set-aside copy. What changed is reported with its path and the \
+                 setting that makes it run, the process being unknown."
             }
             RuleId::CiControlFileBlocked => {
                 "The job tried to write to a file that the CI runner reads back between steps \
@@ -327,8 +332,11 @@ impl RuleId {
                  next `git commit`."
             }
             RuleId::PersistencePlanted => {
-                "There is no policy switch: a build does not need to leave a repository or an \
-                 editor task behind. Look at the reported path before you run `git status` in it \
+                "A build does not need to leave a repository or an editor task behind, and what \
+                 it changed is already put back. To keep one such change in later sessions, name \
+                 its path in the policy (`[persistence] keep = [\"${PROJECT}/.githooks/pre-commit\"]`): \
+                 it is then left as the job made it and recorded as expected — and whatever \
+                 the job writes there runs outside the sandbox next time. Look at the reported path before you run `git status` in it \
                  or open the folder in an editor (`git -c core.fsmonitor= status` and \
                  `git config -l --show-origin` inside it are safe ways to look), and delete it if \
                  you did not expect it. If a step really clones repositories into the project \

@@ -28,6 +28,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
+use super::tool_files::{self, Shape};
+
 /// Config and settings files are read up to this size; a larger one is
 /// compared by its size and stamps only (`supervisor::snapshot`).
 pub const MAX_CONFIG: u64 = 4 << 20;
@@ -35,6 +37,10 @@ pub const MAX_CONFIG: u64 = 4 << 20;
 const MAX_INCLUDE_DEPTH: usize = 10;
 /// Locations resolved in all: the rest is reported as not checked.
 pub const MAX_LOCATIONS: usize = 512;
+/// Entries of the project's top looked at for virtualenvs, and how many
+/// virtualenvs are watched.
+const MAX_TOP_ENTRIES: usize = 4096;
+const MAX_VENVS: usize = 16;
 /// Submodule git directories looked for below `modules/`, and how deep.
 const MAX_MODULES: usize = 64;
 const MODULES_DEPTH: usize = 4;
@@ -58,18 +64,16 @@ pub trait Files {
     fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>>;
     /// A symbolic link's target (never followed).
     fn read_link(&self, path: &Path) -> Option<OsString>;
+    /// The permission bits (`lstat`), to put a file back as it was.
+    fn mode(&self, path: &Path) -> Option<u32> {
+        let _ = path;
+        None
+    }
 }
 
-/// How a change at a location is judged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Compare {
-    /// Any change of bytes, kind or link target.
-    Bytes,
-    /// An agent's JSON settings: the values of [`RUNS_KEYS`] only.
-    Json,
-    /// An agent's TOML settings: the values of [`RUNS_KEYS`] only.
-    Toml,
-}
+/// How a change at a location is judged: by the format the tool reads
+/// it in ([`tool_files::runs`]).
+pub use super::tool_files::Format as Compare;
 
 /// One place something runs from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,6 +82,13 @@ pub struct Location {
     /// A directory whose every entry runs or configures (hooks, a dev
     /// container): each entry is compared.
     pub tree: bool,
+    /// Not the directory itself but its entries whose names end so (a
+    /// `*.code-workspace`), found again at the end.
+    pub ending: Option<&'static str>,
+    /// A virtualenv's `site-packages`: what an installed package's
+    /// `*.dist-info/RECORD` lists there is the package manager's install,
+    /// not a planting.
+    pub installed: Option<PathBuf>,
     pub compare: Compare,
     /// Why it is watched, for the finding ("core.hooksPath in …/.git/config").
     pub why: String,
@@ -145,38 +156,6 @@ pub const RUNS_KEYS: [&str; 22] = [
     "plugin",
 ];
 
-/// Project files, relative to a worktree's root, that an editor, a shell,
-/// a hook manager or an agent acts on when it starts there. `true`: a
-/// directory whose every entry counts.
-const PROJECT_FILES: [(&str, bool, Compare); 26] = [
-    (".envrc", false, Compare::Bytes),
-    (".mise.toml", false, Compare::Bytes),
-    ("mise.toml", false, Compare::Bytes),
-    (".mise", true, Compare::Bytes),
-    (".gitattributes", false, Compare::Bytes),
-    (".gitmodules", false, Compare::Bytes),
-    (".lfsconfig", false, Compare::Bytes),
-    (".vscode", true, Compare::Bytes),
-    (".devcontainer", true, Compare::Bytes),
-    (".devcontainer.json", false, Compare::Bytes),
-    (".run", true, Compare::Bytes),
-    (".idea/runConfigurations", true, Compare::Bytes),
-    (".husky", true, Compare::Bytes),
-    (".pre-commit-config.yaml", false, Compare::Bytes),
-    ("lefthook.yml", false, Compare::Bytes),
-    (".lefthook.yml", false, Compare::Bytes),
-    ("lefthook-local.yml", false, Compare::Bytes),
-    (".claude/settings.json", false, Compare::Json),
-    (".claude/settings.local.json", false, Compare::Json),
-    (".mcp.json", false, Compare::Json),
-    (".gemini/settings.json", false, Compare::Json),
-    (".codex/config.toml", false, Compare::Toml),
-    (".cursor/mcp.json", false, Compare::Json),
-    ("opencode.json", false, Compare::Json),
-    (".aider.conf.yml", false, Compare::Bytes),
-    (".gitconfig", false, Compare::Bytes),
-];
-
 /// An agent's settings in the home directory, which it reads at every
 /// start (`CLAUDE_CONFIG_DIR` and `CODEX_HOME` move two of them); the
 /// caller keeps those the job may write.
@@ -189,14 +168,17 @@ pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, 
     let claude = var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude"));
     let codex = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
     let mut files = vec![
-        (claude.join("settings.json"), Compare::Json),
-        (claude.join("settings.local.json"), Compare::Json),
-        (home.join(".claude.json"), Compare::Json),
-        (claude.join(".claude.json"), Compare::Json),
-        (codex.join("config.toml"), Compare::Toml),
-        (home.join(".gemini/settings.json"), Compare::Json),
-        (home.join(".cursor/mcp.json"), Compare::Json),
-        (home.join(".config/opencode/opencode.json"), Compare::Json),
+        (claude.join("settings.json"), Compare::AgentJson),
+        (claude.join("settings.local.json"), Compare::AgentJson),
+        (home.join(".claude.json"), Compare::AgentJson),
+        (claude.join(".claude.json"), Compare::AgentJson),
+        (codex.join("config.toml"), Compare::AgentToml),
+        (home.join(".gemini/settings.json"), Compare::AgentJson),
+        (home.join(".cursor/mcp.json"), Compare::AgentJson),
+        (
+            home.join(".config/opencode/opencode.json"),
+            Compare::AgentJson,
+        ),
         (home.join(".aider.conf.yml"), Compare::Bytes),
     ];
     // Shells' and git's own start-up files, should a policy make them
@@ -241,14 +223,16 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
         truncated: false,
         configs: BTreeSet::new(),
         settings: BTreeMap::new(),
+        endings: Vec::new(),
     };
     r.project_files(&roots.project, "");
+    r.virtualenvs(&roots.project);
     for repo in repositories(&roots.project, files) {
         r.repository(&repo);
     }
     for (path, compare) in &roots.agent_files {
         r.add(path.clone(), false, *compare, "an agent's settings".into());
-        if *compare != Compare::Bytes {
+        if matches!(compare, Compare::AgentJson | Compare::AgentToml) {
             r.agent_programs(path, *compare);
         }
     }
@@ -260,8 +244,14 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
             "programs an agent runs at its next start".into(),
         );
     }
+    let mut locations = r.out;
+    locations.append(&mut r.endings);
+    if locations.len() > MAX_LOCATIONS {
+        locations.truncate(MAX_LOCATIONS);
+        r.truncated = true;
+    }
     Resolved {
-        locations: r.out,
+        locations,
         truncated: r.truncated,
         settings: r.settings,
     }
@@ -405,10 +395,23 @@ struct Resolver<'a> {
     /// Config files already followed (an include cycle ends here).
     configs: BTreeSet<PathBuf>,
     settings: BTreeMap<PathBuf, Settings>,
+    /// [`Shape::Ending`] places, added after the rest.
+    endings: Vec<Location>,
 }
 
 impl Resolver<'_> {
     fn add(&mut self, path: PathBuf, tree: bool, compare: Compare, why: String) {
+        self.add_with(path, tree, None, compare, why);
+    }
+
+    fn add_with(
+        &mut self,
+        path: PathBuf,
+        tree: bool,
+        ending: Option<&'static str>,
+        compare: Compare,
+        why: String,
+    ) {
         if self.seen.contains(&path) {
             return;
         }
@@ -420,19 +423,102 @@ impl Resolver<'_> {
         self.out.push(Location {
             path,
             tree,
+            ending,
+            installed: None,
             compare,
             why,
         });
     }
 
-    /// The well-known project files at worktree `root`; `whose` says which
-    /// worktree when it is not the project's.
+    /// What the tools read at worktree `root` ([`tool_files::PROJECT`]);
+    /// `whose` says which worktree when it is not the project's.
     fn project_files(&mut self, root: &Path, whose: &str) {
-        for (rel, tree, compare) in PROJECT_FILES {
-            let path = root.join(rel);
-            self.add(path.clone(), tree, compare, format!("{rel}{whose}"));
-            if compare != Compare::Bytes {
-                self.agent_programs(&path, compare);
+        for d in tool_files::PROJECT {
+            let path = normalize(&root.join(d.path));
+            let (tree, ending) = match d.shape {
+                Shape::File => (false, None),
+                Shape::Tree => (true, None),
+                Shape::Ending(e) => (false, Some(e)),
+            };
+            let rel = match d.shape {
+                Shape::Ending(e) => format!("*{e}"),
+                _ => d.path.to_string(),
+            };
+            let why = format!("{rel}, read by {}{whose}", d.tool);
+            // A directory's ending-matches share its path: keyed apart.
+            if ending.is_some() {
+                self.endings.push(Location {
+                    path,
+                    tree,
+                    ending,
+                    installed: None,
+                    compare: d.format,
+                    why,
+                });
+                continue;
+            }
+            self.add(path.clone(), tree, d.format, why);
+            if matches!(d.format, Compare::AgentJson | Compare::AgentToml) {
+                self.agent_programs(&path, d.format);
+            }
+        }
+    }
+
+    /// The virtualenvs at the project's top that exist before the
+    /// session (a directory holding `pyvenv.cfg`): what Python runs at
+    /// every start of its interpreter — a `*.pth` in `site-packages` (a
+    /// line starting `import` is executed), `sitecustomize.py`,
+    /// `usercustomize.py` — and what `source bin/activate` runs. One the
+    /// job creates is its output: nothing is watched there.
+    fn virtualenvs(&mut self, project: &Path) {
+        let Some(entries) = self.files.list(project, MAX_TOP_ENTRIES) else {
+            return;
+        };
+        let mut found = 0;
+        for (name, kind) in entries {
+            let venv = project.join(&name);
+            if kind != Kind::Dir || self.files.kind(&venv.join("pyvenv.cfg")) != Some(Kind::File) {
+                continue;
+            }
+            found += 1;
+            if found > MAX_VENVS {
+                self.truncated = true;
+                return;
+            }
+            let shown = venv.display().to_string();
+            let why = |what: &str| format!("{what} of the virtualenv at {shown}, run by python");
+            self.add(
+                venv.join("pyvenv.cfg"),
+                false,
+                Compare::Bytes,
+                why("pyvenv.cfg"),
+            );
+            for a in ["activate", "activate.csh", "activate.fish", "Activate.ps1"] {
+                let w = format!("bin/{a} of the virtualenv at {shown}, run by `source`");
+                self.add(venv.join("bin").join(a), false, Compare::Bytes, w);
+            }
+            for (lib, kind) in self.files.list(&venv.join("lib"), 16).unwrap_or_default() {
+                if kind != Kind::Dir || !lib.to_string_lossy().starts_with("python") {
+                    continue;
+                }
+                let sp = venv.join("lib").join(lib).join("site-packages");
+                if self.files.kind(&sp) != Some(Kind::Dir) {
+                    continue;
+                }
+                self.endings.push(Location {
+                    path: sp.clone(),
+                    tree: false,
+                    ending: Some(".pth"),
+                    installed: Some(sp.clone()),
+                    compare: Compare::Bytes,
+                    why: why("a *.pth in site-packages"),
+                });
+                for f in ["sitecustomize.py", "usercustomize.py"] {
+                    self.add(sp.join(f), false, Compare::Bytes, why(f));
+                    if let Some(l) = self.out.last_mut().filter(|l| l.path == sp.join(f)) {
+                        l.installed = Some(sp.clone());
+                    }
+                }
             }
         }
     }
@@ -658,13 +744,13 @@ pub fn normalize(path: &Path) -> PathBuf {
 /// same.
 fn parse_settings(bytes: &[u8], compare: Compare) -> Option<serde_json::Value> {
     match compare {
-        Compare::Json => serde_json::from_slice(bytes).ok(),
-        Compare::Toml => {
+        Compare::AgentJson => serde_json::from_slice(bytes).ok(),
+        Compare::AgentToml => {
             let text = std::str::from_utf8(bytes).ok()?;
             let value: toml::Table = toml::from_str(text).ok()?;
             serde_json::to_value(value).ok()
         }
-        Compare::Bytes => None,
+        _ => None,
     }
 }
 
@@ -691,10 +777,27 @@ fn collect_runs(value: &serde_json::Value, inside: bool, found: &mut dyn FnMut(&
 /// it, in order. Equal texts, equal behaviour; the agent's own state
 /// (history, trust, counters) is not in it. Settings that do not parse are
 /// their bytes: a change to them is a change (fail closed).
+///
+/// The tools' own formats are read by [`tool_files::runs`] (the keys
+/// that are not harmless); a plain file is its SHA-256.
 pub fn runs(bytes: &[u8], compare: Compare) -> String {
-    match parse_settings(bytes, compare) {
-        Some(value) => runs_of(&value),
-        None => unparsed(bytes),
+    match compare {
+        Compare::Bytes => crate::hash::sha256_hex(&[bytes]),
+        Compare::AgentJson | Compare::AgentToml => match parse_settings(bytes, compare) {
+            Some(value) => runs_of(&value),
+            None => unparsed(bytes),
+        },
+        format => tool_files::runs(bytes, format).unwrap_or_else(|| unparsed(bytes)),
+    }
+}
+
+/// The keys whose values differ between two [`runs`] texts of a file of
+/// `compare`'s format, for the finding; none for a plain file.
+pub fn keys_changed(compare: Compare, before: &str, after: &str) -> Vec<String> {
+    match compare {
+        Compare::Bytes => Vec::new(),
+        Compare::AgentJson | Compare::AgentToml => runs_changed(before, after),
+        _ => tool_files::keys_changed(before, after),
     }
 }
 
@@ -752,6 +855,28 @@ pub fn runs_changed(before: &str, after: &str) -> Vec<String> {
         names.insert(last.replace("~1", "/").replace("~0", "~"));
     }
     names.into_iter().collect()
+}
+
+/// Whether an installed package owns `name` in `site_packages`: a
+/// `*.dist-info/RECORD` there lists it (the first field of a line, as pip
+/// writes it). What pip installs as asked — an editable install's
+/// `__editable__*.pth`, a package's own `.pth` — is owned; a `.pth` the
+/// job wrote by itself is not.
+pub fn installed_by_a_package(site_packages: &Path, name: &str, files: &dyn Files) -> bool {
+    let Some(entries) = files.list(site_packages, MAX_TOP_ENTRIES) else {
+        return false;
+    };
+    entries.iter().any(|(dir, kind)| {
+        *kind == Kind::Dir
+            && dir.to_string_lossy().ends_with(".dist-info")
+            && files
+                .read(&site_packages.join(dir).join("RECORD"), MAX_CONFIG)
+                .is_some_and(|record| {
+                    String::from_utf8_lossy(&record).lines().any(|line| {
+                        line.split(',').next().map(|f| f.trim_matches('"')) == Some(name)
+                    })
+                })
+    })
 }
 
 /// An in-memory tree for the tests of resolution and of the snapshot.
@@ -1002,14 +1127,14 @@ mod tests {
         let before = r#"{"numStartups":3,"projects":{"/p":{"allowedTools":[]}}}"#;
         let after = r#"{"numStartups":4,"tipsHistory":{"a":1},"projects":{"/p":{"allowedTools":[],"history":["x"]}}}"#;
         assert_eq!(
-            runs(before.as_bytes(), Compare::Json),
-            runs(after.as_bytes(), Compare::Json)
+            runs(before.as_bytes(), Compare::AgentJson),
+            runs(after.as_bytes(), Compare::AgentJson)
         );
         let planted =
             r#"{"numStartups":4,"projects":{"/p":{"mcpServers":{"x":{"command":"sh"}}}}}"#;
         let (b, a) = (
-            runs(before.as_bytes(), Compare::Json),
-            runs(planted.as_bytes(), Compare::Json),
+            runs(before.as_bytes(), Compare::AgentJson),
+            runs(planted.as_bytes(), Compare::AgentJson),
         );
         assert_ne!(b, a);
         assert_eq!(runs_changed(&b, &a), ["mcpServers"]);
@@ -1021,24 +1146,24 @@ mod tests {
         let trust = "model = \"o4\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n[projects.\"/q\"]\ntrust_level = \"trusted\"\n";
         let notify = "notify = [\"sh\", \"-c\", \"id\"]\nmodel = \"o3\"\n";
         assert_eq!(
-            runs(before.as_bytes(), Compare::Toml),
-            runs(trust.as_bytes(), Compare::Toml)
+            runs(before.as_bytes(), Compare::AgentToml),
+            runs(trust.as_bytes(), Compare::AgentToml)
         );
         assert_ne!(
-            runs(before.as_bytes(), Compare::Toml),
-            runs(notify.as_bytes(), Compare::Toml)
+            runs(before.as_bytes(), Compare::AgentToml),
+            runs(notify.as_bytes(), Compare::AgentToml)
         );
     }
 
     #[test]
     fn settings_that_do_not_parse_are_compared_by_bytes() {
         assert_ne!(
-            runs(b"{not json", Compare::Json),
-            runs(b"{not json!", Compare::Json)
+            runs(b"{not json", Compare::AgentJson),
+            runs(b"{not json!", Compare::AgentJson)
         );
         assert_eq!(
-            runs(b"{not json", Compare::Json),
-            runs(b"{not json", Compare::Json)
+            runs(b"{not json", Compare::AgentJson),
+            runs(b"{not json", Compare::AgentJson)
         );
     }
 
@@ -1048,7 +1173,7 @@ mod tests {
         assert!(
             files
                 .iter()
-                .any(|(p, c)| p == Path::new("/c/config.toml") && *c == Compare::Toml)
+                .any(|(p, c)| p == Path::new("/c/config.toml") && *c == Compare::AgentToml)
         );
         assert!(
             files

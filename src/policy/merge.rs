@@ -331,6 +331,7 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         check_creations: Default::default(),
         expected_denials: Vec::new(),
         expected_daemons: Vec::new(),
+        keep_changes: Vec::new(),
         expected_hosts: Vec::new(),
         provenance: Default::default(),
     };
@@ -380,6 +381,11 @@ pub fn fold(layers: Vec<Layer>, project: PathBuf, session_tmp: PathBuf) -> Polic
         p.min_tier = l.min_tier.or(p.min_tier);
         p.check_creations = l.check_creations.unwrap_or(p.check_creations);
         p.expected_hosts.extend(l.expected_hosts);
+        for k in l.keep_changes {
+            if !p.keep_changes.iter().any(|x| x.pattern == k.pattern) {
+                p.keep_changes.push(k);
+            }
+        }
         for d in l.expected_daemons {
             if !p.expected_daemons.iter().any(|k| k.pattern == d.pattern) {
                 p.expected_daemons.push(d);

@@ -24,6 +24,7 @@ mod provenance;
 pub(crate) mod raw;
 pub mod reach;
 pub mod terminal;
+pub mod tool_files;
 pub mod tools;
 pub(crate) mod validate;
 pub(crate) mod vars;

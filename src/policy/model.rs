@@ -329,6 +329,37 @@ impl ExpectedDaemon {
     }
 }
 
+/// `[persistence] keep`: a path (`*` and `?` within a component) where a
+/// change the session makes to what a tool runs later is left as the
+/// session made it — recorded as expected, no finding, not put back. It
+/// trusts the job with that path: what it writes there runs outside the
+/// sandbox next time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeepChange {
+    pub pattern: PathBuf,
+    pub origin: Origin,
+}
+
+impl KeepChange {
+    /// Whether a change at `path` is kept: the pattern names it or a
+    /// directory it is in.
+    pub fn keeps(&self, path: &std::path::Path) -> bool {
+        let mut e = path.components();
+        for p in self.pattern.components() {
+            let Some(b) = e.next() else {
+                return false;
+            };
+            let (Some(a), Some(b)) = (p.as_os_str().to_str(), b.as_os_str().to_str()) else {
+                return false;
+            };
+            if !super::paths::glob_component(a, b) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
 /// Resource bounds; `None` means unbounded.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -534,6 +565,10 @@ pub struct Policy {
     /// finding.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub expected_daemons: Vec<ExpectedDaemon>,
+    /// `[persistence] keep`: changes where a tool runs them later that
+    /// are left as the session made them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_changes: Vec<KeepChange>,
     /// Which policy this is, from where.
     pub provenance: Provenance,
 }
@@ -566,6 +601,7 @@ impl Policy {
             check_creations: CheckCreations::Live,
             expected_denials: vec![],
             expected_daemons: vec![],
+            keep_changes: vec![],
             expected_hosts: vec![],
             provenance: Provenance::default(),
         }

@@ -44,6 +44,9 @@ pub struct RawPolicy {
     pub expected_denials: Vec<Sp<String>>,
     /// `[process] daemons`: programs expected to outlive the command.
     pub daemons: Vec<Sp<String>>,
+    /// `[persistence] keep`: changes where a tool runs them later that
+    /// the session may leave.
+    pub keep: Vec<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -102,6 +105,7 @@ const TOP: &[&str] = &[
     "secrets",
     "syscalls",
     "process",
+    "persistence",
 ];
 const FILESYSTEM: &[&str] = &[
     "read",
@@ -119,6 +123,7 @@ const LIMITS: &[&str] = &["timeout", "max_procs", "max_memory"];
 const ENV: &[&str] = &["pass", "withhold", "pass_secret", "set"];
 const SYSCALLS: &[&str] = &["expected"];
 const PROCESS: &[&str] = &["daemons"];
+const PERSISTENCE: &[&str] = &["keep"];
 
 /// The section a misplaced key belongs to, for a better hint.
 fn home_of(key: &str) -> Option<&'static str> {
@@ -129,6 +134,7 @@ fn home_of(key: &str) -> Option<&'static str> {
         ("env", ENV),
         ("syscalls", SYSCALLS),
         ("process", PROCESS),
+        ("persistence", PERSISTENCE),
     ]
     .into_iter()
     .find(|(_, keys)| keys.contains(&key))
@@ -278,6 +284,14 @@ pub fn parse(src: SourceRef<'_>, diags: &mut Diags) -> RawPolicy {
                     if let Some(v) = t.get("expected") {
                         raw.expected_denials =
                             w.string_list(v, "a list of refusal classes (`namespaces`)");
+                    }
+                }
+            }
+            "persistence" => {
+                if let Some(t) = w.table(value, "persistence") {
+                    w.unknown_keys(t, Some("persistence"), PERSISTENCE);
+                    if let Some(v) = t.get("keep") {
+                        raw.keep = w.string_list(v, "a list of paths or patterns");
                     }
                 }
             }

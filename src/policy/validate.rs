@@ -67,6 +67,8 @@ pub struct Layer {
     pub expected_hosts: Vec<HostPattern>,
     /// `[process] daemons`.
     pub expected_daemons: Vec<super::ExpectedDaemon>,
+    /// `[persistence] keep`.
+    pub keep_changes: Vec<super::KeepChange>,
 }
 
 impl Layer {
@@ -96,6 +98,7 @@ impl Layer {
             expected_denials: Vec::new(),
             expected_daemons: Vec::new(),
             expected_hosts: Vec::new(),
+            keep_changes: Vec::new(),
         }
     }
 }
@@ -508,6 +511,29 @@ pub fn validate(
                 origin: origin(&d.span, &d.value),
             }),
             Err(why) => diags.at(src, &d.span, format!("invalid program path: {why}")),
+        }
+    }
+
+    for k in &raw.keep {
+        let pattern = ctx.pattern(&k.value, None).map(Ok).unwrap_or_else(|| {
+            ctx.vars
+                .expand(&k.value)
+                .map_err(|e| e.to_string())
+                .and_then(|p| paths::normalise(&p).map_err(|e| e.to_string()))
+        });
+        match pattern {
+            Ok(pattern) => layer.keep_changes.push(super::KeepChange {
+                pattern,
+                origin: origin(&k.span, &k.value),
+            }),
+            Err(why) => diags.at_help(
+                src,
+                &k.span,
+                format!("invalid path to keep: {why}"),
+                Some(
+                    "write `${PROJECT}/.githooks/pre-commit` for a path in the project".to_string(),
+                ),
+            ),
         }
     }
 

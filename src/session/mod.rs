@@ -501,6 +501,10 @@ fn execute(
         session.changed_no_entry(),
         clean,
         Some(&autorun),
+        &supervisor::persist::PutBack {
+            keep: policy.keep_changes.clone(),
+            archive: put_back_archive(&request.policy),
+        },
         sink,
     );
 
@@ -535,6 +539,28 @@ fn execute(
 /// agents' settings in the home directory that the policy lets the job
 /// write (a preset's grant), which are put back when the session changed
 /// what they run (`supervisor::snapshot`).
+/// Where the session's versions of what is put back go: the report
+/// directory when there is one, else vetto's state directory
+/// (`$XDG_STATE_HOME/vetto/put-back`, an absolute one only, else
+/// `~/.local/state/vetto/put-back`), outside the project either way.
+fn put_back_archive(req: &policy::LoadRequest) -> supervisor::put_back::ArchiveAt {
+    match &req.report_dir {
+        // Absolute, for the command that takes a version back from
+        // wherever the user runs it.
+        Some(dir) => supervisor::put_back::ArchiveAt::ReportDir(
+            std::env::current_dir().map_or_else(|_| dir.clone(), |cwd| cwd.join(dir)),
+        ),
+        None => {
+            let state = req
+                .env
+                .iter()
+                .find(|(k, v)| k == "XDG_STATE_HOME" && v.starts_with('/'))
+                .map_or_else(|| req.home.join(".local/state"), |(_, v)| PathBuf::from(v));
+            supervisor::put_back::ArchiveAt::State(state.join("vetto/put-back"))
+        }
+    }
+}
+
 fn autorun_roots(
     policy: &policy::Policy,
     home: &Path,

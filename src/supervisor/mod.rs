@@ -9,6 +9,7 @@ use crate::sys::os::{Signal, WaitStatus};
 pub mod notify;
 pub mod output;
 pub mod persist;
+pub mod put_back;
 pub mod snapshot;
 
 use std::collections::HashSet;

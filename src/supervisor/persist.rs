@@ -303,6 +303,9 @@ pub enum What {
     /// A place something runs from later, changed by content
     /// (`supervisor::snapshot`): what changed and why it runs.
     Runs(String),
+    /// The same, changed as the policy expects (`[persistence] keep`):
+    /// left as the session made it, and no finding.
+    Kept(String),
 }
 
 impl What {
@@ -319,6 +322,7 @@ impl What {
             What::Unchecked(why) => format!("not checked: {why}"),
             What::More(n) => format!("and {n} more finding(s) not listed"),
             What::Runs(how) => how.clone(),
+            What::Kept(how) => format!("{how}; kept, as [persistence] keep says"),
         }
     }
 }
@@ -995,7 +999,11 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
         .map(|f| Violation {
             rule: RuleId::PersistencePlanted,
             time: Timestamp::now(),
-            action: Action::Observed,
+            action: if matches!(f.what, What::Kept(_)) {
+                Action::Expected
+            } else {
+                Action::Observed
+            },
             process: ProcessInfo::default(),
             target: Target::Path {
                 path: f.path.clone(),
@@ -1006,6 +1014,15 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
             provenance: Provenance::Supervisor,
         })
         .collect()
+}
+
+/// What the end does with a change where a tool runs it later: put it
+/// back, the session's version archived at `archive`, unless the policy
+/// keeps it.
+#[derive(Debug, Clone)]
+pub struct PutBack {
+    pub keep: Vec<crate::policy::KeepChange>,
+    pub archive: super::put_back::ArchiveAt,
 }
 
 /// At the session's end, after every process of the job is gone: check,
@@ -1022,6 +1039,7 @@ pub fn finish(
     untouched: bool,
     clean: Option<Clean>,
     snapshot: Option<&super::snapshot::Snapshot>,
+    put: &PutBack,
     sink: Option<&dyn crate::events::log::EventSink>,
 ) {
     let mut findings = match listings {
@@ -1035,18 +1053,61 @@ pub fn finish(
         None => check(watch, &RealTree, Limits::default()),
     };
     // What runs later, by content: one finding per path, the snapshot's
-    // (which says why the path runs) over the change time's.
+    // (which says why the path runs, and compares it in its tool's
+    // format) over the change time's wherever the snapshot watches.
     let mut restores = Vec::new();
     if let Some(snapshot) = snapshot {
         let (changes, unchecked) = snapshot.compare();
-        findings.retain(|f| !changes.iter().any(|c| c.path == f.path));
-        for c in changes {
-            if snapshot.restorable(&c) {
+        findings.retain(|f| !snapshot.watches(&f.path));
+        let (kept, changes): (Vec<_>, Vec<_>) = changes
+            .into_iter()
+            .partition(|c| put.keep.iter().any(|k| k.keeps(&c.path)));
+        let inside: Vec<&super::snapshot::Change> = changes
+            .iter()
+            .filter(|c| c.path.starts_with(snapshot.project()))
+            .collect();
+        #[cfg(target_os = "linux")]
+        let (outcomes, archive) =
+            super::put_back::put_back(snapshot.project(), &inside, put.archive.clone());
+        #[cfg(not(target_os = "linux"))]
+        let (outcomes, archive): (Vec<super::put_back::Outcome>, Option<PathBuf>) =
+            (Vec::new(), None);
+        for c in &changes {
+            if !c.path.starts_with(snapshot.project()) && snapshot.restorable(c) {
                 restores.push(c.clone());
+            }
+            let mut what = c.describe();
+            if let Some(o) = outcomes.iter().find(|o| o.path == c.path) {
+                what.push_str(&format!("; {}", o.said));
+                if let (true, Some(a)) = (o.undone, &archive) {
+                    if !matches!(c.after, super::snapshot::Seen::Absent) {
+                        what.push_str(&format!(
+                            "; to keep the session's version: {}",
+                            super::put_back::accept_command(a, snapshot.project(), &c.path)
+                        ));
+                    }
+                }
+            } else if inside
+                .iter()
+                .any(|i| c.path.starts_with(&i.path) && i.path != c.path)
+            {
+                what.push_str("; taken away with the directory it is in");
             }
             findings.push(Finding {
                 path: c.path.clone(),
-                what: What::Runs(c.describe()),
+                what: What::Runs(what),
+            });
+        }
+        if let Some(a) = &archive {
+            eprintln!(
+                "vetto: what the session changed where a tool runs it later was put back; the session's versions are in {} (name a path in [persistence] keep to keep such a change)",
+                crate::text::escape_path(a)
+            );
+        }
+        for c in kept {
+            findings.push(Finding {
+                path: c.path.clone(),
+                what: What::Kept(c.describe()),
             });
         }
         for (path, why) in unchecked {
@@ -1087,9 +1148,8 @@ pub fn finish(
 #[cfg(target_os = "linux")]
 fn set_aside_planted(watch: &Watch, f: &Finding) -> Option<String> {
     use crate::sys::safe_fs::{Dir, Parents};
-    if !matches!(f.what, What::Changed | What::Link | What::Runs(_))
-        || !watch.also.contains(&f.path)
-    {
+    // What the snapshot compared (`What::Runs`) it has put back already.
+    if !matches!(f.what, What::Changed | What::Link) || !watch.also.contains(&f.path) {
         return None;
     }
     let rel = f.path.strip_prefix(&watch.project).ok()?;
@@ -1112,8 +1172,12 @@ fn set_aside_planted(watch: &Watch, f: &Finding) -> Option<String> {
 
 /// One line for the terminal, control characters shown escaped.
 pub fn line(f: &Finding) -> String {
+    let head = match f.what {
+        What::Kept(_) => "changed where a tool runs it later, kept",
+        _ => "persistence planted",
+    };
     format!(
-        "vetto: persistence planted: {} ({})",
+        "vetto: {head}: {} ({})",
         crate::text::path_name(&f.path),
         crate::text::escape(&f.what.describe())
     )

