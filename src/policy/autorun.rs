@@ -131,7 +131,7 @@ pub struct Settings {
 /// commands run with, or let them run unasked (Claude Code, Codex, Gemini
 /// CLI, Cursor, OpenCode): at any depth of its settings, so that
 /// per-project tables (`projects.<dir>.mcpServers`) count too.
-pub const RUNS_KEYS: [&str; 22] = [
+pub const RUNS_KEYS: [&str; 28] = [
     "hooks",
     "mcpServers",
     "mcp_servers",
@@ -154,6 +154,16 @@ pub const RUNS_KEYS: [&str; 22] = [
     "defaultMode",
     "command",
     "plugin",
+    // What widens what the agent does unasked: Claude Code's permission
+    // rules (`permissions.allow: ["Bash(*)"]`), the plugins it enables and
+    // the marketplaces it trusts, its older per-project `allowedTools`;
+    // Codex's trust in a directory; Gemini CLI's allowed and core tools.
+    "permissions",
+    "enabledPlugins",
+    "extraKnownMarketplaces",
+    "allowedTools",
+    "trust_level",
+    "tools",
 ];
 
 /// An agent's settings in the home directory, which it reads at every
@@ -180,6 +190,12 @@ pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, 
             Compare::AgentJson,
         ),
         (home.join(".aider.conf.yml"), Compare::Bytes),
+        // Instructions each agent follows at every start, and the
+        // directories Gemini CLI trusts.
+        (claude.join("CLAUDE.md"), Compare::Bytes),
+        (home.join(".gemini/GEMINI.md"), Compare::Bytes),
+        (home.join(".gemini/trustedFolders.json"), Compare::Bytes),
+        (codex.join("AGENTS.md"), Compare::Bytes),
     ];
     // Shells' and git's own start-up files, should a policy make them
     // writable.
@@ -205,12 +221,50 @@ pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, 
 /// `packages/` (`packages/app-server-daemon/releases/VERSION/bin/codex`)
 /// and starts it from there. A program the sandboxed agent writes there
 /// runs the next time Codex starts, wherever it starts.
+///
+/// The same for what an agent loads at its start from its home by
+/// directory, each entry an instruction it follows or a program it runs:
+/// Claude Code's `skills/`, `commands/` and `agents/`, Gemini CLI's
+/// `extensions/` (each with a manifest that can start an MCP server) and
+/// `commands/` (`!{…}` runs a shell), Codex's `rules/` (commands it runs
+/// without asking). Claude Code's `plugins/` cache, which it updates
+/// itself, is not one: what enables a plugin (`enabledPlugins`) is watched
+/// in its settings.
 pub fn agent_home_trees(home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
-    let codex = env
-        .iter()
-        .find(|(k, v)| k == "CODEX_HOME" && !v.is_empty())
-        .map_or_else(|| home.join(".codex"), |(_, v)| PathBuf::from(v));
-    vec![codex.join("packages")]
+    let var = |name: &str| {
+        env.iter()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| PathBuf::from(v))
+    };
+    let claude = var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude"));
+    let codex = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+    vec![
+        codex.join("packages"),
+        codex.join("rules"),
+        claude.join("skills"),
+        claude.join("commands"),
+        claude.join("agents"),
+        home.join(".gemini/extensions"),
+        home.join(".gemini/commands"),
+    ]
+}
+
+/// A Codex trust level for the session's own project is the user's
+/// answer to the question Codex asks at its first start there; trust in
+/// any other directory widens what Codex does unasked and stays in what
+/// its settings run. `runs` text with that one line taken out.
+pub fn without_own_trust(runs: &str, project: &Path) -> String {
+    let own = format!(
+        "/projects/{}/trust_level=",
+        project
+            .to_string_lossy()
+            .replace('~', "~0")
+            .replace('/', "~1")
+    );
+    runs.lines()
+        .filter(|l| !l.starts_with(&own))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Everything that runs later from `roots`, as the files say now.
@@ -241,7 +295,7 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
             dir.clone(),
             true,
             Compare::Bytes,
-            "programs an agent runs at its next start".into(),
+            "what an agent loads at its next start (programs, rules, skills, extensions)".into(),
         );
     }
     let mut locations = r.out;
@@ -620,8 +674,11 @@ impl Resolver<'_> {
                             }
                         }
                         _ if runs_program(&name, sub, &key) => {
-                            if let Some(p) = worktree.and_then(|w| self.program_path(&value, w)) {
-                                self.add(p, false, Compare::Bytes, at);
+                            for p in worktree
+                                .map(|w| self.program_paths(&value, w))
+                                .unwrap_or_default()
+                            {
+                                self.add(p, false, Compare::Bytes, at.clone());
                             }
                         }
                         _ => {}
@@ -649,22 +706,34 @@ impl Resolver<'_> {
         Some(normalize(&path))
     }
 
-    /// The program a command line starts, when it names one by path
-    /// (`./tools/x`, `/abs/x`, `~/x`, `$CLAUDE_PROJECT_DIR/x`): the first
-    /// word, quotes removed, `!` of an alias dropped.
-    fn program_path(&self, command: &str, base: &Path) -> Option<PathBuf> {
+    /// The programs a command line runs by path (`./tools/x`, `/abs/x`,
+    /// `~/x`, `$CLAUDE_PROJECT_DIR/x`): every word that is a path, quotes
+    /// removed, `!` of an alias dropped, the value of a `--flag=PATH` too —
+    /// the program itself, and the script an interpreter runs (`bash
+    /// ~/.claude/hooks/x.sh`, `node ./srv/index.js`: the program that runs
+    /// later is the script, not `bash`). Only what lies in the project or
+    /// the home directory: a system program is not the job's to change.
+    fn program_paths(&self, command: &str, base: &Path) -> Vec<PathBuf> {
         let command = command.trim_start().trim_start_matches('!').trim_start();
-        let word: String = first_word(command);
-        let word = word
-            .replace(
-                "${CLAUDE_PROJECT_DIR}",
-                &self.roots.project.to_string_lossy(),
-            )
-            .replace("$CLAUDE_PROJECT_DIR", &self.roots.project.to_string_lossy());
-        if !word.contains('/') || word.contains("://") {
-            return None;
-        }
-        self.expand(&word, base)
+        let project = self.roots.project.to_string_lossy();
+        words(command)
+            .into_iter()
+            .take(MAX_WORDS)
+            .filter_map(|word| {
+                let word = word.rsplit_once('=').map_or(word.as_str(), |(_, v)| v);
+                let word = word
+                    .replace("${CLAUDE_PROJECT_DIR}", &project)
+                    .replace("$CLAUDE_PROJECT_DIR", &project);
+                if !word.contains('/') || word.contains("://") {
+                    return None;
+                }
+                self.expand(&word, base)
+            })
+            .filter(|p| {
+                p.starts_with(&self.roots.project)
+                    || self.roots.home.as_ref().is_some_and(|h| p.starts_with(h))
+            })
+            .collect()
     }
 
     /// The programs an agent's settings name by path, among the values of
@@ -687,7 +756,7 @@ impl Resolver<'_> {
         collect_runs(&value, false, &mut |s| strings.push(s.to_string()));
         let shown = path.display().to_string();
         for s in strings {
-            if let Some(p) = self.program_path(&s, &self.roots.project.clone()) {
+            for p in self.program_paths(&s, &self.roots.project.clone()) {
                 self.add(
                     p,
                     false,
@@ -709,19 +778,31 @@ fn runs_program(section: &str, sub: bool, key: &str) -> bool {
     })
 }
 
-/// The first shell word of `s`, single and double quotes removed.
-fn first_word(s: &str) -> String {
+/// Words of one command line looked at for programs.
+const MAX_WORDS: usize = 64;
+
+/// The shell words of `s`, single and double quotes removed; `;`, `&`,
+/// `|` and parentheses end a word (`a.sh && ./b.sh`).
+fn words(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
     let mut word = String::new();
     let mut quote = None;
     for c in s.chars() {
         match (quote, c) {
             (None, '\'' | '"') => quote = Some(c),
             (Some(q), c) if c == q => quote = None,
-            (None, c) if c.is_whitespace() => break,
+            (None, c) if c.is_whitespace() || matches!(c, ';' | '&' | '|' | '(' | ')') => {
+                if !word.is_empty() {
+                    out.push(std::mem::take(&mut word));
+                }
+            }
             (_, c) => word.push(c),
         }
     }
-    word
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
 }
 
 /// `.` and `..` taken out lexically (what git does with a relative
@@ -1130,8 +1211,7 @@ mod tests {
             runs(before.as_bytes(), Compare::AgentJson),
             runs(after.as_bytes(), Compare::AgentJson)
         );
-        let planted =
-            r#"{"numStartups":4,"projects":{"/p":{"mcpServers":{"x":{"command":"sh"}}}}}"#;
+        let planted = r#"{"numStartups":4,"projects":{"/p":{"allowedTools":[],"mcpServers":{"x":{"command":"sh"}}}}}"#;
         let (b, a) = (
             runs(before.as_bytes(), Compare::AgentJson),
             runs(planted.as_bytes(), Compare::AgentJson),
@@ -1141,18 +1221,45 @@ mod tests {
     }
 
     #[test]
-    fn codex_notify_in_toml_is_what_it_runs_and_trust_is_not() {
-        let before = "model = \"o3\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
-        let trust = "model = \"o4\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n[projects.\"/q\"]\ntrust_level = \"trusted\"\n";
+    fn codex_notify_and_trust_elsewhere_are_what_it_runs_and_its_own_projects_trust_is_not() {
+        let p = Path::new("/p");
+        let read = |t: &str| without_own_trust(&runs(t.as_bytes(), Compare::AgentToml), p);
+        let before = "model = \"o3\"\n";
+        let own = "model = \"o4\"\n[projects.\"/p\"]\ntrust_level = \"trusted\"\n";
+        let elsewhere = "model = \"o3\"\n[projects.\"/\"]\ntrust_level = \"trusted\"\n";
         let notify = "notify = [\"sh\", \"-c\", \"id\"]\nmodel = \"o3\"\n";
-        assert_eq!(
-            runs(before.as_bytes(), Compare::AgentToml),
-            runs(trust.as_bytes(), Compare::AgentToml)
+        assert_eq!(read(before), read(own));
+        assert_ne!(read(before), read(elsewhere));
+        assert_ne!(read(before), read(notify));
+    }
+
+    #[test]
+    fn a_script_an_interpreter_runs_is_a_program_named_by_the_settings() {
+        let f = Fake::default();
+        f.file(
+            "/p/.claude/settings.json",
+            r#"{"hooks":{"Stop":[{"hooks":[{"type":"command","command":"bash ~/.claude/hooks/x.sh && node ./tools/y.js --config=./c.json"}]}]}}"#,
         );
-        assert_ne!(
-            runs(before.as_bytes(), Compare::AgentToml),
-            runs(notify.as_bytes(), Compare::AgentToml)
-        );
+        let r = resolve(&roots(), &f);
+        for p in ["/h/.claude/hooks/x.sh", "/p/tools/y.js", "/p/c.json"] {
+            assert!(find(&r, p).is_some(), "{p} not in {:?}", paths(&r));
+        }
+        assert!(find(&r, "/bin/bash").is_none());
+    }
+
+    #[test]
+    fn widening_what_an_agent_does_unasked_is_what_it_runs() {
+        let before = r#"{"model":"a","permissions":{"allow":["Bash(ls)"]}}"#;
+        for after in [
+            r#"{"model":"a","permissions":{"allow":["Bash(*)"]}}"#,
+            r#"{"model":"a","permissions":{"allow":["Bash(ls)"]},"enabledPlugins":{"x@m":true}}"#,
+        ] {
+            assert_ne!(
+                runs(before.as_bytes(), Compare::AgentJson),
+                runs(after.as_bytes(), Compare::AgentJson),
+                "{after}"
+            );
+        }
     }
 
     #[test]
@@ -1180,13 +1287,17 @@ mod tests {
                 .iter()
                 .any(|(p, _)| p == Path::new("/h/.claude/settings.json"))
         );
-        assert_eq!(
-            agent_home_trees(Path::new("/h"), &[("CODEX_HOME".into(), "/c".into())]),
-            [PathBuf::from("/c/packages")]
-        );
-        assert_eq!(
-            agent_home_trees(Path::new("/h"), &[]),
-            [PathBuf::from("/h/.codex/packages")]
+        let trees = agent_home_trees(Path::new("/h"), &[("CODEX_HOME".into(), "/c".into())]);
+        for t in [
+            "/c/packages",
+            "/c/rules",
+            "/h/.claude/skills",
+            "/h/.gemini/extensions",
+        ] {
+            assert!(trees.contains(&PathBuf::from(t)), "{t} not in {trees:?}");
+        }
+        assert!(
+            agent_home_trees(Path::new("/h"), &[]).contains(&PathBuf::from("/h/.codex/packages"))
         );
     }
 

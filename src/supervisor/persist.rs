@@ -1055,27 +1055,20 @@ pub fn finish(
     // What runs later, by content: one finding per path, the snapshot's
     // (which says why the path runs, and compares it in its tool's
     // format) over the change time's wherever the snapshot watches.
-    let mut restores = Vec::new();
     if let Some(snapshot) = snapshot {
         let (changes, unchecked) = snapshot.compare();
         findings.retain(|f| !snapshot.watches(&f.path));
         let (kept, changes): (Vec<_>, Vec<_>) = changes
             .into_iter()
             .partition(|c| put.keep.iter().any(|k| k.keeps(&c.path)));
-        let inside: Vec<&super::snapshot::Change> = changes
-            .iter()
-            .filter(|c| c.path.starts_with(snapshot.project()))
-            .collect();
+        let undo: Vec<&super::snapshot::Change> = changes.iter().collect();
         #[cfg(target_os = "linux")]
         let (outcomes, archive) =
-            super::put_back::put_back(snapshot.project(), &inside, put.archive.clone());
+            super::put_back::put_back(snapshot.project(), &undo, put.archive.clone());
         #[cfg(not(target_os = "linux"))]
         let (outcomes, archive): (Vec<super::put_back::Outcome>, Option<PathBuf>) =
             (Vec::new(), None);
         for c in &changes {
-            if !c.path.starts_with(snapshot.project()) && snapshot.restorable(c) {
-                restores.push(c.clone());
-            }
             let mut what = c.describe();
             if let Some(o) = outcomes.iter().find(|o| o.path == c.path) {
                 what.push_str(&format!("; {}", o.said));
@@ -1087,7 +1080,7 @@ pub fn finish(
                         ));
                     }
                 }
-            } else if inside
+            } else if undo
                 .iter()
                 .any(|i| c.path.starts_with(&i.path) && i.path != c.path)
             {
@@ -1119,10 +1112,6 @@ pub fn finish(
     }
     for f in &findings {
         eprintln!("{}", line(f));
-    }
-    #[cfg(target_os = "linux")]
-    for c in &restores {
-        eprintln!("vetto: {}", super::snapshot::restore(c));
     }
     #[cfg(target_os = "linux")]
     for f in &findings {

@@ -1,15 +1,18 @@
 //! Put back what the session changed where a tool runs it later (issue
 //! P14): naming a planted hook is not enough when the next `git commit`
-//! outside the sandbox runs it. Every change [`super::snapshot`] finds in
-//! the project is undone — a created file or directory taken away, a
-//! changed file written back with its start's bytes and mode, a link made
-//! again to its start's target — and the session's version is kept in a
-//! tar archive outside the tree any tool reads (the report directory's
-//! `put-back.tar`, else vetto's state directory), from which one `tar`
-//! command takes it back.
+//! outside the sandbox runs it. Every change [`super::snapshot`] finds —
+//! in the project, and in an agent's home files and directories a preset
+//! lets the job write — is undone: a created file or directory taken
+//! away, a changed file written back with its start's bytes and mode, a
+//! link made again to its start's target. The session's version is kept
+//! in a tar archive outside the tree any tool reads (the report
+//! directory's `put-back.tar`, else vetto's state directory): the
+//! project's entries under `project/`, the others under `outside/` with
+//! their absolute path, and one `tar` command takes each back.
 //!
 //! Safe against what the job left: it is dead by now, every directory on
-//! the way is opened beneath the project without following a link, the
+//! the way is opened beneath the change's root (the project, or the
+//! agent's directory) without following a link, the
 //! entry itself is read, archived and removed through its directory's
 //! descriptor (a link is archived as a link, never followed), and the
 //! archive is a file vetto creates afresh. Bounded: [`MAX_ARCHIVED`]
@@ -171,9 +174,9 @@ mod undo {
             .map_or(0, |d| d.as_secs())
     }
 
-    /// Undo each change of `changes` under `project` (sorted by path, as the
-    /// snapshot gives them): the outcome of each, and the archive's path when
-    /// one was written.
+    /// Undo each change of `changes` (sorted by path, as the snapshot
+    /// gives them), each beneath its own root: the outcome of each, and the
+    /// archive's path when one was written.
     pub fn put_back(
         project: &Path,
         changes: &[&Change],
@@ -238,11 +241,12 @@ mod undo {
     ) -> Result<String, String> {
         let rel = c
             .path
-            .strip_prefix(project)
-            .map_err(|_| "outside the project")?;
+            .strip_prefix(&c.root)
+            .map_err(|_| "outside its root")?;
         let name = rel.file_name().ok_or("not a file name")?;
         let name_str = name.to_str().ok_or("a name that is not UTF-8")?;
-        let root = Dir::open(project, Parents::AsNamed).map_err(|e| e.to_string())?;
+        let member = super::member(project, &c.path);
+        let root = Dir::open(&c.root, Parents::AsNamed).map_err(|e| e.to_string())?;
         let dir = match rel.parent() {
             Some(p) if !p.as_os_str().is_empty() => {
                 root.open_beneath(p).map_err(|e| e.to_string())?
@@ -251,7 +255,7 @@ mod undo {
         };
         let mut how = String::new();
         if dir.entry_kind(name).map_err(|e| e.to_string())?.is_some() {
-            match archive.add(&dir, name, rel) {
+            match archive.add(&dir, name, &member) {
                 Ok(()) => {
                     dir.remove_entry(name, budget).map_err(|e| e.to_string())?;
                     how.push_str("the session's version is in the archive");
@@ -298,15 +302,28 @@ mod undo {
     }
 }
 
+/// `path`'s name in the archive: `project/REL` in the project,
+/// `outside/ABSOLUTE` elsewhere (two agents' `settings.json` never meet).
+fn member(project: &Path, path: &Path) -> PathBuf {
+    match path.strip_prefix(project) {
+        Ok(rel) => Path::new("project").join(rel),
+        Err(_) => Path::new("outside").join(path.strip_prefix("/").unwrap_or(path)),
+    }
+}
+
 /// The command that takes `path`'s session version out of `archive` and
-/// into `project`, quoted for a POSIX shell.
+/// back where it was, quoted for a POSIX shell.
 pub fn accept_command(archive: &Path, project: &Path, path: &Path) -> String {
-    let rel = path.strip_prefix(project).unwrap_or(path);
+    let into = if path.starts_with(project) {
+        project
+    } else {
+        Path::new("/")
+    };
     format!(
-        "tar -xpf {} -C {} -- {}",
+        "tar -xpf {} -C {} --strip-components=1 -- {}",
         shell_quote(&archive.to_string_lossy()),
-        shell_quote(&project.to_string_lossy()),
-        shell_quote(&rel.to_string_lossy())
+        shell_quote(&into.to_string_lossy()),
+        shell_quote(&member(project, path).to_string_lossy())
     )
 }
 
@@ -329,7 +346,15 @@ mod tests {
                 Path::new("/p"),
                 Path::new("/p/it's/.git/hooks/pre-commit")
             ),
-            "tar -xpf '/r/put-back.tar' -C '/p' -- 'it'\\''s/.git/hooks/pre-commit'"
+            "tar -xpf '/r/put-back.tar' -C '/p' --strip-components=1 -- 'project/it'\\''s/.git/hooks/pre-commit'"
+        );
+        assert_eq!(
+            accept_command(
+                Path::new("/r/put-back.tar"),
+                Path::new("/p"),
+                Path::new("/h/.claude/settings.json")
+            ),
+            "tar -xpf '/r/put-back.tar' -C '/' --strip-components=1 -- 'outside/h/.claude/settings.json'"
         );
     }
 }

@@ -102,6 +102,10 @@ pub struct Change {
     /// For a directory created during the session: the entries created in
     /// it, reported with it (one finding for one planted tree).
     pub inside: usize,
+    /// The directory it is put back beneath, opened without following a
+    /// link below it: the project, or for an agent's file or directory in
+    /// the home the directory that holds that location.
+    pub root: PathBuf,
 }
 
 impl Change {
@@ -194,7 +198,7 @@ impl Snapshot {
                 seen.insert(
                     l.path.clone(),
                     Seen::File {
-                        digest: read.runs,
+                        digest: autorun::without_own_trust(&read.runs, &snap.roots.project),
                         bytes,
                         mode: files.mode(&l.path).unwrap_or(0o600),
                     },
@@ -292,6 +296,11 @@ impl Snapshot {
                     }
                     _ => Vec::new(),
                 };
+                let root = if path.starts_with(&self.roots.project) {
+                    self.roots.project.clone()
+                } else {
+                    l.path.parent().unwrap_or(&l.path).to_path_buf()
+                };
                 changes.push(Change {
                     path,
                     why: l.why.clone(),
@@ -300,6 +309,7 @@ impl Snapshot {
                     compare,
                     keys,
                     inside: 0,
+                    root,
                 });
             }
         }
@@ -326,17 +336,6 @@ impl Snapshot {
                             .is_some_and(|n| n.to_string_lossy().ends_with(e))
                 })
         })
-    }
-
-    /// Whether agent settings outside the project that the session
-    /// changed can be put back by [`restore`].
-    pub fn restorable(&self, change: &Change) -> bool {
-        change.compare != Compare::Bytes
-            && !change.path.starts_with(&self.roots.project)
-            && matches!(
-                change.before,
-                Seen::File { bytes: Some(_), .. } | Seen::Absent
-            )
     }
 }
 
@@ -493,7 +492,13 @@ impl Expanding<'_> {
                     autorun::MAX_CONFIG >> 20
                 )),
                 Some(bytes) => Seen::File {
-                    digest: autorun::runs(&bytes, compare),
+                    digest: match compare {
+                        Compare::AgentToml => autorun::without_own_trust(
+                            &autorun::runs(&bytes, compare),
+                            self.project,
+                        ),
+                        _ => autorun::runs(&bytes, compare),
+                    },
                     mode: files.mode(path).unwrap_or(0o644),
                     bytes: match &mut self.keep {
                         Some(left) if bytes.len() <= *left => {
@@ -505,48 +510,6 @@ impl Expanding<'_> {
                 },
             },
         }
-    }
-}
-
-/// Put agent settings the session changed back as they were at the start
-/// and set the session's version aside beside them, never following a
-/// link (the job may have replaced the file or its directory with one).
-/// The line to print.
-#[cfg(target_os = "linux")]
-pub fn restore(change: &Change) -> String {
-    use crate::sys::safe_fs::{Dir, Parents};
-    let shown = crate::text::path_name(&change.path);
-    let (Some(dir), Some(name)) = (
-        change.path.parent(),
-        change.path.file_name().and_then(|n| n.to_str()),
-    ) else {
-        return format!("warning: could not put {shown} back: not a file name");
-    };
-    let put_back = Dir::open(dir, Parents::AsNamed).and_then(|d| {
-        let aside = match change.after {
-            Seen::Absent => None,
-            _ => Some(d.set_aside(name)?),
-        };
-        if let Seen::File {
-            bytes: Some(bytes),
-            mode,
-            ..
-        } = &change.before
-        {
-            d.write_file(name, bytes, *mode)?;
-        }
-        Ok(aside)
-    });
-    match put_back {
-        Ok(Some(aside)) => format!(
-            "put {shown} back as it was before the session; the session's version is at {} (review it, and copy it back to keep it)",
-            crate::text::escape(&dir.join(aside).to_string_lossy())
-        ),
-        Ok(None) => format!("put {shown} back as it was before the session"),
-        Err(e) => format!(
-            "warning: could not put {shown} back ({}): review it before the agent starts again",
-            crate::text::escape(&e.to_string())
-        ),
     }
 }
 
@@ -665,6 +628,13 @@ mod tests {
         assert_eq!(changed(&f, &snap), ["/p/bin/filter"]);
     }
 
+    /// What `put_back` needs: the start's version kept (or nothing there),
+    /// and the agent's directory to open beneath.
+    fn can_be_put_back(c: &Change) -> bool {
+        matches!(c.before, Seen::File { bytes: Some(_), .. } | Seen::Absent)
+            && c.path.parent() == Some(c.root.as_path())
+    }
+
     #[test]
     fn an_agents_own_state_written_is_no_change_and_a_hook_is_and_is_restorable() {
         let f = Fake::default();
@@ -679,7 +649,7 @@ mod tests {
         let (changes, _) = snap.compare_in(&f);
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].keys, ["hooks"]);
-        assert!(snap.restorable(&changes[0]));
+        assert!(can_be_put_back(&changes[0]), "{:?}", changes[0]);
         assert!(changes[0].describe().contains("hooks"));
     }
 
@@ -698,7 +668,7 @@ mod tests {
         );
         let (changes, _) = snap.compare_in(&f);
         assert_eq!(changes.len(), 1, "{changes:?}");
-        assert!(snap.restorable(&changes[0]));
+        assert!(can_be_put_back(&changes[0]), "{:?}", changes[0]);
         // Settings that do not parse are a change (their bytes).
         f.file("/h/.claude/settings.json", "{not json");
         assert_eq!(changed(&f, &snap), ["/h/.claude/settings.json"]);
@@ -747,7 +717,7 @@ mod tests {
         );
         let (changes, _) = snap.compare_in(&f);
         assert_eq!(changes.len(), 1, "{changes:?}");
-        assert!(snap.restorable(&changes[0]));
+        assert!(can_be_put_back(&changes[0]), "{:?}", changes[0]);
     }
 
     /// A watched file replaced by a link (to a script outside the

@@ -488,3 +488,72 @@ fn a_script_a_hook_links_to_does_not_run_the_jobs_line_at_the_next_commit(tier: 
     assert!(!marker.exists(), "the job's line ran at the next commit");
 }
 at_every_tier!(a_script_a_hook_links_to_does_not_run_the_jobs_line_at_the_next_commit);
+
+/// Runs as an unprivileged user, with the test runner's Rust toolchain
+/// lent to it. cargo reads the project's `.cargo/config.toml` at every
+/// start: a `build.rustc-wrapper` planted there runs the job's program at
+/// the next `cargo build` outside (cargo asks the wrapper for rustc's
+/// version first). Bare it does; after the session the config holds the
+/// user's `[profile]` again and `cargo build` runs only the compiler.
+fn a_cargo_rustc_wrapper_does_not_run_at_the_next_cargo_build(tier: Tier) {
+    require!(tier.feature());
+    let tc = crate::controls::toolchains::toolchain()
+        .unwrap_or_else(|| panic!("no Rust toolchain to lend the test user"));
+    let path = crate::controls::toolchains::path_with(tc);
+    let setup = |w: &World| {
+        put(
+            w,
+            "Cargo.toml",
+            "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        );
+        put(w, "src/lib.rs", "pub fn one() -> u8 { 1 }\n");
+        put(w, ".cargo/config.toml", "[profile.dev]\ndebug = false\n");
+    };
+    let attack = |w: &World, m: &Path| {
+        let wrapper = w.project.join("tools/wrap.sh");
+        format!(
+            "mkdir -p tools && printf '#!/bin/sh\\necho pwned > {}\\nexec \"$@\"\\n' > tools/wrap.sh && \
+             chmod +x tools/wrap.sh && \
+             printf '[profile.dev]\\ndebug = false\\n[build]\\nrustc-wrapper = \"{}\"\\n' > .cargo/config.toml",
+            m.display(),
+            wrapper.display()
+        )
+    };
+    let build = |w: &World| {
+        w.bare(&["sh", "-c", "cargo build --offline -q 2>&1"])
+            .env("PATH", &path)
+            .timeout(std::time::Duration::from_secs(300))
+            .run()
+    };
+    let bare = World::at(tier);
+    setup(&bare);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&bare, &marker)).assert_success();
+    build(&bare).assert_success();
+    assert!(
+        marker.exists(),
+        "control: cargo did not run the planted wrapper"
+    );
+
+    let w = World::at(tier);
+    setup(&w);
+    let marker = marker_of(&w);
+    let (out, log) = w.ci_sh(&attack(&w, &marker));
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    assert!(
+        planted_lines(&log)
+            .iter()
+            .any(|l| l.contains(".cargo/config.toml") && l.contains("build.rustc-wrapper")),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.project.join(".cargo/config.toml")).unwrap_or_default(),
+        "[profile.dev]\ndebug = false\n"
+    );
+    build(&w).assert_success();
+    assert!(
+        !marker.exists(),
+        "cargo ran the job's wrapper after the session"
+    );
+}
+at_every_tier!(a_cargo_rustc_wrapper_does_not_run_at_the_next_cargo_build);

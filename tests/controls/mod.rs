@@ -200,4 +200,4 @@ pub mod go;
 mod local_servers;
 mod registry_env;
 mod round_trip;
-mod toolchains;
+pub(crate) mod toolchains;

@@ -85,7 +85,7 @@ macro_rules! require_registry {
 
 /// The Rust toolchain of the user running the tests, hard-linked where
 /// the test user can reach it (bin/ and lib/ of `rustc --print sysroot`).
-fn toolchain() -> Option<&'static Path> {
+pub(crate) fn toolchain() -> Option<&'static Path> {
     static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = Command::new("rustc")
@@ -149,7 +149,7 @@ fn put(w: &World, path: &Path, body: &str) {
     .assert_success();
 }
 
-fn path_with(dir: &Path) -> String {
+pub(crate) fn path_with(dir: &Path) -> String {
     format!("{}:{}", dir.join("bin").display(), util::PATH)
 }
 
