@@ -323,6 +323,14 @@ struct Repo {
     worktree: Option<PathBuf>,
 }
 
+/// The repository the project is or belongs to: its git directory and
+/// the worktree its index describes (a linked worktree's own git
+/// directory, which holds its own index).
+pub fn repository_of(project: &Path, files: &dyn Files) -> Option<(PathBuf, PathBuf)> {
+    let repo = repositories(project, files).into_iter().next()?;
+    Some((repo.gitdir, repo.worktree?))
+}
+
 /// The repositories the project is or belongs to: its own `.git`, else
 /// the nearest one above it; then that repository's submodules.
 fn repositories(project: &Path, files: &dyn Files) -> Vec<Repo> {

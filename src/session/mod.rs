@@ -391,6 +391,8 @@ fn execute(
         &request.policy.home,
         &request.policy.env,
     ));
+    #[cfg(target_os = "linux")]
+    let index = supervisor::concealment::IndexAtStart::take(&policy.project);
     let mut child = match stage.launch(&plan, &request.command) {
         Ok(child) => child,
         Err(e) => {
@@ -504,6 +506,8 @@ fn execute(
         &supervisor::persist::PutBack {
             keep: policy.keep_changes.clone(),
             archive: put_back_archive(&request.policy),
+            #[cfg(target_os = "linux")]
+            index,
         },
         sink,
     );

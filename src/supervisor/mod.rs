@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::sys::os::{Signal, WaitStatus};
 
+#[cfg(target_os = "linux")]
+pub mod concealment;
 pub mod notify;
 pub mod output;
 pub mod persist;

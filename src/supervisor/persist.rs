@@ -306,6 +306,9 @@ pub enum What {
     /// The same, changed as the policy expects (`[persistence] keep`):
     /// left as the session made it, and no finding.
     Kept(String),
+    /// A change hidden from `git status` by an index flag the session set
+    /// (`supervisor::concealment`): which flag, and how it was put back.
+    Concealed { flags: String, said: String },
 }
 
 impl What {
@@ -323,6 +326,9 @@ impl What {
             What::More(n) => format!("and {n} more finding(s) not listed"),
             What::Runs(how) => how.clone(),
             What::Kept(how) => format!("{how}; kept, as [persistence] keep says"),
+            What::Concealed { flags, said } => format!(
+                "changed during the session and hidden from `git status` and `git diff` by the {flags} flag the session set in the index; {said}"
+            ),
         }
     }
 }
@@ -1023,6 +1029,10 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
 pub struct PutBack {
     pub keep: Vec<crate::policy::KeepChange>,
     pub archive: super::put_back::ArchiveAt,
+    /// The project's index as the session started: the skip-worktree and
+    /// assume-unchanged flags the session set on files it changed.
+    #[cfg(target_os = "linux")]
+    pub index: Option<super::concealment::IndexAtStart>,
 }
 
 /// At the session's end, after every process of the job is gone: check,
@@ -1108,6 +1118,22 @@ pub fn finish(
                 path,
                 what: What::Unchecked(why),
             });
+        }
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(index) = &put.index {
+        match index.check() {
+            Ok(hidden) => findings.extend(hidden.into_iter().map(|c| Finding {
+                path: c.path,
+                what: What::Concealed {
+                    flags: c.flags,
+                    said: c.said,
+                },
+            })),
+            Err(why) => findings.push(Finding {
+                path: watch.project.join(".git/index"),
+                what: What::Unchecked(format!("the index's flags: {why}")),
+            }),
         }
     }
     for f in &findings {

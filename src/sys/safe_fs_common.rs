@@ -57,6 +57,11 @@ impl SafeFsError {
     pub fn is_exists(&self) -> bool {
         matches!(self, SafeFsError::Io { source, .. } if source.kind() == io::ErrorKind::AlreadyExists)
     }
+
+    /// Nothing is there.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, SafeFsError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
 }
 
 pub(super) type Result<T> = std::result::Result<T, SafeFsError>;

@@ -436,6 +436,14 @@ impl Dir {
         }
     }
 
+    /// Rename `from` onto `name` in this directory (git's lock-file
+    /// protocol: `index.lock` onto `index`), replacing without following.
+    pub fn rename_over(&self, from: &str, name: &str) -> Result<()> {
+        self.check_name(from)?;
+        self.check_name(name)?;
+        self.rename_onto(from, name)
+    }
+
     fn rename_onto(&self, tmp: &str, name: &str) -> Result<()> {
         renameat(&self.fd, tmp, &self.fd, name)
             .map_err(|e| SafeFsError::io("replace", &self.join(name), e))

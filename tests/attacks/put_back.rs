@@ -557,3 +557,57 @@ fn a_cargo_rustc_wrapper_does_not_run_at_the_next_cargo_build(tier: Tier) {
     );
 }
 at_every_tier!(a_cargo_rustc_wrapper_does_not_run_at_the_next_cargo_build);
+
+/// Runs as an unprivileged user. `git update-index --skip-worktree` (or
+/// `--assume-unchanged`) on a file the job edited hides the edit from
+/// `git status` and `git diff` — bare, the edit is invisible to a
+/// reviewer and rides along with the next commit. After the session the
+/// flag the session set is cleared, so `git status` shows the edit, and
+/// it is recorded. A flag set on a file the job left as the index has it
+/// (what a sparse checkout does) is no finding and stays.
+fn an_edit_hidden_by_an_index_flag_shows_again_after_the_session(tier: Tier) {
+    require!(tier.feature());
+    let setup = "set -e; printf 'a\\n' > shown.txt; printf 'b\\n' > hidden.txt; printf 'c\\n' > kept.txt; \
+                 printf 'd\\n' > sparse.txt; git add -A; \
+                 git -c user.name=t -c user.email=t@vetto.invalid commit -qm files";
+    let attack = "set -e; echo evil >> hidden.txt; git update-index --skip-worktree hidden.txt; \
+                  echo evil >> kept.txt; git update-index --assume-unchanged kept.txt; \
+                  git update-index --skip-worktree sparse.txt; echo done";
+    let status = "git status --porcelain --untracked-files=no";
+    let bare = World::at(tier);
+    bare.sh_bare(setup).assert_success();
+    bare.sh_bare(attack).assert_success();
+    let shown = bare.sh_bare(status);
+    shown.assert_success();
+    assert_eq!(
+        shown.stdout().trim(),
+        "",
+        "control: git status showed the hidden edits"
+    );
+
+    let w = World::at(tier);
+    w.sh_bare(setup).assert_success();
+    let (out, log) = w.ci_sh(attack);
+    out.assert_stdout_contains("done");
+    assert_eq!(out.code(), 3, "{}", out.dump());
+    let planted = planted_lines(&log);
+    for name in ["hidden.txt", "kept.txt"] {
+        assert!(
+            planted
+                .iter()
+                .any(|l| l.contains(&format!("/{name}\"")) && l.contains("flag")),
+            "{name} not recorded: {planted:#?}"
+        );
+    }
+    assert!(
+        !planted.iter().any(|l| l.contains("sparse.txt")),
+        "{planted:#?}"
+    );
+    let shown = w.sh_bare(status);
+    shown
+        .assert_stdout_contains("M hidden.txt")
+        .assert_stdout_contains("M kept.txt");
+    let flags = w.sh_bare("git ls-files -v");
+    flags.assert_stdout_contains("S sparse.txt");
+}
+at_every_tier!(an_edit_hidden_by_an_index_flag_shows_again_after_the_session);
