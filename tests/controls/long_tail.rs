@@ -54,3 +54,71 @@ fn name_lookups_end_every_session_without_a_panic(tier: Tier) {
     }
 }
 at_every_tier!(name_lookups_end_every_session_without_a_panic);
+
+/// A test suite's scratch file at the top of its working directory:
+/// made, then opened again without `O_CREAT` to append and to rewrite
+/// (`open(O_WRONLY|O_APPEND)`, `open(O_RDWR|O_TRUNC)`), as loggers and
+/// fixtures do; and a file renamed into place at the top, opened again.
+const REOPEN_TOP_FILE: &str = r#"python3 - <<'PY'
+import os
+with open("scratch.log", "w") as f:
+    f.write("one\n")
+fd = os.open("scratch.log", os.O_WRONLY | os.O_APPEND)
+os.write(fd, b"two\n"); os.close(fd)
+fd = os.open("scratch.log", os.O_RDWR)
+os.lseek(fd, 0, os.SEEK_END); os.write(fd, b"three\n"); os.close(fd)
+with open("saved.tmp", "w") as f:
+    f.write("draft\n")
+os.rename("saved.tmp", "saved.txt")
+fd = os.open("saved.txt", os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"final\n"); os.close(fd)
+print("reopened")
+PY"#;
+
+/// Runs as an unprivileged user: a file the job makes at the top of the
+/// project is opened for writing again. Evidence: bare it works; before
+/// the fix the sandboxed reopen failed `EACCES` at both tiers (the
+/// project's top is carved: its Landlock rules name the entries that were
+/// there, and a file made later has none), with nothing recorded. Now
+/// the supervisor opens it, as it made it; the file that was there before
+/// and the protected policy file are the kernel's to decide as before.
+fn a_file_made_at_the_project_top_can_be_opened_for_writing_again(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    // No masked file at the top (most projects have no `.env`): where
+    // one is, FS-ONLY makes the first new files there from spares.
+    w.sh_bare("rm .env").assert_success();
+    w.sh_bare(REOPEN_TOP_FILE)
+        .assert_success()
+        .assert_stdout_contains("reopened");
+    w.sh_bare("rm scratch.log saved.txt").assert_success();
+
+    let (out, log) = w.ci_sh(REOPEN_TOP_FILE);
+    out.assert_success().assert_stdout_contains("reopened");
+    assert_eq!(
+        crate::util::read(&w.project.join("scratch.log")).as_deref(),
+        Some("one\ntwo\nthree\n"),
+        "{}",
+        out.dump()
+    );
+    assert_eq!(
+        crate::util::read(&w.project.join("saved.txt")).as_deref(),
+        Some("final\n")
+    );
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "a scratch file was recorded at tier {tier}\n{log}"
+    );
+
+    // The policy file at the top is still refused, made or reopened.
+    w.write(&w.project.join("vetto.toml"), "");
+    let out = w.sh_sandboxed(
+        "python3 -c 'import os; os.open(\"vetto.toml\", os.O_WRONLY | os.O_APPEND)' && echo opened",
+    );
+    out.assert_stdout_lacks("opened");
+    assert_eq!(
+        crate::util::read(&w.project.join("vetto.toml")).as_deref(),
+        Some("")
+    );
+}
+at_every_tier!(a_file_made_at_the_project_top_can_be_opened_for_writing_again);
