@@ -122,3 +122,47 @@ fn a_file_made_at_the_project_top_can_be_opened_for_writing_again(tier: Tier) {
     );
 }
 at_every_tier!(a_file_made_at_the_project_top_can_be_opened_for_writing_again);
+
+/// A file walker's handles on the directories above what it reads
+/// (walkdir's and same-file's loop checks, `opendir("/")`): each opened
+/// `O_RDONLY|O_DIRECTORY`, looked at with `fstat` and listed.
+const ANCESTOR_HANDLES: &str = r#"python3 - "$PWD" <<'PY'
+import os, sys
+project = sys.argv[1]
+for d in ("/", os.path.dirname(project)):
+    try:
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as e:
+        print("refused", d, e.errno)
+        continue
+    os.fstat(fd)
+    print("listed", d, os.path.basename(project) in os.listdir(fd) or "/" == d)
+    os.close(fd)
+PY"#;
+
+/// Runs as an unprivileged user: directory handles on `/` and on the
+/// project's parent. Evidence: bare both open and list (the parent lists
+/// the project); at FULL they did not (`EACCES`, unrecorded) and now do,
+/// the view listing only what it binds; at FS-ONLY the host's `/` stays
+/// refused as docs/tiers.md says (its every name would list).
+fn a_directory_handle_on_an_ancestor_of_the_project_opens_at_full(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let parent = w.project.parent().unwrap().display().to_string();
+    w.sh_bare(ANCESTOR_HANDLES)
+        .assert_success()
+        .assert_stdout_contains("listed / True")
+        .assert_stdout_contains(&format!("listed {parent} True"));
+    let out = w.sh_sandboxed(ANCESTOR_HANDLES);
+    out.assert_success();
+    match tier {
+        Tier::Full => {
+            out.assert_stdout_contains("listed / True")
+                .assert_stdout_contains(&format!("listed {parent} True"));
+        }
+        _ => {
+            out.assert_stdout_contains("refused / 13");
+        }
+    }
+}
+at_every_tier!(a_directory_handle_on_an_ancestor_of_the_project_opens_at_full);
