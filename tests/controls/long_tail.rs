@@ -166,3 +166,79 @@ fn a_directory_handle_on_an_ancestor_of_the_project_opens_at_full(tier: Tier) {
     }
 }
 at_every_tier!(a_directory_handle_on_an_ancestor_of_the_project_opens_at_full);
+
+/// Two loose objects in `.git/objects/17` (the directory git samples to
+/// estimate how many loose objects there are), so that with `gc.auto=1`
+/// a commit starts `git maintenance run --auto --detach`, as it does on
+/// a repository with ~6,700 loose objects; then that commit, and a
+/// background child that ends a moment after the command.
+const DETACHED_MAINTENANCE: &str = r#"python3 - <<'PY'
+import hashlib, subprocess
+found, i = [], 0
+while len(found) < 2:
+    body = b"loose %d\n" % i
+    if hashlib.sha1(b"blob %d\0" % len(body) + body).hexdigest().startswith("17"):
+        found.append(body)
+    i += 1
+for body in found:
+    subprocess.run(["git", "hash-object", "-w", "--stdin"], input=body, check=True, capture_output=True)
+PY
+echo change >> README.md; git add README.md
+GIT_TRACE=2 git -c gc.auto=1 -c gc.autoDetach=true commit -q -m 'commit that starts maintenance' 2>trace.log
+grep -q 'maintenance run --auto' trace.log && echo maintenance-started; rm trace.log
+(sleep 0.3 &)
+echo committed"#;
+
+/// Runs as an unprivileged user: a `git commit` that starts git's
+/// detached maintenance (which outlives the commit), and a background
+/// child that ends 0.3 s after the command. Evidence: bare, the commit
+/// starts `git maintenance run --auto --detach`; sandboxed, before the
+/// fix both were killed when the command ended and recorded as
+/// `process-escaped` (exit 3, and the repository never packed); now what
+/// ends within the grace is no finding, the maintenance ran to its end
+/// (the repository holds a pack), and the session is CLEAN. A daemon
+/// still running after the grace stays a violation
+/// (attacks::daemon).
+fn what_tools_leave_running_and_end_by_themselves_is_no_finding(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare("git gc -q --prune=now").assert_success();
+    let packs = |w: &World| {
+        std::fs::read_dir(w.project.join(".git/objects/pack")).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+            })
+            .count()
+        })
+    };
+    let before = packs(&w);
+    w.sh_bare(DETACHED_MAINTENANCE)
+        .assert_success()
+        .assert_stdout_contains("maintenance-started\ncommitted");
+    assert!(
+        crate::util::eventually(std::time::Duration::from_secs(30), || packs(&w) > before),
+        "control: the bare maintenance did not pack"
+    );
+
+    let w = World::at(tier);
+    w.sh_bare("git gc -q --prune=now").assert_success();
+    let before = packs(&w);
+    let (out, log) = w.ci_sh(DETACHED_MAINTENANCE);
+    out.assert_stdout_contains("maintenance-started\ncommitted");
+    let escaped: Vec<_> = crate::util::violation_lines(&log)
+        .into_iter()
+        .filter(|l| l.contains("\"process-escaped\""))
+        .collect();
+    assert!(
+        escaped.is_empty(),
+        "what ended by itself was recorded at tier {tier}\n{}",
+        out.dump()
+    );
+    assert!(
+        packs(&w) > before,
+        "the maintenance did not run to its end at tier {tier}\n{}",
+        out.dump()
+    );
+}
+at_every_tier!(what_tools_leave_running_and_end_by_themselves_is_no_finding);
