@@ -171,6 +171,9 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
     let checked = |path: &Path| match crate::report::suggest::reopens_protection(path, &ctx.guarded)
     {
         Some(why) => Err(why),
+        None if crate::report::suggest::before_random_part(path).is_some() => {
+            Err(crate::report::suggest::RANDOM_NAME)
+        }
         None => Ok(path.to_path_buf()),
     };
     let path = target.path().map(PathBuf::from).unwrap_or_default();

@@ -242,3 +242,60 @@ fn what_tools_leave_running_and_end_by_themselves_is_no_finding(tier: Tier) {
     );
 }
 at_every_tier!(what_tools_leave_running_and_end_by_themselves_is_no_finding);
+
+/// What Claude Code and nyc's spawn-wrap write in the home at every
+/// start: a file and a directory named after the process and a random
+/// part (`~/.claude.json.tmp.PID.TIME`, `~/.node-spawn-wrap-PID-HEX`).
+const RANDOM_HOME_NAMES: &str = r#"python3 - <<'PY'
+import os, secrets, time
+home = os.path.expanduser("~")
+for make in (
+    lambda: open(f"{home}/.claude.json.tmp.{os.getpid()}.{time.time_ns()}", "w").close(),
+    lambda: os.mkdir(f"{home}/.node-spawn-wrap-{os.getpid()}-{secrets.token_hex(6)}"),
+):
+    try:
+        make()
+        print("made")
+    except OSError as e:
+        print("refused", e.errno)
+PY"#;
+
+/// Runs as an unprivileged user: writes to names with a random part in
+/// the home. Evidence: bare both are made; sandboxed they are refused
+/// (the home is not writable) and, where recorded (FS-ONLY; FULL's view
+/// has no such path), the hint named that run's random path (`--allow-write
+/// ~/.claude.json.tmp.4242.17…`), which the next run never uses, so
+/// following the hints never converged. Now no hint and no suggested
+/// policy names such a path, and the line says why.
+fn no_hint_names_a_path_with_a_random_part(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare(RANDOM_HOME_NAMES)
+        .assert_success()
+        .assert_stdout_contains("made\nmade");
+    w.sh_bare("rm -rf ~/.claude.json.tmp.* ~/.node-spawn-wrap-*")
+        .assert_success();
+
+    let (out, _) = w.ci_sh(RANDOM_HOME_NAMES);
+    out.assert_stdout_contains("refused 13\nrefused 13");
+    let said = out.stderr();
+    for random in ["~/.claude.json.tmp.", "~/.node-spawn-wrap-"] {
+        assert!(
+            !said.contains(&format!("--allow-write {random}")),
+            "a hint names the random path {random}… at tier {tier}\n{said}"
+        );
+    }
+    if tier == Tier::FsOnly {
+        assert!(
+            said.contains("the name holds a random part"),
+            "the refusal does not say why no flag allows it\n{said}"
+        );
+    }
+    let log = w.project.join("vetto-report/session.jsonl");
+    let suggested = w.vetto(&["policy", "suggest", log.to_str().unwrap()]).run();
+    suggested.assert_success();
+    for random in [".claude.json.tmp", ".node-spawn-wrap"] {
+        suggested.assert_stdout_lacks(random);
+    }
+}
+at_every_tier!(no_hint_names_a_path_with_a_random_part);
