@@ -299,3 +299,44 @@ fn no_hint_names_a_path_with_a_random_part(tier: Tier) {
     }
 }
 at_every_tier!(no_hint_names_a_path_with_a_random_part);
+
+/// Runs as an unprivileged user: a job that looks at and cleans the
+/// working tree, as CI steps do (`git status`, `git add -A`, `git clean`).
+/// Evidence: before, `vetto-report/` showed up untracked to the job and
+/// after the session (`?? vetto-report/`: `git add -A` took it in) and
+/// `git clean -fd` tried to remove it; now vetto marks its report
+/// directory ignored (`.gitignore` holding `*`), so `git status` is clean
+/// and `git clean -fd` leaves it. `git clean -fdx` (which ignores
+/// `.gitignore`) is still refused on the live log, and the hint names
+/// what keeps it, which then works.
+fn the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    // No masked `.env` left untracked (`git clean -fdx` would remove it).
+    w.sh_bare("rm .env").assert_success();
+    let (out, _) = w.ci_sh("git status --porcelain; git clean -fd; echo clean=$?");
+    out.assert_stdout_lacks("vetto-report")
+        .assert_stdout_contains("clean=0");
+    w.sh_bare("git status --porcelain --untracked-files=all; echo listed")
+        .assert_stdout_lacks("vetto-report")
+        .assert_stdout_contains("listed");
+    assert!(w.project.join("vetto-report/session.jsonl").is_file());
+
+    let (out, _) = w.ci_sh("git clean -fdx; echo clean=$?");
+    out.assert_stdout_contains("clean=1");
+    let hint = "git clean -fdx -e /vetto-report";
+    assert!(
+        out.stderr().contains(hint),
+        "the refusal does not say how to keep the reports\n{}",
+        out.dump()
+    );
+    w.write(&w.project.join("build.o"), "object");
+    let (out, log) = w.ci_sh(&format!("{hint}; echo clean=$?"));
+    out.assert_stdout_contains("clean=0");
+    assert!(!w.project.join("build.o").exists(), "{}", out.dump());
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the hint's command was refused at tier {tier}\n{log}"
+    );
+}
+at_every_tier!(the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it);
