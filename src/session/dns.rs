@@ -437,6 +437,23 @@ fn sender_of(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
         .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into())))
 }
 
+/// One connection to the TCP stub and its peer, read as
+/// [`recv_datagram`] reads a sender (std's `accept` asserts the same way).
+#[cfg(unix)]
+fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    use nix::sys::socket::{SockFlag, SockaddrStorage, accept4, getpeername};
+    let stream = TcpStream::from(accept4(listener, SockFlag::SOCK_CLOEXEC)?);
+    let peer = getpeername::<SockaddrStorage>(std::os::fd::AsRawFd::as_raw_fd(&stream))?;
+    let peer = sender_of(&peer)
+        .ok_or_else(|| std::io::Error::other("a connection without a whole peer address"))?;
+    Ok((stream, peer))
+}
+
+#[cfg(not(unix))]
+fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    listener.accept()
+}
+
 #[cfg(not(unix))]
 fn recv_datagram(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
     socket.recv_from(buf)
@@ -568,7 +585,7 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
-        let (stream, peer) = match listener.accept() {
+        let (stream, peer) = match accept_client(listener) {
             Ok(c) => c,
             // Woken to stop (the listener shut down).
             Err(_) if stop.load(Ordering::SeqCst) => return,

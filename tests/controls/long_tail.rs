@@ -5,11 +5,12 @@ use crate::util::{Tier, World};
 use crate::{at_every_tier, require};
 
 /// Name lookups the way tools make them: glibc's resolver (`getent`,
-/// python's `getaddrinfo`) and Node's c-ares (`dns.resolve4`, its own UDP
+/// python's `getaddrinfo`, over TCP with `use-vc`) and Node's c-ares (`dns.resolve4`, its own UDP
 /// socket), many at once, and a name that is allowed beside names that
 /// are not.
 const LOOKUPS: &str = r#"for i in 1 2 3 4 5 6 7 8; do (getent hosts "h$i.example" >/dev/null &); done;
 getent hosts example.com >/dev/null; getent ahosts allowed.example >/dev/null;
+RES_OPTIONS=use-vc getent hosts tcp.example >/dev/null;
 python3 -c 'import socket
 for n in ("a.example", "allowed.example"):
     try: socket.getaddrinfo(n, 443)
