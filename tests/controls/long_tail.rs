@@ -111,6 +111,18 @@ fn a_file_made_at_the_project_top_can_be_opened_for_writing_again(tier: Tier) {
         "a scratch file was recorded at tier {tier}\n{log}"
     );
 
+    // Opening for writing is notified now, but makes no entry: thousands
+    // of them (`/dev/null`) are no "many creations" tip at FULL.
+    let (out, _) = w.ci_sh(
+        "python3 -c 'import os\nfor i in range(2500): os.close(os.open(\"/dev/null\", os.O_WRONLY))' && echo opened-many",
+    );
+    out.assert_stdout_contains("opened-many");
+    assert!(
+        !out.stderr().contains("--check-creations after"),
+        "write-opens were counted as creations\n{}",
+        out.dump()
+    );
+
     // The policy file at the top is still refused, made or reopened.
     w.write(&w.project.join("vetto.toml"), "");
     let out = w.sh_sandboxed(
