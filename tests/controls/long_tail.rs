@@ -58,7 +58,8 @@ at_every_tier!(name_lookups_end_every_session_without_a_panic);
 
 /// A test suite's scratch file at the top of its working directory:
 /// made, then opened again without `O_CREAT` to append and to rewrite
-/// (`open(O_WRONLY|O_APPEND)`, `open(O_RDWR|O_TRUNC)`), as loggers and
+/// (`open(O_WRONLY|O_APPEND)`, `open(O_RDWR|O_NOCTTY)` as GNU tools
+/// pass it, `open(O_WRONLY|O_TRUNC)`), as loggers and
 /// fixtures do; and a file renamed into place at the top, opened again.
 const REOPEN_TOP_FILE: &str = r#"python3 - <<'PY'
 import os
@@ -66,7 +67,7 @@ with open("scratch.log", "w") as f:
     f.write("one\n")
 fd = os.open("scratch.log", os.O_WRONLY | os.O_APPEND)
 os.write(fd, b"two\n"); os.close(fd)
-fd = os.open("scratch.log", os.O_RDWR)
+fd = os.open("scratch.log", os.O_RDWR | os.O_NOCTTY)
 os.lseek(fd, 0, os.SEEK_END); os.write(fd, b"three\n"); os.close(fd)
 with open("saved.tmp", "w") as f:
     f.write("draft\n")
