@@ -948,13 +948,15 @@ fn ci_records_the_process_limit_being_reached() {
         "python3",
         "-c",
         // Keeps forking for 1.5 s, so the user stays at the limit however
-        // the other tests running as the same user come and go.
+        // the other tests running as the same user come and go; the
+        // children outlive the grace the init gives what the job leaves
+        // running (5 s), so they are process-escaped.
         "import os, time\n\
          start = time.time()\n\
          while time.time() - start < 1.5:\n\
          \x20   try:\n\
          \x20       if os.fork() == 0:\n\
-         \x20           time.sleep(3)\n\
+         \x20           time.sleep(30)\n\
          \x20           os._exit(0)\n\
          \x20   except OSError:\n\
          \x20       time.sleep(0.01)\n",

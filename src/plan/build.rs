@@ -737,6 +737,19 @@ fn plan_for(
                 access: rights::READ_DIR & handled,
             });
         }
+        // FULL: the view's directories list their names. The view holds
+        // only what the policy binds (and the directories leading to it),
+        // masked paths covered by empty mounts: listing it names nothing
+        // the job could not reach by path. A directory handle on an
+        // ancestor of a readable path (`opendir("/")`, a walker's loop
+        // check that opens each directory it passes) then works. Below
+        // FULL the view is the host's, whose every name this would list.
+        if tier == Tier::Full {
+            carved.rules.push(LandlockRule {
+                path: "/".into(),
+                access: rights::READ_DIR & handled,
+            });
+        }
         // FULL binds the job's terminal at /dev/console: as reachable as
         // /dev/pts is.
         if let Some((_, access)) = &console {

@@ -105,11 +105,9 @@ impl SeccompPlan {
             self.rules.iter().any(|r| {
                 r.name == name
                     && (r.when.is_empty()
-                        || r.when
-                            == [ArgCheck::AnyBits {
-                                index,
-                                mask: uapi::O_CREAT,
-                            }])
+                        || matches!(r.when.as_slice(),
+                            [ArgCheck::AnyBits { index: i, mask }]
+                                if *i == index && mask & uapi::O_CREAT != 0))
             })
         };
         let subvolumes = subvolume_ioctls().iter().all(|s| {
@@ -146,6 +144,7 @@ mod uapi {
     pub const O_CREAT: u64 = 0o100;
     pub const O_ACCMODE: u64 = 0o3;
     pub const O_RDWR: u64 = 0o2;
+    pub const O_WRONLY: u64 = 0o1;
     pub const O_NOCTTY: u64 = 0o400;
     pub const TIOCSTI: u64 = 0x5412;
     pub const TIOCLINUX: u64 = 0x541c;
@@ -723,9 +722,11 @@ pub fn plan(net_off: bool, notify_creation: bool, broker_unix_connect: bool) -> 
                 Action::Notify,
                 vec![ArgCheck::AnyBits {
                     index,
-                    mask: O_CREAT,
+                    mask: O_CREAT | O_WRONLY | O_RDWR,
                 }],
-                "creation in carved directories is performed by the supervisor",
+                "creation in carved directories is performed by the supervisor, \
+                 and a file it made there is opened for writing again by it \
+                 (no Landlock rule can name a file made after the domain)",
             ));
         }
         for name in CREATION {

@@ -462,11 +462,32 @@ pub(crate) fn write_grant(
     if let Some(why) = reopens_protection(path, guarded) {
         return Err(why);
     }
+    if path.as_os_str().is_empty() {
+        return Err(
+            "the path is not known (the process is not dumpable, so vetto cannot read it); --tier full can",
+        );
+    }
     if path
         .components()
         .any(|c| c == std::path::Component::ParentDir)
     {
         return Err("a path that climbs with `..`: its real place is not known");
+    }
+    // A name made anew each run (`~/.claude.json.tmp.12.a8f3k2`,
+    // `~/.node-spawn-wrap-4321-9f1c2e`): a grant of it never matches the
+    // next run. Its stable directory is proposed where that may be
+    // granted whole, else nothing.
+    if let Some(stable) = before_random_part(path) {
+        let refused = stable.parent().is_none()
+            || home == Some(stable)
+            || stable == Path::new("/tmp")
+            || wider_than_denied(stable, home)
+            || reopens_protection(stable, guarded).is_some();
+        return if refused {
+            Err(RANDOM_NAME)
+        } else {
+            Ok(stable.to_path_buf())
+        };
     }
     // A device is granted by itself, never its directory (all of /dev).
     if path.starts_with("/dev") {
@@ -500,6 +521,55 @@ pub(crate) fn write_grant(
         }
         _ => Ok(path.to_path_buf()),
     }
+}
+
+/// Why a path with a random part gets no flag.
+pub(crate) const RANDOM_NAME: &str = "the name holds a random part (made anew each run): a grant of it would never match the next run, and its directory is not one to grant whole";
+
+/// The directory above the first component of `path` that holds a random
+/// part ([`random_name`]) and does not exist (a name the job made up and
+/// was refused, or removed): `None` when none does. A directory that is
+/// there (a project in `mktemp -d`'s `/tmp/tmp.X8k2Jd9q`, the home of a
+/// CI runner) is a place, not a name of this run.
+pub(crate) fn before_random_part(path: &Path) -> Option<&Path> {
+    path.ancestors()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .find(|a| {
+            a.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(random_name)
+                && std::fs::symlink_metadata(a).is_err()
+        })
+        .and_then(Path::parent)
+}
+
+/// Whether a file name holds a part a program made up for this run: a
+/// number of four digits or more beside other words (a process id, a
+/// time: `x.tmp.48213`, `wrap-4321-…`, but not `1000` alone), or a run
+/// of six or more letters and digits that switches between them at least
+/// three times (`a8f3k2`, a hex or base-36 id; not `sha256`, `x86_64`,
+/// `python311`).
+pub(crate) fn random_name(name: &str) -> bool {
+    let words: Vec<&str> = name
+        .split(['.', '-', '_', '+', '~', '#'])
+        .filter(|w| !w.is_empty())
+        .collect();
+    let several = words.len() > 1;
+    words.iter().any(|w| {
+        let number = w.bytes().all(|b| b.is_ascii_digit());
+        let switches = w
+            .as_bytes()
+            .windows(2)
+            .filter(|p| {
+                let class = |b: u8| (b.is_ascii_digit(), b.is_ascii_alphabetic());
+                class(p[0]) != class(p[1])
+            })
+            .count();
+        (several && number && w.len() >= 4)
+            || (w.len() >= 6 && w.bytes().all(|b| b.is_ascii_alphanumeric()) && switches >= 3)
+    })
 }
 
 /// A path as a policy would write it: `${PROJECT}/…`, `~/…`, or absolute.
@@ -979,6 +1049,52 @@ mod tests {
     fn a_denied_write_of_the_home_itself_proposes_nothing() {
         let home = Path::new("/home/u");
         assert!(write_grant(home, Some(home), &[]).is_err());
+    }
+
+    /// Claude Code's `~/.claude.json.tmp.N.RANDOM`, nyc's
+    /// `~/.node-spawn-wrap-PID-RANDOM`: each run names another file, so a
+    /// grant of the one seen never converges; in the home (not granted
+    /// whole) nothing is proposed, in a directory that may be granted,
+    /// that directory.
+    #[test]
+    fn a_name_with_a_random_part_is_never_proposed() {
+        let home = Path::new("/home/u");
+        for p in [
+            "/home/u/.claude.json.tmp.12.a8f3k2q9",
+            "/home/u/.claude.json.tmp.3.1733561234567",
+            "/home/u/.node-spawn-wrap-4321-9f1c2e7a0b3d",
+            "/home/u/.node-spawn-wrap-4321-9f1c2e7a0b3d/node",
+        ] {
+            assert_eq!(
+                write_grant(Path::new(p), Some(home), &[]),
+                Err(RANDOM_NAME),
+                "{p}"
+            );
+        }
+        assert_eq!(
+            write_grant(
+                Path::new("/home/u/work/out/tmp-48213-x9k2m4/part"),
+                Some(home),
+                &[]
+            ),
+            Ok(PathBuf::from("/home/u/work/out"))
+        );
+        for stable in [
+            "sha256",
+            "x86_64-linux-gnu",
+            "python311",
+            "1000",
+            "id_ed25519",
+            "node-v20.11.0",
+            "libssl.so.1.1",
+            "base64",
+            ".claude.json",
+            "Cargo.lock",
+        ] {
+            assert!(!random_name(stable), "{stable}");
+        }
+        // Not dumpable: no path was read, and none is proposed.
+        assert!(write_grant(Path::new(""), Some(home), &[]).is_err());
     }
 
     /// Codex at FS-ONLY makes `/tmp/codex-daemon-UID` for its daemon's

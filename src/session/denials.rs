@@ -75,6 +75,9 @@ pub(super) struct Context {
     pub expected_classes: Vec<&'static str>,
     /// `[network] expected`: names whose refusal is no finding.
     pub expected_hosts: Vec<crate::policy::HostPattern>,
+    /// The report directory (absolute) and, when it lies in the project,
+    /// its path there (`vetto-report`).
+    pub report_dir: Option<(PathBuf, Option<PathBuf>)>,
 }
 
 impl Context {
@@ -116,7 +119,22 @@ impl Context {
                 .map(|e| e.class.as_str())
                 .collect(),
             expected_hosts: policy.expected_hosts.clone(),
+            report_dir: None,
         }
+    }
+
+    /// With the session's report directory (`dir`, absolute): a refused
+    /// write there is told how to keep it (`git clean -fdx`).
+    pub fn with_report_dir(mut self, dir: Option<&Path>, project: &Path) -> Self {
+        self.report_dir = dir.map(|d| {
+            let inside = d
+                .strip_prefix(project)
+                .ok()
+                .filter(|r| !r.as_os_str().is_empty())
+                .map(Path::to_path_buf);
+            (d.to_path_buf(), inside)
+        });
+        self
     }
 }
 
@@ -171,6 +189,9 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
     let checked = |path: &Path| match crate::report::suggest::reopens_protection(path, &ctx.guarded)
     {
         Some(why) => Err(why),
+        None if crate::report::suggest::before_random_part(path).is_some() => {
+            Err(crate::report::suggest::RANDOM_NAME)
+        }
         None => Ok(path.to_path_buf()),
     };
     let path = target.path().map(PathBuf::from).unwrap_or_default();
@@ -178,6 +199,25 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
         // A host cache is never made writable (a later build outside the
         // sandbox would trust what the job put there): the tool gets a
         // vetto-owned cache instead (docs/caches.md).
+        // vetto's own report directory (`git clean -fdx` removing it):
+        // its log is written there while the job runs.
+        RuleId::FsWriteDenied
+            if ctx
+                .report_dir
+                .as_ref()
+                .is_some_and(|(dir, _)| path.starts_with(dir)) =>
+        {
+            let keep = match ctx.report_dir.as_ref().and_then(|(_, r)| r.as_ref()) {
+                Some(rel) => format!(
+                    "`git clean -fdx -e /{}` keeps it, or ",
+                    escaped(&rel.display().to_string())
+                ),
+                None => String::new(),
+            };
+            Fix::None(format!(
+                "no flag: vetto's own report directory, where this session's log is being written (it is marked ignored by git); {keep}--report-dir outside the project"
+            ))
+        }
         RuleId::FsWriteDenied => {
             // A protection (a masked file, a bin/) comes first: no flag.
             let cache = host_cache_of(&path, home).filter(|_| {

@@ -366,7 +366,7 @@ impl Stub {
                     let received = if dead_net {
                         crate::sandbox::dead_net::recv_query(&socket, &mut buf)
                     } else {
-                        socket.recv_from(&mut buf).map(|(n, peer)| (n, peer, None))
+                        recv_datagram(&socket, &mut buf).map(|(n, peer)| (n, peer, None))
                     };
                     let Ok((n, peer, to)) = received else {
                         continue;
@@ -410,6 +410,53 @@ impl Stub {
             let _ = t.join();
         }
     }
+}
+
+/// One datagram for the stub: its length and sender. Not
+/// `UdpSocket::recv_from`: std asserts that the kernel's sender address
+/// is as long as its family says, and a short one (seen from gVisor's
+/// netstack in the job's namespace) panicked the stub's thread, which
+/// ended the session. A datagram whose sender is not a whole IPv4 or
+/// IPv6 address is an error here: it cannot be answered.
+#[cfg(unix)]
+fn recv_datagram(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+    use nix::sys::socket::{SockaddrStorage, recvfrom};
+    use std::os::fd::AsRawFd;
+    let (n, from) = recvfrom::<SockaddrStorage>(socket.as_raw_fd(), buf)?;
+    from.as_ref()
+        .and_then(sender_of)
+        .map(|peer| (n, peer))
+        .ok_or_else(|| std::io::Error::other("a datagram without a whole sender address"))
+}
+
+/// The IPv4 or IPv6 address in `a`, when it holds a whole one.
+#[cfg(unix)]
+fn sender_of(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
+    a.as_sockaddr_in()
+        .map(|v4| SocketAddr::V4((*v4).into()))
+        .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into())))
+}
+
+/// One connection to the TCP stub and its peer, read as
+/// [`recv_datagram`] reads a sender (std's `accept` asserts the same way).
+#[cfg(unix)]
+fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    use nix::sys::socket::{SockFlag, SockaddrStorage, accept4, getpeername};
+    let stream = TcpStream::from(accept4(listener, SockFlag::SOCK_CLOEXEC)?);
+    let peer = getpeername::<SockaddrStorage>(std::os::fd::AsRawFd::as_raw_fd(&stream))?;
+    let peer = sender_of(&peer)
+        .ok_or_else(|| std::io::Error::other("a connection without a whole peer address"))?;
+    Ok((stream, peer))
+}
+
+#[cfg(not(unix))]
+fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
+    listener.accept()
+}
+
+#[cfg(not(unix))]
+fn recv_datagram(socket: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+    socket.recv_from(buf)
 }
 
 /// Who made a connect to the TCP stub: the job socket's local address
@@ -538,7 +585,7 @@ fn accept_loop(listener: &TcpListener, stop: &AtomicBool, shared: &Arc<TcpShared
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
-        let (stream, peer) = match listener.accept() {
+        let (stream, peer) = match accept_client(listener) {
             Ok(c) => c,
             // Woken to stop (the listener shut down).
             Err(_) if stop.load(Ordering::SeqCst) => return,
@@ -894,5 +941,16 @@ mod tests {
         for n in 0..q.len() {
             let _ = respond(&q[..n], &names, &rules());
         }
+    }
+
+    #[test]
+    fn the_stub_reads_a_datagram_and_its_sender_without_std_recv_from() {
+        // A real datagram: its length and sender.
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"query", rx.local_addr().unwrap()).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = recv_datagram(&rx, &mut buf).unwrap();
+        assert_eq!((n, from), (5, tx.local_addr().unwrap()));
     }
 }

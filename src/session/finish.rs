@@ -115,8 +115,12 @@ pub fn final_status(command_status: u8, fail_on: FailOn, model: Option<&Model>) 
 fn write_reports(model: &Model, session_log: &Path, opts: &ReportOptions, status: u8) {
     // Checked and held open: the directory may hold what an earlier job
     // planted, and nothing here follows it (`safe_fs`).
+    let new_dir = std::fs::symlink_metadata(&opts.report_dir).is_err();
     let dir = match safe_fs::Dir::create(&opts.report_dir, safe_fs::Parents::Walk, 0o755) {
-        Ok(dir) => dir,
+        Ok(dir) => {
+            super::mark_ignored(&dir, new_dir);
+            dir
+        }
         Err(e) => {
             eprintln!(
                 "vetto: error: no reports written: {}; the command's exit status ({status}) is kept",

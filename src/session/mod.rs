@@ -486,7 +486,15 @@ fn execute(
         &refused,
         request.audit,
         options.verbose,
-        &denials::Context::new(&policy, &request.command, &request.policy.home),
+        &denials::Context::new(&policy, &request.command, &request.policy.home).with_report_dir(
+            request
+                .policy
+                .report_dir
+                .as_ref()
+                .map(|d| crate::policy::paths::normalise_abs(&request.policy.cwd.join(d)))
+                .as_deref(),
+            &policy.project,
+        ),
     );
     if let Some(line) = creations_hint(&policy, &plan, request.audit, session.entry_calls_checked())
     {
@@ -659,8 +667,10 @@ type OpenLog = (PathBuf, ChannelSink, SessionWriter);
 /// without following anything planted there ([`safe_fs`]): the report
 /// directory may hold what an earlier job left.
 fn open_log(dir: &Path) -> Option<OpenLog> {
+    let new_dir = std::fs::symlink_metadata(dir).is_err();
     let in_dir = safe_fs::Dir::create(dir, safe_fs::Parents::Walk, 0o755)
         .and_then(|d| {
+            mark_ignored(&d, new_dir);
             let file = d.replace_with_new("session.jsonl", LOG_MODE)?;
             Ok(LogWriter::from_file(file, d.join("session.jsonl")))
         })
@@ -682,6 +692,23 @@ fn open_log(dir: &Path) -> Option<OpenLog> {
                 .map_err(|e| eprintln!("vetto: error: no session log: {e}"))
                 .ok()
         }
+    }
+}
+
+/// Mark the report directory ignored by git, as tools that own a
+/// directory do (`.gitignore` holding `*`): `vetto-report/` is then never
+/// untracked in the repository, `git add -A` leaves it out and `git clean
+/// -fd` leaves it alone. Only a directory vetto made now or its default
+/// one (never a directory of the user's, `--report-dir docs`), and never
+/// over a `.gitignore` that is there.
+pub(crate) fn mark_ignored(dir: &safe_fs::Dir, made_now: bool) {
+    let default = dir.path().file_name() == Some(std::ffi::OsStr::new(finish::DEFAULT_REPORT_DIR));
+    if !(made_now || default) {
+        return;
+    }
+    if let Ok(mut f) = dir.create_new(".gitignore", 0o644) {
+        use std::io::Write as _;
+        let _ = f.write_all(b"# vetto's reports: not part of the project\n*\n");
     }
 }
 

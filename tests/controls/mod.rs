@@ -198,6 +198,7 @@ at_every_tier!(git_and_compiler_work_without_root_dotenv);
 mod agent;
 pub mod go;
 mod local_servers;
+mod long_tail;
 mod registry_env;
 mod round_trip;
 pub(crate) mod toolchains;

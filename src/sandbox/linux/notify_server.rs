@@ -570,7 +570,14 @@ impl Shared {
         // Before any answer: whatever the decision, the job may have
         // changed an entry (the check after the session reads again) —
         // itself, or through whatever listens on the socket it connects to.
-        if n.call.is_creation() {
+        // An `open` for writing without `O_CREAT` (notified to reopen a
+        // file made in a carved directory) makes no entry: not counted.
+        let plain_open = match n.call {
+            Call::Open => n.args[1] as u32 as i32 & c::O_CREAT == 0,
+            Call::Openat => n.args[2] as u32 as i32 & c::O_CREAT == 0,
+            _ => false,
+        };
+        if n.call.is_creation() && !plain_open {
             self.entry_changes.note_entry_call();
         } else if n.call == Call::Connect {
             self.entry_changes.note_connect();

@@ -368,7 +368,13 @@ fn apply(
             // Closing our copy lets the supervisor see EOF once the job has
             // exec'ed (the job's copy is close-on-exec).
             drop(status.take());
-            init(child, &waited, death, request.supervisor, reports)
+            init(
+                child,
+                (&waited, death),
+                request.supervisor,
+                &request.plan.expected_daemons,
+                reports,
+            )
         }
     }
 }
@@ -407,9 +413,9 @@ fn cstrings<'a>(items: impl Iterator<Item = &'a [u8]>) -> Result<Vec<CString>, S
 /// ends (or vetto dies) kill every process left and exit as the job did.
 fn init(
     job: Pid,
-    waited: &SigSet,
-    death: Signal,
+    (waited, death): (&SigSet, Signal),
     supervisor: i32,
+    expected: &[crate::policy::ExpectedDaemon],
     mut reports: std::os::unix::net::UnixStream,
 ) -> ! {
     let mut job_status: Option<WaitStatus> = None;
@@ -439,12 +445,73 @@ fn init(
             }
         }
         if let Some(ws) = job_status {
+            // What the job's tools left running may end by itself first.
+            grace_for_leftovers((waited, death), supervisor, expected);
             // The session is over: nothing the job started outlives it.
             report_escapes(&mut reports);
             kill_descendants();
             // Only now, with every process reaped, may vetto stop waiting.
             report_end(&mut reports, ws);
             exit_like(ws);
+        }
+    }
+}
+
+/// How long what the job left running may go on after the job ended.
+/// Everyday tools start helpers that outlive the command by a moment:
+/// git's `maintenance run --auto --detach` after a commit (seconds on a
+/// repository with thousands of loose objects), a `gpg-agent` a test
+/// suite's signed commit started (it ends once its home is removed), a
+/// background child about to end. Bounded: a daemon meant to stay costs
+/// the session this much, then is killed and recorded.
+const LEFTOVER_GRACE: Duration = Duration::from_secs(5);
+
+/// The job has ended: give what it left running [`LEFTOVER_GRACE`] to
+/// end by itself, still sandboxed (its calls are decided and recorded as
+/// before), reaping as it goes. What ends in time is no finding; what is
+/// still running then is reported and killed by the caller. Ends early
+/// once nothing is left, or nothing but daemons the policy expects (they
+/// never end by themselves: no wait for them), or on a signal vetto sends.
+fn grace_for_leftovers(
+    (waited, death): (&SigSet, Signal),
+    supervisor: i32,
+    expected: &[crate::policy::ExpectedDaemon],
+) {
+    let deadline = std::time::Instant::now() + LEFTOVER_GRACE;
+    loop {
+        while let Ok(ws) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            if ws == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let only_expected = super::proc::descendants(std::process::id())
+            .into_iter()
+            .filter(|pid| !super::proc::is_exiting(*pid))
+            .all(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .is_ok_and(|exe| expected.iter().any(|d| d.matches(&exe)))
+            });
+        let now = std::time::Instant::now();
+        if only_expected || now >= deadline {
+            return;
+        }
+        // A child's end wakes this at once (SIGCHLD); one deeper in the
+        // tree is seen at the next look.
+        let Some(caught) = sys::sigtimedwait(
+            waited,
+            deadline
+                .saturating_duration_since(now)
+                .min(Duration::from_millis(100)),
+        ) else {
+            continue;
+        };
+        let sig = Signal::try_from(caught.signo).ok();
+        if sig == Some(death) && getppid().as_raw() != supervisor {
+            kill_descendants();
+            std::process::exit(128 + libc::SIGKILL);
+        }
+        if sig.is_some_and(|s| s != Signal::SIGCHLD) && caught.from_user() {
+            return;
         }
     }
 }

@@ -51,11 +51,11 @@ impl Shared {
             Ok(p) => p,
             Err(answer) => return (answer, None),
         };
+        if flags & c::O_CREAT == 0 {
+            return (self.reopen_for_writing(n, dirfd, &path, flags), None);
+        }
         let shown = Some(show(&path));
-        if flags & c::O_CREAT == 0
-            || flags & !(c::O_KEPT | c::O_ABSORBED) != 0
-            || flags & c::O_ACCMODE == c::O_ACCMODE
-        {
+        if flags & !(c::O_KEPT | c::O_ABSORBED) != 0 || flags & c::O_ACCMODE == c::O_ACCMODE {
             return (Answer::Continue(Reason::Unsupported), shown);
         }
         if let Some(refused) = self.nested_git(n, dirfd, &path) {
@@ -202,6 +202,41 @@ impl Shared {
             .lock()
             .map(|set| set.contains(&(f.dev, f.ino)))
             .unwrap_or(false)
+    }
+
+    /// `open*` for writing without `O_CREAT` (append to, or rewrite, a
+    /// file): a file the supervisor made in a carved directory has no
+    /// Landlock rule of its own (the rules were fixed before it existed),
+    /// so the kernel would refuse it `EACCES` although the job made it.
+    /// Opened here when it is such a file (regular, one link, its inode
+    /// made this session: see [`Shared::reopen_created`]); anything else
+    /// (a file that was there before, a protected name, a path outside
+    /// the carved directories) is the kernel's to decide, as without the
+    /// supervisor, and not recorded.
+    fn reopen_for_writing(&self, n: &Notified, dirfd: i32, path: &CStr, flags: i32) -> Answer {
+        let unhandled = Answer::Continue(Reason::NotHandled);
+        if flags & c::O_ACCMODE == c::O_RDONLY
+            || flags & c::O_ACCMODE == c::O_ACCMODE
+            || flags & !(c::O_KEPT | c::O_ABSORBED) != 0
+        {
+            return unhandled;
+        }
+        let Ok(target) = self.locate(n, dirfd, path, false) else {
+            return unhandled;
+        };
+        let dir = self.carved[target.carved].fd.as_fd();
+        // Looked at without opening first: nothing but a file this
+        // session made is ever opened on the job's behalf.
+        if !sys::facts_at(dir, &target.name_c)
+            .is_ok_and(|f| f.is_regular() && f.nlink == 1 && self.was_created_here(&f))
+        {
+            return unhandled;
+        }
+        if !self.listener.id_valid(n.id) {
+            return Answer::Drop;
+        }
+        self.reopen_created(dir, &target.name_c, flags)
+            .unwrap_or(unhandled)
     }
 
     /// Open again a regular file this supervisor created (and nothing

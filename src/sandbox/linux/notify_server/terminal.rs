@@ -50,6 +50,7 @@ impl Shared {
     /// in canonical form (what `ptsname()` returns). The job's own
     /// descriptor table must hold the master of pty `N` (a `ptmx`
     /// descriptor, checked with `TIOCGPTN` on the supervisor's own copy).
+    /// Another path → `None`.
     /// The supervisor then opens the slave through that master
     /// (`TIOCGPTPEER`), so what the job gets is the slave of a terminal it
     /// already controls entirely, and only if it is the very inode
@@ -77,9 +78,10 @@ impl Shared {
         let Ok(path) = copy_path(n.tid, path_addr) else {
             return leave;
         };
-        let Some(index) = pts_index(path.to_bytes()) else {
-            return leave;
-        };
+        // Not a pty's slave (GNU tools pass `O_NOCTTY` on ordinary
+        // opens): decided as any other open is (a file the job made at
+        // the top of the project is reopened for it).
+        let index = pts_index(path.to_bytes())?;
         let Ok(pidfd) = sys::pidfd_open_thread(n.tid) else {
             return Some(self.stale_or(n, Answer::Continue(Reason::NotHandled)));
         };
