@@ -87,6 +87,7 @@ fn main() {
             (home.join(".claude.json"), Compare::AgentJson),
         ],
         agent_trees: vec![home.join(".codex/packages")],
+        nested_git_dirs: Vec::new(),
     };
     let project_only = || Roots {
         agent_files: Vec::new(),

@@ -41,6 +41,8 @@ pub const MAX_LOCATIONS: usize = 512;
 /// virtualenvs are watched.
 const MAX_TOP_ENTRIES: usize = 4096;
 const MAX_VENVS: usize = 16;
+/// Nested repositories kept by content.
+pub const MAX_NESTED: usize = 32;
 /// Submodule git directories looked for below `modules/`, and how deep.
 const MAX_MODULES: usize = 64;
 const MODULES_DEPTH: usize = 4;
@@ -106,6 +108,11 @@ pub struct Roots {
     /// at its next start, that the job may write: [`agent_home_trees`]
     /// filtered by the policy. Any change in one is reported.
     pub agent_trees: Vec<PathBuf>,
+    /// The `.git` directories below the project's top that the start's
+    /// walk listed: nested repositories, whose config and hooks are kept
+    /// by content too (at most [`MAX_NESTED`]; the rest are judged by
+    /// change times alone).
+    pub nested_git_dirs: Vec<PathBuf>,
 }
 
 /// What was resolved.
@@ -283,6 +290,9 @@ pub fn resolve(roots: &Roots, files: &dyn Files) -> Resolved {
     r.virtualenvs(&roots.project);
     for repo in repositories(&roots.project, files) {
         r.repository(&repo);
+    }
+    for g in roots.nested_git_dirs.iter().take(MAX_NESTED) {
+        r.nested(g);
     }
     for (path, compare) in &roots.agent_files {
         r.add(path.clone(), false, *compare, "an agent's settings".into());
@@ -583,6 +593,33 @@ impl Resolver<'_> {
                 }
             }
         }
+    }
+
+    /// A repository nested in the project (`g`, its `.git` directory):
+    /// what its own git reads — config (and what it includes and names),
+    /// hooks, info — that a `git status` in it runs. Its worktree's editor
+    /// and tool files are not followed: it is somebody else's checkout.
+    fn nested(&mut self, g: &Path) {
+        if self.files.kind(g) != Some(Kind::Dir) {
+            return;
+        }
+        let shown = g.display().to_string();
+        for (name, tree) in [
+            ("config", false),
+            ("config.worktree", false),
+            ("commondir", false),
+            ("hooks", true),
+            ("info", true),
+        ] {
+            self.add(
+                g.join(name),
+                tree,
+                Compare::Bytes,
+                format!("{name} of the nested repository at {shown}"),
+            );
+        }
+        let worktree = g.parent().map(Path::to_path_buf);
+        self.config(&g.join("config"), worktree.as_deref(), 0);
     }
 
     fn repository(&mut self, repo: &Repo) {
@@ -1077,6 +1114,7 @@ mod tests {
             home: Some(PathBuf::from("/h")),
             agent_files: Vec::new(),
             agent_trees: Vec::new(),
+            nested_git_dirs: Vec::new(),
         }
     }
 

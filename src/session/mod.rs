@@ -378,18 +378,20 @@ fn execute(
         };
     }
     let shared_before = supervisor::snapshot_shared(&plan);
+    let git_dirs = walking
+        .as_ref()
+        .map(policy::Walking::git_dirs)
+        .unwrap_or_default();
     let persistence = supervisor::persist::Watch::start(
         &policy.project,
         plan.checked_after.as_deref().unwrap_or_default(),
-        &walking
-            .as_ref()
-            .map(policy::Walking::git_dirs)
-            .unwrap_or_default(),
+        &git_dirs,
     );
     let autorun = supervisor::snapshot::Snapshot::take(autorun_roots(
         &policy,
         &request.policy.home,
         &request.policy.env,
+        git_dirs,
     ));
     #[cfg(target_os = "linux")]
     let index = supervisor::concealment::IndexAtStart::take(&policy.project);
@@ -577,6 +579,7 @@ fn autorun_roots(
     policy: &policy::Policy,
     home: &Path,
     env: &[(String, String)],
+    git_dirs: Vec<PathBuf>,
 ) -> policy::autorun::Roots {
     let writable = |p: &Path| {
         policy::paths::decide(policy.fs.iter().map(|r| (r.path.as_path(), r.access)), p)
@@ -592,6 +595,10 @@ fn autorun_roots(
         agent_trees: policy::autorun::agent_home_trees(home, env)
             .into_iter()
             .filter(|p| !p.starts_with(&policy.project) && writable(p))
+            .collect(),
+        nested_git_dirs: git_dirs
+            .into_iter()
+            .filter(|g| g.starts_with(&policy.project) && g.parent() != Some(&policy.project))
             .collect(),
     }
 }

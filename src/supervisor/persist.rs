@@ -1067,11 +1067,48 @@ pub fn finish(
     // format) over the change time's wherever the snapshot watches.
     if let Some(snapshot) = snapshot {
         let (changes, unchecked) = snapshot.compare();
-        findings.retain(|f| !snapshot.watches(&f.path));
+        // A nested repository the snapshot holds by content is judged by
+        // it, not by its stamps.
+        findings.retain(|f| {
+            !snapshot.watches(&f.path)
+                && !(matches!(f.what, What::Repository { .. })
+                    && snapshot.watches(&f.path.join("config")))
+        });
         let (kept, changes): (Vec<_>, Vec<_>) = changes
             .into_iter()
             .partition(|c| put.keep.iter().any(|k| k.keeps(&c.path)));
-        let undo: Vec<&super::snapshot::Change> = changes.iter().collect();
+        // What the change times found that makes a repository where there
+        // was none is undone too: a `.git` entry made below the root is
+        // taken away, and a directory that became a repository loses the
+        // `HEAD` that made it one (git no longer takes it for one; its
+        // objects and config stay).
+        let made: Vec<super::snapshot::Change> = findings
+            .iter()
+            .filter(|f| !put.keep.iter().any(|k| k.keeps(&f.path)))
+            .filter_map(|f| {
+                let path = match f.what {
+                    What::Became => f.path.join("HEAD"),
+                    What::Changed | What::Link
+                        if f.path.file_name().is_some_and(is_git_name)
+                            && f.path.parent() != Some(watch.project.as_path()) =>
+                    {
+                        f.path.clone()
+                    }
+                    _ => return None,
+                };
+                Some(super::snapshot::Change {
+                    path,
+                    why: f.what.describe(),
+                    before: super::snapshot::Seen::Absent,
+                    after: super::snapshot::Seen::Other,
+                    compare: crate::policy::autorun::Compare::Bytes,
+                    keys: Vec::new(),
+                    inside: 0,
+                    root: watch.project.clone(),
+                })
+            })
+            .collect();
+        let undo: Vec<&super::snapshot::Change> = changes.iter().chain(made.iter()).collect();
         #[cfg(target_os = "linux")]
         let (outcomes, archive) =
             super::put_back::put_back(snapshot.project(), &undo, put.archive.clone());
@@ -1106,6 +1143,31 @@ pub fn finish(
                 "vetto: what the session changed where a tool runs it later was put back; the session's versions are in {} (name a path in [persistence] keep to keep such a change)",
                 crate::text::escape_path(a)
             );
+        }
+        for m in &made {
+            let Some(o) = outcomes.iter().find(|o| o.path == m.path) else {
+                continue;
+            };
+            let reported = if m.path.file_name() == Some(OsStr::new("HEAD")) {
+                m.path.parent().unwrap_or(&m.path)
+            } else {
+                m.path.as_path()
+            };
+            if let Some(f) = findings.iter_mut().find(|f| f.path == reported) {
+                let mut what = format!(
+                    "{}; {}: {}",
+                    f.what.describe(),
+                    crate::text::path_name(&m.path),
+                    o.said
+                );
+                if let (true, Some(a)) = (o.undone, &archive) {
+                    what.push_str(&format!(
+                        "; to keep it: {}",
+                        super::put_back::accept_command(a, snapshot.project(), &m.path)
+                    ));
+                }
+                f.what = What::Runs(what);
+            }
         }
         for c in kept {
             findings.push(Finding {

@@ -566,6 +566,7 @@ mod tests {
                 Compare::AgentJson,
             )],
             agent_trees: Vec::new(),
+            nested_git_dirs: Vec::new(),
         }
     }
 

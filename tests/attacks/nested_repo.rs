@@ -261,6 +261,15 @@ fn in_place_config_write_without_any_new_entry_is_still_found(tier: Tier) {
     run.assert_stdout_contains("script-finished")
         .assert_stderr_contains("vetto: persistence planted: ")
         .assert_stderr_contains("vendor/lib/.git");
+    // The nested repository's config is kept by content: it is put back,
+    // and the next `git status` there runs nothing of the job's.
+    w.bare(&["git", "status", "--short"])
+        .cwd(w.project.join("vendor/lib"))
+        .run();
+    assert!(
+        !marker.exists(),
+        "the nested repository's fsmonitor ran later"
+    );
 }
 at_every_tier!(in_place_config_write_without_any_new_entry_is_still_found);
 

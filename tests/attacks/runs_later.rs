@@ -188,6 +188,15 @@ fn repository_completed_by_a_rename_in_a_later_session_is_reported(tier: Tier) {
         &log,
         &["/sub\"", "was not this one when the session began"],
     );
+    // Put back: `sub` lost the HEAD that made it a repository, so the next
+    // `git status` there is the project's, and runs no fsmonitor.
+    w.bare(&["git", "status", "--short"])
+        .cwd(w.project.join("sub"))
+        .run();
+    assert!(
+        !marker.exists(),
+        "the completed repository's fsmonitor ran later"
+    );
 }
 at_every_tier!(repository_completed_by_a_rename_in_a_later_session_is_reported);
 
@@ -227,6 +236,13 @@ fn nested_git_directory_completed_inside_is_reported(tier: Tier) {
         &out,
         &log,
         &["/sub/.git\"", "was not this one when the session began"],
+    );
+    w.bare(&["git", "status", "--short"])
+        .cwd(w.project.join("sub"))
+        .run();
+    assert!(
+        !marker.exists(),
+        "the completed repository's fsmonitor ran later"
     );
 }
 at_every_tier!(nested_git_directory_completed_inside_is_reported);
