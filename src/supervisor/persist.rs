@@ -1070,9 +1070,11 @@ pub fn finish(
         // A nested repository the snapshot holds by content is judged by
         // it, not by its stamps.
         findings.retain(|f| {
-            !snapshot.watches(&f.path)
-                && !(matches!(f.what, What::Repository { .. })
-                    && snapshot.watches(&f.path.join("config")))
+            let held = match f.what {
+                What::Repository { .. } => snapshot.watches(&f.path.join("config")),
+                _ => false,
+            };
+            !held && !snapshot.watches(&f.path)
         });
         let (kept, changes): (Vec<_>, Vec<_>) = changes
             .into_iter()
