@@ -173,17 +173,25 @@ pub const RUNS_KEYS: [&str; 28] = [
     "tools",
 ];
 
-/// An agent's settings in the home directory, which it reads at every
-/// start (`CLAUDE_CONFIG_DIR` and `CODEX_HOME` move two of them); the
-/// caller keeps those the job may write.
-pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, Compare)> {
+/// Claude Code's and Codex's directories in the home, where
+/// `CLAUDE_CONFIG_DIR` and `CODEX_HOME` move them.
+fn agent_dirs(home: &Path, env: &[(String, String)]) -> (PathBuf, PathBuf) {
     let var = |name: &str| {
         env.iter()
             .find(|(k, v)| k == name && !v.is_empty())
             .map(|(_, v)| PathBuf::from(v))
     };
-    let claude = var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude"));
-    let codex = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+    (
+        var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude")),
+        var("CODEX_HOME").unwrap_or_else(|| home.join(".codex")),
+    )
+}
+
+/// An agent's settings in the home directory, which it reads at every
+/// start (`CLAUDE_CONFIG_DIR` and `CODEX_HOME` move two of them); the
+/// caller keeps those the job may write.
+pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, Compare)> {
+    let (claude, codex) = agent_dirs(home, env);
     let mut files = vec![
         (claude.join("settings.json"), Compare::AgentJson),
         (claude.join("settings.local.json"), Compare::AgentJson),
@@ -238,13 +246,7 @@ pub fn agent_home_files(home: &Path, env: &[(String, String)]) -> Vec<(PathBuf, 
 /// itself, is not one: what enables a plugin (`enabledPlugins`) is watched
 /// in its settings.
 pub fn agent_home_trees(home: &Path, env: &[(String, String)]) -> Vec<PathBuf> {
-    let var = |name: &str| {
-        env.iter()
-            .find(|(k, v)| k == name && !v.is_empty())
-            .map(|(_, v)| PathBuf::from(v))
-    };
-    let claude = var("CLAUDE_CONFIG_DIR").unwrap_or_else(|| home.join(".claude"));
-    let codex = var("CODEX_HOME").unwrap_or_else(|| home.join(".codex"));
+    let (claude, codex) = agent_dirs(home, env);
     vec![
         codex.join("packages"),
         codex.join("rules"),

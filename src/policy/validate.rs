@@ -110,6 +110,18 @@ pub struct PathCtx<'a> {
 }
 
 impl PathCtx<'_> {
+    /// A program or file path as a pattern matched later (`*` and `?`
+    /// within a component), not against the filesystem now: expanded and
+    /// normalised (`[process] daemons`, `[persistence] keep`).
+    pub fn path_pattern(&self, written: &str) -> Result<PathBuf, String> {
+        self.pattern(written, None).map(Ok).unwrap_or_else(|| {
+            self.vars
+                .expand(written)
+                .map_err(|e| e.to_string())
+                .and_then(|p| paths::normalise(&p).map_err(|e| e.to_string()))
+        })
+    }
+
     /// The pattern of a glob rule, expanded and normalised as [`Self::resolve`]
     /// does before it walks; `None` for a plain path (or one that does not
     /// resolve: `resolve` reports that).
@@ -499,13 +511,7 @@ pub fn validate(
     }
 
     for d in &raw.daemons {
-        let pattern = ctx.pattern(&d.value, None).map(Ok).unwrap_or_else(|| {
-            ctx.vars
-                .expand(&d.value)
-                .map_err(|e| e.to_string())
-                .and_then(|p| paths::normalise(&p).map_err(|e| e.to_string()))
-        });
-        match pattern {
+        match ctx.path_pattern(&d.value) {
             Ok(pattern) => layer.expected_daemons.push(super::ExpectedDaemon {
                 pattern,
                 origin: origin(&d.span, &d.value),
@@ -515,13 +521,7 @@ pub fn validate(
     }
 
     for k in &raw.keep {
-        let pattern = ctx.pattern(&k.value, None).map(Ok).unwrap_or_else(|| {
-            ctx.vars
-                .expand(&k.value)
-                .map_err(|e| e.to_string())
-                .and_then(|p| paths::normalise(&p).map_err(|e| e.to_string()))
-        });
-        match pattern {
+        match ctx.path_pattern(&k.value) {
             Ok(pattern) => layer.keep_changes.push(super::KeepChange {
                 pattern,
                 origin: origin(&k.span, &k.value),

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{Out, Tier, World};
+use crate::util::{Tier, World, git_status_in, planted_lines};
 use crate::{at_every_tier, require};
 
 /// The job's attack: a nested repository with a command as its
@@ -16,17 +16,6 @@ fn plant(marker: &Path) -> String {
          echo sub/ >> .git/info/exclude",
         marker.display()
     )
-}
-
-/// An ordinary `git status` in `dir`, unsandboxed, as a shell prompt runs it.
-fn git_status_in(w: &World, dir: &Path) -> Out {
-    w.bare(&["git", "status", "--short"]).cwd(dir).run()
-}
-
-fn planted_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains("\"persistence-planted\""))
-        .collect()
 }
 
 fn marker_of(w: &World) -> PathBuf {
@@ -263,9 +252,7 @@ fn in_place_config_write_without_any_new_entry_is_still_found(tier: Tier) {
         .assert_stderr_contains("vendor/lib/.git");
     // The nested repository's config is kept by content: it is put back,
     // and the next `git status` there runs nothing of the job's.
-    w.bare(&["git", "status", "--short"])
-        .cwd(w.project.join("vendor/lib"))
-        .run();
+    git_status_in(&w, &w.project.join("vendor/lib"));
     assert!(
         !marker.exists(),
         "the nested repository's fsmonitor ran later"

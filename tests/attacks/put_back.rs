@@ -12,18 +12,8 @@ use std::path::{Path, PathBuf};
 
 use vetto::policy::tool_files::{Declared, Format, PROJECT, Shape};
 
-use crate::util::{self, Out, Tier, World};
+use crate::util::{self, Out, Tier, World, marker_of, planted_lines};
 use crate::{at_every_tier, require};
-
-fn planted_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains("\"persistence-planted\""))
-        .collect()
-}
-
-fn marker_of(w: &World) -> PathBuf {
-    w.outside.join("ran-later")
-}
 
 fn put(w: &World, rel: &str, body: &str) {
     let path = w.project.join(rel);
@@ -32,6 +22,26 @@ fn put(w: &World, rel: &str, body: &str) {
     }
     std::fs::write(&path, body).unwrap();
     util::chown_tree(&w.project);
+}
+
+/// The control of each test: in a fresh world, `setup`, then the job's
+/// `attack` (given the marker), then the `later` step, all bare: the
+/// planted program runs (the marker appears).
+fn runs_later_bare(
+    tier: Tier,
+    setup: &dyn Fn(&World),
+    attack: &dyn Fn(&World, &Path) -> String,
+    later: &dyn Fn(&World),
+) {
+    let bare = World::at(tier);
+    setup(&bare);
+    let marker = marker_of(&bare);
+    bare.sh_bare(&attack(&bare, &marker)).assert_success();
+    later(&bare);
+    assert!(
+        marker.exists(),
+        "control: the planted program did not run bare"
+    );
 }
 
 const COMMIT: &str =
@@ -62,12 +72,16 @@ fn run_sh(w: &World, script: &str) -> Out {
 /// back — which, run, brings exactly the job's version.
 fn a_rewritten_hook_does_not_run_at_the_next_commit(tier: Tier) {
     require!(tier.feature());
-    let bare = World::at(tier);
-    bare.sh_bare(HOOKS_PATH_SETUP).assert_success();
-    let marker = marker_of(&bare);
-    bare.sh_bare(&rewrite_hook(&marker)).assert_success();
-    bare.sh_bare(COMMIT);
-    assert!(marker.exists(), "control: the bare hook did not run");
+    runs_later_bare(
+        tier,
+        &|w| {
+            w.sh_bare(HOOKS_PATH_SETUP).assert_success();
+        },
+        &|_, m| rewrite_hook(m),
+        &|w| {
+            w.sh_bare(COMMIT);
+        },
+    );
 
     let w = World::at(tier);
     w.sh_bare(HOOKS_PATH_SETUP).assert_success();
@@ -348,15 +362,9 @@ fn an_npmrc_script_shell_does_not_run_at_the_next_npm_test(tier: Tier) {
         )
     };
     let npm_test = "npm test --offline --no-update-notifier 2>&1";
-    let bare = World::at(tier);
-    setup(&bare);
-    let marker = marker_of(&bare);
-    bare.sh_bare(&attack(&marker)).assert_success();
-    bare.sh_bare(npm_test).assert_stdout_contains("tested");
-    assert!(
-        marker.exists(),
-        "control: npm did not run the planted shell"
-    );
+    runs_later_bare(tier, &setup, &|_, m| attack(m), &|w| {
+        w.sh_bare(npm_test).assert_stdout_contains("tested");
+    });
 
     let w = World::at(tier);
     setup(&w);
@@ -396,14 +404,15 @@ fn a_pth_planted_in_an_existing_virtualenv_does_not_run_at_the_next_python(tier:
         )
     };
     let later = ".venv/bin/python -c pass";
-    let bare = World::at(tier);
-    bare.sh_bare(VENV).assert_success();
-    let marker = marker_of(&bare);
-    bare.sh_bare(&plant(&marker)).assert_success();
-    bare.sh_bare(later).assert_success();
-    assert!(
-        marker.exists(),
-        "control: python did not run the planted .pth"
+    runs_later_bare(
+        tier,
+        &|w| {
+            w.sh_bare(VENV).assert_success();
+        },
+        &|_, m| plant(m),
+        &|w| {
+            w.sh_bare(later).assert_success();
+        },
     );
 
     let w = World::at(tier);
@@ -466,12 +475,16 @@ fn a_script_a_hook_links_to_does_not_run_the_jobs_line_at_the_next_commit(tier: 
                  chmod +x scripts/pre-commit; ln -s ../../scripts/pre-commit .git/hooks/pre-commit; \
                  git add -A; git -c user.name=t -c user.email=t@vetto.invalid commit -qm hooks";
     let attack = |m: &Path| format!("echo 'echo pwned > {}' >> scripts/pre-commit", m.display());
-    let bare = World::at(tier);
-    bare.sh_bare(setup).assert_success();
-    let marker = marker_of(&bare);
-    bare.sh_bare(&attack(&marker)).assert_success();
-    bare.sh_bare(COMMIT);
-    assert!(marker.exists(), "control: the linked hook did not run");
+    runs_later_bare(
+        tier,
+        &|w| {
+            w.sh_bare(setup).assert_success();
+        },
+        &|_, m| attack(m),
+        &|w| {
+            w.sh_bare(COMMIT);
+        },
+    );
 
     let w = World::at(tier);
     w.sh_bare(setup).assert_success();
@@ -525,15 +538,9 @@ fn a_cargo_rustc_wrapper_does_not_run_at_the_next_cargo_build(tier: Tier) {
             .timeout(std::time::Duration::from_secs(300))
             .run()
     };
-    let bare = World::at(tier);
-    setup(&bare);
-    let marker = marker_of(&bare);
-    bare.sh_bare(&attack(&bare, &marker)).assert_success();
-    build(&bare).assert_success();
-    assert!(
-        marker.exists(),
-        "control: cargo did not run the planted wrapper"
-    );
+    runs_later_bare(tier, &setup, &attack, &|w| {
+        build(w).assert_success();
+    });
 
     let w = World::at(tier);
     setup(&w);

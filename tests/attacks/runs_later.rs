@@ -8,16 +8,10 @@
 //! `persistence-planted` (`vetto ci` exits 3), the agent's own settings
 //! put back so the later step runs nothing.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use crate::util::{self, Out, Tier, World};
+use crate::util::{self, Out, Tier, World, marker_of, planted_lines};
 use crate::{at_every_tier, require};
-
-fn planted_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains("\"persistence-planted\""))
-        .collect()
-}
 
 fn assert_planted(out: &Out, log: &str, needles: &[&str]) {
     assert_eq!(out.code(), 3, "{}", out.dump());
@@ -29,10 +23,6 @@ fn assert_planted(out: &Out, log: &str, needles: &[&str]) {
             out.dump()
         );
     }
-}
-
-fn marker_of(w: &World) -> PathBuf {
-    w.outside.join("ran-later")
 }
 
 /// A hook that leaves `marker` when it runs.
@@ -152,9 +142,7 @@ fn completed_repository_runs_bare(tier: Tier, steps: impl Fn(&Path) -> String) {
     let bare = World::at(tier);
     let marker = marker_of(&bare);
     bare.sh_bare(&steps(&marker)).assert_success();
-    bare.bare(&["git", "status", "--short"])
-        .cwd(bare.project.join("sub"))
-        .run();
+    util::git_status_in(&bare, &bare.project.join("sub"));
     assert!(
         marker.exists(),
         "control: the completed repository's fsmonitor did not run"
@@ -190,9 +178,7 @@ fn repository_completed_by_a_rename_in_a_later_session_is_reported(tier: Tier) {
     );
     // Put back: `sub` lost the HEAD that made it a repository, so the next
     // `git status` there is the project's, and runs no fsmonitor.
-    w.bare(&["git", "status", "--short"])
-        .cwd(w.project.join("sub"))
-        .run();
+    util::git_status_in(&w, &w.project.join("sub"));
     assert!(
         !marker.exists(),
         "the completed repository's fsmonitor ran later"
@@ -237,9 +223,7 @@ fn nested_git_directory_completed_inside_is_reported(tier: Tier) {
         &log,
         &["/sub/.git\"", "was not this one when the session began"],
     );
-    w.bare(&["git", "status", "--short"])
-        .cwd(w.project.join("sub"))
-        .run();
+    util::git_status_in(&w, &w.project.join("sub"));
     assert!(
         !marker.exists(),
         "the completed repository's fsmonitor ran later"

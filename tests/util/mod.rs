@@ -642,6 +642,23 @@ macro_rules! require_attack_possible {
 
 /// Is `name` (or `all`) listed in `VETTO_TEST_REQUIRE`?
 /// The `violation` lines of a session log.
+/// An ordinary `git status` in `dir`, unsandboxed, as a shell prompt runs it.
+pub fn git_status_in(w: &World, dir: &Path) -> Out {
+    w.bare(&["git", "status", "--short"]).cwd(dir).run()
+}
+
+/// The `persistence-planted` records of a session log.
+pub fn planted_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains("\"persistence-planted\""))
+        .collect()
+}
+
+/// The outside marker a planted program leaves when it runs later.
+pub fn marker_of(w: &World) -> PathBuf {
+    w.outside.join("ran-later")
+}
+
 pub fn violation_lines(log: &str) -> Vec<&str> {
     log.lines()
         .filter(|l| l.contains("\"type\":\"violation\""))
