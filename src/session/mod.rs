@@ -553,25 +553,29 @@ fn execute(
 /// agents' settings in the home directory that the policy lets the job
 /// write (a preset's grant), which are put back when the session changed
 /// what they run (`supervisor::snapshot`).
-/// Where the session's versions of what is put back go: the report
-/// directory when there is one, else vetto's state directory
-/// (`$XDG_STATE_HOME/vetto/put-back`, an absolute one only, else
-/// `~/.local/state/vetto/put-back`), outside the project either way.
-fn put_back_archive(req: &policy::LoadRequest) -> supervisor::put_back::ArchiveAt {
-    match &req.report_dir {
+/// Where the session's versions of what is put back go: the project's
+/// to the report directory when there is one, else to vetto's state
+/// directory (`$XDG_STATE_HOME/vetto/put-back`, an absolute one only, else
+/// `~/.local/state/vetto/put-back`), as what lay outside the project
+/// always does.
+fn put_back_archive(req: &policy::LoadRequest) -> supervisor::put_back::Archives {
+    let state = req
+        .env
+        .iter()
+        .find(|(k, v)| k == "XDG_STATE_HOME" && v.starts_with('/'))
+        .map_or_else(|| req.home.join(".local/state"), |(_, v)| PathBuf::from(v))
+        .join("vetto/put-back");
+    let project = match &req.report_dir {
         // Absolute, for the command that takes a version back from
         // wherever the user runs it.
         Some(dir) => supervisor::put_back::ArchiveAt::ReportDir(
             std::env::current_dir().map_or_else(|_| dir.clone(), |cwd| cwd.join(dir)),
         ),
-        None => {
-            let state = req
-                .env
-                .iter()
-                .find(|(k, v)| k == "XDG_STATE_HOME" && v.starts_with('/'))
-                .map_or_else(|| req.home.join(".local/state"), |(_, v)| PathBuf::from(v));
-            supervisor::put_back::ArchiveAt::State(state.join("vetto/put-back"))
-        }
+        None => supervisor::put_back::ArchiveAt::State(state.clone()),
+    };
+    supervisor::put_back::Archives {
+        project,
+        outside: state,
     }
 }
 

@@ -1028,7 +1028,7 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
 #[derive(Debug, Clone)]
 pub struct PutBack {
     pub keep: Vec<crate::policy::KeepChange>,
-    pub archive: super::put_back::ArchiveAt,
+    pub archive: super::put_back::Archives,
     /// The project's index as the session started: the skip-worktree and
     /// assume-unchanged flags the session set on files it changed.
     #[cfg(target_os = "linux")]
@@ -1112,16 +1112,16 @@ pub fn finish(
             .collect();
         let undo: Vec<&super::snapshot::Change> = changes.iter().chain(made.iter()).collect();
         #[cfg(target_os = "linux")]
-        let (outcomes, archive) =
+        let (outcomes, archives) =
             super::put_back::put_back(snapshot.project(), &undo, put.archive.clone());
         #[cfg(not(target_os = "linux"))]
-        let (outcomes, archive): (Vec<super::put_back::Outcome>, Option<PathBuf>) =
-            (Vec::new(), None);
+        let (outcomes, archives): (Vec<super::put_back::Outcome>, Vec<PathBuf>) =
+            (Vec::new(), Vec::new());
         for c in &changes {
             let mut what = c.describe();
             if let Some(o) = outcomes.iter().find(|o| o.path == c.path) {
                 what.push_str(&format!("; {}", o.said));
-                if let (true, Some(a)) = (o.undone, &archive) {
+                if let (true, Some(a)) = (o.undone, &o.archive) {
                     if !matches!(c.after, super::snapshot::Seen::Absent) {
                         what.push_str(&format!(
                             "; to keep the session's version: {}",
@@ -1140,7 +1140,7 @@ pub fn finish(
                 what: What::Runs(what),
             });
         }
-        if let Some(a) = &archive {
+        for a in &archives {
             eprintln!(
                 "vetto: what the session changed where a tool runs it later was put back; the session's versions are in {} (name a path in [persistence] keep to keep such a change)",
                 crate::text::escape_path(a)
@@ -1162,7 +1162,7 @@ pub fn finish(
                     crate::text::path_name(&m.path),
                     o.said
                 );
-                if let (true, Some(a)) = (o.undone, &archive) {
+                if let (true, Some(a)) = (o.undone, &o.archive) {
                     what.push_str(&format!(
                         "; to keep it: {}",
                         super::put_back::accept_command(a, snapshot.project(), &m.path)

@@ -32,7 +32,18 @@ pub const MAX_REMOVED: usize = 16_384;
 /// The archive's name in the report directory.
 pub const ARCHIVE_NAME: &str = "put-back.tar";
 
-/// Where the session's versions go.
+/// Where the session's versions go: the project's entries to `project`
+/// (the report directory, which a CI step uploads for review); what lay
+/// outside the project — an agent's settings, which may hold the user's
+/// own keys — always to `outside`, vetto's state directory in the home,
+/// never to the report directory or the project.
+#[derive(Debug, Clone)]
+pub struct Archives {
+    pub project: ArchiveAt,
+    pub outside: PathBuf,
+}
+
+/// One archive's place.
 #[derive(Debug, Clone)]
 pub enum ArchiveAt {
     /// `DIR/put-back.tar` (`vetto ci`, `--report-dir`).
@@ -49,6 +60,9 @@ pub struct Outcome {
     pub said: String,
     /// The start's state is there again.
     pub undone: bool,
+    /// Where the session's version went (its archive), when it went into
+    /// one.
+    pub archive: Option<PathBuf>,
 }
 
 /// The undoing itself, over the OS floor's descriptor-relative calls.
@@ -59,7 +73,7 @@ mod undo {
     use std::path::{Path, PathBuf};
 
     use super::super::snapshot::{Change, Seen};
-    use super::{ARCHIVE_NAME, ArchiveAt, MAX_ARCHIVED, MAX_REMOVED, Outcome};
+    use super::{ARCHIVE_NAME, ArchiveAt, Archives, MAX_ARCHIVED, MAX_REMOVED, Outcome};
     use crate::sys::safe_fs::{Dir, EntryKind, Parents};
 
     /// A file larger than this is not read into the archive.
@@ -180,13 +194,15 @@ mod undo {
     pub fn put_back(
         project: &Path,
         changes: &[&Change],
-        at: ArchiveAt,
-    ) -> (Vec<Outcome>, Option<PathBuf>) {
-        let mut archive = Archive {
+        at: Archives,
+    ) -> (Vec<Outcome>, Vec<PathBuf>) {
+        let archive = |at| Archive {
             at,
             open: None,
             written: 0,
         };
+        let mut inside = archive(at.project);
+        let mut outside = archive(ArchiveAt::State(at.outside));
         let mut removed_budget = MAX_REMOVED;
         let mut taken: Vec<PathBuf> = Vec::new();
         let mut outcomes = Vec::new();
@@ -195,8 +211,13 @@ mod undo {
             if taken.iter().any(|t| c.path.starts_with(t)) {
                 continue;
             }
-            let said = match undo(project, c, &mut archive, &mut removed_budget) {
-                Ok(how) => {
+            let archive = if c.path.starts_with(project) {
+                &mut inside
+            } else {
+                &mut outside
+            };
+            let said = match undo(project, c, archive, &mut removed_budget) {
+                Ok((how, archived)) => {
                     if matches!(c.before, Seen::Absent) && matches!(c.after, Seen::Dir) {
                         taken.push(c.path.clone());
                     }
@@ -204,6 +225,9 @@ mod undo {
                         path: c.path.clone(),
                         said: how,
                         undone: true,
+                        archive: archived
+                            .then(|| archive.open.as_ref().map(|(_, p)| p.clone()))
+                            .flatten(),
                     }
                 }
                 Err(why) => Outcome {
@@ -212,22 +236,25 @@ mod undo {
                         "could not be put back ({why}): remove it before running anything in the project"
                     ),
                     undone: false,
+                    archive: None,
                 },
             };
             outcomes.push(said);
         }
-        let written = match archive.finish() {
-            Some(Ok(path)) => Some(path),
-            Some(Err(e)) => {
-                for o in &mut outcomes {
-                    o.said.push_str(&format!(
-                        " (the archive of the session's versions could not be finished: {e})"
-                    ));
+        let mut written = Vec::new();
+        for archive in [inside, outside] {
+            match archive.finish() {
+                Some(Ok(path)) => written.push(path),
+                Some(Err(e)) => {
+                    for o in &mut outcomes {
+                        o.said.push_str(&format!(
+                            " (the archive of the session's versions could not be finished: {e})"
+                        ));
+                    }
                 }
-                None
+                None => {}
             }
-            None => None,
-        };
+        }
         (outcomes, written)
     }
 
@@ -238,7 +265,7 @@ mod undo {
         c: &Change,
         archive: &mut Archive,
         budget: &mut usize,
-    ) -> Result<String, String> {
+    ) -> Result<(String, bool), String> {
         let rel = c
             .path
             .strip_prefix(&c.root)
@@ -254,11 +281,13 @@ mod undo {
             _ => root,
         };
         let mut how = String::new();
+        let mut archived = false;
         if dir.entry_kind(name).map_err(|e| e.to_string())?.is_some() {
             match archive.add(&dir, name, &member) {
                 Ok(()) => {
                     dir.remove_entry(name, budget).map_err(|e| e.to_string())?;
                     how.push_str("the session's version is in the archive");
+                    archived = true;
                 }
                 Err(why) => {
                     let aside = dir.set_aside(name_str).map_err(|e| e.to_string())?;
@@ -298,7 +327,7 @@ mod undo {
             Seen::Absent => "removed (it did not exist before the session)",
             _ => "put back as it was before the session",
         };
-        Ok(format!("{what}; {how}"))
+        Ok((format!("{what}; {how}"), archived))
     }
 }
 

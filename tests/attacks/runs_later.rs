@@ -390,10 +390,25 @@ fn hook_added_to_the_agents_own_settings_is_put_back(tier: Tier) {
         "{}",
         out.dump()
     );
-    // The session's version is in the archive of what was put back.
+    // The session's version is in the archive of what was put back — in
+    // vetto's state directory in the home, never in the report directory
+    // a CI step uploads: the agent's settings may hold the user's keys.
     out.assert_stderr_contains("the session's version is in the archive");
-    let listed = w.bare(&["tar", "-tf", "vetto-report/put-back.tar"]).run();
+    let state = w.home.join(".local/state/vetto/put-back");
+    let listed = w
+        .bare(&[
+            "sh",
+            "-c",
+            "tar -tf \"$1\"/put-back-*.tar",
+            "sh",
+            state.to_str().unwrap_or_default(),
+        ])
+        .run();
     listed.assert_stdout_contains(".claude/settings.json");
+    assert!(
+        !w.project.join("vetto-report/put-back.tar").exists(),
+        "the home's settings went into the report directory"
+    );
     agent_starts(&w);
     assert!(
         !marker.exists(),
