@@ -30,7 +30,8 @@ pub struct Violation {
     pub provenance: Provenance,
 }
 
-/// Blocked (enforced) or only observed (`--audit`).
+/// Blocked (enforced), put back after the session, or only observed
+/// (`--audit`, or found after the session where nothing could be undone).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
@@ -40,6 +41,9 @@ pub enum Action {
     /// sandbox's namespace probe): recorded, and no finding — it counts
     /// toward no verdict, exit status or SARIF alert.
     Expected,
+    /// Found after the session where a tool runs it later, and undone
+    /// (`supervisor::put_back`): a finding, the planted program gone.
+    PutBack,
 }
 
 impl Violation {

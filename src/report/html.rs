@@ -269,6 +269,7 @@ impl View {
                     crate::events::Action::Blocked => "blocked",
                     crate::events::Action::Observed => "observed",
                     crate::events::Action::Expected => "expected",
+                    crate::events::Action::PutBack => "put back",
                 },
                 actor: f.actor(),
                 package: v

@@ -166,8 +166,9 @@ fn message(model: &Model, f: &Finding, loc: &RepoLocation) -> String {
     let roots = model.start.roots();
     let verb = match v.action {
         crate::events::Action::Blocked => "blocked",
-        crate::events::Action::Observed => "observed in audit mode (not blocked)",
+        crate::events::Action::Observed => "observed (not blocked)",
         crate::events::Action::Expected => "blocked, as the policy expects",
+        crate::events::Action::PutBack => "found after the session and put back as it was",
     };
     let target = match v.target.path() {
         Some(p) => roots.normalise(p),
@@ -326,8 +327,9 @@ fn destination_result(
     }
     let verb = match v.action {
         crate::events::Action::Blocked => "blocked",
-        crate::events::Action::Observed => "observed in audit mode (not blocked)",
+        crate::events::Action::Observed => "observed (not blocked)",
         crate::events::Action::Expected => "blocked, as the policy expects",
+        crate::events::Action::PutBack => "found after the session and put back as it was",
     };
     let times = if count > 1 {
         format!(", {count} times")

@@ -72,7 +72,7 @@ pub fn render_capped(model: &Model, max_bytes: usize) -> String {
         let shown: Vec<String> = expected.iter().take(TOP).map(|e| code(e)).collect();
         let _ = writeln!(
             out,
-            "| refused as the policy expects (no finding) | {} |",
+            "| expected by the policy (no finding: refused, or a kept change) | {} |",
             shown.join(", ")
         );
     }

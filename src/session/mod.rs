@@ -514,6 +514,7 @@ fn execute(
         clean,
         Some(&autorun),
         &supervisor::persist::PutBack {
+            undo: !request.audit,
             keep: policy.keep_changes.clone(),
             archive: put_back_archive(&request.policy),
             #[cfg(target_os = "linux")]

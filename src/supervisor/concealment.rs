@@ -43,6 +43,8 @@ pub struct Concealed {
     pub flags: String,
     /// How it was put back, or why it could not be.
     pub said: String,
+    /// The flag is cleared.
+    pub undone: bool,
 }
 
 impl IndexAtStart {
@@ -60,8 +62,9 @@ impl IndexAtStart {
     }
 
     /// After every process of the job is dead: what the session hid, each
-    /// flag cleared; `Err` names what could not be checked.
-    pub fn check(&self) -> Result<Vec<Concealed>, String> {
+    /// flag cleared when `clear` (not under `--audit`); `Err` names what
+    /// could not be checked.
+    pub fn check(&self, clear: bool) -> Result<Vec<Concealed>, String> {
         let index = self.gitdir.join("index");
         let Some(end) = read_index(&index)? else {
             return Ok(Vec::new());
@@ -95,12 +98,20 @@ impl IndexAtStart {
                 path,
                 flags: describe(new),
                 said: String::new(),
+                undone: false,
             });
         }
-        if found.is_empty() {
+        if !clear {
+            for c in &mut found {
+                c.said = "left as it is (--audit undoes nothing)".into();
+            }
+        }
+        if found.is_empty() || !clear {
             return Ok(found);
         }
-        let said = match write_index(&self.gitdir, state) {
+        let written = write_index(&self.gitdir, state);
+        let undone = written.is_ok();
+        let said = match written {
             Ok(()) => "the flag is cleared, so `git status` and `git diff` show the change again"
                 .to_string(),
             Err(e) => format!(
@@ -109,6 +120,7 @@ impl IndexAtStart {
         };
         for c in &mut found {
             c.said.clone_from(&said);
+            c.undone = undone;
         }
         Ok(found)
     }

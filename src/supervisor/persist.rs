@@ -308,7 +308,14 @@ pub enum What {
     Kept(String),
     /// A change hidden from `git status` by an index flag the session set
     /// (`supervisor::concealment`): which flag, and how it was put back.
-    Concealed { flags: String, said: String },
+    Concealed {
+        flags: String,
+        said: String,
+        undone: bool,
+    },
+    /// A runs-later change that was put back after the session (what, why
+    /// it runs, and where the session's version went).
+    PutBack(String),
 }
 
 impl What {
@@ -326,7 +333,8 @@ impl What {
             What::More(n) => format!("and {n} more finding(s) not listed"),
             What::Runs(how) => how.clone(),
             What::Kept(how) => format!("{how}; kept, as [persistence] keep says"),
-            What::Concealed { flags, said } => format!(
+            What::PutBack(how) => how.clone(),
+            What::Concealed { flags, said, .. } => format!(
                 "changed during the session and hidden from `git status` and `git diff` by the {flags} flag the session set in the index; {said}"
             ),
         }
@@ -1005,10 +1013,11 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
         .map(|f| Violation {
             rule: RuleId::PersistencePlanted,
             time: Timestamp::now(),
-            action: if matches!(f.what, What::Kept(_)) {
-                Action::Expected
-            } else {
-                Action::Observed
+            action: match &f.what {
+                What::Kept(_) => Action::Expected,
+                What::PutBack(_) => Action::PutBack,
+                What::Concealed { undone: true, .. } => Action::PutBack,
+                _ => Action::Observed,
             },
             process: ProcessInfo::default(),
             target: Target::Path {
@@ -1027,6 +1036,9 @@ pub fn violations(findings: &[Finding]) -> Vec<Violation> {
 /// keeps it.
 #[derive(Debug, Clone)]
 pub struct PutBack {
+    /// `false` under `--audit`, which blocks nothing and undoes nothing:
+    /// what changed is recorded as observed and left.
+    pub undo: bool,
     pub keep: Vec<crate::policy::KeepChange>,
     pub archive: super::put_back::Archives,
     /// The project's index as the session started: the skip-worktree and
@@ -1112,13 +1124,17 @@ pub fn finish(
             .collect();
         let undo: Vec<&super::snapshot::Change> = changes.iter().chain(made.iter()).collect();
         #[cfg(target_os = "linux")]
-        let (outcomes, archives) =
-            super::put_back::put_back(snapshot.project(), &undo, put.archive.clone());
+        let (outcomes, archives) = if put.undo {
+            super::put_back::put_back(snapshot.project(), &undo, put.archive.clone())
+        } else {
+            (Vec::new(), Vec::new())
+        };
         #[cfg(not(target_os = "linux"))]
         let (outcomes, archives): (Vec<super::put_back::Outcome>, Vec<PathBuf>) =
             (Vec::new(), Vec::new());
         for c in &changes {
             let mut what = c.describe();
+            let undone = outcomes.iter().any(|o| o.path == c.path && o.undone);
             if let Some(o) = outcomes.iter().find(|o| o.path == c.path) {
                 what.push_str(&format!("; {}", o.said));
                 if let (true, Some(a)) = (o.undone, &o.archive) {
@@ -1137,7 +1153,11 @@ pub fn finish(
             }
             findings.push(Finding {
                 path: c.path.clone(),
-                what: What::Runs(what),
+                what: if undone {
+                    What::PutBack(what)
+                } else {
+                    What::Runs(what)
+                },
             });
         }
         for a in &archives {
@@ -1168,7 +1188,11 @@ pub fn finish(
                         super::put_back::accept_command(a, snapshot.project(), &m.path)
                     ));
                 }
-                f.what = What::Runs(what);
+                f.what = if o.undone {
+                    What::PutBack(what)
+                } else {
+                    What::Runs(what)
+                };
             }
         }
         for c in kept {
@@ -1186,12 +1210,13 @@ pub fn finish(
     }
     #[cfg(target_os = "linux")]
     if let Some(index) = &put.index {
-        match index.check() {
+        match index.check(put.undo) {
             Ok(hidden) => findings.extend(hidden.into_iter().map(|c| Finding {
                 path: c.path,
                 what: What::Concealed {
                     flags: c.flags,
                     said: c.said,
+                    undone: c.undone,
                 },
             })),
             Err(why) => findings.push(Finding {
