@@ -7,9 +7,11 @@
 //!
 //! - The authority's key is made at start in vetto's memory and never
 //!   written anywhere; the job gets its certificate only (to trust it).
-//! - Only the request head is rewritten (the request line and the
-//!   headers, a Basic credential decoded and encoded again); bodies are
-//!   streamed through as their framing says, never buffered whole.
+//! - Only the credential headers of a request head are rewritten
+//!   ([`CREDENTIAL_HEADERS`], a Basic credential decoded and encoded
+//!   again); a placeholder anywhere else is sent as it is and recorded.
+//!   Bodies are streamed through as their framing says, never buffered
+//!   whole.
 //! - Every request on a kept-alive connection is read and framed as
 //!   `http::Body` frames it for the plain-HTTP proxy, so a second request
 //!   is never passed unread behind the first.
@@ -18,9 +20,11 @@
 //!   one protocol the server chose; each HTTP/2 stream is read and checked
 //!   as a request (`http2`). Nothing is translated between the two, and
 //!   nothing passes unread.
-//! - Responses are passed as they come; their heads are read only to pair
-//!   each request with its status for the record (a response that cannot
-//!   be read is passed on unread, and later statuses are not recorded).
+//! - Every response head (`1xx` and trailers too) is read and any form
+//!   of a secret's value in it replaced by its placeholder (`scrub`), and
+//!   paired with its request's status for the record. A head that cannot
+//!   be parsed is scrubbed and passed on, the rest unread; a body whose
+//!   framing breaks ends the connection.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -40,6 +44,24 @@ use super::route::{Record, Route};
 use super::{Shared, http};
 
 mod http2;
+mod scrub;
+
+/// The headers a secret's value goes in: where a credential goes. Any
+/// other place in a request head (its target, `Origin`, `Referer`,
+/// `Cookie`, any other header) keeps the placeholder, since a server may
+/// hand what it read there back (a redirect keeping the query, CORS
+/// echoing `Origin`). `Authorization` for Bearer, Basic (decoded) and the
+/// other schemes; the rest are the API-key headers of the services the
+/// recipes name (Anthropic's `x-api-key`, Google's `x-goog-api-key`) and
+/// of those users name themselves (GitLab's `private-token`, Azure's
+/// `api-key`).
+pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "private-token",
+    "api-key",
+];
 
 /// A secret as the proxy holds it.
 #[derive(Clone)]
@@ -107,6 +129,8 @@ pub(crate) struct Interceptor {
     provider: Arc<rustls::crypto::CryptoProvider>,
     /// The host's roots, as the job's bundle carries them.
     roots_pem: String,
+    /// Every secret's value in the forms a response head could hold it.
+    scrubber: scrub::Scrubber,
 }
 
 impl Interceptor {
@@ -138,7 +162,13 @@ impl Interceptor {
         let mut upstream_h2 = upstream.clone();
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
         upstream_h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let scrubber = scrub::Scrubber::new(
+            secrets
+                .iter()
+                .map(|s| (s.value.as_str(), s.placeholder.as_str())),
+        );
         Ok(Interceptor {
+            scrubber,
             secrets,
             rules,
             authority,
@@ -265,10 +295,11 @@ impl Interceptor {
         Ok(config)
     }
 
-    /// The head with every placeholder of a secret for `host:port`
-    /// replaced by its value, as HTTP/1.1 bytes, and the names of the
-    /// secrets used.
-    fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Vec<String>) {
+    /// The head with the placeholder of each secret for `host:port`
+    /// replaced by its value in the credential headers, as HTTP/1.1 bytes;
+    /// the names of the secrets used, and of those whose placeholder was
+    /// elsewhere in the head (sent as it is).
+    fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Injected) {
         let (target, headers, used) = self.injected(head, host, port);
         let mut bytes = format!("{} {target} {}\r\n", head.method, head.version).into_bytes();
         for (name, value) in &headers {
@@ -278,31 +309,39 @@ impl Interceptor {
         (bytes, used)
     }
 
-    /// The request target and headers of `head` with every placeholder of
-    /// a secret for `host:port` replaced by its value, and the names of the
-    /// secrets used.
+    /// The request target and headers of `head` with the placeholder of
+    /// each secret for `host:port` replaced by its value in the credential
+    /// headers ([`CREDENTIAL_HEADERS`]) only; the names of the secrets
+    /// used and of those left as placeholders elsewhere.
     fn injected(
         &self,
         head: &http::Head,
         host: &str,
         port: u16,
-    ) -> (String, Vec<(String, String)>, Vec<String>) {
-        let mut used = Vec::new();
+    ) -> (String, Vec<(String, String)>, Injected) {
+        let mut used = Injected::default();
+        let mine: Vec<&Secret> = self
+            .secrets
+            .iter()
+            .filter(|s| s.covers(host, port))
+            .collect();
         let mut swap = |text: &str| -> String {
             let mut out = text.to_string();
-            for s in self.secrets.iter().filter(|s| s.covers(host, port)) {
+            for s in &mine {
                 if out.contains(&s.placeholder) {
                     out = out.replace(&s.placeholder, &s.value);
-                    if !used.contains(&s.name) {
-                        used.push(s.name.clone());
+                    if !used.used.contains(&s.name) {
+                        used.used.push(s.name.clone());
                     }
                 }
             }
             out
         };
-        let target = swap(&head.target);
         let mut headers = Vec::with_capacity(head.headers.len());
         for (name, value) in &head.headers {
+            let credential = CREDENTIAL_HEADERS
+                .iter()
+                .any(|c| name.eq_ignore_ascii_case(c));
             let value = match basic(name, value) {
                 // git and npm send a token as a Basic credential's user or
                 // password: decoded, swapped, encoded again.
@@ -314,12 +353,49 @@ impl Interceptor {
                         format!("Basic {}", super::wire::base64(swapped.as_bytes()))
                     }
                 }
-                None => swap(value),
+                None if credential => swap(value),
+                None => value.clone(),
             };
             headers.push((name.clone(), value));
         }
-        (target, headers, used)
+        // Where the value does not go: the target and every other header.
+        let elsewhere = head
+            .headers
+            .iter()
+            .filter(|(n, _)| !CREDENTIAL_HEADERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            .flat_map(|(n, v)| [n.as_str(), v.as_str()])
+            .chain([head.target.as_str()]);
+        for text in elsewhere {
+            for s in mine.iter().filter(|s| text.contains(&s.placeholder)) {
+                if !used.misplaced.contains(&s.name) {
+                    used.misplaced.push(s.name.clone());
+                }
+            }
+        }
+        (head.target.clone(), headers, used)
     }
+
+    /// `bytes` (a response head, trailers) with every form of a value
+    /// replaced by its placeholder's, and the secrets found; `None` where
+    /// none is there.
+    fn scrub(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+        let (clean, found) = self.scrubber.scrub(bytes)?;
+        let names = found
+            .into_iter()
+            .filter_map(|i| self.secrets.get(i).map(|s| s.name.clone()))
+            .collect();
+        Some((clean, names))
+    }
+}
+
+/// What injecting did to a request head.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Injected {
+    /// Secrets whose value was put in (a credential header).
+    used: Vec<String>,
+    /// Secrets whose placeholder was elsewhere in the head (the target,
+    /// another header), sent there as it is.
+    misplaced: Vec<String>,
 }
 
 /// A certificate in PEM.
@@ -506,7 +582,7 @@ pub(crate) async fn serve(
     let mut stop = shared.stop.subscribe();
     let (up, end, down) = {
         let up = requests_up(shared, icp, &route.name, port, cr, sw, &requests);
-        let down = responses_down(shared, sr, &mut cw, &requests);
+        let down = responses_down(shared, icp, sr, &mut cw, &requests);
         tokio::pin!(up, down);
         let mut down_bytes = None;
         let (up_bytes, end) = loop {
@@ -627,6 +703,9 @@ struct Requests {
     unrecorded: u64,
     /// Secrets whose placeholder a request carried here, not their host.
     elsewhere: Vec<String>,
+    /// Secrets whose value a response head carried back (replaced by the
+    /// placeholder before the job got it).
+    scrubbed: Vec<String>,
 }
 
 impl Requests {
@@ -640,6 +719,17 @@ impl Requests {
                 more
             } else {
                 format!("{}; {more}", rec.detail)
+            };
+        }
+        if !self.scrubbed.is_empty() {
+            let note = format!(
+                "the server sent back the value of {} in a response head; the job got the placeholder",
+                self.scrubbed.join(", ")
+            );
+            rec.detail = if rec.detail.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", rec.detail)
             };
         }
         rec.requests = self
@@ -738,8 +828,10 @@ where
             let _ = to.shutdown().await;
             return (sent, End::Refused(status, why));
         }
-        let (bytes, used) = icp.inject(&head, host, port);
-        let elsewhere = icp.misdirected(&buf[..end], Some(host), port);
+        let (bytes, injected) = icp.inject(&head, host, port);
+        let mut elsewhere = icp.misdirected(&buf[..end], Some(host), port);
+        elsewhere.extend(injected.misplaced);
+        let used = injected.used;
         if !elsewhere.is_empty()
             && let Ok(mut r) = requests.lock()
         {
@@ -885,10 +977,23 @@ where
     }
 }
 
+/// Where a chunked body's trailer section (`bytes` starting at it) ends:
+/// after its empty line.
+fn trailer_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.starts_with(b"\r\n") {
+        return Some(2);
+    }
+    bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 4)
+}
+
 /// The server's responses, passed to the job as they come; each head is
 /// read to record its request's status while the framing can be followed.
 async fn responses_down<R, W>(
     shared: &Shared,
+    icp: &Interceptor,
     mut from: R,
     mut to: W,
     requests: &Mutex<Requests>,
@@ -923,6 +1028,19 @@ where
                     return sent;
                 }
             }
+        };
+        // Every head the job gets is read for a value first, whether it
+        // can be parsed or not.
+        let scrubbed = icp.scrub(&buf[..end.unwrap_or(buf.len())]);
+        let end = match scrubbed {
+            Some((clean, found)) => {
+                http2::note_scrubbed(requests, found);
+                let was = end.unwrap_or(buf.len());
+                let now = clean.len();
+                buf.splice(..was, clean);
+                end.map(|_| now)
+            }
+            None => end,
         };
         let parsed = end.and_then(|e| http::parse_response_head(&buf[..e]).ok().map(|h| (e, h)));
         let Some((end, head)) = parsed else {
@@ -969,14 +1087,14 @@ where
         };
         // The head with what of the body has come: one write (one TLS
         // record) where the server's was one.
-        let first = end + body.take(&buf[end..]);
+        let first = end + body.take_to_trailer(&buf[end..]);
         if send(&mut to, &buf[..first]).await.is_err() {
             return sent;
         }
         sent += pass(first);
         buf.drain(..first);
         loop {
-            let n = body.take(&buf);
+            let n = body.take_to_trailer(&buf);
             if n > 0 {
                 if send(&mut to, &buf[..n]).await.is_err() {
                     return sent;
@@ -984,17 +1102,43 @@ where
                 sent += pass(n);
                 buf.drain(..n);
             }
+            // Trailers are a head too: read whole (bounded as one), and
+            // any value in them replaced.
+            if body.in_trailer()
+                && let Some(end) = trailer_end(&buf)
+            {
+                let (mut part, rest) = (buf[..end].to_vec(), buf.split_off(end));
+                if let Some((clean, found)) = icp.scrub(&part) {
+                    http2::note_scrubbed(requests, found);
+                    part = clean;
+                }
+                if body.take(&part) != part.len() || send(&mut to, &part).await.is_err() {
+                    return sent;
+                }
+                sent += pass(part.len());
+                buf = rest;
+            } else if body.in_trailer() && buf.len() > max {
+                let _ = to.shutdown().await;
+                return sent;
+            }
             if body.done() {
                 break;
             }
-            if !buf.is_empty() {
-                // Framing lost: the rest is passed on unread.
-                if send(&mut to, &buf).await.is_ok() {
-                    sent += pass(buf.len());
-                    if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
-                        sent += n;
+            if body.in_trailer() && trailer_end(&buf).is_none() {
+                // More of the trailer section to come.
+                match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => {
+                        let _ = to.shutdown().await;
+                        return sent;
                     }
                 }
+                continue;
+            }
+            if !buf.is_empty() {
+                // Framing lost: what follows cannot be read as heads, so
+                // nothing more is passed.
+                let _ = to.shutdown().await;
                 return sent;
             }
             match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
@@ -1042,20 +1186,98 @@ mod tests {
         )
         .unwrap();
         let h = head(
-            "GET /a?t=npm_PLACEHOLDER1 HTTP/1.1\r\nHost: registry.test\r\n\
+            "GET /a HTTP/1.1\r\nHost: registry.test\r\n\
              Authorization: Bearer npm_PLACEHOLDER1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n",
         );
         let (bytes, used) = icp.inject(&h, "registry.test", 443);
         let text = String::from_utf8(bytes).unwrap();
-        assert_eq!(used, ["NPM"]);
+        assert_eq!(used.used, ["NPM"]);
+        assert!(used.misplaced.is_empty());
         assert_eq!(
             text,
-            "GET /a?t=npm_VALUE1 HTTP/1.1\r\nHost: registry.test\r\n\
+            "GET /a HTTP/1.1\r\nHost: registry.test\r\n\
              Authorization: Bearer npm_VALUE1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n"
         );
         // Another port than the secret's (443 when none is named).
         let (bytes, used) = icp.inject(&h, "registry.test", 8443);
-        assert!(used.is_empty() && !String::from_utf8(bytes).unwrap().contains("VALUE"));
+        assert!(used.used.is_empty() && !String::from_utf8(bytes).unwrap().contains("VALUE"));
+    }
+
+    #[test]
+    fn a_placeholder_outside_a_credential_header_is_sent_as_it_is_and_named() {
+        let icp = Interceptor::new(
+            vec![secret(
+                "NPM",
+                "npm_PLACEHOLDER1",
+                "npm_VALUE1",
+                "registry.test",
+            )],
+            vec![],
+        )
+        .unwrap();
+        for (where_, h) in [
+            ("target", "GET /dir?t=npm_PLACEHOLDER1 HTTP/1.1\r\n"),
+            (
+                "Origin",
+                "GET / HTTP/1.1\r\nOrigin: https://npm_PLACEHOLDER1\r\n",
+            ),
+            (
+                "Referer",
+                "GET / HTTP/1.1\r\nReferer: https://x/?npm_PLACEHOLDER1\r\n",
+            ),
+            ("Cookie", "GET / HTTP/1.1\r\nCookie: s=npm_PLACEHOLDER1\r\n"),
+            ("other", "GET / HTTP/1.1\r\nX-Session: npm_PLACEHOLDER1\r\n"),
+        ] {
+            let h = head(&format!("{h}Host: registry.test\r\n\r\n"));
+            let (bytes, used) = icp.inject(&h, "registry.test", 443);
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(!text.contains("npm_VALUE1"), "{where_}: {text}");
+            assert!(text.contains("npm_PLACEHOLDER1"), "{where_}: {text}");
+            assert_eq!(used.misplaced, ["NPM"], "{where_}");
+            assert!(used.used.is_empty(), "{where_}");
+        }
+        // The API-key headers of the recipes' services take it.
+        for name in ["x-api-key", "X-Goog-Api-Key", "PRIVATE-TOKEN"] {
+            let h = head(&format!(
+                "GET / HTTP/1.1\r\nHost: registry.test\r\n{name}: npm_PLACEHOLDER1\r\n\r\n"
+            ));
+            let (bytes, used) = icp.inject(&h, "registry.test", 443);
+            assert!(
+                String::from_utf8(bytes)
+                    .unwrap()
+                    .contains(&format!("{name}: npm_VALUE1"))
+            );
+            assert_eq!(
+                (used.used.as_slice(), used.misplaced.len()),
+                (["NPM".to_string()].as_slice(), 0)
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_in_a_response_head_becomes_the_placeholder() {
+        let icp = Interceptor::new(
+            vec![secret(
+                "NPM",
+                "npm_PLACEHOLDER1",
+                "npm_VALUE1xyz",
+                "registry.test",
+            )],
+            vec![],
+        )
+        .unwrap();
+        let (clean, found) = icp
+            .scrub(b"HTTP/1.1 301 Moved\r\nLocation: /dir/?t=npm_VALUE1xyz\r\n\r\n")
+            .unwrap();
+        assert_eq!(found, ["NPM"]);
+        assert_eq!(
+            clean,
+            b"HTTP/1.1 301 Moved\r\nLocation: /dir/?t=npm_PLACEHOLDER1\r\n\r\n"
+        );
+        assert!(icp.scrub(b"HTTP/1.1 200 OK\r\n\r\n").is_none());
+        assert_eq!(trailer_end(b"\r\nnext"), Some(2));
+        assert_eq!(trailer_end(b"X-T: 1\r\n\r\nnext"), Some(10));
+        assert_eq!(trailer_end(b"X-T: 1\r\n"), None);
     }
 
     #[test]
@@ -1076,7 +1298,7 @@ mod tests {
         ));
         let (bytes, used) = icp.inject(&h, "github.test", 443);
         let text = String::from_utf8(bytes).unwrap();
-        assert_eq!(used, ["GH"]);
+        assert_eq!(used.used, ["GH"]);
         let expected = crate::proxy::wire::base64(b"x-access-token:ghp_VALUE2");
         assert!(
             text.contains(&format!("Authorization: Basic {expected}\r\n")),

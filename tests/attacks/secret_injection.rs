@@ -772,3 +772,160 @@ fn a_jvm_uses_a_secret_through_its_own_trust_store(tier: Tier) {
     assert_not_in_reports(&w.project);
 }
 at_every_tier!(a_jvm_uses_a_secret_through_its_own_trust_store);
+
+/// An ordinary server on the secret's host that hands back what it was
+/// sent, as common servers do: a directory without its slash redirected
+/// with the query kept (Python's `http.server`, nginx, Apache), CORS
+/// echoing `Origin`, a session cookie made of a header, and — to show the
+/// proxy reads every head — the credential itself in a header, a base64
+/// cookie, a `103 Early Hints` link and a chunked body's trailer. It
+/// writes down `HOST PATH AUTHORIZATION` of every request.
+const REFLECTOR: &str = r#"
+import base64, http.server, ssl, sys
+cert, key, seen = sys.argv[1:4]
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        auth = self.headers.get("Authorization") or ""
+        with open(seen, "a") as f:
+            f.write("%s %s %s\n" % (self.headers.get("Host"), self.path, auth))
+        cred = auth.split(" ", 1)[-1]
+        path, _, query = self.path.partition("?")
+        out = "HTTP/1.1 103 Early Hints\r\nLink: </hint?k=%s>; rel=preload\r\n\r\n" % cred
+        out += "HTTP/1.1 301 Moved Permanently\r\nLocation: %s/?%s\r\n" % (path, query)
+        out += "Access-Control-Allow-Origin: %s\r\n" % self.headers.get("Origin", "")
+        out += "Set-Cookie: session=%s\r\n" % self.headers.get("X-Session", "")
+        out += "Set-Cookie: b64=%s\r\n" % base64.b64encode(("user:" + cred).encode()).decode()
+        out += "X-Echo-Auth: %s\r\n" % auth
+        out += "Transfer-Encoding: chunked\r\nTrailer: X-Trailer-Auth\r\n\r\n"
+        out += "5\r\nmoved\r\n0\r\nX-Trailer-Auth: %s\r\n\r\n" % auth
+        self.wfile.write(out.encode())
+    def log_message(self, *a):
+        pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// [`REFLECTOR`] over HTTP/2 only (node's `http2`): the same heads, the
+/// `103` as an informational head and the credential in a trailer.
+const H2_REFLECTOR: &str = r#"
+const http2 = require("http2"), fs = require("fs");
+const [cert, key, seen] = process.argv.slice(2);
+const server = http2.createSecureServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) });
+server.on("stream", (stream, h) => {
+  const auth = h["authorization"] || "";
+  fs.appendFileSync(seen, `${h[":authority"]} ${h[":path"]} ${auth}\n`);
+  const cred = auth.split(" ").pop();
+  const [path, query] = h[":path"].split("?");
+  stream.additionalHeaders({ ":status": 103, link: `</hint?k=${cred}>; rel=preload` });
+  stream.respond({
+    ":status": 301,
+    location: `${path}/?${query || ""}`,
+    "access-control-allow-origin": h["origin"] || "",
+    "set-cookie": [`session=${h["x-session"] || ""}`, `b64=${Buffer.from("user:" + cred).toString("base64")}`],
+    "x-echo-auth": auth,
+  }, { waitForTrailers: true });
+  stream.on("wantTrailers", () => stream.sendTrailers({ "x-trailer-auth": auth }));
+  stream.end("moved");
+});
+server.listen(0, "127.0.0.1", () => console.log(server.address().port));
+"#;
+
+/// The job's request to the reflector: the placeholder in the query,
+/// `Origin`, `X-Session` and `Authorization`; everything it gets back
+/// printed (heads, 1xx, trailers), and the base64 cookie decoded.
+fn reflected(curl: &str, port: u16, http2: bool) -> String {
+    let version = if http2 { "--http2" } else { "--http1.1" };
+    format!(
+        "{curl} {version} -sS -i --raw -o got 'https://registry.test:{port}/dir?t='\"$NPM_TOKEN\" \
+           -H \"Origin: https://$NPM_TOKEN\" -H \"X-Session: $NPM_TOKEN\" \
+           -H \"Authorization: Bearer $NPM_TOKEN\"; cat got; \
+         sed -n 's/.*b64=\\([A-Za-z0-9+/=]*\\).*/\\1/p' got | tr -d '\\r' | base64 -d; echo; \
+         echo job-finished"
+    )
+}
+
+/// Runs as an unprivileged user. Bare, a job holding the token reads it
+/// back from every reflected head. Under `--secret`, the value goes in
+/// `Authorization` only (the query, `Origin` and `X-Session` reach the
+/// server as the placeholder, recorded as `secret-sent-elsewhere`), and
+/// every response head — the `301`, the `103`, the trailer — reaches the
+/// job with the value (raw or base64) replaced by the placeholder; the
+/// connection's record says the value came back.
+fn the_value_never_comes_back_in_a_response_head(tier: Tier, http2: bool) {
+    require!(tier.feature());
+    if http2 {
+        crate::require_tool!("node", "npm");
+    }
+    let w = World::at(tier);
+    let reg = if http2 {
+        Registry::spawn(&w, "node", "reflector.js", H2_REFLECTOR)
+    } else {
+        Registry::spawn(&w, "python3", "reflector.py", REFLECTOR)
+    };
+    let port = reg.port;
+    let bare = reg.bare(&w, |curl| reflected(curl, port, http2));
+    for shown in [
+        format!("/dir/?t={TOKEN}"),
+        format!("https://{TOKEN}"),
+        format!("session={TOKEN}"),
+        format!("user:{TOKEN}"),
+        format!("hint?k={TOKEN}"),
+    ] {
+        bare.assert_stdout_contains(&shown);
+    }
+    assert!(
+        bare.stdout().matches(&format!("Bearer {TOKEN}")).count() >= 2,
+        "control: bare, the echo and the trailer hold the token\n{}",
+        bare.dump()
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let (out, log) = reg.ci(&w, &[reg.secret()], &reflected("curl", port, http2));
+    out.assert_stdout_contains("301")
+        .assert_stdout_contains("/dir/?t=npm_")
+        .assert_stdout_contains("user:npm_")
+        .assert_stdout_contains("job-finished")
+        .assert_no_leak(TOKEN);
+    let echoed = out.stdout().to_ascii_lowercase();
+    assert!(
+        echoed.contains("x-echo-auth: bearer npm_")
+            && echoed.contains("x-trailer-auth: bearer npm_"),
+        "the echo and the trailer came back with the placeholder\n{}",
+        out.dump()
+    );
+    let seen = reg.seen_by("registry.test");
+    assert!(
+        seen.len() == 1
+            && seen[0].ends_with(&format!("Bearer {TOKEN}"))
+            && seen[0].matches(TOKEN).count() == 1,
+        "the value went in Authorization only: {seen:?}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"secret-sent-elsewhere\"")
+            && l.contains("\"host\":\"registry.test\"")
+            && l.contains("/usr/bin/curl")),
+        "the placeholder outside Authorization is recorded\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"connection\"")
+            && l.contains("sent back the value of NPM_TOKEN")),
+        "the value coming back is recorded\n{log}"
+    );
+    assert_not_in_reports(&w.project);
+}
+
+fn the_value_never_comes_back_in_an_http1_response_head(tier: Tier) {
+    the_value_never_comes_back_in_a_response_head(tier, false);
+}
+at_every_tier!(the_value_never_comes_back_in_an_http1_response_head);
+
+fn the_value_never_comes_back_in_an_http2_response_head(tier: Tier) {
+    the_value_never_comes_back_in_a_response_head(tier, true);
+}
+at_every_tier!(the_value_never_comes_back_in_an_http2_response_head);
