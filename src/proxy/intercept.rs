@@ -215,10 +215,9 @@ impl Interceptor {
     }
 
     /// Whether the rules let `head` through to `host:port`: always, where
-    /// no rule names the host; else one of its rules must allow the
-    /// method and the path (its query aside). A path with a dot segment or
-    /// an encoded slash, backslash or dot is refused there: the server
-    /// would resolve it to another path than the one the rule matched.
+    /// no rule names the host; else its target must be one every server
+    /// reads as the rule does ([`unambiguous_path`]) and one of its rules
+    /// must allow the method and the path (its query aside).
     fn permits(&self, head: &http::Head, host: &str, port: u16) -> Result<(), String> {
         let mine: Vec<&RequestRule> = self
             .rules
@@ -228,17 +227,15 @@ impl Interceptor {
         if mine.is_empty() {
             return Ok(());
         }
-        let path = head.target.split(['?', '#']).next().unwrap_or_default();
-        let lower = path.to_ascii_lowercase();
-        let ambiguous = path.split('/').any(|seg| seg == "." || seg == "..")
-            || path.contains('\\')
-            || ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e));
-        if ambiguous {
-            return Err(format!(
-                "the path {} has a dot segment or an encoded separator, which a rule cannot match",
-                printable_header(path).chars().take(64).collect::<String>()
-            ));
-        }
+        let path = unambiguous_path(&head.target).map_err(|why| {
+            format!(
+                "the target {} {why}, which servers read as another path than the one a rule matches",
+                printable_header(&head.target)
+                    .chars()
+                    .take(64)
+                    .collect::<String>()
+            )
+        })?;
         let allowed = mine.iter().any(|r| {
             r.methods
                 .iter()
@@ -651,6 +648,57 @@ enum End {
     /// A request was refused: the status to answer and why. Nothing of it
     /// reached the server.
     Refused(u16, String),
+}
+
+/// The path of a request target (its query aside) where every common
+/// server reads the same path a rule matches; else what makes servers
+/// read it otherwise. Refused: a fragment (`#`: Go keeps it in the path),
+/// `;` parameters in a segment (Tomcat, Jetty and Spring read `..;` as
+/// `..`), a backslash (WHATWG URL parsers, as in node, read it as `/`),
+/// an encoded `/`, `\`, `%` or NUL, a `%` that encodes nothing, and a `.`
+/// or `..` segment once decoded (`%2e%2e`). `*` (`OPTIONS *`) is no path
+/// and matches no rule's.
+pub(crate) fn unambiguous_path(target: &str) -> Result<&str, &'static str> {
+    if target.contains('#') {
+        return Err("has a fragment (#)");
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    if !path.starts_with('/') {
+        return Err("is not a path");
+    }
+    if path.contains(';') {
+        return Err("has ; parameters in a segment");
+    }
+    if path.contains('\\') {
+        return Err("has a backslash");
+    }
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("has a % that encodes nothing")?;
+            if matches!(hex, b'/' | b'\\' | b'%' | 0 | b';' | b'#' | b'?') {
+                return Err("has an encoded /, \\, %, ;, #, ? or NUL");
+            }
+            decoded.push(hex);
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    if decoded
+        .split(|b| *b == b'/')
+        .any(|seg| seg == b"." || seg == b"..")
+    {
+        return Err("has a . or .. segment (once decoded)");
+    }
+    Ok(path)
 }
 
 /// Whether a request names the connection's server, and no other: its
@@ -1363,6 +1411,46 @@ mod tests {
         // Only the rule's host and port are read.
         assert!(icp.covers("code.test", 443) && !icp.covers("code.test", 80));
         assert_eq!(icp.permits(&req("POST", "/x"), "other.test", 443), Ok(()));
+    }
+
+    #[test]
+    fn a_target_a_server_reads_as_another_path_is_refused() {
+        for ok in [
+            "/api/allowed/x",
+            "/api/allowed/x?next=/../forbidden;x",
+            "/api/allowed/a%20b",
+            "/api/allowed/..x/...",
+            "/api/allowed/%41",
+            "/",
+        ] {
+            assert!(unambiguous_path(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(unambiguous_path("/a/b?q=1"), Ok("/a/b"));
+        for (bad, why) in [
+            ("/api/allowed/x#/../../forbidden", "fragment"),
+            ("/api/allowed/x?q#", "fragment"),
+            ("/api/allowed/..;/forbidden", "; parameters"),
+            ("/api/allowed;jsessionid=1/x", "; parameters"),
+            ("/api/allowed/..\\forbidden", "backslash"),
+            ("/api/allowed/..%2fforbidden", "encoded"),
+            ("/api/allowed/..%2Fforbidden", "encoded"),
+            ("/api/allowed/..%5cforbidden", "encoded"),
+            ("/api/allowed/x%00", "encoded"),
+            ("/api/allowed/%252e%252e/forbidden", "encoded"),
+            ("/api/allowed/%3b/x", "encoded"),
+            ("/api/allowed/%zz", "encodes nothing"),
+            ("/api/allowed/%2", "encodes nothing"),
+            ("/api/allowed/../forbidden", "segment"),
+            ("/api/allowed/./x", "segment"),
+            ("/api/allowed/%2e%2e/forbidden", "segment"),
+            ("/api/allowed/.%2E/forbidden", "segment"),
+            ("/api/allowed/..", "segment"),
+            ("*", "not a path"),
+            ("https://other.test/api/allowed/x", "not a path"),
+        ] {
+            let got = unambiguous_path(bad);
+            assert!(got.is_err_and(|e| e.contains(why)), "{bad}: {got:?}");
+        }
     }
 
     #[test]

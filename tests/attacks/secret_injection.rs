@@ -929,3 +929,211 @@ fn the_value_never_comes_back_in_an_http2_response_head(tier: Tier) {
     the_value_never_comes_back_in_a_response_head(tier, true);
 }
 at_every_tier!(the_value_never_comes_back_in_an_http2_response_head);
+
+/// Three ways servers route a path, each serving the files
+/// `api/allowed/x` ("allowed") and `forbidden` ("FORBIDDEN-CONTENT") of
+/// one directory: Python's `http.server` (static files), a servlet-style
+/// router (`;` parameters cut from each segment, then decoded and
+/// resolved, as Tomcat and Spring do) — one line with the first port,
+/// the second in the file `ports`.
+const ROUTERS: &str = r#"
+import http.server, os, posixpath, ssl, sys, threading, urllib.parse
+cert, key, seen = sys.argv[1:4]
+root = os.path.join(os.path.dirname(seen), "site")
+os.makedirs(os.path.join(root, "api", "allowed"), exist_ok=True)
+open(os.path.join(root, "api", "allowed", "x"), "w").write("allowed\n")
+open(os.path.join(root, "forbidden"), "w").write("FORBIDDEN-CONTENT\n")
+class Static(http.server.SimpleHTTPRequestHandler):
+    def __init__(self, *a, **k):
+        super().__init__(*a, directory=root, **k)
+    def log_message(self, *a):
+        pass
+class Servlet(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        path = "/".join(seg.split(";")[0] for seg in path.split("/"))
+        path = posixpath.normpath(urllib.parse.unquote(path))
+        f = os.path.join(root, path.lstrip("/"))
+        if os.path.isfile(f) and os.path.realpath(f).startswith(root):
+            body = open(f, "rb").read(); self.send_response(200)
+        else:
+            body = b"none\n"; self.send_response(404)
+        self.send_header("Content-Length", str(len(body))); self.end_headers(); self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+ports = []
+for handler in (Static, Servlet):
+    s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    ports.append(s.server_address[1])
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+open(os.path.join(os.path.dirname(seen), "ports"), "w").write("%d\n" % ports[1])
+print(ports[0], flush=True)
+threading.Event().wait()
+"#;
+
+/// A node server resolving the path as WHATWG URL parsers do (`\` is
+/// `/`, `%2e` is `.`), then serving the file.
+const NODE_ROUTER: &str = r#"
+const https = require("https"), fs = require("fs"), path = require("path");
+const [cert, key, root] = process.argv.slice(2);
+https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, (req, res) => {
+  let p;
+  try { p = decodeURIComponent(new URL(req.url, "http://h").pathname); } catch { p = "/"; }
+  const f = path.join(root, path.normalize(p));
+  const [status, body] = f.startsWith(root) && fs.existsSync(f) && fs.statSync(f).isFile()
+    ? [200, fs.readFileSync(f)] : [404, Buffer.from("none\n")];
+  res.writeHead(status, { "content-length": body.length });
+  res.end(body);
+}).listen(0, "127.0.0.1", function () { console.log(this.address().port); });
+"#;
+
+/// The job's client: each target sent as it is (no client's URL
+/// normalisation: `#`, `\` and dot segments reach the wire), over TLS to
+/// `registry.test` through `HTTPS_PROXY` where one is set; prints `PORT
+/// TARGET STATUS FIRST-LINE-OF-BODY`.
+const RAW_CLIENT: &str = r#"
+import base64, os, socket, ssl, sys, urllib.parse
+targets = sys.argv[2:]
+ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+proxy = os.environ.get("HTTPS_PROXY")
+for port in sys.argv[1].split(","):
+    for t in targets:
+        if proxy:
+            u = urllib.parse.urlparse(proxy)
+            s = socket.create_connection((u.hostname, u.port), timeout=20)
+            cred = base64.b64encode(("%s:%s" % (u.username, u.password)).encode()).decode()
+            s.sendall(("CONNECT registry.test:%s HTTP/1.1\r\nHost: registry.test:%s\r\nProxy-Authorization: Basic %s\r\n\r\n" % (port, port, cred)).encode())
+            got = b""
+            while b"\r\n\r\n" not in got:
+                more = s.recv(4096)
+                if not more: break
+                got += more
+        else:
+            s = socket.create_connection((os.environ.get("REGISTRY_ADDR", "127.0.0.1"), int(port)), timeout=20)
+        c = ctx.wrap_socket(s, server_hostname="registry.test")
+        c.sendall(("GET %s HTTP/1.1\r\nHost: registry.test:%s\r\nConnection: close\r\n\r\n" % (t, port)).encode())
+        data = b""
+        while True:
+            more = c.recv(65536)
+            if not more: break
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = head.split(b" ")[1].decode() if head.startswith(b"HTTP/") else "none"
+        print(port, t, status, (body.splitlines() or [b""])[0].decode(errors="replace"), flush=True)
+"#;
+
+/// The targets: one the rule allows, and ways out of it that some server
+/// reads as `/forbidden`.
+const WAYS_OUT: &[&str] = &[
+    "/api/allowed/x",
+    "/api/allowed/x#/../../forbidden",
+    "/api/allowed/..;/..;/forbidden",
+    "/api/allowed/x;/../../forbidden",
+    "/api/allowed/..\\..\\forbidden",
+    "/api/allowed/%2e%2e/%2e%2e/forbidden",
+    "/api/allowed/.%2E/.%2E/forbidden",
+    "/api/allowed/..%2f..%2fforbidden",
+    "/api/allowed/..%5c..%5cforbidden",
+    "/api/allowed/%252e%252e/%252e%252e/forbidden",
+];
+
+/// Runs as an unprivileged user. A rule `GET registry.test:PORT/api/allowed/*`
+/// against three servers' routing (Python's static server, a servlet-style
+/// router, node resolving as URL parsers do), one set of targets sent raw.
+/// Bare, the servlet router serves `/forbidden` for `..;` and node for
+/// `..\..`. Under vetto no target it lets through is served `/forbidden`
+/// by any of them: those with a fragment, `;`, `\`, an encoded separator
+/// or a decoded dot segment are answered 403 and never reach the server,
+/// and the allowed one is served by all three.
+fn a_path_rule_means_what_every_server_reads(tier: Tier) {
+    require!(tier.feature());
+    crate::require_tool!("node", "npm");
+    let w = World::at(tier);
+    let reg = Registry::spawn(&w, "python3", "routers.py", ROUTERS);
+    let dir = reg.seen.parent().unwrap().to_path_buf();
+    let servlet: u16 = std::fs::read_to_string(dir.join("ports"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    w.write(&dir.join("node_router.js"), NODE_ROUTER);
+    let mut node = Stopped(
+        Command::new("node")
+            .arg(dir.join("node_router.js"))
+            .arg(dir.join("server.pem"))
+            .arg(dir.join("server.key"))
+            .arg(dir.join("site"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(node.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let node_port: u16 = line.trim().parse().unwrap();
+    let ports = [reg.port, servlet, node_port];
+    let list = ports.map(|p| p.to_string()).join(",");
+    w.write(&w.project.join("client.py"), RAW_CLIENT);
+    let quoted: Vec<String> = WAYS_OUT.iter().map(|t| format!("'{t}'")).collect();
+    let script = format!(
+        "python3 client.py {list} {}; echo job-finished",
+        quoted.join(" ")
+    );
+
+    let bare = w
+        .bare(&["sh", "-c", &script])
+        .env("SSL_CERT_FILE", &reg.ca)
+        .run();
+    let served = |out: &Out, port: u16, target: &str| {
+        out.stdout()
+            .lines()
+            .any(|l| l == format!("{port} {target} 200 FORBIDDEN-CONTENT"))
+    };
+    assert!(
+        served(&bare, servlet, "/api/allowed/..;/..;/forbidden")
+            && served(&bare, node_port, "/api/allowed/..\\..\\forbidden"),
+        "control: bare, a servlet router and node serve /forbidden\n{}",
+        bare.dump()
+    );
+
+    let rules: Vec<String> = ports
+        .iter()
+        .map(|p| format!("--rule=GET registry.test:{p}/api/allowed/*"))
+        .collect();
+    let (out, log) = reg.ci(&w, &rules, &script);
+    out.assert_stdout_contains("job-finished")
+        .assert_stdout_lacks("FORBIDDEN-CONTENT");
+    for port in ports {
+        out.assert_stdout_contains(&format!("{port} /api/allowed/x 200 allowed"));
+        for target in &WAYS_OUT[1..] {
+            out.assert_stdout_contains(&format!("{port} {target} 403"));
+        }
+    }
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"net-egress-blocked\"")
+            && l.contains("/usr/bin/python3")),
+        "the refusals are recorded with the process\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"connection\"")
+            && l.contains("\"request-refused\"")
+            && l.contains("; parameters in a segment")),
+        "the refusals say why\n{log}"
+    );
+}
+at_every_tier!(a_path_rule_means_what_every_server_reads);
+
+/// A server process, stopped when dropped (a failed assertion too).
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
