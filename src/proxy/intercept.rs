@@ -578,8 +578,17 @@ pub(crate) async fn serve(
     let (sr, sw) = tokio::io::split(server);
     let mut stop = shared.stop.subscribe();
     let (up, end, down) = {
-        let up = requests_up(shared, icp, &route.name, port, cr, sw, &requests);
-        let down = responses_down(shared, icp, sr, &mut cw, &requests);
+        let (answered_tx, answered_rx) = tokio::sync::watch::channel(Answered::default());
+        let up = requests_up(
+            shared,
+            icp,
+            &route.name,
+            port,
+            (cr, sw),
+            &requests,
+            answered_rx,
+        );
+        let down = responses_down(shared, icp, sr, &mut cw, &requests, answered_tx);
         tokio::pin!(up, down);
         let mut down_bytes = None;
         let (up_bytes, end) = loop {
@@ -754,6 +763,8 @@ struct Requests {
     /// Secrets whose value a response head carried back (replaced by the
     /// placeholder before the job got it).
     scrubbed: Vec<String>,
+    /// The protocol the connection was upgraded to, after a `101`.
+    upgraded: Option<String>,
 }
 
 impl Requests {
@@ -767,6 +778,16 @@ impl Requests {
                 more
             } else {
                 format!("{}; {more}", rec.detail)
+            };
+        }
+        if let Some(protocol) = &self.upgraded {
+            let note = format!(
+                "upgraded to {protocol} after the server's 101; what followed was copied unread"
+            );
+            rec.detail = if rec.detail.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", rec.detail)
             };
         }
         if !self.scrubbed.is_empty() {
@@ -807,17 +828,29 @@ fn printable_header(s: &str) -> String {
         .collect()
 }
 
+/// The final responses the server has sent on a connection (`1xx` other
+/// than `101` aside), and the status of the last.
+#[derive(Debug, Clone, Copy, Default)]
+struct Answered {
+    count: u64,
+    last: u16,
+}
+
 /// The job's requests, one head at a time: read (bounded), checked,
-/// rewritten, sent, and the body streamed as framed. Returns the bytes
-/// sent and how it ended.
+/// rewritten, sent, and the body streamed as framed. After a request that
+/// asks for an upgrade (`Connection: upgrade`) nothing more is read until
+/// the server answers it (`answered`): a `101` turns the connection into a
+/// copy both ways (recorded), any other answer leaves it HTTP, and what
+/// the job sent behind the request is read as the next request. Returns
+/// the bytes sent and how it ended.
 async fn requests_up<R, W>(
     shared: &Shared,
     icp: &Interceptor,
     host: &str,
     port: u16,
-    mut from: R,
-    mut to: W,
+    (mut from, mut to): (R, W),
     requests: &Mutex<Requests>,
+    mut answered: tokio::sync::watch::Receiver<Answered>,
 ) -> (u64, End)
 where
     R: AsyncRead + Unpin,
@@ -826,6 +859,8 @@ where
     let max = shared.limits.max_header_bytes;
     let idle = shared.limits.idle_timeout;
     let mut sent = 0u64;
+    // Requests sent to the server so far.
+    let mut asked = 0u64;
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -907,11 +942,14 @@ where
             }
         }
         let mut bytes = bytes;
-        let upgrade = http::is_upgrade(&head);
+        let upgrade = http::is_upgrade(&head).then(|| {
+            head.header("upgrade")
+                .map_or_else(|| "an unnamed protocol".to_string(), printable_header)
+        });
         let mut body = http::body_of(&head);
         // The head with what of the body has come: one write (one TLS
-        // record). An upgrade's later bytes go as they are, below.
-        let first = if upgrade { 0 } else { body.take(&buf[end..]) };
+        // record).
+        let first = body.take(&buf[end..]);
         bytes.extend_from_slice(&buf[end..end + first]);
         if shared.bytes_left() < bytes.len() as u64 {
             return (
@@ -923,18 +961,8 @@ where
             return (sent, End::Done);
         }
         sent += count_up(shared, bytes.len());
+        asked += 1;
         buf.drain(..end + first);
-        if upgrade {
-            // A WebSocket (or other upgrade): checked, then a tunnel.
-            if !buf.is_empty() && send(&mut to, &buf).await.is_err() {
-                return (sent, End::Done);
-            }
-            sent += count_up(shared, buf.len());
-            return match copy_counted(shared, &mut from, &mut to, true).await {
-                Ok(n) => (sent + n, End::Done),
-                Err(e) => (sent, End::Closed(e)),
-            };
-        }
         // The rest of the body, as the head frames it.
         loop {
             let n = body.take(&buf);
@@ -968,6 +996,39 @@ where
                 Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
             }
         }
+        let Some(protocol) = upgrade else {
+            continue;
+        };
+        // An upgrade: nothing more is read from the job until the server
+        // answers it.
+        let verdict = timeout(idle, answered.wait_for(|a| a.count >= asked))
+            .await
+            .map(|r| r.map(|a| *a));
+        match verdict {
+            Ok(Ok(a)) if a.last == 101 => {}
+            Ok(Ok(_)) => continue,
+            Ok(Err(_)) => return (sent, End::Done),
+            Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
+        }
+        if let Ok(mut r) = requests.lock() {
+            r.upgraded = Some(protocol);
+        }
+        if !buf.is_empty() {
+            if shared.bytes_left() < buf.len() as u64 {
+                return (
+                    sent,
+                    End::Closed("closed: the session's byte limit was reached".into()),
+                );
+            }
+            if send(&mut to, &buf).await.is_err() {
+                return (sent, End::Done);
+            }
+            sent += count_up(shared, buf.len());
+        }
+        return match copy_counted(shared, &mut from, &mut to, true).await {
+            Ok(n) => (sent + n, End::Done),
+            Err(e) => (sent, End::Closed(e)),
+        };
     }
 }
 
@@ -1045,6 +1106,7 @@ async fn responses_down<R, W>(
     mut from: R,
     mut to: W,
     requests: &Mutex<Requests>,
+    answered: tokio::sync::watch::Sender<Answered>,
 ) -> u64
 where
     R: AsyncRead + Unpin,
@@ -1102,6 +1164,12 @@ where
             return sent;
         };
         let informational = (100..200).contains(&head.status) && head.status != 101;
+        if !informational {
+            answered.send_modify(|a| {
+                a.count += 1;
+                a.last = head.status;
+            });
+        }
         let was_head = if informational {
             false
         } else {

@@ -1137,3 +1137,147 @@ impl Drop for Stopped {
         let _ = self.0.wait();
     }
 }
+
+/// A server that switches `/ws` to an echo protocol (`101`, then every
+/// byte sent back after `echo:`) and answers every other request `200`,
+/// whatever its method or `Host`, writing down `HOST METHOD PATH`.
+const UPGRADER: &str = r#"
+import socket, ssl, sys, threading
+cert, key, seen = sys.argv[1:4]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+def serve(c):
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                more = c.recv(65536)
+                if not more: return
+                buf += more
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            method, path, _ = lines[0].split(" ")
+            h = {l.split(":", 1)[0].strip().lower(): l.split(":", 1)[1].strip() for l in lines[1:]}
+            with open(seen, "a") as f:
+                f.write("%s %s %s\n" % (h.get("host"), method, path))
+            if path == "/ws" and "upgrade" in h.get("connection", "").lower():
+                c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+                while True:
+                    if buf:
+                        c.sendall(b"echo:" + buf); buf = b""
+                    buf = c.recv(65536)
+                    if not buf: return
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            if h.get("connection", "").lower() == "close": return
+    finally:
+        c.close()
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    conn, _ = s.accept()
+    def run(conn=conn):
+        try:
+            serve(ctx.wrap_socket(conn, server_side=True))
+        except Exception:
+            pass
+    threading.Thread(target=run, daemon=True).start()
+"#;
+
+/// The job's client: on one connection, a request asking for an upgrade
+/// the server does not make, with a `POST` and a request naming another
+/// host pipelined behind it in the same write; on another, an upgrade
+/// the server makes, then bytes of the new protocol. Prints every
+/// status it is answered and what the echo sends back.
+const UPGRADE_CLIENT: &str = r#"
+import base64, os, re, socket, ssl, sys, urllib.parse
+port = sys.argv[1]
+ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+def connect():
+    proxy = os.environ.get("HTTPS_PROXY")
+    if proxy:
+        u = urllib.parse.urlparse(proxy)
+        s = socket.create_connection((u.hostname, u.port), timeout=20)
+        cred = base64.b64encode(("%s:%s" % (u.username, u.password)).encode()).decode()
+        s.sendall(("CONNECT registry.test:%s HTTP/1.1\r\nHost: registry.test:%s\r\nProxy-Authorization: Basic %s\r\n\r\n" % (port, port, cred)).encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(4096)
+    else:
+        s = socket.create_connection(("127.0.0.1", int(port)), timeout=20)
+    return ctx.wrap_socket(s, server_hostname="registry.test")
+host = "registry.test:%s" % port
+c = connect()
+c.sendall(("GET /no-ws HTTP/1.1\r\nHost: %s\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+           "POST /private HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\n\r\n"
+           "GET /fronted HTTP/1.1\r\nHost: elsewhere.test\r\nConnection: close\r\n\r\n" % (host, host)).encode())
+data = b""
+while True:
+    try:
+        more = c.recv(65536)
+    except Exception:
+        break
+    if not more: break
+    data += more
+print("pipelined:", " ".join(re.findall(r"HTTP/1\.1 (\d{3})", data.decode(errors="replace"))), flush=True)
+c = connect()
+c.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n" % host).encode())
+got = b""
+while b"\r\n\r\n" not in got:
+    got += c.recv(4096)
+print("upgrade:", got.split(b" ")[1].decode(), flush=True)
+c.sendall(b"hello-new-protocol")
+print(c.recv(4096).decode(), flush=True)
+"#;
+
+/// Runs as an unprivileged user. `Connection: upgrade` on a request the
+/// server does not upgrade, with a `POST` a GET-only rule forbids and a
+/// request naming another host pipelined behind it: bare, the server
+/// takes all three. Under vetto nothing behind the upgrade request is read
+/// until the server answers it; its `200` leaves the connection HTTP, so
+/// the `POST` is refused (403) and neither it nor the fronted request
+/// reaches the server. An upgrade the server makes (`101`) is then a copy
+/// both ways, and is recorded with the protocol.
+fn requests_behind_an_upgrade_are_read_until_the_server_switches(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let reg = Registry::spawn(&w, "python3", "upgrader.py", UPGRADER);
+    let port = reg.port;
+    w.write(&w.project.join("client.py"), UPGRADE_CLIENT);
+    let script = format!("python3 client.py {port}; echo job-finished");
+    let bare = w
+        .bare(&["sh", "-c", &script])
+        .env("SSL_CERT_FILE", &reg.ca)
+        .run();
+    bare.assert_stdout_contains("pipelined: 200 200 200")
+        .assert_stdout_contains("echo:hello-new-protocol");
+    let seen = std::fs::read_to_string(&reg.seen).unwrap();
+    assert!(
+        seen.contains(" POST /private") && seen.contains("elsewhere.test GET /fronted"),
+        "control: bare, the pipelined requests reach the server\n{seen}"
+    );
+    std::fs::write(&reg.seen, "").unwrap();
+
+    let rule = format!("--rule=GET registry.test:{port}/*");
+    let (out, log) = reg.ci(&w, &[rule], &script);
+    out.assert_stdout_contains("pipelined: 200 403")
+        .assert_stdout_contains("upgrade: 101")
+        .assert_stdout_contains("echo:hello-new-protocol")
+        .assert_stdout_contains("job-finished");
+    let seen = std::fs::read_to_string(&reg.seen).unwrap();
+    assert!(
+        !seen.contains("POST") && !seen.contains("elsewhere.test") && seen.lines().count() == 2,
+        "only the two GETs reached the server\n{seen}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"violation\"")
+            && l.contains("\"net-egress-blocked\"")
+            && l.contains("/usr/bin/python3")),
+        "the refused POST is recorded with the process\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("\"type\":\"connection\"")
+            && l.contains("upgraded to echo after the server's 101")),
+        "the upgraded connection is recorded\n{log}"
+    );
+}
+at_every_tier!(requests_behind_an_upgrade_are_read_until_the_server_switches);
