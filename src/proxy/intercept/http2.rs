@@ -38,6 +38,23 @@ use crate::proxy::{Shared, http};
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 4 << 20;
 
+/// Streams the job (and the server) may have open at once on one
+/// connection: each holds its head (at most the session's header limit)
+/// while it waits, so this and the header limit bound what vetto holds of
+/// a connection's heads. Browsers open 100; package managers fewer.
+const MAX_STREAMS: u32 = 100;
+
+/// Streams the job may reset before vetto has read them, and what vetto
+/// buffers to send on one stream (its data waits for the peer's window
+/// anyway).
+const MAX_PENDING_RESETS: usize = 20;
+const MAX_SEND_BUFFER: usize = 256 << 10;
+
+/// The largest response header list taken from the server: real servers'
+/// heads outgrow the job's 16 KiB now and then (policies, many cookies),
+/// and a refused one would break the job; still bounded per stream.
+const MAX_RESPONSE_HEAD: u32 = 256 << 10;
+
 /// What one stream did.
 #[derive(Default)]
 struct Streamed {
@@ -62,9 +79,17 @@ pub(super) async fn serve<C, S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let idle = shared.limits.idle_timeout;
+    // A header list is decoded no further than HTTP/1.1's head limit (an
+    // HPACK table entry referenced thousands of times decodes to
+    // megabytes): a larger one is refused before anything is copied.
+    let max_head = u32::try_from(shared.limits.max_header_bytes).unwrap_or(u32::MAX);
     let server_side = h2::server::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(max_head)
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .handshake(client);
     let mut job = match timeout(idle, server_side).await {
         Ok(Ok(c)) => c,
@@ -80,6 +105,10 @@ pub(super) async fn serve<C, S>(
     let client_side = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(MAX_RESPONSE_HEAD)
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .handshake(server);
     let (upstream, connection) = match timeout(shared.limits.connect_timeout, client_side).await {
         Ok(Ok(c)) => c,
@@ -305,6 +334,8 @@ async fn stream(
         drain(shared, body, &mut respond).await;
         return Streamed::default();
     };
+    // Only the request to send is held while the server is waited for.
+    drop((parts, head, target, headers));
     let sent = match upstream.ready().await {
         Ok(mut ready) => ready.send_request(out, body.is_end_stream()),
         Err(e) => Err(e),
