@@ -43,6 +43,8 @@ use crate::policy::{HostPattern, RequestRule};
 use super::route::{Record, Route};
 use super::{Shared, http};
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod http2;
 mod scrub;
 
