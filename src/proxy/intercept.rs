@@ -677,6 +677,9 @@ pub(crate) fn unambiguous_path(target: &str) -> Result<&str, &'static str> {
     if !path.starts_with('/') {
         return Err("is not a path");
     }
+    if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err("has a space or a control character");
+    }
     if path.contains(';') {
         return Err("has ; parameters in a segment");
     }
@@ -1515,6 +1518,7 @@ mod tests {
             ("/api/allowed/%2e%2e/forbidden", "segment"),
             ("/api/allowed/.%2E/forbidden", "segment"),
             ("/api/allowed/..", "segment"),
+            ("/api/allowed/x\u{0}/../y", "control character"),
             ("*", "not a path"),
             ("https://other.test/api/allowed/x", "not a path"),
         ] {
