@@ -770,6 +770,8 @@ struct Requests {
     scrubbed: Vec<String>,
     /// The protocol the connection was upgraded to, after a `101`.
     upgraded: Option<String>,
+    /// A request was refused: the job's side stays open for the answer.
+    refused: bool,
 }
 
 impl Requests {
@@ -912,6 +914,11 @@ where
                     status: Some(status),
                     secrets: Vec::new(),
                 });
+            }
+            // Before the server is told: its close must not close the
+            // job's side before the refusal is answered there.
+            if let Ok(mut r) = requests.lock() {
+                r.refused = true;
             }
             let _ = to.shutdown().await;
             return (sent, End::Refused(status, why));
@@ -1091,6 +1098,14 @@ where
     }
 }
 
+/// The server's side ended: the job's is closed too, unless a request
+/// was refused, whose answer the caller writes there first (then closes).
+async fn close_job<W: AsyncWrite + Unpin>(to: &mut W, requests: &Mutex<Requests>) {
+    if !requests.lock().is_ok_and(|r| r.refused) {
+        let _ = to.shutdown().await;
+    }
+}
+
 /// Where a chunked body's trailer section (`bytes` starting at it) ends:
 /// after its empty line.
 fn trailer_end(bytes: &[u8]) -> Option<usize> {
@@ -1139,7 +1154,7 @@ where
                     if !buf.is_empty() && send(&mut to, &buf).await.is_ok() {
                         sent += pass(buf.len());
                     }
-                    let _ = to.shutdown().await;
+                    close_job(&mut to, requests).await;
                     return sent;
                 }
             }
@@ -1239,7 +1254,7 @@ where
                 sent += pass(part.len());
                 buf = rest;
             } else if body.in_trailer() && buf.len() > max {
-                let _ = to.shutdown().await;
+                close_job(&mut to, requests).await;
                 return sent;
             }
             if body.done() {
@@ -1250,7 +1265,7 @@ where
                 match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
                     Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
                     _ => {
-                        let _ = to.shutdown().await;
+                        close_job(&mut to, requests).await;
                         return sent;
                     }
                 }
@@ -1259,13 +1274,13 @@ where
             if !buf.is_empty() {
                 // Framing lost: what follows cannot be read as heads, so
                 // nothing more is passed.
-                let _ = to.shutdown().await;
+                close_job(&mut to, requests).await;
                 return sent;
             }
             match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
                 Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
                 _ => {
-                    let _ = to.shutdown().await;
+                    close_job(&mut to, requests).await;
                     return sent;
                 }
             }
