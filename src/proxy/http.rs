@@ -220,6 +220,21 @@ impl Body {
     /// request. Anything past its end, and a chunked body that breaks the
     /// grammar, is not forwarded ([`Body::Done`]).
     pub(crate) fn take(&mut self, bytes: &[u8]) -> usize {
+        self.take_to(bytes, false)
+    }
+
+    /// [`Body::take`], stopping where a chunked body's trailer section
+    /// starts ([`Body::in_trailer`]), so it can be read whole.
+    pub(crate) fn take_to_trailer(&mut self, bytes: &[u8]) -> usize {
+        self.take_to(bytes, true)
+    }
+
+    /// Whether the body is at (or in) its trailer section.
+    pub(crate) fn in_trailer(&self) -> bool {
+        matches!(self, Body::Chunked(Chunk::Trailer { .. }))
+    }
+
+    fn take_to(&mut self, bytes: &[u8], stop_at_trailer: bool) -> usize {
         match self {
             Body::Done => 0,
             Body::Length(left) => {
@@ -233,7 +248,10 @@ impl Body {
             Body::Chunked(state) => {
                 let mut state = *state;
                 let mut used = 0;
-                while used < bytes.len() && state != Chunk::End {
+                while used < bytes.len()
+                    && state != Chunk::End
+                    && !(stop_at_trailer && matches!(state, Chunk::Trailer { .. }))
+                {
                     let Some((next, n)) = step(state, &bytes[used..]) else {
                         *self = Body::Done;
                         return used;

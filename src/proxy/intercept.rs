@@ -7,9 +7,11 @@
 //!
 //! - The authority's key is made at start in vetto's memory and never
 //!   written anywhere; the job gets its certificate only (to trust it).
-//! - Only the request head is rewritten (the request line and the
-//!   headers, a Basic credential decoded and encoded again); bodies are
-//!   streamed through as their framing says, never buffered whole.
+//! - Only the credential headers of a request head are rewritten
+//!   ([`CREDENTIAL_HEADERS`], a Basic credential decoded and encoded
+//!   again); a placeholder anywhere else is sent as it is and recorded.
+//!   Bodies are streamed through as their framing says, never buffered
+//!   whole.
 //! - Every request on a kept-alive connection is read and framed as
 //!   `http::Body` frames it for the plain-HTTP proxy, so a second request
 //!   is never passed unread behind the first.
@@ -18,9 +20,11 @@
 //!   one protocol the server chose; each HTTP/2 stream is read and checked
 //!   as a request (`http2`). Nothing is translated between the two, and
 //!   nothing passes unread.
-//! - Responses are passed as they come; their heads are read only to pair
-//!   each request with its status for the record (a response that cannot
-//!   be read is passed on unread, and later statuses are not recorded).
+//! - Every response head (`1xx` and trailers too) is read and any form
+//!   of a secret's value in it replaced by its placeholder (`scrub`), and
+//!   paired with its request's status for the record. A head that cannot
+//!   be parsed is scrubbed and passed on, the rest unread; a body whose
+//!   framing breaks ends the connection.
 
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -39,7 +43,27 @@ use crate::policy::{HostPattern, RequestRule};
 use super::route::{Record, Route};
 use super::{Shared, http};
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod http2;
+mod scrub;
+
+/// The headers a secret's value goes in: where a credential goes. Any
+/// other place in a request head (its target, `Origin`, `Referer`,
+/// `Cookie`, any other header) keeps the placeholder, since a server may
+/// hand what it read there back (a redirect keeping the query, CORS
+/// echoing `Origin`). `Authorization` for Bearer, Basic (decoded) and the
+/// other schemes; the rest are the API-key headers of the services the
+/// recipes name (Anthropic's `x-api-key`, Google's `x-goog-api-key`) and
+/// of those users name themselves (GitLab's `private-token`, Azure's
+/// `api-key`).
+pub(crate) const CREDENTIAL_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "private-token",
+    "api-key",
+];
 
 /// A secret as the proxy holds it.
 #[derive(Clone)]
@@ -107,6 +131,8 @@ pub(crate) struct Interceptor {
     provider: Arc<rustls::crypto::CryptoProvider>,
     /// The host's roots, as the job's bundle carries them.
     roots_pem: String,
+    /// Every secret's value in the forms a response head could hold it.
+    scrubber: scrub::Scrubber,
 }
 
 impl Interceptor {
@@ -138,7 +164,13 @@ impl Interceptor {
         let mut upstream_h2 = upstream.clone();
         upstream.alpn_protocols = vec![b"http/1.1".to_vec()];
         upstream_h2.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let scrubber = scrub::Scrubber::new(
+            secrets
+                .iter()
+                .map(|s| (s.value.as_str(), s.placeholder.as_str())),
+        );
         Ok(Interceptor {
+            scrubber,
             secrets,
             rules,
             authority,
@@ -185,10 +217,9 @@ impl Interceptor {
     }
 
     /// Whether the rules let `head` through to `host:port`: always, where
-    /// no rule names the host; else one of its rules must allow the
-    /// method and the path (its query aside). A path with a dot segment or
-    /// an encoded slash, backslash or dot is refused there: the server
-    /// would resolve it to another path than the one the rule matched.
+    /// no rule names the host; else its target must be one every server
+    /// reads as the rule does ([`unambiguous_path`]) and one of its rules
+    /// must allow the method and the path (its query aside).
     fn permits(&self, head: &http::Head, host: &str, port: u16) -> Result<(), String> {
         let mine: Vec<&RequestRule> = self
             .rules
@@ -198,17 +229,15 @@ impl Interceptor {
         if mine.is_empty() {
             return Ok(());
         }
-        let path = head.target.split(['?', '#']).next().unwrap_or_default();
-        let lower = path.to_ascii_lowercase();
-        let ambiguous = path.split('/').any(|seg| seg == "." || seg == "..")
-            || path.contains('\\')
-            || ["%2e", "%2f", "%5c"].iter().any(|e| lower.contains(e));
-        if ambiguous {
-            return Err(format!(
-                "the path {} has a dot segment or an encoded separator, which a rule cannot match",
-                printable_header(path).chars().take(64).collect::<String>()
-            ));
-        }
+        let path = unambiguous_path(&head.target).map_err(|why| {
+            format!(
+                "the target {} {why}, which servers read as another path than the one a rule matches",
+                printable_header(&head.target)
+                    .chars()
+                    .take(64)
+                    .collect::<String>()
+            )
+        })?;
         let allowed = mine.iter().any(|r| {
             r.methods
                 .iter()
@@ -265,10 +294,11 @@ impl Interceptor {
         Ok(config)
     }
 
-    /// The head with every placeholder of a secret for `host:port`
-    /// replaced by its value, as HTTP/1.1 bytes, and the names of the
-    /// secrets used.
-    fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Vec<String>) {
+    /// The head with the placeholder of each secret for `host:port`
+    /// replaced by its value in the credential headers, as HTTP/1.1 bytes;
+    /// the names of the secrets used, and of those whose placeholder was
+    /// elsewhere in the head (sent as it is).
+    fn inject(&self, head: &http::Head, host: &str, port: u16) -> (Vec<u8>, Injected) {
         let (target, headers, used) = self.injected(head, host, port);
         let mut bytes = format!("{} {target} {}\r\n", head.method, head.version).into_bytes();
         for (name, value) in &headers {
@@ -278,31 +308,39 @@ impl Interceptor {
         (bytes, used)
     }
 
-    /// The request target and headers of `head` with every placeholder of
-    /// a secret for `host:port` replaced by its value, and the names of the
-    /// secrets used.
+    /// The request target and headers of `head` with the placeholder of
+    /// each secret for `host:port` replaced by its value in the credential
+    /// headers ([`CREDENTIAL_HEADERS`]) only; the names of the secrets
+    /// used and of those left as placeholders elsewhere.
     fn injected(
         &self,
         head: &http::Head,
         host: &str,
         port: u16,
-    ) -> (String, Vec<(String, String)>, Vec<String>) {
-        let mut used = Vec::new();
+    ) -> (String, Vec<(String, String)>, Injected) {
+        let mut used = Injected::default();
+        let mine: Vec<&Secret> = self
+            .secrets
+            .iter()
+            .filter(|s| s.covers(host, port))
+            .collect();
         let mut swap = |text: &str| -> String {
             let mut out = text.to_string();
-            for s in self.secrets.iter().filter(|s| s.covers(host, port)) {
+            for s in &mine {
                 if out.contains(&s.placeholder) {
                     out = out.replace(&s.placeholder, &s.value);
-                    if !used.contains(&s.name) {
-                        used.push(s.name.clone());
+                    if !used.used.contains(&s.name) {
+                        used.used.push(s.name.clone());
                     }
                 }
             }
             out
         };
-        let target = swap(&head.target);
         let mut headers = Vec::with_capacity(head.headers.len());
         for (name, value) in &head.headers {
+            let credential = CREDENTIAL_HEADERS
+                .iter()
+                .any(|c| name.eq_ignore_ascii_case(c));
             let value = match basic(name, value) {
                 // git and npm send a token as a Basic credential's user or
                 // password: decoded, swapped, encoded again.
@@ -314,12 +352,49 @@ impl Interceptor {
                         format!("Basic {}", super::wire::base64(swapped.as_bytes()))
                     }
                 }
-                None => swap(value),
+                None if credential => swap(value),
+                None => value.clone(),
             };
             headers.push((name.clone(), value));
         }
-        (target, headers, used)
+        // Where the value does not go: the target and every other header.
+        let elsewhere = head
+            .headers
+            .iter()
+            .filter(|(n, _)| !CREDENTIAL_HEADERS.iter().any(|c| n.eq_ignore_ascii_case(c)))
+            .flat_map(|(n, v)| [n.as_str(), v.as_str()])
+            .chain([head.target.as_str()]);
+        for text in elsewhere {
+            for s in mine.iter().filter(|s| text.contains(&s.placeholder)) {
+                if !used.misplaced.contains(&s.name) {
+                    used.misplaced.push(s.name.clone());
+                }
+            }
+        }
+        (head.target.clone(), headers, used)
     }
+
+    /// `bytes` (a response head, trailers) with every form of a value
+    /// replaced by its placeholder's, and the secrets found; `None` where
+    /// none is there.
+    fn scrub(&self, bytes: &[u8]) -> Option<(Vec<u8>, Vec<String>)> {
+        let (clean, found) = self.scrubber.scrub(bytes)?;
+        let names = found
+            .into_iter()
+            .filter_map(|i| self.secrets.get(i).map(|s| s.name.clone()))
+            .collect();
+        Some((clean, names))
+    }
+}
+
+/// What injecting did to a request head.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Injected {
+    /// Secrets whose value was put in (a credential header).
+    used: Vec<String>,
+    /// Secrets whose placeholder was elsewhere in the head (the target,
+    /// another header), sent there as it is.
+    misplaced: Vec<String>,
 }
 
 /// A certificate in PEM.
@@ -505,8 +580,17 @@ pub(crate) async fn serve(
     let (sr, sw) = tokio::io::split(server);
     let mut stop = shared.stop.subscribe();
     let (up, end, down) = {
-        let up = requests_up(shared, icp, &route.name, port, cr, sw, &requests);
-        let down = responses_down(shared, sr, &mut cw, &requests);
+        let (answered_tx, answered_rx) = tokio::sync::watch::channel(Answered::default());
+        let up = requests_up(
+            shared,
+            icp,
+            &route.name,
+            port,
+            (cr, sw),
+            &requests,
+            answered_rx,
+        );
+        let down = responses_down(shared, icp, sr, &mut cw, &requests, answered_tx);
         tokio::pin!(up, down);
         let mut down_bytes = None;
         let (up_bytes, end) = loop {
@@ -577,6 +661,60 @@ enum End {
     Refused(u16, String),
 }
 
+/// The path of a request target (its query aside) where every common
+/// server reads the same path a rule matches; else what makes servers
+/// read it otherwise. Refused: a fragment (`#`: Go keeps it in the path),
+/// `;` parameters in a segment (Tomcat, Jetty and Spring read `..;` as
+/// `..`), a backslash (WHATWG URL parsers, as in node, read it as `/`),
+/// an encoded `/`, `\`, `%` or NUL, a `%` that encodes nothing, and a `.`
+/// or `..` segment once decoded (`%2e%2e`). `*` (`OPTIONS *`) is no path
+/// and matches no rule's.
+pub(crate) fn unambiguous_path(target: &str) -> Result<&str, &'static str> {
+    if target.contains('#') {
+        return Err("has a fragment (#)");
+    }
+    let path = target.split('?').next().unwrap_or_default();
+    if !path.starts_with('/') {
+        return Err("is not a path");
+    }
+    if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        return Err("has a space or a control character");
+    }
+    if path.contains(';') {
+        return Err("has ; parameters in a segment");
+    }
+    if path.contains('\\') {
+        return Err("has a backslash");
+    }
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or("has a % that encodes nothing")?;
+            if matches!(hex, b'/' | b'\\' | b'%' | 0 | b';' | b'#' | b'?') {
+                return Err("has an encoded /, \\, %, ;, #, ? or NUL");
+            }
+            decoded.push(hex);
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    if decoded
+        .split(|b| *b == b'/')
+        .any(|seg| seg == b"." || seg == b"..")
+    {
+        return Err("has a . or .. segment (once decoded)");
+    }
+    Ok(path)
+}
+
 /// Whether a request names the connection's server, and no other: its
 /// target is a path (`/…`; `*` for `OPTIONS`) and its one `Host` header is
 /// `host` (with `port`, or without it for 443). A `Host` of another name
@@ -627,6 +765,13 @@ struct Requests {
     unrecorded: u64,
     /// Secrets whose placeholder a request carried here, not their host.
     elsewhere: Vec<String>,
+    /// Secrets whose value a response head carried back (replaced by the
+    /// placeholder before the job got it).
+    scrubbed: Vec<String>,
+    /// The protocol the connection was upgraded to, after a `101`.
+    upgraded: Option<String>,
+    /// A request was refused: the job's side stays open for the answer.
+    refused: bool,
 }
 
 impl Requests {
@@ -640,6 +785,27 @@ impl Requests {
                 more
             } else {
                 format!("{}; {more}", rec.detail)
+            };
+        }
+        if let Some(protocol) = &self.upgraded {
+            let note = format!(
+                "upgraded to {protocol} after the server's 101; what followed was copied unread"
+            );
+            rec.detail = if rec.detail.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", rec.detail)
+            };
+        }
+        if !self.scrubbed.is_empty() {
+            let note = format!(
+                "the server sent back the value of {} in a response head; the job got the placeholder",
+                self.scrubbed.join(", ")
+            );
+            rec.detail = if rec.detail.is_empty() {
+                note
+            } else {
+                format!("{}; {note}", rec.detail)
             };
         }
         rec.requests = self
@@ -669,17 +835,29 @@ fn printable_header(s: &str) -> String {
         .collect()
 }
 
+/// The final responses the server has sent on a connection (`1xx` other
+/// than `101` aside), and the status of the last.
+#[derive(Debug, Clone, Copy, Default)]
+struct Answered {
+    count: u64,
+    last: u16,
+}
+
 /// The job's requests, one head at a time: read (bounded), checked,
-/// rewritten, sent, and the body streamed as framed. Returns the bytes
-/// sent and how it ended.
+/// rewritten, sent, and the body streamed as framed. After a request that
+/// asks for an upgrade (`Connection: upgrade`) nothing more is read until
+/// the server answers it (`answered`): a `101` turns the connection into a
+/// copy both ways (recorded), any other answer leaves it HTTP, and what
+/// the job sent behind the request is read as the next request. Returns
+/// the bytes sent and how it ended.
 async fn requests_up<R, W>(
     shared: &Shared,
     icp: &Interceptor,
     host: &str,
     port: u16,
-    mut from: R,
-    mut to: W,
+    (mut from, mut to): (R, W),
     requests: &Mutex<Requests>,
+    mut answered: tokio::sync::watch::Receiver<Answered>,
 ) -> (u64, End)
 where
     R: AsyncRead + Unpin,
@@ -688,6 +866,8 @@ where
     let max = shared.limits.max_header_bytes;
     let idle = shared.limits.idle_timeout;
     let mut sent = 0u64;
+    // Requests sent to the server so far.
+    let mut asked = 0u64;
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
@@ -735,11 +915,18 @@ where
                     secrets: Vec::new(),
                 });
             }
+            // Before the server is told: its close must not close the
+            // job's side before the refusal is answered there.
+            if let Ok(mut r) = requests.lock() {
+                r.refused = true;
+            }
             let _ = to.shutdown().await;
             return (sent, End::Refused(status, why));
         }
-        let (bytes, used) = icp.inject(&head, host, port);
-        let elsewhere = icp.misdirected(&buf[..end], Some(host), port);
+        let (bytes, injected) = icp.inject(&head, host, port);
+        let mut elsewhere = icp.misdirected(&buf[..end], Some(host), port);
+        elsewhere.extend(injected.misplaced);
+        let used = injected.used;
         if !elsewhere.is_empty()
             && let Ok(mut r) = requests.lock()
         {
@@ -767,11 +954,14 @@ where
             }
         }
         let mut bytes = bytes;
-        let upgrade = http::is_upgrade(&head);
+        let upgrade = http::is_upgrade(&head).then(|| {
+            head.header("upgrade")
+                .map_or_else(|| "an unnamed protocol".to_string(), printable_header)
+        });
         let mut body = http::body_of(&head);
         // The head with what of the body has come: one write (one TLS
-        // record). An upgrade's later bytes go as they are, below.
-        let first = if upgrade { 0 } else { body.take(&buf[end..]) };
+        // record).
+        let first = body.take(&buf[end..]);
         bytes.extend_from_slice(&buf[end..end + first]);
         if shared.bytes_left() < bytes.len() as u64 {
             return (
@@ -783,18 +973,8 @@ where
             return (sent, End::Done);
         }
         sent += count_up(shared, bytes.len());
+        asked += 1;
         buf.drain(..end + first);
-        if upgrade {
-            // A WebSocket (or other upgrade): checked, then a tunnel.
-            if !buf.is_empty() && send(&mut to, &buf).await.is_err() {
-                return (sent, End::Done);
-            }
-            sent += count_up(shared, buf.len());
-            return match copy_counted(shared, &mut from, &mut to, true).await {
-                Ok(n) => (sent + n, End::Done),
-                Err(e) => (sent, End::Closed(e)),
-            };
-        }
         // The rest of the body, as the head frames it.
         loop {
             let n = body.take(&buf);
@@ -828,6 +1008,39 @@ where
                 Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
             }
         }
+        let Some(protocol) = upgrade else {
+            continue;
+        };
+        // An upgrade: nothing more is read from the job until the server
+        // answers it.
+        let verdict = timeout(idle, answered.wait_for(|a| a.count >= asked))
+            .await
+            .map(|r| r.map(|a| *a));
+        match verdict {
+            Ok(Ok(a)) if a.last == 101 => {}
+            Ok(Ok(_)) => continue,
+            Ok(Err(_)) => return (sent, End::Done),
+            Err(_) => return (sent, End::Closed("closed: idle timeout".into())),
+        }
+        if let Ok(mut r) = requests.lock() {
+            r.upgraded = Some(protocol);
+        }
+        if !buf.is_empty() {
+            if shared.bytes_left() < buf.len() as u64 {
+                return (
+                    sent,
+                    End::Closed("closed: the session's byte limit was reached".into()),
+                );
+            }
+            if send(&mut to, &buf).await.is_err() {
+                return (sent, End::Done);
+            }
+            sent += count_up(shared, buf.len());
+        }
+        return match copy_counted(shared, &mut from, &mut to, true).await {
+            Ok(n) => (sent + n, End::Done),
+            Err(e) => (sent, End::Closed(e)),
+        };
     }
 }
 
@@ -885,13 +1098,35 @@ where
     }
 }
 
+/// The server's side ended: the job's is closed too, unless a request
+/// was refused, whose answer the caller writes there first (then closes).
+async fn close_job<W: AsyncWrite + Unpin>(to: &mut W, requests: &Mutex<Requests>) {
+    if !requests.lock().is_ok_and(|r| r.refused) {
+        let _ = to.shutdown().await;
+    }
+}
+
+/// Where a chunked body's trailer section (`bytes` starting at it) ends:
+/// after its empty line.
+fn trailer_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.starts_with(b"\r\n") {
+        return Some(2);
+    }
+    bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 4)
+}
+
 /// The server's responses, passed to the job as they come; each head is
 /// read to record its request's status while the framing can be followed.
 async fn responses_down<R, W>(
     shared: &Shared,
+    icp: &Interceptor,
     mut from: R,
     mut to: W,
     requests: &Mutex<Requests>,
+    answered: tokio::sync::watch::Sender<Answered>,
 ) -> u64
 where
     R: AsyncRead + Unpin,
@@ -919,10 +1154,23 @@ where
                     if !buf.is_empty() && send(&mut to, &buf).await.is_ok() {
                         sent += pass(buf.len());
                     }
-                    let _ = to.shutdown().await;
+                    close_job(&mut to, requests).await;
                     return sent;
                 }
             }
+        };
+        // Every head the job gets is read for a value first, whether it
+        // can be parsed or not.
+        let scrubbed = icp.scrub(&buf[..end.unwrap_or(buf.len())]);
+        let end = match scrubbed {
+            Some((clean, found)) => {
+                http2::note_scrubbed(requests, found);
+                let was = end.unwrap_or(buf.len());
+                let now = clean.len();
+                buf.splice(..was, clean);
+                end.map(|_| now)
+            }
+            None => end,
         };
         let parsed = end.and_then(|e| http::parse_response_head(&buf[..e]).ok().map(|h| (e, h)));
         let Some((end, head)) = parsed else {
@@ -936,6 +1184,12 @@ where
             return sent;
         };
         let informational = (100..200).contains(&head.status) && head.status != 101;
+        if !informational {
+            answered.send_modify(|a| {
+                a.count += 1;
+                a.last = head.status;
+            });
+        }
         let was_head = if informational {
             false
         } else {
@@ -969,14 +1223,14 @@ where
         };
         // The head with what of the body has come: one write (one TLS
         // record) where the server's was one.
-        let first = end + body.take(&buf[end..]);
+        let first = end + body.take_to_trailer(&buf[end..]);
         if send(&mut to, &buf[..first]).await.is_err() {
             return sent;
         }
         sent += pass(first);
         buf.drain(..first);
         loop {
-            let n = body.take(&buf);
+            let n = body.take_to_trailer(&buf);
             if n > 0 {
                 if send(&mut to, &buf[..n]).await.is_err() {
                     return sent;
@@ -984,23 +1238,49 @@ where
                 sent += pass(n);
                 buf.drain(..n);
             }
+            // Trailers are a head too: read whole (bounded as one), and
+            // any value in them replaced.
+            if body.in_trailer()
+                && let Some(end) = trailer_end(&buf)
+            {
+                let (mut part, rest) = (buf[..end].to_vec(), buf.split_off(end));
+                if let Some((clean, found)) = icp.scrub(&part) {
+                    http2::note_scrubbed(requests, found);
+                    part = clean;
+                }
+                if body.take(&part) != part.len() || send(&mut to, &part).await.is_err() {
+                    return sent;
+                }
+                sent += pass(part.len());
+                buf = rest;
+            } else if body.in_trailer() && buf.len() > max {
+                close_job(&mut to, requests).await;
+                return sent;
+            }
             if body.done() {
                 break;
             }
-            if !buf.is_empty() {
-                // Framing lost: the rest is passed on unread.
-                if send(&mut to, &buf).await.is_ok() {
-                    sent += pass(buf.len());
-                    if let Ok(n) = copy_counted(shared, &mut from, &mut to, false).await {
-                        sent += n;
+            if body.in_trailer() && trailer_end(&buf).is_none() {
+                // More of the trailer section to come.
+                match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                    _ => {
+                        close_job(&mut to, requests).await;
+                        return sent;
                     }
                 }
+                continue;
+            }
+            if !buf.is_empty() {
+                // Framing lost: what follows cannot be read as heads, so
+                // nothing more is passed.
+                close_job(&mut to, requests).await;
                 return sent;
             }
             match timeout(shared.limits.idle_timeout, from.read(&mut chunk)).await {
                 Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
                 _ => {
-                    let _ = to.shutdown().await;
+                    close_job(&mut to, requests).await;
                     return sent;
                 }
             }
@@ -1042,20 +1322,98 @@ mod tests {
         )
         .unwrap();
         let h = head(
-            "GET /a?t=npm_PLACEHOLDER1 HTTP/1.1\r\nHost: registry.test\r\n\
+            "GET /a HTTP/1.1\r\nHost: registry.test\r\n\
              Authorization: Bearer npm_PLACEHOLDER1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n",
         );
         let (bytes, used) = icp.inject(&h, "registry.test", 443);
         let text = String::from_utf8(bytes).unwrap();
-        assert_eq!(used, ["NPM"]);
+        assert_eq!(used.used, ["NPM"]);
+        assert!(used.misplaced.is_empty());
         assert_eq!(
             text,
-            "GET /a?t=npm_VALUE1 HTTP/1.1\r\nHost: registry.test\r\n\
+            "GET /a HTTP/1.1\r\nHost: registry.test\r\n\
              Authorization: Bearer npm_VALUE1\r\nX-Other: ghp_PLACEHOLDER2\r\n\r\n"
         );
         // Another port than the secret's (443 when none is named).
         let (bytes, used) = icp.inject(&h, "registry.test", 8443);
-        assert!(used.is_empty() && !String::from_utf8(bytes).unwrap().contains("VALUE"));
+        assert!(used.used.is_empty() && !String::from_utf8(bytes).unwrap().contains("VALUE"));
+    }
+
+    #[test]
+    fn a_placeholder_outside_a_credential_header_is_sent_as_it_is_and_named() {
+        let icp = Interceptor::new(
+            vec![secret(
+                "NPM",
+                "npm_PLACEHOLDER1",
+                "npm_VALUE1",
+                "registry.test",
+            )],
+            vec![],
+        )
+        .unwrap();
+        for (where_, h) in [
+            ("target", "GET /dir?t=npm_PLACEHOLDER1 HTTP/1.1\r\n"),
+            (
+                "Origin",
+                "GET / HTTP/1.1\r\nOrigin: https://npm_PLACEHOLDER1\r\n",
+            ),
+            (
+                "Referer",
+                "GET / HTTP/1.1\r\nReferer: https://x/?npm_PLACEHOLDER1\r\n",
+            ),
+            ("Cookie", "GET / HTTP/1.1\r\nCookie: s=npm_PLACEHOLDER1\r\n"),
+            ("other", "GET / HTTP/1.1\r\nX-Session: npm_PLACEHOLDER1\r\n"),
+        ] {
+            let h = head(&format!("{h}Host: registry.test\r\n\r\n"));
+            let (bytes, used) = icp.inject(&h, "registry.test", 443);
+            let text = String::from_utf8(bytes).unwrap();
+            assert!(!text.contains("npm_VALUE1"), "{where_}: {text}");
+            assert!(text.contains("npm_PLACEHOLDER1"), "{where_}: {text}");
+            assert_eq!(used.misplaced, ["NPM"], "{where_}");
+            assert!(used.used.is_empty(), "{where_}");
+        }
+        // The API-key headers of the recipes' services take it.
+        for name in ["x-api-key", "X-Goog-Api-Key", "PRIVATE-TOKEN"] {
+            let h = head(&format!(
+                "GET / HTTP/1.1\r\nHost: registry.test\r\n{name}: npm_PLACEHOLDER1\r\n\r\n"
+            ));
+            let (bytes, used) = icp.inject(&h, "registry.test", 443);
+            assert!(
+                String::from_utf8(bytes)
+                    .unwrap()
+                    .contains(&format!("{name}: npm_VALUE1"))
+            );
+            assert_eq!(
+                (used.used.as_slice(), used.misplaced.len()),
+                (["NPM".to_string()].as_slice(), 0)
+            );
+        }
+    }
+
+    #[test]
+    fn a_value_in_a_response_head_becomes_the_placeholder() {
+        let icp = Interceptor::new(
+            vec![secret(
+                "NPM",
+                "npm_PLACEHOLDER1",
+                "npm_VALUE1xyz",
+                "registry.test",
+            )],
+            vec![],
+        )
+        .unwrap();
+        let (clean, found) = icp
+            .scrub(b"HTTP/1.1 301 Moved\r\nLocation: /dir/?t=npm_VALUE1xyz\r\n\r\n")
+            .unwrap();
+        assert_eq!(found, ["NPM"]);
+        assert_eq!(
+            clean,
+            b"HTTP/1.1 301 Moved\r\nLocation: /dir/?t=npm_PLACEHOLDER1\r\n\r\n"
+        );
+        assert!(icp.scrub(b"HTTP/1.1 200 OK\r\n\r\n").is_none());
+        assert_eq!(trailer_end(b"\r\nnext"), Some(2));
+        assert_eq!(trailer_end(b"X-T: 1\r\n\r\nnext"), Some(10));
+        assert_eq!(trailer_end(b"X-T: 1\r\n"), None);
     }
 
     #[test]
@@ -1076,7 +1434,7 @@ mod tests {
         ));
         let (bytes, used) = icp.inject(&h, "github.test", 443);
         let text = String::from_utf8(bytes).unwrap();
-        assert_eq!(used, ["GH"]);
+        assert_eq!(used.used, ["GH"]);
         let expected = crate::proxy::wire::base64(b"x-access-token:ghp_VALUE2");
         assert!(
             text.contains(&format!("Authorization: Basic {expected}\r\n")),
@@ -1141,6 +1499,47 @@ mod tests {
         // Only the rule's host and port are read.
         assert!(icp.covers("code.test", 443) && !icp.covers("code.test", 80));
         assert_eq!(icp.permits(&req("POST", "/x"), "other.test", 443), Ok(()));
+    }
+
+    #[test]
+    fn a_target_a_server_reads_as_another_path_is_refused() {
+        for ok in [
+            "/api/allowed/x",
+            "/api/allowed/x?next=/../forbidden;x",
+            "/api/allowed/a%20b",
+            "/api/allowed/..x/...",
+            "/api/allowed/%41",
+            "/",
+        ] {
+            assert!(unambiguous_path(ok).is_ok(), "{ok}");
+        }
+        assert_eq!(unambiguous_path("/a/b?q=1"), Ok("/a/b"));
+        for (bad, why) in [
+            ("/api/allowed/x#/../../forbidden", "fragment"),
+            ("/api/allowed/x?q#", "fragment"),
+            ("/api/allowed/..;/forbidden", "; parameters"),
+            ("/api/allowed;jsessionid=1/x", "; parameters"),
+            ("/api/allowed/..\\forbidden", "backslash"),
+            ("/api/allowed/..%2fforbidden", "encoded"),
+            ("/api/allowed/..%2Fforbidden", "encoded"),
+            ("/api/allowed/..%5cforbidden", "encoded"),
+            ("/api/allowed/x%00", "encoded"),
+            ("/api/allowed/%252e%252e/forbidden", "encoded"),
+            ("/api/allowed/%3b/x", "encoded"),
+            ("/api/allowed/%zz", "encodes nothing"),
+            ("/api/allowed/%2", "encodes nothing"),
+            ("/api/allowed/../forbidden", "segment"),
+            ("/api/allowed/./x", "segment"),
+            ("/api/allowed/%2e%2e/forbidden", "segment"),
+            ("/api/allowed/.%2E/forbidden", "segment"),
+            ("/api/allowed/..", "segment"),
+            ("/api/allowed/x\u{0}/../y", "control character"),
+            ("*", "not a path"),
+            ("https://other.test/api/allowed/x", "not a path"),
+        ] {
+            let got = unambiguous_path(bad);
+            assert!(got.is_err_and(|e| e.contains(why)), "{bad}: {got:?}");
+        }
     }
 
     #[test]

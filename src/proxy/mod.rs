@@ -45,6 +45,8 @@ use tokio::sync::{Semaphore, watch};
 pub use crate::policy::addr::{AddrClass, classify};
 pub use crate::policy::egress as rules;
 pub use crate::policy::egress::{Cidr, Decision, IpRule, RuleParseError};
+#[doc(hidden)]
+pub use intercept::fuzzing;
 pub use intercept::{InterceptError, Secret};
 pub use upstream::{Upstream, UpstreamParseError};
 

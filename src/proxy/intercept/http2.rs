@@ -6,7 +6,9 @@
 //! reaches the server — its `:authority` (or one `Host`) must be the
 //! connection's host, its method and path allowed by the host's rules —
 //! then sent on the proxy's own connection to the server with the
-//! placeholders in its target and headers replaced (never in its body).
+//! placeholders in its credential headers replaced (never in its body);
+//! the response's headers and trailers are read for a secret's value
+//! (replaced by the placeholder), and its `1xx` heads are not passed.
 //! A refused stream is answered `403`/`421` with the reason and reset;
 //! the connection's other streams go on, each checked alike. Bodies are
 //! streamed both ways under HTTP/2's flow control: the proxy takes no
@@ -36,6 +38,23 @@ use crate::proxy::{Shared, http};
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 4 << 20;
 
+/// Streams the job (and the server) may have open at once on one
+/// connection: each holds its head (at most the session's header limit)
+/// while it waits, so this and the header limit bound what vetto holds of
+/// a connection's heads. Browsers open 100; package managers fewer.
+const MAX_STREAMS: u32 = 100;
+
+/// Streams the job may reset before vetto has read them, and what vetto
+/// buffers to send on one stream (its data waits for the peer's window
+/// anyway).
+const MAX_PENDING_RESETS: usize = 20;
+const MAX_SEND_BUFFER: usize = 256 << 10;
+
+/// The largest response header list taken from the server: real servers'
+/// heads outgrow the job's 16 KiB now and then (policies, many cookies),
+/// and a refused one would break the job; still bounded per stream.
+const MAX_RESPONSE_HEAD: u32 = 256 << 10;
+
 /// What one stream did.
 #[derive(Default)]
 struct Streamed {
@@ -60,9 +79,17 @@ pub(super) async fn serve<C, S>(
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let idle = shared.limits.idle_timeout;
+    // A header list is decoded no further than HTTP/1.1's head limit (an
+    // HPACK table entry referenced thousands of times decodes to
+    // megabytes): a larger one is refused before anything is copied.
+    let max_head = u32::try_from(shared.limits.max_header_bytes).unwrap_or(u32::MAX);
     let server_side = h2::server::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(max_head)
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .handshake(client);
     let mut job = match timeout(idle, server_side).await {
         Ok(Ok(c)) => c,
@@ -78,6 +105,10 @@ pub(super) async fn serve<C, S>(
     let client_side = h2::client::Builder::new()
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_header_list_size(MAX_RESPONSE_HEAD)
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_send_buffer_size(MAX_SEND_BUFFER)
         .handshake(server);
     let (upstream, connection) = match timeout(shared.limits.connect_timeout, client_side).await {
         Ok(Ok(c)) => c,
@@ -256,14 +287,16 @@ async fn stream(
             };
         }
     };
-    let (target, headers, used) = icp.injected(&head, host, port);
+    let (target, headers, injected) = icp.injected(&head, host, port);
     let seen: Vec<u8> = headers
         .iter()
         .flat_map(|(n, v)| [n.as_bytes(), b": ", v.as_bytes(), b"\n"].concat())
         .chain(head.target.bytes())
         .collect();
-    let elsewhere = icp.misdirected(&seen, Some(host), port);
+    let mut elsewhere = icp.misdirected(&seen, Some(host), port);
     drop(seen);
+    elsewhere.extend(injected.misplaced);
+    let used = injected.used;
     if !elsewhere.is_empty()
         && let Ok(mut r) = requests.lock()
     {
@@ -301,6 +334,8 @@ async fn stream(
         drain(shared, body, &mut respond).await;
         return Streamed::default();
     };
+    // Only the request to send is held while the server is waited for.
+    drop((parts, head, target, headers));
     let sent = match upstream.ready().await {
         Ok(mut ready) => ready.send_request(out, body.is_end_stream()),
         Err(e) => Err(e),
@@ -316,7 +351,7 @@ async fn stream(
         if body.is_end_stream() {
             return 0;
         }
-        pipe(shared, body, to_server, true).await
+        pipe(shared, body, to_server, None).await
     };
     let down = async {
         let response = match response.await {
@@ -331,10 +366,11 @@ async fn stream(
         {
             q.status = Some(response.status().as_u16());
         }
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
+        scrub_headers(icp, requests, &mut parts.headers);
         let end = body.is_end_stream();
         match respond.send_response(::http::Response::from_parts(parts, ()), end) {
-            Ok(to_job) if !end => pipe(shared, body, to_job, false).await,
+            Ok(to_job) if !end => pipe(shared, body, to_job, Some((icp, requests))).await,
             _ => 0,
         }
     };
@@ -391,11 +427,46 @@ async fn drain(
     }
 }
 
+/// Every header value of a response head (or trailers) from the server
+/// with each form of a secret's value replaced by its placeholder's
+/// (`scrub`), and the secrets found recorded. A value that cannot be
+/// rebuilt is dropped.
+fn scrub_headers(icp: &Interceptor, requests: &Mutex<Requests>, headers: &mut ::http::HeaderMap) {
+    let mut found: Vec<String> = Vec::new();
+    for value in headers.values_mut() {
+        if let Some((clean, names)) = icp.scrub(value.as_bytes()) {
+            *value = ::http::HeaderValue::from_bytes(&clean)
+                .unwrap_or_else(|_| ::http::HeaderValue::from_static(""));
+            found.extend(names);
+        }
+    }
+    if !found.is_empty() {
+        note_scrubbed(requests, found);
+    }
+}
+
+/// Record that a response carried these secrets' values (replaced).
+pub(super) fn note_scrubbed(requests: &Mutex<Requests>, found: Vec<String>) {
+    if let Ok(mut r) = requests.lock() {
+        for name in found {
+            if !r.scrubbed.contains(&name) {
+                r.scrubbed.push(name);
+            }
+        }
+    }
+}
+
 /// A body from one side to the other: each frame sent once the other side
 /// has room for it, and only then its room given back to the sender;
-/// trailers after. Bounded by the session's bytes. The bytes passed.
-async fn pipe(shared: &Shared, mut from: RecvStream, mut to: SendStream<Bytes>, up: bool) -> u64 {
-    let counter = if up {
+/// trailers after, read for a secret's value on the way down (`scrub`:
+/// the response's). Bounded by the session's bytes. The bytes passed.
+async fn pipe(
+    shared: &Shared,
+    mut from: RecvStream,
+    mut to: SendStream<Bytes>,
+    scrub: Option<(&Interceptor, &Mutex<Requests>)>,
+) -> u64 {
+    let counter = if scrub.is_none() {
         &shared.bytes_up
     } else {
         &shared.bytes_down
@@ -431,7 +502,10 @@ async fn pipe(shared: &Shared, mut from: RecvStream, mut to: SendStream<Bytes>, 
         passed += n as u64;
     }
     match from.trailers().await {
-        Ok(Some(trailers)) => {
+        Ok(Some(mut trailers)) => {
+            if let Some((icp, requests)) = scrub {
+                scrub_headers(icp, requests, &mut trailers);
+            }
             let _ = to.send_trailers(trailers);
         }
         Ok(None) => {
