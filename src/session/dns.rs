@@ -439,7 +439,8 @@ fn sender_of(a: &nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
 
 /// One connection to the TCP stub and its peer, read as
 /// [`recv_datagram`] reads a sender (std's `accept` asserts the same way).
-#[cfg(unix)]
+/// `accept4` is Linux's (the stub serves the Linux tiers); elsewhere std's.
+#[cfg(target_os = "linux")]
 fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
     use nix::sys::socket::{SockFlag, SockaddrStorage, accept4, getpeername};
     let stream = TcpStream::from(accept4(listener, SockFlag::SOCK_CLOEXEC)?);
@@ -449,7 +450,7 @@ fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAd
     Ok((stream, peer))
 }
 
-#[cfg(not(unix))]
+#[cfg(not(target_os = "linux"))]
 fn accept_client(listener: &TcpListener) -> std::io::Result<(TcpStream, SocketAddr)> {
     listener.accept()
 }
