@@ -109,6 +109,18 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
                 ) => reopens_protection(path, &guarded).map(|why| (path, why)),
                 _ => None,
             };
+            // A new entry past the session's spares: no rule grants what
+            // does not exist when the session starts.
+            if v.detail.ends_with(SPARES_SPENT_DETAIL) {
+                let what = format!(
+                    "{} {} — {}: not suggested",
+                    v.rule.as_str(),
+                    v.target.display(),
+                    SPARES_SPENT
+                );
+                *needs.refused.entry(what).or_insert(0) += 1;
+                continue;
+            }
             if let Some((path, why)) = reopened {
                 let what = format!(
                     "{} {} — {why}: not suggested",
@@ -522,6 +534,13 @@ pub(crate) fn write_grant(
         _ => Ok(path.to_path_buf()),
     }
 }
+
+/// How a refusal past the session's spares ends its violation's detail
+/// (`supervisor::violation_of`: the call, then the reason).
+pub(crate) const SPARES_SPENT_DETAIL: &str = "(SparesSpent)";
+
+/// Why a new entry past the session's spares gets no flag.
+pub(crate) const SPARES_SPENT: &str = "a new entry in a directory whose own entries are protected comes from the spares vetto grants before the sandbox starts, and this session used them all; what is there when the session starts is granted whole, so make it before the session (mkdir -p, touch)";
 
 /// Why a path with a random part gets no flag.
 pub(crate) const RANDOM_NAME: &str = "the name holds a random part (made anew each run): a grant of it would never match the next run, and its directory is not one to grant whole";

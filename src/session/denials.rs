@@ -18,7 +18,10 @@ use crate::policy::egress::{InternalReach, internal_reach};
 use crate::policy::tools::{Cache, host_cache_of};
 use crate::policy::{Access, markers};
 use crate::report::suggest::write_grant;
-use crate::supervisor::{self, notify::NotifyEvent};
+use crate::supervisor::{
+    self,
+    notify::{NotifyEvent, Reason},
+};
 
 /// How many groups are named without `-v`.
 pub(super) const FIRST: usize = 3;
@@ -313,6 +316,27 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
     }
 }
 
+/// A new entry refused once the session's spares are used
+/// (`Reason::SparesSpent`): no flag grants a path that does not exist when
+/// the session starts; what works is making it before, or (a file where
+/// a masked file sits, FS-ONLY) the tier that masks by mount.
+fn spares_spent_fix(syscall: &str) -> Fix {
+    let (made, tier) = if syscall.starts_with("mkdir") {
+        (
+            format!("{} new directories", crate::plan::fs::SparePool::DIRS),
+            "",
+        )
+    } else {
+        (
+            format!("{} new files", crate::plan::fs::SparePool::FILES),
+            "; or --tier full, which hides a masked file by a mount, so new files there need no spare",
+        )
+    };
+    Fix::None(format!(
+        "no flag: vetto makes at most {made} per session where the project's own entries are protected (each granted before the sandbox starts), and they were all used; make it before the session (mkdir -p, touch): what is there at the start is granted whole{tier}"
+    ))
+}
+
 /// What is shown for a target: a refused lookup says it is one.
 fn what(rule: RuleId, target: &Target, home: &Path) -> String {
     match (rule, target) {
@@ -442,7 +466,11 @@ pub(super) fn groups(
             },
             t => t.clone(),
         };
-        let fix = fix(v.rule, &target, ctx);
+        let fix = if d.reason == Reason::SparesSpent {
+            spares_spent_fix(d.syscall)
+        } else {
+            fix(v.rule, &target, ctx)
+        };
         add(
             &mut out,
             v.rule,

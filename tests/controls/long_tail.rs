@@ -354,3 +354,88 @@ fn the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it(t
     );
 }
 at_every_tier!(the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it);
+
+/// New directories at the top of the project, each filled at once, as a
+/// Python test run with coverage and packaging makes them.
+const TOP_DIRS: &str = "for d in build dist .tox .venv htmlcov .pytest_cache; do mkdir $d && echo x > $d/f || exit 1; done; echo filled";
+
+/// More new directories at the top than a session has spares (16), made
+/// with `mkdir -p` so that a second run over the first one's works.
+const PAST_SPARE_DIRS: &str =
+    "for i in $(seq 1 17); do mkdir -p n$i && echo x > n$i/f || exit 1; done; echo filled";
+
+/// More new files at the top than a session has spares where a masked
+/// `.env` sits (64), each read back.
+const PAST_SPARE_FILES: &str =
+    "for i in $(seq 1 65); do echo x > t$i && cat t$i >/dev/null || exit 1; done; echo read-back";
+
+/// Runs as an unprivileged user: new directories and files at the top of
+/// the project. Evidence: bare all work. Before, the fifth new directory
+/// at the top could not be filled (`EACCES` on `e/f`, at both tiers) and,
+/// at FS-ONLY with a masked `.env` there, the seventeenth new file could
+/// not be read back, with nothing recorded: the carve grants new entries
+/// there from spares made before the sandbox starts, 4 directories and
+/// 16 files, and made the rest plainly, unusable. Now a session has 16
+/// and 64, and past them the new entry is refused and recorded with a
+/// hint that works: making it before the session, or (files) FULL.
+fn new_entries_at_the_project_top_are_usable_or_refused_and_told(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare(TOP_DIRS)
+        .assert_success()
+        .assert_stdout_contains("filled");
+    w.sh_bare("rm -rf build dist .tox .venv htmlcov .pytest_cache")
+        .assert_success();
+    let (out, log) = w.ci_sh(TOP_DIRS);
+    out.assert_success().assert_stdout_contains("filled");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "a new directory at the top was recorded at tier {tier}\n{log}"
+    );
+    assert_eq!(
+        crate::util::read(&w.project.join(".pytest_cache/f")).as_deref(),
+        Some("x\n")
+    );
+
+    // Past the spares: refused, recorded, and told what works.
+    let (out, log) = w.ci_sh(PAST_SPARE_DIRS);
+    out.assert_stdout_lacks("filled");
+    assert!(w.project.join("n16/f").is_file(), "{}", out.dump());
+    assert!(!w.project.join("n17").exists(), "{}", out.dump());
+    assert!(
+        log.contains("fs-write-denied") && log.contains("SparesSpent"),
+        "the 17th new directory was not recorded at tier {tier}\n{log}"
+    );
+    out.assert_stderr_contains("make it before the session");
+    w.sh_bare("mkdir n17").assert_success();
+    let (out, log) = w.ci_sh(PAST_SPARE_DIRS);
+    out.assert_success().assert_stdout_contains("filled");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the hint did not work at tier {tier}\n{log}"
+    );
+
+    // Files where the masked `.env` sits: FULL masks it by a mount, so
+    // files there need no spare; FS-ONLY refuses the 65th and says so.
+    w.sh_bare(PAST_SPARE_FILES)
+        .assert_success()
+        .assert_stdout_contains("read-back");
+    w.sh_bare("rm t*").assert_success();
+    let (out, log) = w.ci_sh(PAST_SPARE_FILES);
+    if tier == Tier::FsOnly {
+        out.assert_stdout_lacks("read-back");
+        assert!(w.project.join("t64").is_file(), "{}", out.dump());
+        assert!(
+            log.contains("SparesSpent"),
+            "the 65th new file was not recorded\n{log}"
+        );
+        out.assert_stderr_contains("--tier full");
+    } else {
+        out.assert_success().assert_stdout_contains("read-back");
+        assert!(
+            crate::util::violation_lines(&log).is_empty(),
+            "a new file at the top was recorded at tier {tier}\n{log}"
+        );
+    }
+}
+at_every_tier!(new_entries_at_the_project_top_are_usable_or_refused_and_told);
