@@ -510,7 +510,7 @@ pub(crate) fn write_grant(
     // daemon's), and a name there is anyone's to take first.
     if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
         return Err(
-            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own",
+            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own (writable unless the project lies under /tmp, which keeps its top read-only)",
         );
     }
     // The home directory itself (a `mkdir -p ~/…` where FULL's view hid

@@ -439,3 +439,75 @@ fn new_entries_at_the_project_top_are_usable_or_refused_and_told(tier: Tier) {
     }
 }
 at_every_tier!(new_entries_at_the_project_top_are_usable_or_refused_and_told);
+
+/// A directory under `/tmp` (an agent installed there), removed when the
+/// test ends.
+struct InTmp(std::path::PathBuf);
+
+impl Drop for InTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs as an unprivileged user, at FULL (where `/tmp` is the job's own;
+/// below it the shared `/tmp` is not the job's by design): a program
+/// installed under `/tmp` and allowed read-only (`--allow-read`), run
+/// while the job makes its own directory and file in `/tmp` at a fixed
+/// name, as agents do when they start. Evidence: bare it works; before,
+/// the allowed path beneath `/tmp` made the carve leave `/tmp` a skeleton
+/// (`mkdir /tmp/…` `EACCES`, nothing recorded). Now `/tmp` is granted
+/// whole, as what the policy binds there read-only is kept by a read-only
+/// mount: the installed program still cannot be written, removed or moved.
+fn an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable(tier: Tier) {
+    use std::os::unix::fs::PermissionsExt;
+    require!(tier.feature());
+    // The project outside /tmp (a project under /tmp is carved there).
+    let w = World::at_in(tier, std::path::Path::new("/var/tmp"));
+    let agent = InTmp(std::path::PathBuf::from(format!(
+        "/tmp/{}-agent",
+        w.root.file_name().unwrap().to_string_lossy()
+    )));
+    std::fs::create_dir_all(agent.0.join("bin")).unwrap();
+    std::fs::write(agent.0.join("bin/agent"), "echo agent-ran\n").unwrap();
+    for (p, mode) in [(agent.0.clone(), 0o755), (agent.0.join("bin"), 0o755)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let a = agent.0.to_str().unwrap();
+    let job = format!(
+        "d=/tmp/agent-state-$$; mkdir $d && echo x > $d/f && cat $d/f && rm -r $d && sh {a}/bin/agent"
+    );
+    w.sh_bare(&job)
+        .assert_success()
+        .assert_stdout_contains("x\nagent-ran");
+
+    let (out, log) = w.ci_sh_with(&["--allow-read", a], &job);
+    out.assert_success().assert_stdout_contains("x\nagent-ran");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the job's own /tmp was recorded\n{log}"
+    );
+    let (out, _) = w.ci_sh_with(
+        &["--allow-read", a],
+        &format!("echo planted > {a}/bin/agent; rm -rf {a}; mv {a} /tmp/moved; cat {a}/bin/agent"),
+    );
+    out.assert_stdout_contains("agent-ran");
+    assert_eq!(
+        crate::util::read(&agent.0.join("bin/agent")).as_deref(),
+        Some("echo agent-ran\n")
+    );
+
+    // A project under /tmp keeps /tmp carved (its protected names are
+    // Landlock's): a creation at /tmp's top is refused, and now recorded
+    // with what works ($TMPDIR), where before nothing was.
+    let under_tmp = World::at(tier);
+    let (out, log) =
+        under_tmp.ci_sh("mkdir /tmp/fixed-name; d=$(mktemp -d) && echo x > $d/f && echo tmpdir-ok");
+    out.assert_stdout_contains("tmpdir-ok")
+        .assert_stderr_contains("writable unless the project lies under /tmp");
+    assert!(
+        log.contains("/tmp/fixed-name"),
+        "the refused creation in /tmp was not recorded\n{log}"
+    );
+}
+crate::at_tiers!([at_full = Full] an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable);
