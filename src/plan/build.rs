@@ -839,6 +839,7 @@ fn plan_for(
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            unix_bind: false,
             tcp_dead_net: false,
             listen: false,
             metadata: false,
@@ -872,6 +873,7 @@ fn plan_for(
             project: None,
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            unix_bind: false,
             tcp_dead_net: false,
             listen: false,
             metadata: false,
@@ -955,6 +957,20 @@ fn plan_for(
     }
     notify.udp_dead_net = udp_dead_net;
     notify.tcp_dead_net = udp_dead_net;
+    // A pathname unix socket's bind() makes an entry as mknod does, but
+    // Landlock refuses it silently: notified so that one where the policy
+    // allows no writing (a test server's fixed path in the shared /tmp)
+    // is recorded with what works. The kernel still decides.
+    if landlock.is_some()
+        && notify.broker_unix_connect
+        && !seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "bind" && r.when.is_empty())
+    {
+        seccomp.rules.push(syscalls::unix_bind_rule());
+    }
+    notify.unix_bind = landlock.is_some() && notify.broker_unix_connect;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }
@@ -1206,6 +1222,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
         udp_dead_net: false,
+        unix_bind: false,
         tcp_dead_net: false,
         listen: false,
         metadata: false,

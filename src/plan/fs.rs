@@ -153,6 +153,10 @@ pub struct NotifyPlan {
     /// `--audit`: allow what the policy would refuse, and record it.
     #[serde(default)]
     pub audit: bool,
+    /// `bind()` is notified: a pathname unix socket's where the policy
+    /// allows no writing is recorded (the kernel refuses it).
+    #[serde(default)]
+    pub unix_bind: bool,
     /// Which `connect()`s of sockets other than unix ones the supervisor
     /// performs. It performs them itself (so the job cannot swap in a unix
     /// socket after the check), and so outside Landlock's TCP rules and

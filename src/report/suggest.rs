@@ -485,6 +485,15 @@ pub(crate) fn write_grant(
     {
         return Err("a path that climbs with `..`: its real place is not known");
     }
+    // The shared /tmp (FS-ONLY; FULL's is the job's own), random name or
+    // not (what works is the same: $TMPDIR, or FULL): it holds every
+    // user's and program's sockets and files (ssh-agent's, an unsandboxed
+    // daemon's), and a name there is anyone's to take first.
+    if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
+        return Err(
+            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own (writable unless the project lies under /tmp, which keeps its top read-only)",
+        );
+    }
     // A name made anew each run (`~/.claude.json.tmp.12.a8f3k2`,
     // `~/.node-spawn-wrap-4321-9f1c2e`): a grant of it never matches the
     // next run. Its stable directory is proposed where that may be
@@ -504,14 +513,6 @@ pub(crate) fn write_grant(
     // A device is granted by itself, never its directory (all of /dev).
     if path.starts_with("/dev") {
         return Ok(path.to_path_buf());
-    }
-    // The shared /tmp (FS-ONLY; FULL's is the job's own): it holds every
-    // user's and program's sockets and files (ssh-agent's, an unsandboxed
-    // daemon's), and a name there is anyone's to take first.
-    if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
-        return Err(
-            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own (writable unless the project lies under /tmp, which keeps its top read-only)",
-        );
     }
     // The home directory itself (a `mkdir -p ~/…` where FULL's view hid
     // it): its parent would grant every home on the machine.

@@ -511,3 +511,67 @@ fn an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable(tier: Tier) {
     );
 }
 crate::at_tiers!([at_full = Full] an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable);
+
+/// A test suite's server on a unix socket at the path given as `$1`,
+/// with a client of its own.
+const UNIX_SERVER: &str = r#"python3 - "$SOCK" <<'PY'
+import os, socket, sys
+p = sys.argv[1]
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(p)
+except OSError as e:
+    print("bind refused", e.errno)
+    sys.exit(1)
+s.listen(1)
+c = socket.socket(socket.AF_UNIX)
+c.connect(p)
+a, _ = s.accept()
+c.sendall(b"ping")
+print("served", a.recv(4).decode())
+os.unlink(p)
+PY"#;
+
+/// Runs as an unprivileged user: a test server bound to a unix socket at
+/// a fixed path in `/tmp`. Evidence: bare it serves. At FULL `/tmp` is
+/// the job's own and it serves. At FS-ONLY `/tmp` is the host's shared
+/// one (a socket planted there is one host programs would trust): the
+/// bind stays refused, but before it was `EACCES` with nothing recorded
+/// (servers waited out their timeouts); now it is recorded with what
+/// works — `$TMPDIR`, where the same server serves, or FULL.
+fn a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at_in(tier, std::path::Path::new("/var/tmp"));
+    let sock = format!(
+        "/tmp/{}.sock",
+        w.root.file_name().unwrap().to_string_lossy()
+    );
+    let at_fixed = format!("SOCK={sock}; {UNIX_SERVER}");
+    w.sh_bare(&at_fixed)
+        .assert_success()
+        .assert_stdout_contains("served ping");
+
+    let (out, log) = w.ci_sh(&at_fixed);
+    if tier == Tier::Full {
+        out.assert_success().assert_stdout_contains("served ping");
+        assert!(
+            crate::util::violation_lines(&log).is_empty(),
+            "the job's own socket was recorded\n{log}"
+        );
+        return;
+    }
+    out.assert_stdout_contains("bind refused 13");
+    assert!(
+        log.contains(&sock) && log.contains("bind"),
+        "the refused bind was not recorded\n{log}"
+    );
+    out.assert_stderr_contains("$TMPDIR")
+        .assert_stderr_contains("at FULL /tmp is the job's own");
+    let (out, log) = w.ci_sh(&format!("SOCK=$TMPDIR/s; {UNIX_SERVER}"));
+    out.assert_success().assert_stdout_contains("served ping");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "a socket in $TMPDIR was recorded\n{log}"
+    );
+}
+at_every_tier!(a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told);
