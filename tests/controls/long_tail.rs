@@ -575,3 +575,33 @@ fn a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told(tier: Tier) {
     );
 }
 at_every_tier!(a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told);
+
+/// Runs as an unprivileged user: everyday jobs that never run npm (`git`,
+/// `cargo`), ending clean. Evidence: before, every session printed that
+/// npm reads `~/.npmrc` without its credentials, and a clean one the
+/// whole paragraph of what the tier does not observe. Now the npm line
+/// is printed where the command names npm (the copy is made all the
+/// same), and a clean session says what is not observed in one line.
+fn clean_everyday_jobs_print_nothing_that_does_not_concern_them(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (out, log) =
+        w.ci_sh("git status --short >/dev/null && env | grep -c '_userconfig=.*vetto-npmrc'");
+    out.assert_success().assert_stdout_contains("1");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the everyday job was recorded\n{log}"
+    );
+    let said = out.stderr();
+    assert!(
+        !said.contains(".npmrc") && !said.contains("refused, but not recorded"),
+        "a clean git job was told about npm or the whole list\n{said}"
+    );
+    out.assert_stderr_contains("CLEAN")
+        .assert_stderr_contains("not observed at this tier: ");
+
+    let (out, _) = w.ci_sh("command -v npm >/dev/null; echo npm-or-not");
+    out.assert_success()
+        .assert_stderr_contains(".npmrc without its credentials");
+}
+at_every_tier!(clean_everyday_jobs_print_nothing_that_does_not_concern_them);
