@@ -44,6 +44,10 @@ struct Needs {
     refused: BTreeMap<String, u64>,
     /// Presets that fit the sessions' commands and projects.
     presets: BTreeMap<&'static str, crate::policy::markers::Suggestion>,
+    /// Presets in force in the sessions (chosen for the job by vetto, as
+    /// `--audit` and `vetto ci` do from the project's markers, or named):
+    /// a policy with `extends` chooses none by itself, so each is named.
+    used: BTreeSet<String>,
     /// Vetto-owned caches for denied writes in a host cache → (count, who).
     caches: BTreeMap<Cache, (u64, String)>,
     /// Withheld credentials whose recipe names hosts the job contacted →
@@ -67,6 +71,12 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
     for start in logs.iter().filter_map(|l| l.start()) {
         let in_force =
             crate::policy::markers::in_force(start.policy.sources.iter().map(|s| s.name.as_str()));
+        needs.used.extend(
+            in_force
+                .iter()
+                .filter(|p| **p != "default" && crate::policy::presets::get(p).is_some())
+                .map(|p| (*p).to_string()),
+        );
         if let Some(fit) =
             crate::policy::markers::suggest(&start.command, |m| has(&start.project, m), &in_force)
         {
@@ -686,10 +696,26 @@ fn render(needs: &Needs, sessions: usize) -> String {
             fit.preset
         );
     }
-    let extends: Vec<String> = std::iter::once("default")
+    if !needs.used.is_empty() {
+        let used: Vec<&str> = needs.used.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            out,
+            "# In force in the session(s): {} (a policy that names its presets gets no other).",
+            used.join(", ")
+        );
+    }
+    let mut extends: Vec<String> = vec!["\"default\"".to_string()];
+    for p in needs
+        .used
+        .iter()
+        .map(String::as_str)
         .chain(needs.presets.keys().copied())
-        .map(|p| format!("\"{p}\""))
-        .collect();
+    {
+        let quoted = format!("\"{p}\"");
+        if !extends.contains(&quoted) {
+            extends.push(quoted);
+        }
+    }
     let _ = writeln!(out, "extends = [{}]", extends.join(", "));
     if !needs.write.is_empty() || !needs.caches.is_empty() {
         let _ = writeln!(out, "\n[filesystem]");
@@ -1207,6 +1233,34 @@ mod tests {
     /// file, and a connection — suggested as the vetto-owned cache, the
     /// host and the presets that fit, never `~/.cargo`, its registry or a
     /// `bin/`.
+    /// `vetto ci --audit -- pip install …` in a project with a
+    /// `requirements.txt`: vetto chose the pip preset for the job. The
+    /// suggested policy names its presets (`extends`), so a policy that
+    /// left pip out would get none and refuse what the audit allowed.
+    #[test]
+    fn the_presets_a_session_used_are_kept() {
+        let mut events = fixture::attack_session();
+        if let Some(crate::events::Event::SessionStart(s)) = events.first_mut() {
+            s.command = vec!["pip".into(), "install".into(), "-r".into(), "r.txt".into()];
+            for name in ["preset:pip", "preset:python", "preset:no-such-preset"] {
+                s.policy.sources.push(crate::events::PolicySource {
+                    name: name.into(),
+                    digest: "sha256:4444".into(),
+                });
+            }
+        }
+        let log = SessionLog::parse(&fixture::to_jsonl(&events));
+        let toml = suggest_with(&[log], |_, m| m == "requirements.txt");
+        let extends = toml
+            .lines()
+            .find(|l| l.starts_with("extends = "))
+            .unwrap_or_default();
+        assert_eq!(
+            extends, r#"extends = ["default", "pip", "python"]"#,
+            "{toml}"
+        );
+    }
+
     #[test]
     fn suggestion_snapshot_for_a_cargo_and_npm_session() {
         let mut events = fixture::attack_session();
