@@ -605,3 +605,55 @@ fn clean_everyday_jobs_print_nothing_that_does_not_concern_them(tier: Tier) {
         .assert_stderr_contains(".npmrc without its credentials");
 }
 at_every_tier!(clean_everyday_jobs_print_nothing_that_does_not_concern_them);
+
+/// An install that makes the project's first `package-lock.json` (not yet
+/// committed) and runs a dependency's script that writes a shell start-up
+/// file.
+const FIRST_LOCKFILE: &str = r#"mkdir -p node_modules/evil
+printf '{"name": "evil", "version": "1.0.0"}\n' > node_modules/evil/package.json
+printf 'echo planted >> "$HOME/.bashrc"\n' > node_modules/evil/install.sh
+printf '{\n  "packages": {\n    "node_modules/evil": {"version": "1.0.0"}\n  }\n}\n' > package-lock.json
+sh node_modules/evil/install.sh; echo installed"#;
+
+/// Runs as an unprivileged user: the SARIF location of an alert a
+/// dependency caused. Evidence: `git ls-files` does not list the
+/// `package-lock.json` the job made; before, code scanning's location was
+/// its line all the same (the locator read the working tree, not what
+/// git tracks), a file the repository does not have. Now the alert is at
+/// the line of the tracked `package.json` that names the package.
+fn a_sarif_alert_is_placed_on_a_tracked_file_only(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(
+        &w.project.join("package.json"),
+        "{\n  \"name\": \"demo\",\n  \"dependencies\": {\n    \"evil\": \"1.0.0\"\n  }\n}\n",
+    );
+    w.sh_bare("git add package.json && git commit -q -m deps")
+        .assert_success();
+    let (out, log) = w.ci_sh(FIRST_LOCKFILE);
+    out.assert_stdout_contains("installed");
+    assert!(
+        log.contains("\"name\":\"evil\""),
+        "the write was not attributed to the package\n{log}"
+    );
+    w.sh_bare("git ls-files --error-unmatch package-lock.json 2>/dev/null || echo untracked")
+        .assert_stdout_contains("untracked");
+    let sarif: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(w.project.join("vetto-report/vetto.sarif")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let results = sarif["runs"][0]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ours = results
+        .iter()
+        .find(|r| r["message"]["text"].to_string().contains("evil"));
+    let Some(ours) = ours else {
+        panic!("no result for the package in the SARIF: {sarif}");
+    };
+    let at = &ours["locations"][0]["physicalLocation"];
+    assert_eq!(at["artifactLocation"]["uri"], "package.json", "{ours}");
+    assert_eq!(at["region"]["startLine"], 4, "{ours}");
+}
+at_every_tier!(a_sarif_alert_is_placed_on_a_tracked_file_only);
