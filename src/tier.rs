@@ -46,6 +46,19 @@ impl Tier {
     /// The attempts this tier refuses without vetto seeing them, so that a
     /// clean verdict is never read as "none attempted" (issue P10, item 7).
     /// Every report names them.
+    /// [`Tier::unobserved`] in one short line, for a clean session's
+    /// terminal (the reports keep the whole list).
+    pub fn unobserved_short(self) -> &'static str {
+        match self {
+            Tier::Full => "reads outside its view, connects to closed loopback ports",
+            Tier::FsOnly => {
+                "reads Landlock refuses (masked secrets included), writes into existing files, connects to closed loopback ports"
+            }
+            Tier::Seccomp => "any file access",
+            Tier::Seatbelt => "file accesses the profile refuses",
+        }
+    }
+
     pub fn unobserved(self) -> &'static [&'static str] {
         match self {
             Tier::Full => &[

@@ -687,6 +687,27 @@ fn plan_for(
             landlock_rules
         };
         let mut carved = fs::carve(&landlock_rules, handled, carve_view);
+        // At FULL /tmp is the sandbox's own tmpfs. What the policy binds
+        // beneath it read-only (an agent installed there, a masked path)
+        // is kept by a read-only mount of its own, which the kernel
+        // enforces whatever Landlock grants and which cannot be renamed or
+        // removed: the carve of /tmp around it protects nothing, and left
+        // /tmp a skeleton where `mkdir /tmp/x` failed. So /tmp is granted
+        // whole then. Not when a writable path beneath it is carved (a
+        // project under /tmp, whose protected names Landlock keeps):
+        // rights granted on /tmp would reach into it.
+        if tier == Tier::Full && tmp_kept_by_mounts(&rules) {
+            carved
+                .carved_dirs
+                .retain(|d| !fs::beneath(&d.path, Path::new(PRIVATE_TMP)));
+            carved
+                .list_only_dirs
+                .retain(|d| !fs::beneath(d, Path::new(PRIVATE_TMP)));
+            carved.rules.push(LandlockRule {
+                path: PRIVATE_TMP.into(),
+                access: handled,
+            });
+        }
         if tier == Tier::Full
             && carved
                 .rules
@@ -794,8 +815,21 @@ fn plan_for(
                 Vec::new()
             },
             broker_unix_connect: notify_available,
-            // The job's own private /tmp counts as writable for sockets.
-            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
+            // The job's own private /tmp counts as writable for sockets —
+            // where it is granted whole. Where a project under it keeps
+            // it carved, its top is read-only, and a creation there is
+            // recorded as the refusal it is.
+            rules: rules
+                .iter()
+                .map(|r| {
+                    let carved_tmp = tier == Tier::Full
+                        && session_tmp.is_some()
+                        && r.path == Path::new(PRIVATE_TMP)
+                        && r.access == Access::Write;
+                    let access = if carved_tmp { Access::Read } else { r.access };
+                    (r.path.clone(), access)
+                })
+                .collect(),
             unix_sockets: unix_sockets(policy),
             spares,
             denied_calls: Vec::new(),
@@ -805,6 +839,7 @@ fn plan_for(
             project: Some(policy.project.clone()),
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            unix_bind: false,
             tcp_dead_net: false,
             listen: false,
             metadata: false,
@@ -838,6 +873,7 @@ fn plan_for(
             project: None,
             shared_dirs: Vec::new(),
             udp_dead_net: false,
+            unix_bind: false,
             tcp_dead_net: false,
             listen: false,
             metadata: false,
@@ -921,6 +957,20 @@ fn plan_for(
     }
     notify.udp_dead_net = udp_dead_net;
     notify.tcp_dead_net = udp_dead_net;
+    // A pathname unix socket's bind() makes an entry as mknod does, but
+    // Landlock refuses it silently: notified so that one where the policy
+    // allows no writing (a test server's fixed path in the shared /tmp)
+    // is recorded with what works. The kernel still decides.
+    if landlock.is_some()
+        && notify.broker_unix_connect
+        && !seccomp
+            .rules
+            .iter()
+            .any(|r| r.name == "bind" && r.when.is_empty())
+    {
+        seccomp.rules.push(syscalls::unix_bind_rule());
+    }
+    notify.unix_bind = landlock.is_some() && notify.broker_unix_connect;
     if notify.pty_peer {
         seccomp.rules.extend(syscalls::pty_rules());
     }
@@ -1018,6 +1068,21 @@ fn beneath_writable(rules: Vec<FsRule>) -> (Vec<FsRule>, Vec<FsRule>) {
             && writable
                 .iter()
                 .any(|w| w.as_os_str() != r.path.as_os_str() && fs::beneath(&r.path, w))
+    })
+}
+
+/// At FULL: nothing beneath the private /tmp needs Landlock's carving
+/// there — every rule strictly beneath it is kept by a mount (read-only,
+/// or masked), or is writable with nothing weaker beneath it.
+fn tmp_kept_by_mounts(rules: &[FsRule]) -> bool {
+    let tmp = Path::new(PRIVATE_TMP);
+    let under = |p: &Path| p != tmp && fs::beneath(p, tmp);
+    !rules.iter().any(|w| {
+        under(&w.path)
+            && w.access == Access::Write
+            && rules.iter().any(|r| {
+                r.path != w.path && fs::beneath(&r.path, &w.path) && r.access != Access::Write
+            })
     })
 }
 
@@ -1157,6 +1222,7 @@ fn audit_plan(policy: &Policy, host: &HostCaps, options: &BuildOptions) -> Resul
         project: Some(policy.project.clone()),
         shared_dirs: Vec::new(),
         udp_dead_net: false,
+        unix_bind: false,
         tcp_dead_net: false,
         listen: false,
         metadata: false,

@@ -117,10 +117,15 @@ pub struct SparePool {
 }
 
 impl SparePool {
-    /// Spares per session: enough for the few top-level entries a build or
-    /// agent creates; beyond them vetto falls back to plain creation.
-    pub const FILES: usize = 16;
-    pub const DIRS: usize = 4;
+    /// Spares per session: enough for the top-level entries builds, test
+    /// suites and agents create (`target`, `node_modules`, `.venv`,
+    /// `.pytest_cache`, `htmlcov`, `dist`, …). Rules are fixed when the
+    /// domain is made, so the pool cannot grow later: past it a new entry
+    /// is refused and recorded (`Reason::SparesSpent`), never made as one
+    /// the job could not fill or read back. A spare directory costs a
+    /// block to make and to remove when unused; a spare file, none.
+    pub const FILES: usize = 64;
+    pub const DIRS: usize = 16;
 }
 
 /// What the supervisor decides through seccomp user notification.
@@ -148,6 +153,10 @@ pub struct NotifyPlan {
     /// `--audit`: allow what the policy would refuse, and record it.
     #[serde(default)]
     pub audit: bool,
+    /// `bind()` is notified: a pathname unix socket's where the policy
+    /// allows no writing is recorded (the kernel refuses it).
+    #[serde(default)]
+    pub unix_bind: bool,
     /// Which `connect()`s of sockets other than unix ones the supervisor
     /// performs. It performs them itself (so the job cannot swap in a unix
     /// socket after the check), and so outside Landlock's TCP rules and

@@ -157,6 +157,11 @@ pub enum Reason {
     /// A mode, owner or time change of a file the policy does not make
     /// writable, or of a protected name: refused (`EPERM`).
     MetadataOutside,
+    /// A new entry in a carved directory once the session's spares of
+    /// that kind are all used (`SparePool`): a plainly made one would be
+    /// an entry the job cannot fill (a directory) or read back (a file in
+    /// a list-only directory), so it is refused (`EACCES`) and recorded.
+    SparesSpent,
 }
 
 /// One decision, for the session log.

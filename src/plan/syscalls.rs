@@ -304,6 +304,17 @@ pub const METADATA: &[&str] = &[
     "utimensat",
 ];
 
+/// `bind()` goes to the supervisor, which records a pathname unix
+/// socket's where the policy allows no writing (the kernel decides).
+pub fn unix_bind_rule() -> SyscallRule {
+    rule(
+        "bind",
+        Action::Notify,
+        vec![],
+        "a pathname unix socket's bind makes an entry: one the policy refuses is recorded",
+    )
+}
+
 /// Mode, owner and time changes go to the supervisor (see [`METADATA`]).
 pub fn metadata_rules() -> Vec<SyscallRule> {
     METADATA

@@ -605,6 +605,56 @@ fn full_tier_carves_its_private_tmp_as_the_sandbox_sees_it() -> Result<(), Refus
 }
 
 #[test]
+fn full_tier_grants_its_private_tmp_whole_unless_a_carved_path_lies_beneath() -> Result<(), Refusal>
+{
+    let fs = FakeFs::with(&[
+        ("/p/.git/hooks/x.sample", FILE),
+        ("/tmp/agent/bin/agent", FILE),
+        ("/tmp/q/.git/hooks/x.sample", FILE),
+    ]);
+    let tmp_rule = |policy: &Policy| -> Result<Option<u64>, Refusal> {
+        let plan = build::build_with_view(
+            policy,
+            &HostCaps::everything(),
+            TierRequest::Exactly(Tier::Full),
+            &options(),
+            &fs,
+        )?;
+        let rules = plan.landlock.map(|l| l.rules).unwrap_or_default();
+        Ok(rules
+            .iter()
+            .filter(|r| r.path == Path::new("/tmp"))
+            .map(|r| r.access)
+            .max())
+    };
+    // An agent installed in /tmp, read-only (kept by its own read-only
+    // mount): the job's /tmp stays writable whole.
+    let mut policy = policy(vec![
+        rule("/p", Access::Write),
+        rule("/p/.git/hooks", Access::Protect),
+        rule("/tmp/agent", Access::Read),
+    ]);
+    policy.project = "/p".into();
+    let whole = tmp_rule(&policy)?;
+    assert!(
+        whole.is_some_and(|a| a & rights::MAKE_DIR != 0),
+        "{whole:?}"
+    );
+    // A project under /tmp: its carve is Landlock's, so /tmp stays carved.
+    policy.fs = vec![
+        rule("/tmp/q", Access::Write),
+        rule("/tmp/q/.git/hooks", Access::Protect),
+    ];
+    policy.project = "/tmp/q".into();
+    let carved = tmp_rule(&policy)?;
+    assert!(
+        carved.is_none_or(|a| a & rights::MAKE_DIR == 0),
+        "{carved:?}"
+    );
+    Ok(())
+}
+
+#[test]
 fn audit_enforces_nothing_but_notifies_everything_it_would_refuse() -> Result<(), Refusal> {
     let mut opts = options();
     opts.audit = true;

@@ -17,6 +17,13 @@
 //! 5. the first policy file in the repository;
 //! 6. `README.md` when there is one, else the first file at the root.
 //!
+//! A file is one of the repository when git tracks it (`git ls-files`:
+//! the project's index, read as a file, never by running git): a
+//! `package-lock.json` the job's `npm install` made, or any other
+//! untracked file, is never a location. Without an index to read (no git
+//! repository, or a report rendered where the checkout is gone) every
+//! regular file counts, as before.
+//!
 //! The repository is read after the job, which could have written any of
 //! it: files are opened without following a link in their last component,
 //! only regular ones, at most [`MAX_FILE`] bytes of each, each once per
@@ -25,7 +32,7 @@
 //! a session log elsewhere) falls through to the later steps.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -76,6 +83,8 @@ pub trait RepoFiles {
 pub struct OnDisk {
     root: PathBuf,
     read: RefCell<HashMap<String, Option<Rc<Vec<String>>>>>,
+    /// The paths git tracks, when the index could be read.
+    tracked: Option<HashSet<String>>,
 }
 
 impl OnDisk {
@@ -83,13 +92,79 @@ impl OnDisk {
         OnDisk {
             root: root.to_path_buf(),
             read: RefCell::new(HashMap::new()),
+            tracked: tracked(root),
         }
     }
+
+    fn is_tracked(&self, rel: &str) -> bool {
+        self.tracked.as_ref().is_none_or(|t| t.contains(rel))
+    }
+}
+
+/// The largest index read for the tracked paths.
+const MAX_INDEX: u64 = 64 << 20;
+
+/// The paths git tracks in the project at `root` (`git ls-files`), from
+/// its index read as a file with gitoxide's decoder (bounded); `None`
+/// when there is none to read.
+fn tracked(root: &Path) -> Option<HashSet<String>> {
+    use std::io::Read;
+    let index = git_dir(root)?.join("index");
+    let mut bytes = Vec::new();
+    crate::sys::safe_fs::open_regular(&index)
+        .ok()?
+        .take(MAX_INDEX + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    if bytes.len() as u64 > MAX_INDEX {
+        return None;
+    }
+    let options = gix_index::decode::Options {
+        thread_limit: Some(1),
+        alloc_limit_bytes: Some(4 * MAX_INDEX as usize),
+        ..Default::default()
+    };
+    let (state, _) = gix_index::State::from_bytes(
+        &bytes,
+        filetime::FileTime::now(),
+        gix_index::hash::Kind::Sha1,
+        options,
+    )
+    .ok()?;
+    Some(
+        state
+            .entries()
+            .iter()
+            .map(|e| e.path(&state).to_string())
+            .collect(),
+    )
+}
+
+/// The project's git directory: `.git`, or where a worktree's or
+/// submodule's `.git` file points (`gitdir: PATH`).
+fn git_dir(root: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let dot = root.join(".git");
+    let md = std::fs::symlink_metadata(&dot).ok()?;
+    if md.is_dir() {
+        return Some(dot);
+    }
+    let mut text = String::new();
+    crate::sys::safe_fs::open_regular(&dot)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    let dir = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+    Some(root.join(dir))
 }
 
 impl RepoFiles for OnDisk {
     fn lines(&self, rel: &str) -> Option<Rc<Vec<String>>> {
         use std::io::Read;
+        if !self.is_tracked(rel) {
+            return None;
+        }
         if let Some(known) = self.read.borrow().get(rel) {
             return known.clone();
         }
@@ -108,7 +183,8 @@ impl RepoFiles for OnDisk {
     }
 
     fn is_file(&self, rel: &str) -> bool {
-        std::fs::symlink_metadata(self.root.join(rel)).is_ok_and(|m| m.is_file())
+        self.is_tracked(rel)
+            && std::fs::symlink_metadata(self.root.join(rel)).is_ok_and(|m| m.is_file())
     }
 
     fn root_files(&self) -> Vec<String> {
@@ -117,6 +193,7 @@ impl RepoFiles for OnDisk {
                 d.filter_map(Result::ok)
                     .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
                     .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| self.is_tracked(n))
                     .collect()
             })
             .unwrap_or_default();

@@ -44,6 +44,10 @@ struct Needs {
     refused: BTreeMap<String, u64>,
     /// Presets that fit the sessions' commands and projects.
     presets: BTreeMap<&'static str, crate::policy::markers::Suggestion>,
+    /// Presets in force in the sessions (chosen for the job by vetto, as
+    /// `--audit` and `vetto ci` do from the project's markers, or named):
+    /// a policy with `extends` chooses none by itself, so each is named.
+    used: BTreeSet<String>,
     /// Vetto-owned caches for denied writes in a host cache → (count, who).
     caches: BTreeMap<Cache, (u64, String)>,
     /// Withheld credentials whose recipe names hosts the job contacted →
@@ -67,6 +71,12 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
     for start in logs.iter().filter_map(|l| l.start()) {
         let in_force =
             crate::policy::markers::in_force(start.policy.sources.iter().map(|s| s.name.as_str()));
+        needs.used.extend(
+            in_force
+                .iter()
+                .filter(|p| **p != "default" && crate::policy::presets::get(p).is_some())
+                .map(|p| (*p).to_string()),
+        );
         if let Some(fit) =
             crate::policy::markers::suggest(&start.command, |m| has(&start.project, m), &in_force)
         {
@@ -109,6 +119,18 @@ fn suggest_with(logs: &[SessionLog], has: impl Fn(&Path, &str) -> bool) -> Strin
                 ) => reopens_protection(path, &guarded).map(|why| (path, why)),
                 _ => None,
             };
+            // A new entry past the session's spares: no rule grants what
+            // does not exist when the session starts.
+            if v.detail.ends_with(SPARES_SPENT_DETAIL) {
+                let what = format!(
+                    "{} {} — {}: not suggested",
+                    v.rule.as_str(),
+                    v.target.display(),
+                    SPARES_SPENT
+                );
+                *needs.refused.entry(what).or_insert(0) += 1;
+                continue;
+            }
             if let Some((path, why)) = reopened {
                 let what = format!(
                     "{} {} — {why}: not suggested",
@@ -473,6 +495,15 @@ pub(crate) fn write_grant(
     {
         return Err("a path that climbs with `..`: its real place is not known");
     }
+    // The shared /tmp (FS-ONLY; FULL's is the job's own), random name or
+    // not (what works is the same: $TMPDIR, or FULL): it holds every
+    // user's and program's sockets and files (ssh-agent's, an unsandboxed
+    // daemon's), and a name there is anyone's to take first.
+    if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
+        return Err(
+            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own (writable unless the project lies under /tmp, which keeps its top read-only)",
+        );
+    }
     // A name made anew each run (`~/.claude.json.tmp.12.a8f3k2`,
     // `~/.node-spawn-wrap-4321-9f1c2e`): a grant of it never matches the
     // next run. Its stable directory is proposed where that may be
@@ -492,14 +523,6 @@ pub(crate) fn write_grant(
     // A device is granted by itself, never its directory (all of /dev).
     if path.starts_with("/dev") {
         return Ok(path.to_path_buf());
-    }
-    // The shared /tmp (FS-ONLY; FULL's is the job's own): it holds every
-    // user's and program's sockets and files (ssh-agent's, an unsandboxed
-    // daemon's), and a name there is anyone's to take first.
-    if path == Path::new("/tmp") || path.parent() == Some(Path::new("/tmp")) {
-        return Err(
-            "the shared /tmp holds other programs' sockets (ssh-agent's, an unsandboxed daemon's): the job's own temporary directory is $TMPDIR, and at FULL /tmp is the job's own",
-        );
     }
     // The home directory itself (a `mkdir -p ~/…` where FULL's view hid
     // it): its parent would grant every home on the machine.
@@ -522,6 +545,13 @@ pub(crate) fn write_grant(
         _ => Ok(path.to_path_buf()),
     }
 }
+
+/// How a refusal past the session's spares ends its violation's detail
+/// (`supervisor::violation_of`: the call, then the reason).
+pub(crate) const SPARES_SPENT_DETAIL: &str = "(SparesSpent)";
+
+/// Why a new entry past the session's spares gets no flag.
+pub(crate) const SPARES_SPENT: &str = "a new entry in a directory whose own entries are protected comes from the spares vetto grants before the sandbox starts, and this session used them all; what is there when the session starts is granted whole, so make it before the session (mkdir -p, touch)";
 
 /// Why a path with a random part gets no flag.
 pub(crate) const RANDOM_NAME: &str = "the name holds a random part (made anew each run): a grant of it would never match the next run, and its directory is not one to grant whole";
@@ -666,10 +696,26 @@ fn render(needs: &Needs, sessions: usize) -> String {
             fit.preset
         );
     }
-    let extends: Vec<String> = std::iter::once("default")
+    if !needs.used.is_empty() {
+        let used: Vec<&str> = needs.used.iter().map(String::as_str).collect();
+        let _ = writeln!(
+            out,
+            "# In force in the session(s): {} (a policy that names its presets gets no other).",
+            used.join(", ")
+        );
+    }
+    let mut extends: Vec<String> = vec!["\"default\"".to_string()];
+    for p in needs
+        .used
+        .iter()
+        .map(String::as_str)
         .chain(needs.presets.keys().copied())
-        .map(|p| format!("\"{p}\""))
-        .collect();
+    {
+        let quoted = format!("\"{p}\"");
+        if !extends.contains(&quoted) {
+            extends.push(quoted);
+        }
+    }
     let _ = writeln!(out, "extends = [{}]", extends.join(", "));
     if !needs.write.is_empty() || !needs.caches.is_empty() {
         let _ = writeln!(out, "\n[filesystem]");
@@ -1187,6 +1233,34 @@ mod tests {
     /// file, and a connection — suggested as the vetto-owned cache, the
     /// host and the presets that fit, never `~/.cargo`, its registry or a
     /// `bin/`.
+    /// `vetto ci --audit -- pip install …` in a project with a
+    /// `requirements.txt`: vetto chose the pip preset for the job. The
+    /// suggested policy names its presets (`extends`), so a policy that
+    /// left pip out would get none and refuse what the audit allowed.
+    #[test]
+    fn the_presets_a_session_used_are_kept() {
+        let mut events = fixture::attack_session();
+        if let Some(crate::events::Event::SessionStart(s)) = events.first_mut() {
+            s.command = vec!["pip".into(), "install".into(), "-r".into(), "r.txt".into()];
+            for name in ["preset:pip", "preset:python", "preset:no-such-preset"] {
+                s.policy.sources.push(crate::events::PolicySource {
+                    name: name.into(),
+                    digest: "sha256:4444".into(),
+                });
+            }
+        }
+        let log = SessionLog::parse(&fixture::to_jsonl(&events));
+        let toml = suggest_with(&[log], |_, m| m == "requirements.txt");
+        let extends = toml
+            .lines()
+            .find(|l| l.starts_with("extends = "))
+            .unwrap_or_default();
+        assert_eq!(
+            extends, r#"extends = ["default", "pip", "python"]"#,
+            "{toml}"
+        );
+    }
+
     #[test]
     fn suggestion_snapshot_for_a_cargo_and_npm_session() {
         let mut events = fixture::attack_session();

@@ -92,6 +92,10 @@ enum Place {
 struct Mixed {
     /// Who reads it, for the terminal line.
     tool: &'static str,
+    /// Programs whose name in the command makes the line worth printing
+    /// (a git or cargo job that never runs npm is not told about npm's
+    /// configuration; the copy is made all the same).
+    programs: &'static [&'static str],
     /// The copy, in the session's temporary directory.
     copy: Place,
     /// The variables set to the copy's path; the first is named.
@@ -112,6 +116,7 @@ const MIXED: &[Mixed] = &[
     // npm: `npm_config_userconfig` replaces the user file.
     Mixed {
         tool: "npm",
+        programs: &["npm", "npx", "node", "yarn", "pnpm", "corepack", "bun"],
         copy: Place::File("vetto-npmrc"),
         vars: &["npm_config_userconfig", "NPM_CONFIG_USERCONFIG"],
         user: |var, home| var("NPM_CONFIG_USERCONFIG").unwrap_or_else(|| home.join(".npmrc")),
@@ -124,6 +129,10 @@ const MIXED: &[Mixed] = &[
     // https://user:token@host/simple`).
     Mixed {
         tool: "pip",
+        programs: &[
+            "pip", "pip3", "python", "python3", "uv", "poetry", "pipx", "tox", "nox", "pdm",
+            "hatch",
+        ],
         copy: Place::File("vetto-pip.conf"),
         vars: &["PIP_CONFIG_FILE"],
         user: |var, home| {
@@ -143,6 +152,10 @@ const MIXED: &[Mixed] = &[
     // requests send an empty one.
     Mixed {
         tool: "Python's requests (pip, …)",
+        programs: &[
+            "pip", "pip3", "python", "python3", "uv", "poetry", "pipx", "tox", "nox", "pdm",
+            "hatch", "curl",
+        ],
         copy: Place::File("vetto-netrc"),
         vars: &["NETRC"],
         user: |var, home| var("NETRC").unwrap_or_else(|| home.join(".netrc")),
@@ -155,6 +168,7 @@ const MIXED: &[Mixed] = &[
     // builders: those stay reachable through links.
     Mixed {
         tool: "docker",
+        programs: &["docker", "docker-compose", "podman", "buildx"],
         copy: Place::Dir {
             name: "vetto-docker",
             redacted: &["config.json"],
@@ -171,6 +185,7 @@ const MIXED: &[Mixed] = &[
     // directory whole, so both are copied.
     Mixed {
         tool: "gh",
+        programs: &["gh"],
         copy: Place::Dir {
             name: "vetto-gh",
             redacted: &["hosts.yml", "config.yml"],
@@ -203,6 +218,9 @@ pub struct Copy {
     links: Vec<(String, PathBuf)>,
     /// The user's file, as the terminal shows it.
     shown: String,
+    /// The tool's programs and variables (`Mixed::programs`, `vars`).
+    programs: &'static [&'static str],
+    vars: &'static [&'static str],
     /// What the terminal is told.
     pub line: String,
 }
@@ -225,6 +243,24 @@ impl Copy {
             dir.link_new(name, target)?;
         }
         Ok(())
+    }
+
+    /// Whether the command names the tool: one of its programs as a word
+    /// (of the command or of a script it runs: `sh -c 'npm ci'`), with
+    /// any directory and version (`/usr/bin/python3.12`), or one of its
+    /// variables. Only then is the terminal told about the copy.
+    pub fn named_by(&self, command: &[std::ffi::OsString]) -> bool {
+        command.iter().any(|arg| {
+            let arg = arg.to_string_lossy();
+            self.vars.iter().any(|v| arg.contains(v))
+                || arg
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || "-_./".contains(c)))
+                    .any(|word| {
+                        let name = word.rsplit('/').next().unwrap_or(word);
+                        let bare = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+                        self.programs.iter().any(|p| name == *p || bare == *p)
+                    })
+        })
     }
 
     /// The warning when [`Copy::write`] failed.
@@ -331,6 +367,8 @@ fn copy_of(m: &Mixed, policy: &mut Policy, var: &Var<'_>, home: &Path) -> Option
         files,
         links,
         shown: shown.clone(),
+        programs: m.programs,
+        vars: m.vars,
         line: format!(
             "{} reads {shown} without its credentials ({removed} removed; {} set for the job)",
             m.tool, m.vars[0]
@@ -572,6 +610,40 @@ pub fn no_machines(text: &str) -> (String, usize) {
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_line_is_for_commands_that_name_the_tool() {
+        let npm = Copy {
+            dir: PathBuf::new(),
+            subdir: None,
+            files: Vec::new(),
+            links: Vec::new(),
+            shown: "~/.npmrc".into(),
+            programs: MIXED[0].programs,
+            vars: MIXED[0].vars,
+            line: String::new(),
+        };
+        let named = |args: &[&str]| {
+            npm.named_by(
+                &args
+                    .iter()
+                    .map(std::ffi::OsString::from)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        assert!(named(&["npm", "ci"]));
+        assert!(named(&["/usr/local/bin/node", "test.js"]));
+        assert!(named(&["sh", "-c", "make && npx jest --ci"]));
+        assert!(named(&["sh", "-c", "cat \"$npm_config_userconfig\""]));
+        for other in [
+            &["git", "status"][..],
+            &["cargo", "test"],
+            &["sh", "-c", "pip install -r requirements.txt && pytest"],
+            &["sh", "-c", "pnpmx"],
+        ] {
+            assert!(!named(other), "{other:?}");
+        }
+    }
 
     #[test]
     fn credentials_are_removed_and_settings_kept() {

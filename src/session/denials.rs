@@ -18,7 +18,10 @@ use crate::policy::egress::{InternalReach, internal_reach};
 use crate::policy::tools::{Cache, host_cache_of};
 use crate::policy::{Access, markers};
 use crate::report::suggest::write_grant;
-use crate::supervisor::{self, notify::NotifyEvent};
+use crate::supervisor::{
+    self,
+    notify::{NotifyEvent, Reason},
+};
 
 /// How many groups are named without `-v`.
 pub(super) const FIRST: usize = 3;
@@ -159,12 +162,63 @@ fn quoted(s: &str) -> String {
     format!("\"{}\"", crate::report::suggest::toml_basic(s))
 }
 
-/// `--allow-domain HOST[:PORT]` and `[network] allow = ["…"]`.
+/// Public registries that serve from more than one host: a client that
+/// is refused the first never asks for the next, so a hint naming only
+/// the one refused takes a round per host (pip: its index, ~9 s of
+/// retries, then the files host). Each names its group whole.
+const REGISTRY_HOSTS: &[&[&str]] = &[
+    &["pypi.org", "files.pythonhosted.org"],
+    &["index.crates.io", "static.crates.io", "crates.io"],
+    &["proxy.golang.org", "sum.golang.org"],
+    &["rubygems.org", "index.rubygems.org"],
+    &["repo.maven.apache.org", "repo1.maven.org"],
+    &["plugins.gradle.org", "plugins-artifacts.gradle.org"],
+    &["registry.npmjs.org", "registry.yarnpkg.com"],
+];
+
+/// `entry` (`HOST` or `HOST:PORT`) and, for a host of a registry in
+/// [`REGISTRY_HOSTS`], the group's other hosts on the same port.
+fn with_registry_hosts(entry: &str) -> Vec<String> {
+    let (host, port) = match entry.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => (h, Some(p)),
+        _ => (entry, None),
+    };
+    let group = REGISTRY_HOSTS
+        .iter()
+        .find(|g| g.iter().any(|h| h.eq_ignore_ascii_case(host)));
+    let mut all = vec![entry.to_string()];
+    for other in group.into_iter().flat_map(|g| g.iter()) {
+        if !other.eq_ignore_ascii_case(host) {
+            all.push(match port {
+                Some(p) => format!("{other}:{p}"),
+                None => (*other).to_string(),
+            });
+        }
+    }
+    all
+}
+
+/// `--allow-domain HOST[:PORT]` and `[network] allow = ["…"]` (for a
+/// registry's host, every host of the registry: one round).
 fn allow_domain(entry: &str) -> Fix {
-    let entry = escaped(entry);
+    let entries: Vec<String> = with_registry_hosts(entry)
+        .iter()
+        .map(|e| escaped(e))
+        .collect();
     Fix::Allow {
-        line: format!("[network] allow = [{}]", quoted(&entry)),
-        flag: format!("--allow-domain {entry}"),
+        line: format!(
+            "[network] allow = [{}]",
+            entries
+                .iter()
+                .map(|e| quoted(e))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        flag: entries
+            .iter()
+            .map(|e| format!("--allow-domain {e}"))
+            .collect::<Vec<_>>()
+            .join(" "),
     }
 }
 
@@ -313,6 +367,27 @@ fn fix(rule: RuleId, target: &Target, ctx: &Context) -> Fix {
     }
 }
 
+/// A new entry refused once the session's spares are used
+/// (`Reason::SparesSpent`): no flag grants a path that does not exist when
+/// the session starts; what works is making it before, or (a file where
+/// a masked file sits, FS-ONLY) the tier that masks by mount.
+fn spares_spent_fix(syscall: &str) -> Fix {
+    let (made, tier) = if syscall.starts_with("mkdir") {
+        (
+            format!("{} new directories", crate::plan::fs::SparePool::DIRS),
+            "",
+        )
+    } else {
+        (
+            format!("{} new files", crate::plan::fs::SparePool::FILES),
+            "; or --tier full, which hides a masked file by a mount, so new files there need no spare",
+        )
+    };
+    Fix::None(format!(
+        "no flag: vetto makes at most {made} per session where the project's own entries are protected (each granted before the sandbox starts), and they were all used; make it before the session (mkdir -p, touch): what is there at the start is granted whole{tier}"
+    ))
+}
+
 /// What is shown for a target: a refused lookup says it is one.
 fn what(rule: RuleId, target: &Target, home: &Path) -> String {
     match (rule, target) {
@@ -442,7 +517,11 @@ pub(super) fn groups(
             },
             t => t.clone(),
         };
-        let fix = fix(v.rule, &target, ctx);
+        let fix = if d.reason == Reason::SparesSpent {
+            spares_spent_fix(d.syscall)
+        } else {
+            fix(v.rule, &target, ctx)
+        };
         add(
             &mut out,
             v.rule,
@@ -780,6 +859,44 @@ mod tests {
         assert_eq!(
             lines(&write, 0, &[], false, false, &ctx())[1],
             "vetto:   fs-write-denied ~/data/out/x.log  — to allow: --allow-write ~/data/out  (policy: [filesystem] write = [\"~/data/out\"])"
+        );
+    }
+
+    /// pip refused its index is told the files host too (one round, not
+    /// one per host); any other host only itself.
+    #[test]
+    fn a_registry_host_is_allowed_with_the_hosts_it_serves_from() {
+        let hint = |host: &str, port: Option<u16>| {
+            fix(
+                RuleId::NetEgressBlocked,
+                &Target::Host {
+                    host: host.into(),
+                    port,
+                },
+                &ctx(),
+            )
+        };
+        assert_eq!(
+            hint("pypi.org", Some(443)),
+            Fix::Allow {
+                flag: "--allow-domain pypi.org:443 --allow-domain files.pythonhosted.org:443"
+                    .into(),
+                line: "[network] allow = [\"pypi.org:443\", \"files.pythonhosted.org:443\"]".into(),
+            }
+        );
+        let Fix::Allow { flag, .. } = hint("static.crates.io", Some(443)) else {
+            unreachable!("a host is allowed by a flag")
+        };
+        assert_eq!(
+            flag,
+            "--allow-domain static.crates.io:443 --allow-domain index.crates.io:443 --allow-domain crates.io:443"
+        );
+        assert_eq!(
+            hint("example.com", Some(443)),
+            Fix::Allow {
+                flag: "--allow-domain example.com:443".into(),
+                line: "[network] allow = [\"example.com:443\"]".into(),
+            }
         );
     }
 

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 use crate::events::log::LOG_MODE;
 use crate::events::rule_id::Level;
 use crate::exit::{self, Outcome};
-use crate::report::{self, Model, annotations, error_chain, human_ms, sarif::SarifOptions};
+use crate::report::{
+    self, Model, Verdict, annotations, error_chain, human_ms, sarif::SarifOptions,
+};
 use crate::sys::safe_fs;
 use crate::text;
 
@@ -211,7 +213,15 @@ pub fn console_summary(model: &Model, report_dir: &Path) -> String {
         human_ms(model.duration_ms())
     );
     let unobserved = model.start.tier.unobserved();
-    if !unobserved.is_empty() {
+    // A clean session gets one short line (a clean verdict is still never
+    // read as "none attempted"); one with findings or a failure, the list.
+    if model.verdict() == Verdict::Clean {
+        let _ = writeln!(
+            s,
+            "  not observed at this tier: {}",
+            model.start.tier.unobserved_short()
+        );
+    } else if !unobserved.is_empty() {
         let _ = writeln!(
             s,
             "  not observed at this tier (refused, but not recorded): {}",

@@ -222,7 +222,12 @@ fn execute(
     // credentials the policy masks (written once the session's temporary
     // directory exists).
     let config_copies = configs::copies(&mut policy, env, home);
-    tool_lines.extend(config_copies.iter().map(|c| c.line.clone()));
+    tool_lines.extend(
+        config_copies
+            .iter()
+            .filter(|c| c.named_by(&request.command))
+            .map(|c| c.line.clone()),
+    );
     // The secrets the proxy puts in the job's requests: the job holds
     // placeholders (set here, before the plan takes the environment).
     let secrets = match secrets::prepare(&mut policy, env) {
@@ -756,9 +761,10 @@ fn keep_log(path: PathBuf, session_tmp: &SessionTmp) -> PathBuf {
 }
 
 /// From this many creation calls checked live on, a FULL session names the
-/// faster mode: `git add` of a few hundred files is below it, a build or an
-/// install above.
-const CREATIONS_HINTED: u64 = 2_000;
+/// faster mode: at 10–15 µs each, what checking them cost is then worth a
+/// change of mode (about a second); a 3-second job's few thousand (tens
+/// of milliseconds) are not.
+const CREATIONS_HINTED: u64 = 50_000;
 
 /// After a FULL session whose creations were checked live, many of them:
 /// the mode that checks them after the session instead. Only where it

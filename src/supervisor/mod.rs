@@ -682,6 +682,10 @@ pub fn violation_of(
         (RuleId::UnixSocketDenied, Target::Socket { path })
     } else if d.reason == notify::Reason::NestedGit {
         (RuleId::PersistencePlanted, Target::Path { path })
+    } else if d.reason == notify::Reason::SparesSpent {
+        // A limit of the carve, wherever it is (in `.git` too): no
+        // persistence, and said so by its detail.
+        (RuleId::FsWriteDenied, Target::Path { path })
     } else {
         let name = path
             .file_name()

@@ -39,6 +39,10 @@ fn a_setup_py_that_steals_is_recorded_with_its_package(tier: Tier) {
         &w.project.join("requirements.txt"),
         "requests>=2\nevilpkg==6.6.6\n",
     );
+    // A project's requirements are committed: code scanning shows only
+    // files git tracks.
+    w.sh_bare("git add requirements.txt && git commit -q -m requirements")
+        .assert_success();
     let install = "set -e; rm -rf .venv; /usr/bin/python3 -m venv --system-site-packages .venv; \
                    .venv/bin/pip install -v --no-index --no-build-isolation --no-cache-dir \
                    --disable-pip-version-check dist/evilpkg-6.6.6.tar.gz 2>&1; echo installed";

@@ -354,3 +354,306 @@ fn the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it(t
     );
 }
 at_every_tier!(the_report_directory_is_ignored_by_git_and_git_clean_is_told_how_to_keep_it);
+
+/// New directories at the top of the project, each filled at once, as a
+/// Python test run with coverage and packaging makes them.
+const TOP_DIRS: &str = "for d in build dist .tox .venv htmlcov .pytest_cache; do mkdir $d && echo x > $d/f || exit 1; done; echo filled";
+
+/// More new directories at the top than a session has spares (16), made
+/// with `mkdir -p` so that a second run over the first one's works.
+const PAST_SPARE_DIRS: &str =
+    "for i in $(seq 1 17); do mkdir -p n$i && echo x > n$i/f || exit 1; done; echo filled";
+
+/// More new files at the top than a session has spares where a masked
+/// `.env` sits (64), each read back.
+const PAST_SPARE_FILES: &str =
+    "for i in $(seq 1 65); do echo x > t$i && cat t$i >/dev/null || exit 1; done; echo read-back";
+
+/// Runs as an unprivileged user: new directories and files at the top of
+/// the project. Evidence: bare all work. Before, the fifth new directory
+/// at the top could not be filled (`EACCES` on `e/f`, at both tiers) and,
+/// at FS-ONLY with a masked `.env` there, the seventeenth new file could
+/// not be read back, with nothing recorded: the carve grants new entries
+/// there from spares made before the sandbox starts, 4 directories and
+/// 16 files, and made the rest plainly, unusable. Now a session has 16
+/// and 64, and past them the new entry is refused and recorded with a
+/// hint that works: making it before the session, or (files) FULL.
+fn new_entries_at_the_project_top_are_usable_or_refused_and_told(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.sh_bare(TOP_DIRS)
+        .assert_success()
+        .assert_stdout_contains("filled");
+    w.sh_bare("rm -rf build dist .tox .venv htmlcov .pytest_cache")
+        .assert_success();
+    let (out, log) = w.ci_sh(TOP_DIRS);
+    out.assert_success().assert_stdout_contains("filled");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "a new directory at the top was recorded at tier {tier}\n{log}"
+    );
+    assert_eq!(
+        crate::util::read(&w.project.join(".pytest_cache/f")).as_deref(),
+        Some("x\n")
+    );
+
+    // Past the spares: refused, recorded, and told what works.
+    let (out, log) = w.ci_sh(PAST_SPARE_DIRS);
+    out.assert_stdout_lacks("filled");
+    assert!(w.project.join("n16/f").is_file(), "{}", out.dump());
+    assert!(!w.project.join("n17").exists(), "{}", out.dump());
+    assert!(
+        log.contains("fs-write-denied") && log.contains("SparesSpent"),
+        "the 17th new directory was not recorded at tier {tier}\n{log}"
+    );
+    out.assert_stderr_contains("make it before the session");
+    w.sh_bare("mkdir n17").assert_success();
+    let (out, log) = w.ci_sh(PAST_SPARE_DIRS);
+    out.assert_success().assert_stdout_contains("filled");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the hint did not work at tier {tier}\n{log}"
+    );
+
+    // Files where the masked `.env` sits: FULL masks it by a mount, so
+    // files there need no spare; FS-ONLY refuses the 65th and says so.
+    w.sh_bare(PAST_SPARE_FILES)
+        .assert_success()
+        .assert_stdout_contains("read-back");
+    w.sh_bare("rm t*").assert_success();
+    let (out, log) = w.ci_sh(PAST_SPARE_FILES);
+    if tier == Tier::FsOnly {
+        out.assert_stdout_lacks("read-back");
+        assert!(w.project.join("t64").is_file(), "{}", out.dump());
+        assert!(
+            log.contains("SparesSpent"),
+            "the 65th new file was not recorded\n{log}"
+        );
+        out.assert_stderr_contains("--tier full");
+    } else {
+        out.assert_success().assert_stdout_contains("read-back");
+        assert!(
+            crate::util::violation_lines(&log).is_empty(),
+            "a new file at the top was recorded at tier {tier}\n{log}"
+        );
+    }
+}
+at_every_tier!(new_entries_at_the_project_top_are_usable_or_refused_and_told);
+
+/// A directory under `/tmp` (an agent installed there), removed when the
+/// test ends.
+struct InTmp(std::path::PathBuf);
+
+impl Drop for InTmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs as an unprivileged user, at FULL (where `/tmp` is the job's own;
+/// below it the shared `/tmp` is not the job's by design): a program
+/// installed under `/tmp` and allowed read-only (`--allow-read`), run
+/// while the job makes its own directory and file in `/tmp` at a fixed
+/// name, as agents do when they start. Evidence: bare it works; before,
+/// the allowed path beneath `/tmp` made the carve leave `/tmp` a skeleton
+/// (`mkdir /tmp/…` `EACCES`, nothing recorded). Now `/tmp` is granted
+/// whole, as what the policy binds there read-only is kept by a read-only
+/// mount: the installed program still cannot be written, removed or moved.
+fn an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable(tier: Tier) {
+    use std::os::unix::fs::PermissionsExt;
+    require!(tier.feature());
+    // The project outside /tmp (a project under /tmp is carved there).
+    let w = World::at_in(tier, std::path::Path::new("/var/tmp"));
+    let agent = InTmp(std::path::PathBuf::from(format!(
+        "/tmp/{}-agent",
+        w.root.file_name().unwrap().to_string_lossy()
+    )));
+    std::fs::create_dir_all(agent.0.join("bin")).unwrap();
+    std::fs::write(agent.0.join("bin/agent"), "echo agent-ran\n").unwrap();
+    for (p, mode) in [(agent.0.clone(), 0o755), (agent.0.join("bin"), 0o755)] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let a = agent.0.to_str().unwrap();
+    let job = format!(
+        "d=/tmp/agent-state-$$; mkdir $d && echo x > $d/f && cat $d/f && rm -r $d && sh {a}/bin/agent"
+    );
+    w.sh_bare(&job)
+        .assert_success()
+        .assert_stdout_contains("x\nagent-ran");
+
+    let (out, log) = w.ci_sh_with(&["--allow-read", a], &job);
+    out.assert_success().assert_stdout_contains("x\nagent-ran");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the job's own /tmp was recorded\n{log}"
+    );
+    let (out, _) = w.ci_sh_with(
+        &["--allow-read", a],
+        &format!("echo planted > {a}/bin/agent; rm -rf {a}; mv {a} /tmp/moved; cat {a}/bin/agent"),
+    );
+    out.assert_stdout_contains("agent-ran");
+    assert_eq!(
+        crate::util::read(&agent.0.join("bin/agent")).as_deref(),
+        Some("echo agent-ran\n")
+    );
+
+    // A project under /tmp keeps /tmp carved (its protected names are
+    // Landlock's): a creation at /tmp's top is refused, and now recorded
+    // with what works ($TMPDIR), where before nothing was.
+    let under_tmp = World::at(tier);
+    let (out, log) =
+        under_tmp.ci_sh("mkdir /tmp/fixed-name; d=$(mktemp -d) && echo x > $d/f && echo tmpdir-ok");
+    out.assert_stdout_contains("tmpdir-ok")
+        .assert_stderr_contains("writable unless the project lies under /tmp");
+    assert!(
+        log.contains("/tmp/fixed-name"),
+        "the refused creation in /tmp was not recorded\n{log}"
+    );
+}
+crate::at_tiers!([at_full = Full] an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable);
+
+/// A test suite's server on a unix socket at the path given as `$1`,
+/// with a client of its own.
+const UNIX_SERVER: &str = r#"python3 - "$SOCK" <<'PY'
+import os, socket, sys
+p = sys.argv[1]
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.bind(p)
+except OSError as e:
+    print("bind refused", e.errno)
+    sys.exit(1)
+s.listen(1)
+c = socket.socket(socket.AF_UNIX)
+c.connect(p)
+a, _ = s.accept()
+c.sendall(b"ping")
+print("served", a.recv(4).decode())
+os.unlink(p)
+PY"#;
+
+/// Runs as an unprivileged user: a test server bound to a unix socket at
+/// a fixed path in `/tmp`. Evidence: bare it serves. At FULL `/tmp` is
+/// the job's own and it serves. At FS-ONLY `/tmp` is the host's shared
+/// one (a socket planted there is one host programs would trust): the
+/// bind stays refused, but before it was `EACCES` with nothing recorded
+/// (servers waited out their timeouts); now it is recorded with what
+/// works — `$TMPDIR`, where the same server serves, or FULL.
+fn a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at_in(tier, std::path::Path::new("/var/tmp"));
+    let sock = format!(
+        "/tmp/{}.sock",
+        w.root.file_name().unwrap().to_string_lossy()
+    );
+    let at_fixed = format!("SOCK={sock}; {UNIX_SERVER}");
+    w.sh_bare(&at_fixed)
+        .assert_success()
+        .assert_stdout_contains("served ping");
+
+    let (out, log) = w.ci_sh(&at_fixed);
+    if tier == Tier::Full {
+        out.assert_success().assert_stdout_contains("served ping");
+        assert!(
+            crate::util::violation_lines(&log).is_empty(),
+            "the job's own socket was recorded\n{log}"
+        );
+        return;
+    }
+    out.assert_stdout_contains("bind refused 13");
+    assert!(
+        log.contains(&sock) && log.contains("bind"),
+        "the refused bind was not recorded\n{log}"
+    );
+    out.assert_stderr_contains("$TMPDIR")
+        .assert_stderr_contains("at FULL /tmp is the job's own");
+    let (out, log) = w.ci_sh(&format!("SOCK=$TMPDIR/s; {UNIX_SERVER}"));
+    out.assert_success().assert_stdout_contains("served ping");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "a socket in $TMPDIR was recorded\n{log}"
+    );
+}
+at_every_tier!(a_unix_socket_at_a_fixed_path_in_tmp_serves_or_is_told);
+
+/// Runs as an unprivileged user: everyday jobs that never run npm (`git`,
+/// `cargo`), ending clean. Evidence: before, every session printed that
+/// npm reads `~/.npmrc` without its credentials, and a clean one the
+/// whole paragraph of what the tier does not observe. Now the npm line
+/// is printed where the command names npm (the copy is made all the
+/// same), and a clean session says what is not observed in one line.
+fn clean_everyday_jobs_print_nothing_that_does_not_concern_them(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    let (out, log) =
+        w.ci_sh("git status --short >/dev/null && env | grep -c '_userconfig=.*vetto-npmrc'");
+    out.assert_success().assert_stdout_contains("1");
+    assert!(
+        crate::util::violation_lines(&log).is_empty(),
+        "the everyday job was recorded\n{log}"
+    );
+    let said = out.stderr();
+    assert!(
+        !said.contains(".npmrc") && !said.contains("refused, but not recorded"),
+        "a clean git job was told about npm or the whole list\n{said}"
+    );
+    out.assert_stderr_contains("CLEAN")
+        .assert_stderr_contains("not observed at this tier: ");
+
+    let (out, _) = w.ci_sh("command -v npm >/dev/null; echo npm-or-not");
+    out.assert_success()
+        .assert_stderr_contains(".npmrc without its credentials");
+}
+at_every_tier!(clean_everyday_jobs_print_nothing_that_does_not_concern_them);
+
+/// An install that makes the project's first `package-lock.json` (not yet
+/// committed) and runs a dependency's script that writes a shell start-up
+/// file.
+const FIRST_LOCKFILE: &str = r#"mkdir -p node_modules/evil
+printf '{"name": "evil", "version": "1.0.0"}\n' > node_modules/evil/package.json
+printf 'echo planted >> "$HOME/.bashrc"\n' > node_modules/evil/install.sh
+printf '{\n  "packages": {\n    "node_modules/evil": {"version": "1.0.0"}\n  }\n}\n' > package-lock.json
+sh node_modules/evil/install.sh; echo installed"#;
+
+/// Runs as an unprivileged user: the SARIF location of an alert a
+/// dependency caused. Evidence: `git ls-files` does not list the
+/// `package-lock.json` the job made; before, code scanning's location was
+/// its line all the same (the locator read the working tree, not what
+/// git tracks), a file the repository does not have. Now the alert is at
+/// the line of the tracked `package.json` that names the package.
+fn a_sarif_alert_is_placed_on_a_tracked_file_only(tier: Tier) {
+    require!(tier.feature());
+    let w = World::at(tier);
+    w.write(
+        &w.project.join("package.json"),
+        "{\n  \"name\": \"demo\",\n  \"dependencies\": {\n    \"evil\": \"1.0.0\"\n  }\n}\n",
+    );
+    w.sh_bare("git add package.json && git commit -q -m deps")
+        .assert_success();
+    let (out, log) = w.ci_sh(FIRST_LOCKFILE);
+    out.assert_stdout_contains("installed");
+    assert!(
+        log.contains("\"name\":\"evil\""),
+        "the write was not attributed to the package\n{log}"
+    );
+    w.sh_bare("git ls-files --error-unmatch package-lock.json 2>/dev/null || echo untracked")
+        .assert_stdout_contains("untracked");
+    let sarif: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(w.project.join("vetto-report/vetto.sarif")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
+    let results = sarif["runs"][0]["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ours = results
+        .iter()
+        .find(|r| r["message"]["text"].to_string().contains("evil"));
+    let Some(ours) = ours else {
+        panic!("no result for the package in the SARIF: {sarif}");
+    };
+    let at = &ours["locations"][0]["physicalLocation"];
+    assert_eq!(at["artifactLocation"]["uri"], "package.json", "{ours}");
+    assert_eq!(at["region"]["startLine"], 4, "{ours}");
+}
+at_every_tier!(a_sarif_alert_is_placed_on_a_tracked_file_only);

@@ -294,6 +294,8 @@ struct Shared {
     denied: Vec<(i64, &'static str)>,
     /// `--audit`: allow what would be refused, record it.
     audit: bool,
+    /// `NotifyPlan::unix_bind`.
+    unix_bind: bool,
     /// Which non-unix connects are performed (`NetConnect`).
     net_connect: NetConnect,
     /// The egress proxy, for `NetConnect::Proxy` (without it every
@@ -533,6 +535,7 @@ impl Shared {
             spares,
             denied,
             audit: plan.audit,
+            unix_bind: plan.unix_bind,
             net_connect: plan.net_connect,
             egress: None,
             pty_peer: plan.pty_peer,
@@ -627,8 +630,8 @@ impl Shared {
             Call::Ioctl if self.pty_peer && n.args[1] as u32 == sys::TIOCGPTPEER as u32 => {
                 (self.pty_peer(&n), None)
             }
-            Call::Other if self.tcp_dead_net && n.nr == libc::SYS_bind => {
-                (self.dead_net_bind(&n), None)
+            Call::Other if (self.tcp_dead_net || self.unix_bind) && n.nr == libc::SYS_bind => {
+                self.bind(&n)
             }
             Call::Other if self.udp_dead_net && n.nr == libc::SYS_socket => {
                 match self.dead_net_socket(&n) {
@@ -657,6 +660,7 @@ impl Shared {
         };
         let syscall = match answer {
             _ if self.listen && n.native && n.nr == libc::SYS_listen => "listen",
+            _ if n.call == Call::Other && n.native && n.nr == libc::SYS_bind => "bind",
             // A refused connect of another family (vsock, netlink): named.
             Answer::Errno(_, _, Reason::Forbidden) if n.call == Call::Connect => "connect",
             Answer::Errno(_, _, Reason::Forbidden) | Answer::Continue(Reason::Forbidden) => {

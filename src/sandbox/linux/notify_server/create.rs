@@ -82,6 +82,9 @@ impl Shared {
         let name = target.name_c.clone();
         let created = match self.file_from_spare(target.carved, &name, flags, mode & !umask) {
             Some(result) => result,
+            None if self.spares_spent(target.carved, false) && name_free(dir, &name) => {
+                return (spent(), shown);
+            }
             None => sys::openat2(
                 dir,
                 &name,
@@ -189,6 +192,24 @@ impl Shared {
                 (sys::errno_of(&e) == c::EEXIST).then_some(Err(e))
             }
         }
+    }
+
+    /// Whether new entries of this kind (`dirs`, else files) in carved
+    /// directory `carved` are made from spares, and none is left. Not
+    /// under `--audit`, which changes nothing the job does.
+    fn spares_spent(&self, carved: usize, dirs: bool) -> bool {
+        let Some(spares) = self.spares.as_ref().filter(|_| !self.audit) else {
+            return false;
+        };
+        let (applies, list) = if dirs {
+            (
+                self.carved.get(carved).is_some_and(|c| c.dev == spares.dev),
+                &spares.dirs,
+            )
+        } else {
+            (spares.file_dirs.contains(&carved), &spares.files)
+        };
+        applies && list.lock().is_ok_and(|l| l.is_empty())
     }
 
     pub(super) fn remember(&self, f: FileFacts) {
@@ -342,9 +363,13 @@ impl Shared {
         let dir = self.carved[target.carved].fd.as_fd();
         let name = &target.name_c;
         let result = match op {
-            Op::Mkdir(mode) => self
-                .dir_from_spare(target.carved, name, mode & !umask)
-                .unwrap_or_else(|| sys::mkdirat(dir, name, mode & 0o7777 & !umask)),
+            Op::Mkdir(mode) => match self.dir_from_spare(target.carved, name, mode & !umask) {
+                Some(result) => result,
+                None if self.spares_spent(target.carved, true) && name_free(dir, name) => {
+                    return (spent(), shown);
+                }
+                None => sys::mkdirat(dir, name, mode & 0o7777 & !umask),
+            },
             Op::Unlink(flags) => sys::unlinkat(dir, name, flags),
             Op::Symlink(_) => match &target_bytes {
                 Some(t) => sys::symlinkat(t, dir, name),
@@ -797,4 +822,15 @@ pub(super) enum Op {
     Unlink(i32),
     /// Address of the symlink target in the job's memory.
     Symlink(u64),
+}
+
+/// `name` is not in `dir` (so a creation there would make a new entry;
+/// an existing one is answered as it always is).
+fn name_free(dir: BorrowedFd<'_>, name: &CStr) -> bool {
+    sys::facts_at(dir, name).is_err_and(|e| sys::errno_of(&e) == c::ENOENT)
+}
+
+/// The refusal of a new entry once the spares are used ([`Reason::SparesSpent`]).
+fn spent() -> Answer {
+    Answer::Errno(c::EACCES, Decision::Denied(c::EACCES), Reason::SparesSpent)
 }

@@ -140,6 +140,46 @@ impl Shared {
     /// refuses TCP binds to the job) does not hold the supervisor. Any
     /// other socket: the kernel decides, under the job's own Landlock
     /// domain, as if nothing had been notified.
+    /// `bind()`: a TCP socket of the namespace that leads nowhere is
+    /// bound here (`dead_net_bind`); a pathname unix socket's is the
+    /// kernel's to decide, and recorded where the policy allows no
+    /// writing (a fixed path in the shared /tmp at FS-ONLY), as a
+    /// creation there would be; anything else is the kernel's.
+    pub(super) fn bind(&self, n: &Notified) -> (Answer, Option<PathBuf>) {
+        let pass = || (Answer::Continue(Reason::NotHandled), None);
+        if self.tcp_dead_net {
+            let answer = self.dead_net_bind(n);
+            if !matches!(answer, Answer::Continue(Reason::NotHandled)) {
+                return (answer, None);
+            }
+        }
+        if !self.unix_bind {
+            return pass();
+        }
+        let len = n.args[2] as u32 as usize;
+        if len <= SUN_PATH_OFFSET || len > SOCKADDR_MAX {
+            return pass();
+        }
+        let mut addr = [0u8; SOCKADDR_MAX];
+        match sys::read_remote(n.tid, n.args[1], &mut addr[..len]) {
+            Ok(got) if got == len => {}
+            _ => return pass(),
+        }
+        let SockAddr::Path(path) = classify(&addr[..len]) else {
+            return pass();
+        };
+        let Ok(path) = CString::new(path) else {
+            return pass();
+        };
+        self.judge_outside(
+            n,
+            c::AT_FDCWD,
+            &path,
+            Answer::Continue(Reason::NotCarved),
+            false,
+        )
+    }
+
     pub(super) fn dead_net_bind(&self, n: &Notif) -> Answer {
         let einval = Answer::Errno(c::EINVAL, Decision::Emulated, Reason::DeadNet);
         let Ok(target) = i32::try_from(n.args[0] as u32) else {
