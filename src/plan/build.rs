@@ -815,21 +815,11 @@ fn plan_for(
                 Vec::new()
             },
             broker_unix_connect: notify_available,
-            // The job's own private /tmp counts as writable for sockets —
-            // where it is granted whole. Where a project under it keeps
-            // it carved, its top is read-only, and a creation there is
-            // recorded as the refusal it is.
-            rules: rules
-                .iter()
-                .map(|r| {
-                    let carved_tmp = tier == Tier::Full
-                        && session_tmp.is_some()
-                        && r.path == Path::new(PRIVATE_TMP)
-                        && r.access == Access::Write;
-                    let access = if carved_tmp { Access::Read } else { r.access };
-                    (r.path.clone(), access)
-                })
-                .collect(),
+            // The job's own private /tmp counts as writable for sockets.
+            // (Where a project under it keeps it carved, a creation at its
+            // top is refused unrecorded: a JVM's `/tmp/hsperfdata_USER`,
+            // which it does without, would be a finding every run.)
+            rules: rules.iter().map(|r| (r.path.clone(), r.access)).collect(),
             unix_sockets: unix_sockets(policy),
             spares,
             denied_calls: Vec::new(),

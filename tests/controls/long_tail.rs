@@ -459,6 +459,7 @@ impl Drop for InTmp {
 /// (`mkdir /tmp/…` `EACCES`, nothing recorded). Now `/tmp` is granted
 /// whole, as what the policy binds there read-only is kept by a read-only
 /// mount: the installed program still cannot be written, removed or moved.
+/// (A project under `/tmp` still keeps `/tmp` carved: docs/tiers.md.)
 fn an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable(tier: Tier) {
     use std::os::unix::fs::PermissionsExt;
     require!(tier.feature());
@@ -495,19 +496,6 @@ fn an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable(tier: Tier) {
     assert_eq!(
         crate::util::read(&agent.0.join("bin/agent")).as_deref(),
         Some("echo agent-ran\n")
-    );
-
-    // A project under /tmp keeps /tmp carved (its protected names are
-    // Landlock's): a creation at /tmp's top is refused, and now recorded
-    // with what works ($TMPDIR), where before nothing was.
-    let under_tmp = World::at(tier);
-    let (out, log) =
-        under_tmp.ci_sh("mkdir /tmp/fixed-name; d=$(mktemp -d) && echo x > $d/f && echo tmpdir-ok");
-    out.assert_stdout_contains("tmpdir-ok")
-        .assert_stderr_contains("writable unless the project lies under /tmp");
-    assert!(
-        log.contains("/tmp/fixed-name"),
-        "the refused creation in /tmp was not recorded\n{log}"
     );
 }
 crate::at_tiers!([at_full = Full] an_allowed_path_under_tmp_leaves_the_jobs_tmp_writable);
@@ -623,7 +611,9 @@ sh node_modules/evil/install.sh; echo installed"#;
 /// the line of the tracked `package.json` that names the package.
 fn a_sarif_alert_is_placed_on_a_tracked_file_only(tier: Tier) {
     require!(tier.feature());
-    let w = World::at(tier);
+    // Outside /tmp: at FULL a home under a carved /tmp is refused
+    // unrecorded (docs/tiers.md).
+    let w = World::at_in(tier, std::path::Path::new("/var/tmp"));
     w.write(
         &w.project.join("package.json"),
         "{\n  \"name\": \"demo\",\n  \"dependencies\": {\n    \"evil\": \"1.0.0\"\n  }\n}\n",
