@@ -990,6 +990,35 @@ https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, (
 }).listen(0, "127.0.0.1", function () { console.log(this.address().port); });
 "#;
 
+/// Go's `net/http` file server (`http.FileServer`, no mux): the handler
+/// takes the decoded path and cleans it (`path.Clean`), as Go services
+/// that serve a tree do. Prints its port.
+const GO_ROUTER: &str = r#"
+package main
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+)
+
+func main() {
+	cert, err := tls.LoadX509KeyPair(os.Args[1], os.Args[2])
+	if err != nil {
+		panic(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.Addr().(*net.TCPAddr).Port)
+	tl := tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}})
+	panic(http.Serve(tl, http.FileServer(http.Dir(os.Args[3]))))
+}
+"#;
+
 /// The job's client: each target sent as it is (no client's URL
 /// normalisation: `#`, `\` and dot segments reach the wire), over TLS to
 /// `registry.test` through `HTTPS_PROXY` where one is set; prints `PORT
@@ -1041,13 +1070,14 @@ const WAYS_OUT: &[&str] = &[
 ];
 
 /// Runs as an unprivileged user. A rule `GET registry.test:PORT/api/allowed/*`
-/// against three servers' routing (Python's static server, a servlet-style
-/// router, node resolving as URL parsers do), one set of targets sent raw.
-/// Bare, the servlet router serves `/forbidden` for `..;` and node for
-/// `..\..`. Under vetto no target it lets through is served `/forbidden`
-/// by any of them: those with a fragment, `;`, `\`, an encoded separator
-/// or a decoded dot segment are answered 403 and never reach the server,
-/// and the allowed one is served by all three.
+/// against four servers' routing (Python's static server, a servlet-style
+/// router, node resolving as URL parsers do, Go's `net/http` file server),
+/// one set of targets sent raw. Bare, the servlet router serves
+/// `/forbidden` for `..;`, node for `..\..` and Go for `%2e%2e`. Under
+/// vetto no target it lets through is served `/forbidden` by any of them:
+/// those with a fragment, `;`, `\`, an encoded separator or a decoded dot
+/// segment are answered 403 and never reach the server, and the allowed
+/// one is served by all four.
 fn a_path_rule_means_what_every_server_reads(tier: Tier) {
     require!(tier.feature());
     crate::require_tool!("node", "npm");
@@ -1075,7 +1105,35 @@ fn a_path_rule_means_what_every_server_reads(tier: Tier) {
         .read_line(&mut line)
         .unwrap();
     let node_port: u16 = line.trim().parse().unwrap();
-    let ports = [reg.port, servlet, node_port];
+    crate::require_tool!("go", "go");
+    w.write(&dir.join("go_router.go"), GO_ROUTER);
+    // Built, then run: `go run` leaves its child running when it is killed.
+    let built = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(dir.join("go_router"))
+        .arg(dir.join("go_router.go"))
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "")
+        .env("GO111MODULE", "off")
+        .status()
+        .unwrap();
+    assert!(built.success(), "go build of the router failed");
+    let mut go = Stopped(
+        Command::new(dir.join("go_router"))
+            .arg(dir.join("server.pem"))
+            .arg(dir.join("server.key"))
+            .arg(dir.join("site"))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(go.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let go_port: u16 = line.trim().parse().unwrap();
+    let ports = [reg.port, servlet, node_port, go_port];
     let list = ports.map(|p| p.to_string()).join(",");
     w.write(&w.project.join("client.py"), RAW_CLIENT);
     let quoted: Vec<String> = WAYS_OUT.iter().map(|t| format!("'{t}'")).collect();
@@ -1095,8 +1153,9 @@ fn a_path_rule_means_what_every_server_reads(tier: Tier) {
     };
     assert!(
         served(&bare, servlet, "/api/allowed/..;/..;/forbidden")
-            && served(&bare, node_port, "/api/allowed/..\\..\\forbidden"),
-        "control: bare, a servlet router and node serve /forbidden\n{}",
+            && served(&bare, node_port, "/api/allowed/..\\..\\forbidden")
+            && served(&bare, go_port, "/api/allowed/%2e%2e/%2e%2e/forbidden"),
+        "control: bare, a servlet router, node and Go serve /forbidden\n{}",
         bare.dump()
     );
 
