@@ -121,6 +121,9 @@ impl Change {
                 "created during the session, with {} entries in it",
                 self.inside
             ),
+            (Seen::Absent, _) if !self.keys.is_empty() => {
+                format!("created during the session ({})", self.keys.join(", "))
+            }
             (Seen::Absent, _) => "created during the session".into(),
             _ if !self.keys.is_empty() => format!(
                 "what it runs changed during the session ({})",
@@ -293,6 +296,10 @@ impl Snapshot {
                 let keys = match (&before, &seen) {
                     (Seen::File { digest: b, .. }, Seen::File { digest: a, .. }) => {
                         autorun::keys_changed(compare, b, a)
+                    }
+                    // A new file in its tool's format: the keys it sets.
+                    (Seen::Absent, Seen::File { digest: a, .. }) => {
+                        autorun::keys_changed(compare, "", a)
                     }
                     _ => Vec::new(),
                 };
@@ -847,5 +854,15 @@ mod tests {
             ]
         );
         assert_eq!(changes[0].keys, ["build.rustc-wrapper"]);
+        assert_eq!(
+            changes[1].keys,
+            ["tasks"],
+            "a new file names the keys it sets"
+        );
+        assert!(
+            changes[1]
+                .describe()
+                .starts_with("created during the session (tasks)")
+        );
     }
 }
