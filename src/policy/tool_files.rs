@@ -265,6 +265,7 @@ fn harmless(format: Format, key: &str) -> bool {
             "*:registry",
             "//*",
             "always-auth",
+            "cache",
             "save",
             "save-exact",
             "save-prefix",
@@ -588,7 +589,7 @@ mod tests {
             (
                 Format::Npmrc,
                 "",
-                "@s:registry=https://r/\n",
+                "@s:registry=https://r/\ncache=/tmp/npm-cache\n",
                 "node-options=--require /p/x.js\n",
             ),
             (
